@@ -1,0 +1,128 @@
+package exam
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Priority is the bucket an exam is scheduled in.
+type Priority string
+
+// The three buckets, most urgent first.
+const (
+	Urgent Priority = "urgent"
+	Normal Priority = "normal"
+	Low    Priority = "low"
+)
+
+// ParsePriority accepts "urgent", "normal" or "low"; "" means normal.
+func ParsePriority(s string) (Priority, error) {
+	switch p := Priority(s); p {
+	case Urgent, Normal, Low:
+		return p, nil
+	case "":
+		return Normal, nil
+	}
+	return "", fmt.Errorf("priority %q: want urgent, normal or low", s)
+}
+
+// Key is Temporal's priority key for the bucket (1 is served first).
+func (p Priority) Key() int {
+	switch p {
+	case Urgent:
+		return 1
+	case Low:
+		return 5
+	}
+	return 3
+}
+
+// Eye is the laterality of the scanned eye, in DICOM's spelling.
+type Eye string
+
+// Right (oculus dexter) and left (oculus sinister) eye.
+const (
+	RightEye Eye = "OD"
+	LeftEye  Eye = "OS"
+)
+
+// ParseEye accepts OD or OS; "" means unknown and is allowed, since the
+// DICOM header usually carries laterality.
+func ParseEye(s string) (Eye, error) {
+	switch e := Eye(s); e {
+	case RightEye, LeftEye, "":
+		return e, nil
+	}
+	return "", fmt.Errorf("eye %q: want OD or OS", s)
+}
+
+var examIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidateID checks an exam ID: 1–128 characters of letters, digits, dot,
+// dash and underscore, starting with a letter or digit. Exam IDs appear in
+// object keys and workflow IDs, so nothing else is accepted.
+func ValidateID(id string) error {
+	if !examIDPattern.MatchString(id) {
+		return fmt.Errorf("exam id %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// WorkflowID is the Temporal workflow ID of an exam. Temporal allows one
+// workflow per ID, which is what makes submission idempotent.
+func WorkflowID(examID string) string { return "exam-" + examID }
+
+// Task queues. GPU stages run only on gpuworker nodes.
+const (
+	WorkflowQueue = "oct-workflows"
+	CPUQueue      = "oct-cpu"
+	GPUQueue      = "oct-gpu"
+)
+
+// Submission is what a device sent and the gateway accepted; it is the
+// input of ExamWorkflow. It never holds a patient identifier in clear:
+// PatientRef is a keyed pseudonym.
+type Submission struct {
+	ExamID      string    `json:"examId"`
+	Priority    Priority  `json:"priority"`
+	Eye         Eye       `json:"eye,omitempty"`
+	CallbackURL string    `json:"callbackUrl,omitempty"`
+	PatientRef  string    `json:"patientRef,omitempty"`
+	DeviceID    string    `json:"deviceId"`
+	Campus      string    `json:"campus"`
+	ScanKey     string    `json:"scanKey"`
+	ScanDigest  string    `json:"scanDigest"`
+	SubmittedAt time.Time `json:"submittedAt"`
+}
+
+// Failure describes the last failure of an exam.
+type Failure struct {
+	Stage   Stage  `json:"stage,omitempty"`
+	Message string `json:"message"`
+	Type    string `json:"type,omitempty"`
+	Attempt int32  `json:"attempt,omitempty"`
+}
+
+// Report points at an exam's report objects.
+type Report struct {
+	JSONKey string `json:"jsonKey"`
+	PDFKey  string `json:"pdfKey"`
+}
+
+// Result is what ExamWorkflow returns once the report has been produced
+// and the clinician notified.
+type Result struct {
+	ExamID  string  `json:"examId"`
+	Report  Report  `json:"report"`
+	Summary Summary `json:"summary"`
+}
+
+// Summary carries the headline measurements so status can show them
+// without reading the report object.
+type Summary struct {
+	CentralSubfieldThicknessUm float64 `json:"centralSubfieldThicknessUm"`
+	MeanThicknessUm            float64 `json:"meanThicknessUm"`
+	TotalVolumeMm3             float64 `json:"totalVolumeMm3"`
+	Lesions                    int     `json:"lesions"`
+}

@@ -1,0 +1,285 @@
+package imaging
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/suyashkumar/dicom"
+	"github.com/suyashkumar/dicom/pkg/frame"
+	"github.com/suyashkumar/dicom/pkg/tag"
+	"github.com/suyashkumar/dicom/pkg/uid"
+)
+
+// OphthalmicTomographySOPClass is the DICOM SOP class UID of an
+// Ophthalmic Tomography Image, the only kind of object octflow accepts.
+const OphthalmicTomographySOPClass = "1.2.840.10008.5.1.4.1.1.77.1.5.4"
+
+// maxSamples bounds a volume at 2^28 samples (1 GiB as float32): four times
+// the largest cube a clinical OCT writes (128 × 1024 × 512).
+const maxSamples = 1 << 28
+
+// Header is the identifying part of a DICOM object.
+type Header struct {
+	SOPInstanceUID    string
+	StudyInstanceUID  string
+	SeriesInstanceUID string
+	// PatientID is protected health information. The gateway turns it
+	// into a keyed pseudonym at once; it is never logged, stored in an
+	// object key or sent to Temporal in clear.
+	PatientID string
+}
+
+// WriteDICOM writes v as an Ophthalmic Tomography Image (Explicit VR
+// Little Endian, 16-bit unsigned, one frame per B-scan). Samples are
+// rounded and clamped to 0..65535.
+func WriteDICOM(w io.Writer, v *Volume, h Header) error {
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	frames := make([]*frame.Frame, v.Frames)
+	for f := range frames {
+		src := v.Frame(f)
+		raw := make([]uint16, len(src))
+		for i, x := range src {
+			raw[i] = uint16(math.Round(math.Max(0, math.Min(65535, float64(x)))))
+		}
+		frames[f] = &frame.Frame{NativeData: &frame.NativeFrame[uint16]{
+			InternalBitsPerSample: 16, InternalRows: v.Rows, InternalCols: v.Cols,
+			InternalSamplesPerPixel: 1, RawData: raw,
+		}}
+	}
+	mm := func(um float64) string { return strconv.FormatFloat(um/1000, 'g', 8, 64) }
+	elems := []struct {
+		t    tag.Tag
+		data any
+	}{
+		{tag.MediaStorageSOPClassUID, []string{OphthalmicTomographySOPClass}},
+		{tag.MediaStorageSOPInstanceUID, []string{h.SOPInstanceUID}},
+		{tag.TransferSyntaxUID, []string{uid.ExplicitVRLittleEndian}},
+		{tag.SOPClassUID, []string{OphthalmicTomographySOPClass}},
+		{tag.SOPInstanceUID, []string{h.SOPInstanceUID}},
+		{tag.Modality, []string{"OPT"}},
+		{tag.PatientID, []string{h.PatientID}},
+		{tag.SpacingBetweenSlices, []string{mm(v.Spacing.FrameUm)}},
+		{tag.StudyInstanceUID, []string{h.StudyInstanceUID}},
+		{tag.SeriesInstanceUID, []string{h.SeriesInstanceUID}},
+		{tag.ImageLaterality, []string{lateralityCode(v.Laterality)}},
+		{tag.SamplesPerPixel, []int{1}},
+		{tag.PhotometricInterpretation, []string{"MONOCHROME2"}},
+		{tag.NumberOfFrames, []string{strconv.Itoa(v.Frames)}},
+		{tag.Rows, []int{v.Rows}},
+		{tag.Columns, []int{v.Cols}},
+		// Pixel Spacing is row spacing (axial) then column spacing (lateral), in mm.
+		{tag.PixelSpacing, []string{mm(v.Spacing.AxialUm), mm(v.Spacing.LateralUm)}},
+		{tag.BitsAllocated, []int{16}},
+		{tag.BitsStored, []int{16}},
+		{tag.HighBit, []int{15}},
+		{tag.PixelRepresentation, []int{0}},
+		{tag.PixelData, dicom.PixelDataInfo{Frames: frames}},
+	}
+	ds := dicom.Dataset{}
+	for _, e := range elems {
+		el, err := dicom.NewElement(e.t, e.data)
+		if err != nil {
+			return fmt.Errorf("dicom element %v: %w", e.t, err)
+		}
+		ds.Elements = append(ds.Elements, el)
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := dicom.Write(bw, ds); err != nil {
+		return fmt.Errorf("write dicom: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write dicom: %w", err)
+	}
+	return nil
+}
+
+// ReadDICOM parses an Ophthalmic Tomography Image of size bytes. Anything
+// that is not a readable OCT volume yields an error wrapping
+// ErrInvalidVolume; only I/O failures of r are returned unwrapped.
+func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
+	defer func() {
+		// The parser trusts lengths in the file; a hostile or damaged
+		// file must not take the process down.
+		if p := recover(); p != nil {
+			v, err = nil, invalidf("dicom parser failed: %v", p)
+		}
+	}()
+	ds, err := dicom.Parse(bufio.NewReaderSize(r, 1<<20), size, nil)
+	if err != nil {
+		return nil, h, invalidf("not a readable DICOM object: %v", err)
+	}
+	if sop := str(ds, tag.SOPClassUID); sop != OphthalmicTomographySOPClass {
+		if sop == "" {
+			sop = str(ds, tag.MediaStorageSOPClassUID)
+		}
+		return nil, h, invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)
+	}
+	if ts := str(ds, tag.TransferSyntaxUID); ts != uid.ExplicitVRLittleEndian && ts != uid.ImplicitVRLittleEndian {
+		return nil, h, invalidf("transfer syntax %q is not supported (want uncompressed little endian)", ts)
+	}
+	h = Header{
+		SOPInstanceUID:    str(ds, tag.SOPInstanceUID),
+		StudyInstanceUID:  str(ds, tag.StudyInstanceUID),
+		SeriesInstanceUID: str(ds, tag.SeriesInstanceUID),
+		PatientID:         str(ds, tag.PatientID),
+	}
+	rows, cols := integer(ds, tag.Rows), integer(ds, tag.Columns)
+	nframes, _ := strconv.Atoi(str(ds, tag.NumberOfFrames))
+	if nframes == 0 {
+		nframes = 1
+	}
+	if bits := integer(ds, tag.BitsAllocated); bits != 8 && bits != 16 {
+		return nil, h, invalidf("%d bits allocated; want 8 or 16", bits)
+	}
+	if spp := integer(ds, tag.SamplesPerPixel); spp != 1 {
+		return nil, h, invalidf("%d samples per pixel; want 1 (grayscale)", spp)
+	}
+	pixEl, err := ds.FindElementByTag(tag.PixelData)
+	if err != nil {
+		return nil, h, invalidf("no pixel data")
+	}
+	pix, ok := pixEl.Value.GetValue().(dicom.PixelDataInfo)
+	if !ok {
+		return nil, h, invalidf("pixel data is not image data")
+	}
+	if pix.ParseErr != nil {
+		return nil, h, invalidf("pixel data: %v", pix.ParseErr)
+	}
+	if pix.IsEncapsulated {
+		return nil, h, invalidf("compressed (encapsulated) pixel data is not supported")
+	}
+	if len(pix.Frames) == 0 {
+		return nil, h, invalidf("no frames")
+	}
+	if len(pix.Frames) != nframes {
+		return nil, h, invalidf("header says %d frames, pixel data holds %d", nframes, len(pix.Frames))
+	}
+	spacing, err := readSpacing(ds)
+	if err != nil {
+		return nil, h, err
+	}
+	if rows < 8 || cols < 8 || int64(nframes)*int64(rows)*int64(cols) > maxSamples {
+		return nil, h, invalidf("volume of %d×%d×%d samples is out of range", nframes, rows, cols)
+	}
+	v = NewVolume(nframes, rows, cols, spacing)
+	v.Laterality = lateralityFromCode(str(ds, tag.ImageLaterality), str(ds, tag.Laterality))
+	for f, fr := range pix.Frames {
+		nf, err := fr.GetNativeFrame()
+		if err != nil {
+			return nil, h, invalidf("frame %d: %v", f, err)
+		}
+		if nf.Rows() != rows || nf.Cols() != cols {
+			return nil, h, invalidf("frame %d is %d×%d, header says %d×%d", f, nf.Rows(), nf.Cols(), rows, cols)
+		}
+		dst := v.Frame(f)
+		switch raw := nf.RawDataSlice().(type) {
+		case []uint16:
+			if len(raw) < len(dst) {
+				return nil, h, invalidf("frame %d is truncated", f)
+			}
+			for i := range dst {
+				dst[i] = float32(raw[i])
+			}
+		case []uint8:
+			if len(raw) < len(dst) {
+				return nil, h, invalidf("frame %d is truncated", f)
+			}
+			for i := range dst {
+				dst[i] = float32(raw[i])
+			}
+		default:
+			return nil, h, invalidf("frame %d has unsupported sample type %T", f, raw)
+		}
+	}
+	return v, h, v.Validate()
+}
+
+// readSpacing takes Pixel Spacing and Spacing Between Slices from the top
+// level or, as scanners write them, from the Pixel Measures functional
+// group.
+func readSpacing(ds dicom.Dataset) (Spacing, error) {
+	ps := strs(ds, tag.PixelSpacing)
+	if len(ps) != 2 {
+		return Spacing{}, invalidf("pixel spacing missing or malformed")
+	}
+	axial, err1 := strconv.ParseFloat(strings.TrimSpace(ps[0]), 64)
+	lateral, err2 := strconv.ParseFloat(strings.TrimSpace(ps[1]), 64)
+	if err := errors.Join(err1, err2); err != nil || axial <= 0 || lateral <= 0 {
+		return Spacing{}, invalidf("pixel spacing %q is not two positive numbers", ps)
+	}
+	s := Spacing{AxialUm: axial * 1000, LateralUm: lateral * 1000}
+	between := str(ds, tag.SpacingBetweenSlices)
+	if between == "" {
+		between = str(ds, tag.SliceThickness)
+	}
+	if between != "" {
+		z, err := strconv.ParseFloat(strings.TrimSpace(between), 64)
+		if err != nil || z <= 0 {
+			return Spacing{}, invalidf("slice spacing %q is not a positive number", between)
+		}
+		s.FrameUm = z * 1000
+	}
+	return s, nil
+}
+
+func strs(ds dicom.Dataset, t tag.Tag) []string {
+	el, err := ds.FindElementByTagNested(t)
+	if err != nil {
+		return nil
+	}
+	v, ok := el.Value.GetValue().([]string)
+	if !ok {
+		return nil
+	}
+	return v
+}
+
+func str(ds dicom.Dataset, t tag.Tag) string {
+	v := strs(ds, t)
+	if len(v) == 0 {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimRight(v[0], "\x00"))
+}
+
+func integer(ds dicom.Dataset, t tag.Tag) int {
+	el, err := ds.FindElementByTag(t)
+	if err != nil {
+		return 0
+	}
+	v, ok := el.Value.GetValue().([]int)
+	if !ok || len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// DICOM writes laterality R or L; octflow speaks OD and OS.
+func lateralityCode(eye string) string {
+	switch eye {
+	case "OD":
+		return "R"
+	case "OS":
+		return "L"
+	}
+	return ""
+}
+
+func lateralityFromCode(codes ...string) string {
+	for _, c := range codes {
+		switch c {
+		case "R":
+			return "OD"
+		case "L":
+			return "OS"
+		}
+	}
+	return ""
+}
