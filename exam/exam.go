@@ -27,17 +27,6 @@ func ParsePriority(s string) (Priority, error) {
 	return "", fmt.Errorf("priority %q: want urgent, normal or low", s)
 }
 
-// Key is Temporal's priority key for the bucket (1 is served first).
-func (p Priority) Key() int {
-	switch p {
-	case Urgent:
-		return 1
-	case Low:
-		return 5
-	}
-	return 3
-}
-
 // Eye is the laterality of the scanned eye, in DICOM's spelling.
 type Eye string
 
@@ -94,6 +83,13 @@ type Submission struct {
 	ScanKey     string    `json:"scanKey"`
 	ScanDigest  string    `json:"scanDigest"`
 	SubmittedAt time.Time `json:"submittedAt"`
+}
+
+// Input is ExamWorkflow's input: the submission and the policy it runs
+// under.
+type Input struct {
+	Submission Submission `json:"submission"`
+	Policy     Policy     `json:"policy"`
 }
 
 // Failure describes the last failure of an exam.

@@ -87,8 +87,8 @@ func NewPhantom(o PhantomOptions) *Phantom {
 
 	geo := rand.New(rand.NewPCG(o.Seed, 1))
 	fovX, fovY := (geo.Float64()-0.5)*0.4, (geo.Float64()-0.5)*0.4 // mm off centre
-	pitDepth := 110 + 30*geo.Float64()                                 // µm
-	tilt := (geo.Float64() - 0.5) * 40                                 // µm across the field
+	pitDepth := 110 + 30*geo.Float64()                             // µm
+	tilt := (geo.Float64() - 0.5) * 40                             // µm across the field
 
 	for f := 0; f < o.Frames; f++ {
 		y := (float64(f)-float64(o.Frames-1)/2)*sp.FrameUm/1000 - fovY
@@ -133,8 +133,8 @@ func NewPhantom(o PhantomOptions) *Phantom {
 				for i, n := range BoundaryNames {
 					b[i] = p.Boundaries[n][f*o.Cols+c] * sp.AxialUm
 				}
-				x := (float64(c)-float64(o.Cols-1)/2)*sp.LateralUm/1000
-				y := (float64(f)-float64(o.Frames-1)/2)*sp.FrameUm/1000
+				x := (float64(c) - float64(o.Cols-1)/2) * sp.LateralUm / 1000
+				y := (float64(f) - float64(o.Frames-1)/2) * sp.FrameUm / 1000
 				var fluidTop, fluidBottom float64
 				if o.Fluid {
 					dx, dy := (x-fx)/frx, (y-fy)/fry

@@ -1,0 +1,350 @@
+// Package activities holds the exam pipeline's stages as Temporal
+// activities. Each loads its input objects, runs its step and stores its
+// output under the exam's deterministic keys, so a re-executed stage
+// overwrites instead of duplicating. Volumes travel through the object
+// store, never through Temporal.
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/report"
+)
+
+// ObjectStore is what the stages need of the object store.
+type ObjectStore interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
+}
+
+// Activities are the stages, bound to their dependencies.
+type Activities struct {
+	Store  ObjectStore
+	Logger *zap.Logger
+	// HTTP delivers report-ready events (default: 10 s timeout).
+	HTTP *http.Client
+	// HeartbeatEvery is how often a running stage reports progress
+	// (default 2 s); it must stay well under the heartbeat timeout.
+	HeartbeatEvery time.Duration
+}
+
+// StageInput is every stage's input: the exam it works on.
+type StageInput struct {
+	Exam exam.Submission `json:"exam"`
+}
+
+// StageOutput says what a stage wrote.
+type StageOutput struct {
+	Keys    []string      `json:"keys"`
+	Summary *exam.Summary `json:"summary,omitempty"`
+	Note    string        `json:"note,omitempty"`
+	// Delivered is set by the notify stage once the workstation took the event.
+	Delivered bool `json:"delivered,omitempty"`
+}
+
+// ErrTypeInvalidVolume is the application error type of input no retry
+// can fix; the workflow fails the exam at once on it.
+const ErrTypeInvalidVolume = "InvalidVolume"
+
+// Algorithm versions, recorded in every report.
+var algorithms = map[string]string{
+	string(exam.Denoise): "log-gaussian/v0",
+	string(exam.Layers):  "ascan-gradient/v0",
+	string(exam.Lesions): "hyporeflective-3d/v0",
+	string(exam.Measure): "etdrs/v0",
+}
+
+// Denoise reads the uploaded scan and writes the denoised volume.
+func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, error) {
+	var out StageOutput
+	err := a.run(ctx, func() error {
+		v, err := a.loadVolume(ctx, in.Exam.ScanKey)
+		if err != nil {
+			return err
+		}
+		den, err := imaging.Denoise(ctx, v, imaging.DenoiseOptions{})
+		if err != nil {
+			return permanentIfInvalid(err)
+		}
+		key := exam.DenoisedKey(in.Exam.ExamID)
+		var buf bytes.Buffer
+		// The derived volume carries no patient identifier.
+		if err := imaging.WriteDICOM(&buf, den, imaging.Header{SOPInstanceUID: "2.25." + digestUID(in.Exam.ScanDigest)}); err != nil {
+			return err
+		}
+		out.Keys = []string{key}
+		return a.Store.Put(ctx, key, &buf, int64(buf.Len()), "application/dicom")
+	})
+	return out, err
+}
+
+// SegmentLayers finds the retinal boundaries in the denoised volume.
+func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOutput, error) {
+	var out StageOutput
+	err := a.run(ctx, func() error {
+		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.ExamID))
+		if err != nil {
+			return err
+		}
+		layers, err := imaging.SegmentLayers(ctx, v)
+		if err != nil {
+			return permanentIfInvalid(err)
+		}
+		out.Keys = []string{exam.LayersKey(in.Exam.ExamID)}
+		return a.putJSON(ctx, out.Keys[0], layers)
+	})
+	return out, err
+}
+
+// MarkLesions finds fluid regions inside the segmented retina.
+func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
+	var out StageOutput
+	err := a.run(ctx, func() error {
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		if err != nil {
+			return err
+		}
+		lesions, err := imaging.MarkLesions(ctx, v, layers)
+		if err != nil {
+			return permanentIfInvalid(err)
+		}
+		if lesions == nil {
+			lesions = []imaging.Lesion{}
+		}
+		out.Keys = []string{exam.LesionsKey(in.Exam.ExamID)}
+		return a.putJSON(ctx, out.Keys[0], lesions)
+	})
+	return out, err
+}
+
+// measurementsFile is what the measure stage stores.
+type measurementsFile struct {
+	Volume       report.VolumeInfo     `json:"volume"`
+	Eye          string                `json:"eye"`
+	Measurements *imaging.Measurements `json:"measurements"`
+}
+
+// Measure computes thickness, the ETDRS grid and volume.
+func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, error) {
+	var out StageOutput
+	err := a.run(ctx, func() error {
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		if err != nil {
+			return err
+		}
+		if v.Laterality == "" {
+			v.Laterality = string(in.Exam.Eye)
+		}
+		m, err := imaging.Measure(ctx, v, layers)
+		if err != nil {
+			return permanentIfInvalid(err)
+		}
+		out.Keys = []string{exam.MeasurementsKey(in.Exam.ExamID)}
+		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: m.CentralSubfieldThicknessUm,
+			MeanThicknessUm: m.MeanThicknessUm, TotalVolumeMm3: m.TotalVolumeMm3}
+		return a.putJSON(ctx, out.Keys[0], measurementsFile{
+			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
+			Eye:    v.Laterality, Measurements: m})
+	})
+	return out, err
+}
+
+// RenderReport writes report.json and report.pdf from the stage outputs.
+func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutput, error) {
+	var out StageOutput
+	err := a.run(ctx, func() error {
+		var mf measurementsFile
+		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.ExamID), &mf); err != nil {
+			return err
+		}
+		var lesions []imaging.Lesion
+		if err := a.getJSON(ctx, exam.LesionsKey(in.Exam.ExamID), &lesions); err != nil {
+			return err
+		}
+		if mf.Measurements == nil {
+			return temporal.NewNonRetryableApplicationError("measurements missing", ErrTypeInvalidVolume, nil)
+		}
+		info := activity.GetInfo(ctx)
+		rep := &report.Report{
+			SchemaVersion: report.SchemaVersion,
+			ExamID:        in.Exam.ExamID,
+			PatientRef:    in.Exam.PatientRef,
+			DeviceID:      in.Exam.DeviceID,
+			Campus:        in.Exam.Campus,
+			Eye:           mf.Eye,
+			Priority:      string(in.Exam.Priority),
+			SubmittedAt:   in.Exam.SubmittedAt,
+			// The stage's scheduled time, not the wall clock, so that a
+			// re-run writes the same report.
+			GeneratedAt:  info.ScheduledTime.UTC().Truncate(time.Second),
+			Volume:       mf.Volume,
+			Measurements: report.FromImaging(mf.Measurements),
+			Lesions:      lesions,
+			Algorithms:   algorithms,
+		}
+		pdf, err := report.PDF(rep)
+		if err != nil {
+			return err
+		}
+		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.ExamID), exam.ReportPDFKey(in.Exam.ExamID)
+		if err := a.putJSON(ctx, jsonKey, rep); err != nil {
+			return err
+		}
+		out.Keys = []string{jsonKey, pdfKey}
+		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: rep.Measurements.CentralSubfieldThicknessUm,
+			MeanThicknessUm: rep.Measurements.MeanThicknessUm, TotalVolumeMm3: rep.Measurements.TotalVolumeMm3,
+			Lesions: len(lesions)}
+		return a.Store.Put(ctx, pdfKey, bytes.NewReader(pdf), int64(len(pdf)), "application/pdf")
+	})
+	return out, err
+}
+
+// ReportReady is the event pushed to the clinician's workstation.
+type ReportReady struct {
+	ExamID string      `json:"examId"`
+	State  exam.State  `json:"state"`
+	Report exam.Report `json:"report"`
+}
+
+// NotifyWorkstation posts the report-ready event to the exam's callback
+// URL. A 5xx or a network error is retried; a 4xx is final.
+func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (StageOutput, error) {
+	if in.Exam.CallbackURL == "" {
+		return StageOutput{Note: "no callback URL"}, nil
+	}
+	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: exam.Completed,
+		Report: exam.Report{JSONKey: exam.ReportJSONKey(in.Exam.ExamID), PDFKey: exam.ReportPDFKey(in.Exam.ExamID)}})
+	if err != nil {
+		return StageOutput{}, fmt.Errorf("encode event: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.Exam.CallbackURL, bytes.NewReader(body))
+	if err != nil {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", in.Exam.ExamID)
+	client := a.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return StageOutput{}, fmt.Errorf("deliver report-ready: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode >= 500:
+		return StageOutput{}, fmt.Errorf("workstation answered %s", resp.Status)
+	case resp.StatusCode >= 400:
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("workstation refused the event: "+resp.Status, "CallbackRejected", nil)
+	}
+	return StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
+}
+
+// run executes a stage body while heartbeating, so a node that dies is
+// noticed after the heartbeat timeout rather than the stage timeout.
+func (a *Activities) run(ctx context.Context, body func() error) error {
+	every := a.HeartbeatEvery
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	activity.RecordHeartbeat(ctx, "started")
+	done := make(chan error, 1)
+	go func() { done <- body() }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx, "running")
+		}
+	}
+}
+
+func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volume, error) {
+	rc, size, err := a.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	v, _, err := imaging.ReadDICOM(rc, size)
+	if err != nil {
+		return nil, permanentIfInvalid(err)
+	}
+	return v, nil
+}
+
+func (a *Activities) loadVolumeAndLayers(ctx context.Context, examID string) (*imaging.Volume, *imaging.Layers, error) {
+	v, err := a.loadVolume(ctx, exam.DenoisedKey(examID))
+	if err != nil {
+		return nil, nil, err
+	}
+	var layers imaging.Layers
+	if err := a.getJSON(ctx, exam.LayersKey(examID), &layers); err != nil {
+		return nil, nil, err
+	}
+	return v, &layers, nil
+}
+
+func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	return a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), "application/json")
+}
+
+func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
+	rc, _, err := a.Store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if err := json.NewDecoder(rc).Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// permanentIfInvalid turns an invalid-volume error into a non-retryable
+// Temporal error: retrying cannot fix a bad scan.
+func permanentIfInvalid(err error) error {
+	if errors.Is(err, imaging.ErrInvalidVolume) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidVolume, err)
+	}
+	return err
+}
+
+// digestUID turns a hex digest into decimal digits for a DICOM UID.
+func digestUID(digest string) string {
+	var b []byte
+	for i := 0; i < len(digest) && len(b) < 30; i++ {
+		c := digest[i]
+		switch {
+		case c >= '0' && c <= '9':
+			b = append(b, c)
+		case c >= 'a' && c <= 'f':
+			b = append(b, '1', c-'a'+'0')
+		}
+	}
+	if len(b) == 0 || b[0] == '0' {
+		b = append([]byte{'1'}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,65 @@
+package exam
+
+import "time"
+
+// Policy is the scheduling policy an exam runs under. The gateway fixes it
+// when the exam is submitted and it travels in the workflow input, so a
+// running exam keeps the policy it started with across deploys.
+type Policy struct {
+	// MaxAttempts per stage (default 3).
+	MaxAttempts int32 `json:"maxAttempts"`
+	// RetryBase is the first retry delay; later ones double (default 5 min).
+	RetryBase time.Duration `json:"retryBase"`
+	// RetryCap bounds the retry delay (default 30 min).
+	RetryCap time.Duration `json:"retryCap"`
+	// StageTimeout is each stage's start-to-close limit (default 10 min).
+	StageTimeout time.Duration `json:"stageTimeout"`
+	// HeartbeatTimeout notices a lost node (default 30 s).
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
+	// Weights are the fairness weights of the buckets (default 60/35/5).
+	Weights map[Priority]float32 `json:"weights"`
+}
+
+// DefaultPolicy is the production policy.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxAttempts:      3,
+		RetryBase:        5 * time.Minute,
+		RetryCap:         30 * time.Minute,
+		StageTimeout:     10 * time.Minute,
+		HeartbeatTimeout: 30 * time.Second,
+		Weights:          map[Priority]float32{Urgent: 60, Normal: 35, Low: 5},
+	}
+}
+
+// WithDefaults fills zero fields from DefaultPolicy.
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.RetryBase == 0 {
+		p.RetryBase = d.RetryBase
+	}
+	if p.RetryCap == 0 {
+		p.RetryCap = d.RetryCap
+	}
+	if p.StageTimeout == 0 {
+		p.StageTimeout = d.StageTimeout
+	}
+	if p.HeartbeatTimeout == 0 {
+		p.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if p.Weights == nil {
+		p.Weights = d.Weights
+	}
+	return p
+}
+
+// Weight is the fairness weight of bucket under this policy.
+func (p Policy) Weight(bucket Priority) float32 {
+	if w, ok := p.Weights[bucket]; ok && w > 0 {
+		return w
+	}
+	return DefaultPolicy().Weights[bucket]
+}

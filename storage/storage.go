@@ -1,0 +1,156 @@
+// Package storage is octflow's object store: one bucket on any S3
+// endpoint (the embedded dev gateway, versitygw, MinIO, Ceph RGW, a cloud
+// bucket) reached through minio-go. It knows keys and bytes, not exams.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config locates the bucket.
+type Config struct {
+	Endpoint  string // host:port
+	AccessKey string
+	SecretKey string
+	Bucket    string
+	UseTLS    bool
+	Region    string // default us-east-1
+}
+
+// Store reads and writes objects in one bucket.
+type Store struct {
+	client *minio.Client
+	bucket string
+}
+
+// ErrNotFound is returned for a key that does not exist.
+var ErrNotFound = errors.New("object not found")
+
+// Open connects to the endpoint and creates the bucket if it is missing.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure: cfg.UseTLS,
+		Region: cfg.Region,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
+	}
+	s := &Store{client: client, bucket: cfg.Bucket}
+	exists, err := client.BucketExists(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("check bucket %q: %w", cfg.Bucket, err)
+	}
+	if !exists {
+		if err := client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region}); err != nil {
+			return nil, fmt.Errorf("create bucket %q: %w", cfg.Bucket, err)
+		}
+	}
+	return s, nil
+}
+
+// Put stores size bytes from r under key. S3 makes the object visible only
+// once it is complete, so a failed upload leaves nothing half-written.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{ContentType: contentType})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// Get opens an object for reading and returns its size.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: %w", key, err)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		obj.Close()
+		return nil, 0, s.wrap("get", key, err)
+	}
+	return obj, info.Size, nil
+}
+
+// ReadAll returns a whole object.
+func (s *Store) ReadAll(ctx context.Context, key string) ([]byte, error) {
+	rc, _, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return b, nil
+}
+
+// Exists reports whether key is present.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if err = s.wrap("stat", key, err); errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return false, err
+}
+
+// Delete removes key; deleting a missing key is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// List returns the keys under prefix.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, obj.Err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	return keys, nil
+}
+
+// PresignGet returns a URL that reads key without credentials until it
+// expires.
+func (s *Store) PresignGet(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
+	u, err := s.client.PresignedGetObject(ctx, s.bucket, key, expiry, nil)
+	if err != nil {
+		return nil, fmt.Errorf("presign %s: %w", key, err)
+	}
+	return u, nil
+}
+
+// Ping checks that the bucket is reachable.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.client.BucketExists(ctx, s.bucket); err != nil {
+		return fmt.Errorf("s3 ping: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) wrap(op, key string, err error) error {
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, err)
+}
