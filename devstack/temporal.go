@@ -23,7 +23,12 @@ import (
 	"go.uber.org/zap"
 )
 
-const clusterName = "octflow-dev"
+const (
+	clusterName = "octflow-dev"
+	// clusterID must be a UUID and the same on every start, or the
+	// server regenerates it and no longer matches its stored metadata.
+	clusterID = "6f2d7c0e-0c1a-4d5e-9b8f-0c7f1e2d3a4b"
+)
 
 // temporalOptions is what the embedded Temporal server needs to know.
 type temporalOptions struct {
@@ -83,7 +88,7 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 				InitialFailoverVersion: 1,
 				RPCAddress:             opts.frontendAddr,
 				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
-				ClusterID:              clusterName,
+				ClusterID:              clusterID,
 			},
 		},
 	}

@@ -14,8 +14,8 @@ func ScanKey(examID, digest string) string {
 	return prefix(examID) + "scan-" + digest + ".dcm"
 }
 
-// DenoisedKey is the denoised volume.
-func DenoisedKey(examID string) string { return prefix(examID) + "denoised.vol" }
+// DenoisedKey is the denoised volume (DICOM, without patient identifier).
+func DenoisedKey(examID string) string { return prefix(examID) + "denoised.dcm" }
 
 // LayersKey is the layer boundaries (JSON).
 func LayersKey(examID string) string { return prefix(examID) + "layers.json" }

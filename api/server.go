@@ -1,0 +1,113 @@
+// Package api is octflow's HTTP gateway (Echo): devices submit exams,
+// clinicians and admins read them. It authenticates bearer tokens by
+// role, validates every upload before anything is stored, pseudonymises
+// patient identifiers, stores the scan and starts the exam's workflow
+// with the exam ID as workflow ID, which makes submission idempotent.
+// Errors are RFC 9457 problem+json.
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"octflow/exam"
+)
+
+// ObjectStore is what the gateway needs of the object store.
+type ObjectStore interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	Delete(ctx context.Context, key string) error
+	Ping(ctx context.Context) error
+}
+
+// Config holds the gateway's dependencies and limits.
+type Config struct {
+	Temporal      client.Client
+	Store         ObjectStore
+	Tokens        *Tokens
+	Pseudonymizer *Pseudonymizer
+	Logger        *zap.Logger
+	// Policy is the scheduling policy new exams run under.
+	Policy exam.Policy
+	// MaxScanBytes bounds an upload (default 512 MiB).
+	MaxScanBytes int64
+	// SpoolDir holds uploads while they are validated (default: os.TempDir).
+	SpoolDir string
+}
+
+// Server is the HTTP gateway.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+}
+
+// New builds the gateway and its routes.
+func New(cfg Config) *Server {
+	if cfg.MaxScanBytes == 0 {
+		cfg.MaxScanBytes = 512 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	s := &Server{cfg: cfg, echo: echo.New()}
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.Use(middleware.RequestID())
+	e.Use(middleware.Recover())
+	e.Use(s.accessLog)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	v1 := e.Group("/v1")
+	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
+	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
+	return s
+}
+
+// ServeHTTP makes the gateway an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when Temporal and the object store answer.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return problem(http.StatusServiceUnavailable, "not-ready", "temporal: "+err.Error())
+	}
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		return problem(http.StatusServiceUnavailable, "not-ready", "object store: "+err.Error())
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// accessLog logs method, route (the pattern, never the exam ID or any
+// query), status and duration.
+func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.cfg.Logger.Info("http",
+			zap.String("method", c.Request().Method),
+			zap.String("route", c.Path()),
+			zap.Int("status", c.Response().Status),
+			zap.Duration("took", time.Since(start)),
+			zap.String("requestId", c.Response().Header().Get(echo.HeaderXRequestID)),
+			zap.String("principal", principal(c).Name))
+		return nil
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"octflow/activities"
+	"octflow/api"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/storage"
+	"octflow/workers"
+)
+
+// appOptions say which parts of octflow this process runs.
+type appOptions struct {
+	Stack    stackConfig
+	Identity string
+	Logger   *zap.Logger
+
+	// APIAddr, when set, serves the HTTP gateway there.
+	APIAddr       string
+	Tokens        *api.Tokens
+	Pseudonymizer *api.Pseudonymizer
+	Policy        exam.Policy
+
+	// Workers runs the workflow worker and the CPU stages.
+	Workers bool
+	// GPUNodes runs these GPU nodes in this process.
+	GPUNodes []gpuworker.Config
+	// StopTimeout bounds the drain of workers and nodes (default 90 s).
+	StopTimeout time.Duration
+}
+
+// app is a running set of octflow parts.
+type app struct {
+	log     *zap.Logger
+	client  client.Client
+	store   *storage.Store
+	workers *workers.Workers
+	nodes   []*gpuworker.Node
+	http    *http.Server
+	apiAddr string
+	served  chan error
+}
+
+// startApp connects to Temporal and S3 and starts the parts opts asks for.
+func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
+	a := &app{log: opts.Logger}
+	defer func() {
+		if err != nil {
+			a.stop()
+		}
+	}()
+	if a.store, err = openStore(ctx, opts.Stack.S3); err != nil {
+		return nil, fmt.Errorf("object store: %w", err)
+	}
+	if a.client, err = workers.Dial(ctx, opts.Stack.TemporalAddr, opts.Stack.Namespace, opts.Identity, opts.Logger.Named("sdk")); err != nil {
+		return nil, err
+	}
+	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage")}
+
+	if opts.Workers {
+		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout}); err != nil {
+			return nil, err
+		}
+	}
+	for _, nc := range opts.GPUNodes {
+		if nc.DrainTimeout == 0 {
+			nc.DrainTimeout = opts.StopTimeout
+		}
+		n, err := gpuworker.Start(a.client, acts, nc)
+		if err != nil {
+			return nil, err
+		}
+		a.nodes = append(a.nodes, n)
+	}
+	if opts.APIAddr != "" {
+		gw := api.New(api.Config{
+			Temporal: a.client, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
+			Logger: opts.Logger.Named("api"), Policy: opts.Policy,
+		})
+		ln, err := net.Listen("tcp", opts.APIAddr)
+		if err != nil {
+			return nil, fmt.Errorf("api listen: %w", err)
+		}
+		a.apiAddr = ln.Addr().String()
+		a.http = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+		a.served = make(chan error, 1)
+		go func() { a.served <- a.http.Serve(ln) }()
+	}
+	return a, nil
+}
+
+// apiURL is the gateway's base URL.
+func (a *app) apiURL() string { return "http://" + a.apiAddr }
+
+// stop shuts down in dependency order: stop accepting requests, drain the
+// GPU nodes and workers (running stages finish), then close the client.
+func (a *app) stop() {
+	if a.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.http.Shutdown(ctx); err != nil {
+			a.log.Warn("api shutdown", zap.Error(err))
+		}
+		cancel()
+		if err := <-a.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("api stopped", zap.Error(err))
+		}
+		a.http = nil
+	}
+	for _, n := range a.nodes {
+		n.Stop()
+	}
+	a.nodes = nil
+	if a.workers != nil {
+		a.workers.Stop()
+		a.workers = nil
+	}
+	if a.client != nil {
+		a.client.Close()
+		a.client = nil
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"octflow/api"
+	"octflow/exam"
+	"octflow/storage"
+)
+
+// envDefault returns the environment variable name's value, or def.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+// stackConfig is how a process finds the shared services.
+type stackConfig struct {
+	TemporalAddr string
+	Namespace    string
+	S3           storage.Config
+}
+
+// bind registers the flags shared by api, worker and gpuworker.
+func (c *stackConfig) bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.TemporalAddr, "temporal-addr", envDefault("OCTFLOW_TEMPORAL_ADDR", "127.0.0.1:7233"), "Temporal frontend host:port (OCTFLOW_TEMPORAL_ADDR)")
+	fs.StringVar(&c.Namespace, "namespace", envDefault("OCTFLOW_NAMESPACE", "default"), "Temporal namespace (OCTFLOW_NAMESPACE)")
+	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", envDefault("OCTFLOW_S3_ENDPOINT", "127.0.0.1:9000"), "S3 endpoint host:port (OCTFLOW_S3_ENDPOINT)")
+	fs.StringVar(&c.S3.Bucket, "s3-bucket", envDefault("OCTFLOW_S3_BUCKET", "octflow"), "S3 bucket (OCTFLOW_S3_BUCKET)")
+	fs.BoolVar(&c.S3.UseTLS, "s3-tls", envDefault("OCTFLOW_S3_TLS", "false") == "true", "use https for S3 (OCTFLOW_S3_TLS)")
+	// Keys come only from the environment, never from flags (they would show in ps).
+	c.S3.AccessKey = os.Getenv("OCTFLOW_S3_ACCESS_KEY")
+	c.S3.SecretKey = os.Getenv("OCTFLOW_S3_SECRET_KEY")
+}
+
+// policyFromEnv reads the scheduling policy overrides.
+func policyFromEnv(def exam.Policy) exam.Policy {
+	def.RetryBase = envDuration("OCTFLOW_RETRY_BASE", def.RetryBase)
+	def.RetryCap = envDuration("OCTFLOW_RETRY_CAP", def.RetryCap)
+	def.StageTimeout = envDuration("OCTFLOW_STAGE_TIMEOUT", def.StageTimeout)
+	def.HeartbeatTimeout = envDuration("OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout)
+	def.MaxAttempts = int32(envInt("OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts)))
+	return def.WithDefaults()
+}
+
+func openStore(ctx context.Context, cfg storage.Config) (*storage.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		s, err := storage.Open(ctx, cfg)
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// loadPseudonymizer reads the HMAC key for patient pseudonyms from
+// OCTFLOW_PSEUDONYM_KEY_FILE (preferred) or OCTFLOW_PSEUDONYM_KEY.
+func loadPseudonymizer() (*api.Pseudonymizer, error) {
+	key := os.Getenv("OCTFLOW_PSEUDONYM_KEY")
+	if path := os.Getenv("OCTFLOW_PSEUDONYM_KEY_FILE"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read pseudonym key: %w", err)
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	if len(key) < 16 {
+		return nil, fmt.Errorf("OCTFLOW_PSEUDONYM_KEY_FILE or OCTFLOW_PSEUDONYM_KEY must hold a key of at least 16 characters")
+	}
+	return api.NewPseudonymizer([]byte(key)), nil
+}
+
+// newLogger builds the process logger: JSON in production, readable
+// console lines in dev.
+func newLogger(dev bool) *zap.Logger {
+	if dev {
+		cfg := zap.NewDevelopmentConfig()
+		cfg.DisableStacktrace = true
+		cfg.Level = zap.NewAtomicLevelAt(zapcore.InfoLevel)
+		cfg.EncoderConfig.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		l, _ := cfg.Build()
+		return l
+	}
+	l, _ := zap.NewProduction()
+	return l
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"octflow/imaging"
+)
+
+// runPhantom writes a synthetic macular cube as an Ophthalmic Tomography
+// DICOM file.
+func runPhantom(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("phantom", flag.ContinueOnError)
+	out := fs.String("out", "exam.dcm", "output DICOM file")
+	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same cube")
+	frames := fs.Int("frames", 49, "B-scans")
+	rows := fs.Int("rows", 496, "samples per A-scan (depth)")
+	cols := fs.Int("cols", 512, "A-scans per B-scan")
+	eye := fs.String("eye", "OD", "laterality: OD or OS")
+	fluid := fs.Bool("fluid", false, "add an intraretinal fluid pocket")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: *seed, Frames: *frames, Rows: *rows, Cols: *cols,
+		Laterality: *eye, Fluid: *fluid})
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	uid := fmt.Sprintf("2.25.%d", 1_000_000+*seed)
+	h := imaging.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1", SeriesInstanceUID: uid + ".2",
+		PatientID: fmt.Sprintf("PHANTOM-%d", *seed)}
+	if err := imaging.WriteDICOM(f, p.Volume, h); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s: %d B-scans of %d × %d, %s, seed %d\n", *out, *frames, *rows, *cols, *eye, *seed)
+	return nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"octflow/api"
+	"octflow/exam"
+	"octflow/gpuworker"
+)
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "octflow"
+	}
+	return h
+}
+
+// runAPI serves the HTTP gateway.
+func runAPI(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	var stack stackConfig
+	stack.bind(fs)
+	addr := fs.String("api-addr", envDefault("OCTFLOW_API_ADDR", "127.0.0.1:8080"), "listen address (OCTFLOW_API_ADDR)")
+	tokensFile := fs.String("tokens-file", envDefault("OCTFLOW_TOKENS_FILE", ""), "JSON file of token hashes and roles (OCTFLOW_TOKENS_FILE)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *tokensFile == "" {
+		return fmt.Errorf("--tokens-file (OCTFLOW_TOKENS_FILE) is required")
+	}
+	tokens, err := api.LoadTokens(*tokensFile)
+	if err != nil {
+		return err
+	}
+	pseudo, err := loadPseudonymizer()
+	if err != nil {
+		return err
+	}
+	log := newLogger(false)
+	defer log.Sync()
+	return serveUntilDone(ctx, log, appOptions{
+		Stack: stack, Identity: "api@" + hostname(), Logger: log,
+		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policyFromEnv(exam.DefaultPolicy()),
+	})
+}
+
+// runWorker runs the workflow worker and the CPU stages.
+func runWorker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var stack stackConfig
+	stack.bind(fs)
+	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on shutdown (OCTFLOW_DRAIN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger(false)
+	defer log.Sync()
+	return serveUntilDone(ctx, log, appOptions{
+		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain,
+	})
+}
+
+// runGPUWorker runs one GPU node.
+func runGPUWorker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gpuworker", flag.ContinueOnError)
+	var stack stackConfig
+	stack.bind(fs)
+	nodeID := fs.String("node-id", envDefault("OCTFLOW_NODE_ID", "gpu@"+hostname()), "node identity (OCTFLOW_NODE_ID)")
+	gpus := fs.Int("gpus", envInt("OCTFLOW_GPUS", 1), "GPUs on this node: stages run at once (OCTFLOW_GPUS)")
+	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
+	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger(false)
+	defer log.Sync()
+	return serveUntilDone(ctx, log, appOptions{
+		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain,
+		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: *gpus, TaskQueue: *queue, DrainTimeout: *drain}},
+	})
+}
+
+// serveUntilDone runs the app until ctx ends (SIGINT or SIGTERM), then
+// drains it.
+func serveUntilDone(ctx context.Context, log *zap.Logger, opts appOptions) error {
+	a, err := startApp(ctx, opts)
+	if err != nil {
+		return err
+	}
+	log.Info("octflow running", zap.String("identity", opts.Identity), zap.String("api", a.apiAddr))
+	<-ctx.Done()
+	log.Info("shutting down: draining running stages")
+	a.stop()
+	return nil
+}
