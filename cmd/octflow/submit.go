@@ -105,36 +105,35 @@ type submitClient struct {
 }
 
 func (c *submitClient) submit(ctx context.Context, meta api.SubmitMeta, scan []byte) (*api.ExamStatus, int, error) {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	metaJSON, err := json.Marshal(meta)
+	contentType, body := c.multipart(meta, scan)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/exams", body)
 	if err != nil {
 		return nil, 0, err
 	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="meta"`)
-	h.Set("Content-Type", "application/json")
-	pw, err := mw.CreatePart(h)
-	if err != nil {
-		return nil, 0, err
-	}
-	pw.Write(metaJSON)
-	h = textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="scan"; filename="scan.dcm"`)
-	h.Set("Content-Type", "application/dicom")
-	if pw, err = mw.CreatePart(h); err != nil {
-		return nil, 0, err
-	}
-	pw.Write(scan)
-	if err := mw.Close(); err != nil {
-		return nil, 0, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/exams", &body)
-	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", contentType)
 	return c.do(req)
+}
+
+// multipart encodes the two parts of a submission: meta (JSON) and scan.
+func (c *submitClient) multipart(meta api.SubmitMeta, scan []byte) (contentType string, body *bytes.Buffer) {
+	body = &bytes.Buffer{}
+	mw := multipart.NewWriter(body)
+	metaJSON, _ := json.Marshal(meta) // a struct of strings always encodes
+	for _, p := range []struct {
+		disposition, contentType string
+		data                     []byte
+	}{
+		{`form-data; name="meta"`, "application/json", metaJSON},
+		{`form-data; name="scan"; filename="scan.dcm"`, "application/dicom", scan},
+	} {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", p.disposition)
+		h.Set("Content-Type", p.contentType)
+		pw, _ := mw.CreatePart(h) // writes to a bytes.Buffer cannot fail
+		pw.Write(p.data)
+	}
+	mw.Close()
+	return mw.FormDataContentType(), body
 }
 
 func (c *submitClient) status(ctx context.Context, examID string) (*api.ExamStatus, error) {

@@ -1,0 +1,36 @@
+# octflow — the two commands a newcomer needs are `make dev` and `make test`.
+
+export GOTOOLCHAIN := local
+GO      ?= go
+BIN     := bin/octflow
+DATA    ?= .data
+
+.PHONY: dev test build vet fmt-check phantom submit clean
+
+## dev: run the whole system (embedded Temporal + Web UI + S3, API, workers, 2 simulated GPU nodes)
+dev: build
+	$(BIN) dev --data-dir $(DATA)
+
+## test: vet, format check and every test (unit, workflow, end-to-end on the embedded stack)
+test: fmt-check vet
+	$(GO) test -count=1 -timeout 30m ./...
+
+build:
+	$(GO) build -o $(BIN) ./cmd/octflow
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## phantom: write a synthetic exam to exam.dcm
+phantom: build
+	$(BIN) phantom --out exam.dcm --seed 1
+
+## submit: send exam.dcm to the running `make dev` and wait for its report
+submit: build
+	$(BIN) submit --api http://127.0.0.1:8080 --dev-tokens $(DATA)/dev-tokens.json --file exam.dcm --wait
+
+clean:
+	rm -rf bin

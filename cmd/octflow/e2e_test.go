@@ -1,0 +1,384 @@
+package main
+
+// End-to-end tests: the real embedded Temporal server and S3 endpoint,
+// the real gateway over HTTP, real workers and GPU nodes, all in this
+// process (as `octflow dev` runs them). They run one after another: the
+// embedded S3 gateway allows one instance per process.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"octflow/api"
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/report"
+	"octflow/storage"
+)
+
+// testPolicy keeps retries and lost-node detection to seconds.
+func testPolicy() exam.Policy {
+	p := exam.DefaultPolicy()
+	p.RetryBase, p.RetryCap, p.HeartbeatTimeout, p.StageTimeout = time.Second, 2*time.Second, 4*time.Second, time.Minute
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// harness is one dev system under test.
+type harness struct {
+	t      *testing.T
+	cfg    devConfig
+	sys    *devSystem
+	device *submitClient
+	clin   *submitClient
+	store  *storage.Store
+}
+
+func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devConfig)) *harness {
+	t.Helper()
+	h := &harness{t: t, cfg: devConfig{
+		DataDir: t.TempDir(), APIAddr: freeAddr(t), TemporalAddr: freeAddr(t), UIAddr: freeAddr(t),
+		S3Addr: freeAddr(t), GPUNodes: gpuNodes, Policy: testPolicy(), StopTimeout: 10 * time.Second,
+	}}
+	for _, tweak := range tweaks {
+		tweak(&h.cfg)
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	log := zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel))
+	sys, err := startDev(context.Background(), h.cfg, log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.sys = sys
+	h.device = &submitClient{base: sys.app.apiURL(), token: sys.secrets.Device, http: http.DefaultClient}
+	h.clin = &submitClient{base: sys.app.apiURL(), token: sys.secrets.Clinician, http: http.DefaultClient}
+	creds := sys.stack.S3Credentials()
+	h.store, err = storage.Open(context.Background(), storage.Config{Endpoint: sys.stack.S3Endpoint(),
+		AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) stop() {
+	if h.sys != nil {
+		h.sys.stop()
+		h.sys = nil
+	}
+}
+
+// waitFor polls the exam until cond holds or the deadline passes.
+func (h *harness) waitFor(examID string, timeout time.Duration, cond func(*api.ExamStatus) bool) *api.ExamStatus {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *api.ExamStatus
+	for time.Now().Before(deadline) {
+		st, err := h.clin.status(context.Background(), examID)
+		if err == nil {
+			last = st
+			if cond(st) {
+				return st
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("exam %s: condition not met within %s; last status %+v", examID, timeout, last)
+	return nil
+}
+
+func (h *harness) waitTerminal(examID string) *api.ExamStatus {
+	return h.waitFor(examID, 2*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+}
+
+// executions counts the workflow runs Temporal holds for an exam.
+func (h *harness) executions(examID string) int {
+	h.t.Helper()
+	resp, err := h.sys.app.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = '%s'", exam.WorkflowID(examID)),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return len(resp.GetExecutions())
+}
+
+// stageRuns counts completed runs of a stage in the exam's history.
+func (h *harness) stageRuns(examID string, stage exam.Stage) int {
+	h.t.Helper()
+	it := h.sys.app.client.GetWorkflowHistory(context.Background(), exam.WorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]string{}
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == stage.ActivityName() {
+			n++
+		}
+	}
+	return n
+}
+
+func phantomDICOM(t *testing.T, o imaging.PhantomOptions) (*imaging.Phantom, []byte) {
+	t.Helper()
+	p := imaging.NewPhantom(o)
+	var buf bytes.Buffer
+	if err := imaging.WriteDICOM(&buf, p.Volume, imaging.Header{SOPInstanceUID: fmt.Sprintf("2.25.%d", o.Seed+1),
+		PatientID: fmt.Sprintf("PATIENT-%d", o.Seed)}); err != nil {
+		t.Fatal(err)
+	}
+	return p, buf.Bytes()
+}
+
+func small(seed uint64) imaging.PhantomOptions {
+	return imaging.PhantomOptions{Seed: seed, Frames: 13, Rows: 248, Cols: 256}
+}
+
+func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
+	h := newHarness(t, 2)
+	ctx := context.Background()
+	p, scan := phantomDICOM(t, small(7))
+
+	st, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "e2e-1", Priority: "urgent"}, scan)
+	if err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	if st.State != exam.Created && st.State != exam.Queued {
+		t.Errorf("state right after submit = %s, want CREATED or QUEUED", st.State)
+	}
+	final := h.waitTerminal("e2e-1")
+	if final.State != exam.Completed || final.Report == nil {
+		t.Fatalf("final status %+v, want COMPLETED with a report", final)
+	}
+
+	raw, err := h.store.ReadAll(ctx, final.Report.JSONKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	// The phantom's true retinal thickness: 320 µm minus a 110–140 µm pit.
+	var minT, maxT float64 = 1e9, 0
+	for i, ilm := range p.Boundaries[imaging.ILM] {
+		th := (p.Boundaries[imaging.BM][i] - ilm) * p.Volume.Spacing.AxialUm
+		minT, maxT = min(minT, th), max(maxT, th)
+	}
+	cst := rep.Measurements.CentralSubfieldThicknessUm
+	if cst < minT-10 || cst > maxT+10 || cst < 150 || cst > 350 {
+		t.Errorf("central subfield thickness %.1f µm outside the phantom's %.0f–%.0f µm", cst, minT, maxT)
+	}
+	if rep.ExamID != "e2e-1" || rep.DeviceID != h.sys.secrets.DeviceID || rep.Eye != "OD" {
+		t.Errorf("report header = %+v", rep)
+	}
+	if strings.Contains(string(raw), "PATIENT-7") || !strings.HasPrefix(rep.PatientRef, "pt-") {
+		t.Errorf("report must carry a pseudonym, not the patient ID; patientRef = %q", rep.PatientRef)
+	}
+	pdf, err := h.store.ReadAll(ctx, final.Report.PDFKey)
+	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
+	}
+	keys, err := h.store.List(ctx, "exams/e2e-1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "PATIENT") {
+			t.Errorf("object key %s holds the patient ID", k)
+		}
+	}
+	if len(keys) != 7 {
+		t.Errorf("objects = %v, want scan, denoised, layers, lesions, measurements, report.json, report.pdf", keys)
+	}
+}
+
+func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
+	h := newHarness(t, 2)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, small(11))
+	_, other := phantomDICOM(t, small(12))
+
+	// 20 devices' resends at once: one run, the rest see it.
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	for i := range codes {
+		wg.Go(func() {
+			_, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+			if err != nil {
+				t.Errorf("submit %d: %v", i, err)
+			}
+			codes[i] = code
+		})
+	}
+	wg.Wait()
+	accepted := 0
+	for _, c := range codes {
+		if c == http.StatusAccepted {
+			accepted++
+		} else if c != http.StatusOK {
+			t.Errorf("concurrent submit answered %d", c)
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d submissions answered 202, want exactly 1 (codes %v)", accepted, codes)
+	}
+	if st := h.waitTerminal("dup-1"); st.State != exam.Completed {
+		t.Fatalf("exam ended %s", st.State)
+	}
+
+	// After completion: the same scan is answered from the finished exam.
+	st, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+	if err != nil || code != http.StatusOK || st.State != exam.Completed {
+		t.Fatalf("resend after completion: %d %v %+v", code, err, st)
+	}
+	// Another scan under the same exam ID is a conflict and stores nothing.
+	if _, code, _ = h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, other); code != http.StatusConflict {
+		t.Errorf("other scan under a taken exam ID answered %d, want 409", code)
+	}
+
+	if n := h.executions("dup-1"); n != 1 {
+		t.Errorf("%d workflow executions for the exam, want 1", n)
+	}
+	if n := h.stageRuns("dup-1", exam.Render); n != 1 {
+		t.Errorf("report rendered %d times, want 1", n)
+	}
+	keys, err := h.store.List(ctx, "exams/dup-1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scans := 0
+	for _, k := range keys {
+		if strings.Contains(k, "/scan-") {
+			scans++
+		}
+	}
+	if scans != 1 {
+		t.Errorf("scan objects %v, want exactly the accepted one", keys)
+	}
+}
+
+func TestBadSubmissionsAreRefusedAndLeaveNothing(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, small(21))
+	corrupt := append([]byte(nil), scan[:len(scan)/2]...)
+
+	cases := []struct {
+		name   string
+		req    func() *http.Request
+		status int
+		kind   string
+	}{
+		{"no token", func() *http.Request { return h.rawSubmit("", "bad-1", scan) }, 401, "unauthenticated"},
+		{"clinician may not submit", func() *http.Request { return h.rawSubmit(h.sys.secrets.Clinician, "bad-2", scan) }, 403, "forbidden"},
+		{"not multipart", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, h.sys.app.apiURL()+"/v1/exams", strings.NewReader("{}"))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", "Bearer "+h.sys.secrets.Device)
+			return r
+		}, 415, "unsupported-media"},
+		{"bad exam id", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "../x", scan) }, 400, "invalid-meta"},
+		{"truncated scan", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "bad-3", corrupt) }, 422, "invalid-volume"},
+		{"not DICOM", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "bad-4", []byte("hello")) }, 422, "invalid-volume"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.DefaultClient.Do(c.req())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var p api.Problem
+			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != c.status || p.Type != "urn:octflow:problem:"+c.kind ||
+				resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("got %d %s (%s), want %d %s", resp.StatusCode, p.Type, resp.Header.Get("Content-Type"), c.status, c.kind)
+			}
+		})
+	}
+	keys, err := h.store.List(ctx, "exams/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		t.Errorf("refused submissions left objects: %v", keys)
+	}
+	for _, id := range []string{"bad-1", "bad-2", "bad-3", "bad-4"} {
+		if n := h.executions(id); n != 0 {
+			t.Errorf("refused exam %s started %d workflows", id, n)
+		}
+	}
+}
+
+func (h *harness) rawSubmit(token, examID string, scan []byte) *http.Request {
+	c := &submitClient{base: h.sys.app.apiURL(), token: token}
+	req, body := c.multipart(api.SubmitMeta{ExamID: examID}, scan)
+	r, _ := http.NewRequest(http.MethodPost, c.base+"/v1/exams", body)
+	r.Header.Set("Content-Type", req)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
+	// No drain: stopping cuts the running stage off, as a crash would.
+	h := newHarness(t, 1, func(c *devConfig) { c.StopTimeout = time.Millisecond })
+	ctx := context.Background()
+	// A full-size cube keeps each stage busy long enough to stop mid-way.
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 31})
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	mid := h.waitFor("restart-1", time.Minute, func(s *api.ExamStatus) bool {
+		return (s.State == exam.Claimed || s.State == exam.Executing) && s.Stage == exam.Layers
+	})
+	t.Logf("stopping the stack while %s is %s on %s", mid.Stage, mid.State, mid.Node)
+	h.stop()
+	h.start()
+	final := h.waitTerminal("restart-1")
+	if final.State != exam.Completed {
+		t.Fatalf("after restart the exam ended %s: %+v", final.State, final.LastFailure)
+	}
+	if n := h.executions("restart-1"); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+	if n := h.stageRuns("restart-1", exam.Render); n != 1 {
+		t.Errorf("report rendered %d times, want 1", n)
+	}
+}
