@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"time"
 
@@ -82,7 +83,7 @@ func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, e
 		key := exam.DenoisedKey(in.Exam.ExamID)
 		var buf bytes.Buffer
 		// The derived volume carries no patient identifier.
-		if err := imaging.WriteDICOM(&buf, den, imaging.Header{SOPInstanceUID: "2.25." + digestUID(in.Exam.ScanDigest)}); err != nil {
+		if err := imaging.WriteDICOM(&buf, den, imaging.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
 			return err
 		}
 		out.Keys = []string{key}
@@ -331,20 +332,13 @@ func permanentIfInvalid(err error) error {
 	return err
 }
 
-// digestUID turns a hex digest into decimal digits for a DICOM UID.
-func digestUID(digest string) string {
-	var b []byte
-	for i := 0; i < len(digest) && len(b) < 30; i++ {
-		c := digest[i]
-		switch {
-		case c >= '0' && c <= '9':
-			b = append(b, c)
-		case c >= 'a' && c <= 'f':
-			b = append(b, '1', c-'a'+'0')
-		}
+// derivedUID is the DICOM UID of a volume derived from the scan with this
+// digest: 2.25 followed by its first 128 bits in decimal, the UUID-based
+// form of PS3.5 B.2. The same scan always gives the same UID.
+func derivedUID(digest string) string {
+	n, ok := new(big.Int).SetString(digest[:min(32, len(digest))], 16)
+	if !ok {
+		n = big.NewInt(0)
 	}
-	if len(b) == 0 || b[0] == '0' {
-		b = append([]byte{'1'}, b...)
-	}
-	return string(b)
+	return "2.25." + n.String()
 }

@@ -25,13 +25,13 @@ const ProgressQuery = "progress"
 // Progress is what the workflow knows about itself beyond Temporal's
 // status: the domain state it last entered and the stages done.
 type Progress struct {
-	State           exam.State   `json:"state"`
-	Stage           exam.Stage   `json:"stage,omitempty"`
-	StagesDone      []exam.Stage `json:"stagesDone"`
-	Notified        bool         `json:"notified"`
-	NotifyError     string       `json:"notifyError,omitempty"`
-	IllegalMoves    int          `json:"illegalMoves"`
-	LastTransitions []Transition `json:"lastTransitions,omitempty"`
+	State        exam.State   `json:"state"`
+	Stage        exam.Stage   `json:"stage,omitempty"`
+	StagesDone   []exam.Stage `json:"stagesDone"`
+	Notified     bool         `json:"notified"`
+	NotifyError  string       `json:"notifyError,omitempty"`
+	IllegalMoves int          `json:"illegalMoves"`
+	Transitions  []Transition `json:"transitions,omitempty"`
 }
 
 // Transition is one domain state change made by the workflow.
@@ -68,7 +68,7 @@ func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
 			workflow.GetLogger(ctx).Error("illegal transition rejected", "from", p.State, "to", to, "stage", stage)
 			return
 		}
-		p.LastTransitions = append(p.LastTransitions, Transition{At: workflow.Now(ctx), From: p.State, To: to, Stage: stage})
+		p.Transitions = append(p.Transitions, Transition{At: workflow.Now(ctx), From: p.State, To: to, Stage: stage})
 		p.State, p.Stage = to, stage
 		_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
 	}

@@ -12,15 +12,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"octflow/api"
 	"octflow/exam"
@@ -72,7 +75,10 @@ func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devConfig)) *harness
 
 func (h *harness) start() {
 	h.t.Helper()
-	log := zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel))
+	// Not zaptest: the server's goroutines may still log after a test has
+	// ended. go test shows stderr only for a failing package.
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
+		zapcore.Lock(os.Stderr), zap.WarnLevel))
 	sys, err := startDev(context.Background(), h.cfg, log)
 	if err != nil {
 		h.t.Fatal(err)
@@ -223,6 +229,32 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if len(keys) != 7 {
 		t.Errorf("objects = %v, want scan, denoised, layers, lesions, measurements, report.json, report.pdf", keys)
 	}
+	// OCTFLOW_RECORD_HISTORY=<file> saves this exam's history for the
+	// replay test in workflows/ (see workflows/testdata/README.md).
+	if path := os.Getenv("OCTFLOW_RECORD_HISTORY"); path != "" {
+		h.saveHistory("e2e-1", path)
+	}
+}
+
+func (h *harness) saveHistory(examID, path string) {
+	h.t.Helper()
+	it := h.sys.app.client.GetWorkflowHistory(context.Background(), exam.WorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var history historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		history.Events = append(history.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&history)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Logf("recorded %d events of %s to %s", len(history.Events), examID, path)
 }
 
 func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// These cases are all refused before the gateway touches Temporal or the
+// object store, which is why the server here has neither: reaching them
+// would panic and show up as a 500. The end-to-end tests in cmd/octflow
+// cover the same refusals against the real stack.
+func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev-token"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("clin-token"), Principal: Principal{Name: "c", Role: RoleClinician}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024})
+
+	form := func(parts map[string]string) (string, *bytes.Buffer) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for _, name := range []string{"meta", "scan", "extra"} {
+			if v, ok := parts[name]; ok {
+				w, _ := mw.CreateFormFile(name, name)
+				w.Write([]byte(v))
+			}
+		}
+		mw.Close()
+		return mw.FormDataContentType(), &body
+	}
+	okMeta := `{"examId":"E1","priority":"low"}`
+	cases := []struct {
+		name        string
+		token       string
+		contentType string
+		parts       map[string]string
+		status      int
+		kind        string
+	}{
+		{"no token", "", "", map[string]string{"meta": okMeta, "scan": "x"}, 401, "unauthenticated"},
+		{"unknown token", "nope", "", map[string]string{"meta": okMeta, "scan": "x"}, 401, "unauthenticated"},
+		{"wrong role", "clin-token", "", map[string]string{"meta": okMeta, "scan": "x"}, 403, "forbidden"},
+		{"json body", "dev-token", "application/json", nil, 415, "unsupported-media"},
+		{"scan too large", "dev-token", "", map[string]string{"meta": okMeta, "scan": strings.Repeat("x", 4096)}, 413, "too-large"},
+		{"missing meta", "dev-token", "", map[string]string{"scan": "x"}, 400, "malformed-request"},
+		{"missing scan", "dev-token", "", map[string]string{"meta": okMeta}, 400, "malformed-request"},
+		{"unexpected part", "dev-token", "", map[string]string{"meta": okMeta, "scan": "x", "extra": "y"}, 400, "malformed-request"},
+		{"meta not JSON", "dev-token", "", map[string]string{"meta": "{", "scan": "x"}, 400, "malformed-request"},
+		{"unknown meta field", "dev-token", "", map[string]string{"meta": `{"examId":"E1","patientName":"x"}`, "scan": "x"}, 400, "malformed-request"},
+		{"bad priority", "dev-token", "", map[string]string{"meta": `{"examId":"E1","priority":"asap"}`, "scan": "x"}, 400, "invalid-meta"},
+		{"bad eye", "dev-token", "", map[string]string{"meta": `{"examId":"E1","eye":"left"}`, "scan": "x"}, 400, "invalid-meta"},
+		{"exam id with slash", "dev-token", "", map[string]string{"meta": `{"examId":"a/b"}`, "scan": "x"}, 400, "invalid-meta"},
+		{"callback not http", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"file:///etc/passwd"}`, "scan": "x"}, 422, "invalid-meta"},
+		{"scan not DICOM", "dev-token", "", map[string]string{"meta": okMeta, "scan": "not a dicom file"}, 422, "invalid-volume"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ct, body := form(c.parts)
+			if c.contentType != "" {
+				ct, body = c.contentType, bytes.NewBufferString("{}")
+			}
+			req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
+			req.Header.Set("Content-Type", ct)
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			var p Problem
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+				t.Fatalf("body %q: %v", rec.Body.String(), err)
+			}
+			if rec.Code != c.status || p.Type != "urn:octflow:problem:"+c.kind || p.Status != c.status {
+				t.Errorf("got %d %s (%s), want %d %s", rec.Code, p.Type, p.Detail, c.status, c.kind)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/problem+json" {
+				t.Errorf("content type %q", got)
+			}
+		})
+	}
+}
+
+func TestPseudonymIsStableKeyedAndHidesTheID(t *testing.T) {
+	a, b := NewPseudonymizer([]byte("key-one-0123456789")), NewPseudonymizer([]byte("key-two-0123456789"))
+	ref := a.Ref("PAT-0042")
+	if ref != a.Ref("PAT-0042") {
+		t.Error("pseudonym not stable")
+	}
+	if ref == b.Ref("PAT-0042") {
+		t.Error("pseudonym does not depend on the key")
+	}
+	if strings.Contains(ref, "0042") || !strings.HasPrefix(ref, "pt-") || len(ref) != 27 {
+		t.Errorf("pseudonym %q", ref)
+	}
+	if a.Ref("") != "" {
+		t.Error("empty ID must give no pseudonym")
+	}
+}
+
+func TestNewTokensRejectsIncompleteEntries(t *testing.T) {
+	for _, e := range []TokenEntry{
+		{SHA256: "abc", Principal: Principal{Role: RoleAdmin}},
+		{SHA256: HashToken("t"), Principal: Principal{Role: "root"}},
+		{SHA256: HashToken("t"), Principal: Principal{Role: RoleDevice, DeviceID: "d"}},
+	} {
+		if _, err := NewTokens([]TokenEntry{e}); err == nil {
+			t.Errorf("NewTokens accepted %+v", e)
+		}
+	}
+}
