@@ -35,6 +35,7 @@ const (
 	memoDigest       = "scanDigest"
 	memoSubmissionID = "submissionId"
 	memoDeviceID     = "deviceId"
+	memoSubmitter    = "submittedBy"
 )
 
 // SubmitMeta is the JSON "meta" part of POST /v1/exams.
@@ -119,6 +120,7 @@ func (s *Server) submitExam(c echo.Context) error {
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		Memo: map[string]any{
 			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: who.DeviceID,
+			memoSubmitter: who.Name,
 		},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(exam.Created)),

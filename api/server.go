@@ -69,6 +69,7 @@ func New(cfg Config) *Server {
 	v1 := e.Group("/v1")
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	return s
 }
 

@@ -9,10 +9,12 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"octflow/activities"
 	"octflow/exam"
+	"octflow/workers"
 )
 
 // Config describes one node.
@@ -52,6 +54,7 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		// A node must not take more than it can run: one poller per GPU
 		// at most, so waiting work stays on the queue for other nodes.
 		MaxConcurrentActivityTaskPollers: min(cfg.GPUs, 2),
+		Interceptors:                     []interceptor.WorkerInterceptor{&workers.RetryJitter{}},
 	})
 	for _, s := range []struct {
 		stage exam.Stage

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -59,9 +60,12 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		opts.StopTimeout = 90 * time.Second
 	}
 	wf := worker.New(c, exam.WorkflowQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout})
+	// Stage workers spread their retries (see RetryJitter).
+	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{}}
 	wf.RegisterWorkflowWithOptions(workflows.ExamWorkflow, workflow.RegisterOptions{Name: workflows.ExamWorkflowName})
 
-	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout})
+	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
+		Interceptors: stageInterceptors})
 	cpu.RegisterActivityWithOptions(acts.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
 	cpu.RegisterActivityWithOptions(acts.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
 

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+
+	"octflow/exam"
+)
+
+// TimelineEntry is one step in an exam's life.
+type TimelineEntry struct {
+	At    time.Time      `json:"at"`
+	From  exam.State     `json:"from,omitempty"`
+	To    exam.State     `json:"to"`
+	Stage exam.Stage     `json:"stage,omitempty"`
+	Actor string         `json:"actor,omitempty"`
+	Info  map[string]any `json:"info,omitempty"`
+}
+
+// timeline is built from the workflow history, Temporal's append-only
+// event log, plus the stage in flight. It answers "how did this exam get
+// here?" without a second event table.
+//
+// History records an activity's retries compactly: the failed attempts
+// are summarised on the final attempt's start (its attempt number and the
+// previous failure), so a retry shows as RETRY_WAIT at the time the
+// retry started, with the failure that caused it.
+type timeline struct {
+	entries []TimelineEntry
+	state   exam.State
+	stages  map[int64]exam.Stage // scheduled event ID → stage
+}
+
+func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor string, info map[string]any) {
+	t.entries = append(t.entries, TimelineEntry{At: at.UTC(), From: t.state, To: to, Stage: stage, Actor: actor, Info: info})
+	t.state = to
+}
+
+// buildTimeline turns history events (oldest first) and the pending stage,
+// if any, into timeline entries. submitter is who submitted the exam.
+func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.PendingActivityInfo, submitter string) []TimelineEntry {
+	t := &timeline{stages: map[int64]exam.Stage{}}
+	for _, ev := range events {
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			t.add(at, exam.Created, "", submitter, nil)
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			stage := exam.StageOfActivity(a.GetActivityType().GetName())
+			t.stages[ev.GetEventId()] = stage
+			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
+			if p := a.GetPriority(); p.GetFairnessKey() != "" {
+				info["bucket"] = p.GetFairnessKey()
+			}
+			t.add(at, exam.Queued, stage, "workflow", info)
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			stage := t.stages[a.GetScheduledEventId()]
+			if a.GetAttempt() > 1 {
+				t.add(at, exam.RetryWait, stage, "", retryInfo(a.GetAttempt()-1, a.GetLastFailure()))
+			}
+			t.add(at, exam.Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			a := ev.GetActivityTaskFailedEventAttributes()
+			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], a.GetIdentity(), failureInfo(a.GetFailure()))
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			a := ev.GetActivityTaskTimedOutEventAttributes()
+			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], "temporal", failureInfo(a.GetFailure()))
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			t.add(at, exam.Completed, "", "workflow", nil)
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			t.add(at, exam.Dead, "", "workflow", failureInfo(ev.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+			a := ev.GetWorkflowExecutionTerminatedEventAttributes()
+			t.add(at, exam.Dead, "", a.GetIdentity(), map[string]any{"reason": "terminated: " + a.GetReason()})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			t.add(at, exam.Dead, "", "temporal", map[string]any{"reason": "workflow timed out"})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			t.add(at, exam.Dead, "", "temporal", map[string]any{"reason": "cancelled"})
+		}
+	}
+	if pending != nil {
+		stage := exam.StageOfActivity(pending.GetActivityType().GetName())
+		if pending.GetAttempt() > 1 && pending.GetLastFailure() != nil {
+			at := pending.GetLastAttemptCompleteTime().AsTime()
+			info := retryInfo(pending.GetAttempt()-1, pending.GetLastFailure())
+			if n := pending.GetNextAttemptScheduleTime(); n != nil {
+				info["nextAttemptAt"] = n.AsTime().UTC()
+			}
+			t.add(at, exam.RetryWait, stage, pending.GetLastWorkerIdentity(), info)
+		}
+		if pending.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+			to := exam.Claimed
+			if pending.GetLastHeartbeatTime() != nil {
+				to = exam.Executing
+			}
+			t.add(pending.GetLastStartedTime().AsTime(), to, stage, pending.GetLastWorkerIdentity(),
+				map[string]any{"attempt": pending.GetAttempt(), "node": pending.GetLastWorkerIdentity()})
+		}
+	}
+	return t.entries
+}
+
+func retryInfo(failedAttempt int32, f *failurepb.Failure) map[string]any {
+	info := failureInfo(f)
+	info["failedAttempt"] = failedAttempt
+	return info
+}
+
+func failureInfo(f *failurepb.Failure) map[string]any {
+	info := map[string]any{}
+	if f == nil {
+		return info
+	}
+	// The root cause reads best: Temporal wraps it in activity and
+	// workflow failures.
+	root := f
+	for root.GetCause() != nil {
+		root = root.GetCause()
+	}
+	info["failure"] = root.GetMessage()
+	if t := root.GetApplicationFailureInfo().GetType(); t != "" {
+		info["failureType"] = t
+	}
+	if t := root.GetTimeoutFailureInfo(); t != nil {
+		info["failureType"] = "Timeout" + t.GetTimeoutType().String()
+	}
+	return info
+}
+
+// getEvents serves GET /v1/exams/{examId}/events.
+func (s *Server) getEvents(c echo.Context) error {
+	id := c.Param("examId")
+	if exam.ValidateID(id) != nil {
+		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+	}
+	ctx := c.Request().Context()
+	desc, err := s.describe(ctx, id)
+	if isNotFound(err) {
+		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+	} else if err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+	}
+	var events []*historypb.HistoryEvent
+	it := s.cfg.Temporal.GetWorkflowHistory(ctx, exam.WorkflowID(id), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+		false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return problem(http.StatusServiceUnavailable, "unavailable", "temporal history: "+err.Error())
+		}
+		events = append(events, ev)
+	}
+	var pending *workflowpb.PendingActivityInfo
+	if p := desc.GetPendingActivities(); len(p) > 0 {
+		pending = p[0]
+	}
+	return c.JSON(http.StatusOK, buildTimeline(events, pending, memoString(desc, memoSubmitter)))
+}
