@@ -40,6 +40,10 @@ type Activities struct {
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default 2 s); it must stay well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
+	// Faults, when set, is asked before each stage runs and may fail it:
+	// fault injection for the tests and the benchmark's simulated GPU
+	// mode. Always nil in production.
+	Faults func(ctx context.Context, stage exam.Stage) error
 }
 
 // StageInput is every stage's input: the exam it works on.
@@ -71,7 +75,7 @@ var algorithms = map[string]string{
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, func() error {
+	err := a.run(ctx, exam.Denoise, func() error {
 		v, err := a.loadVolume(ctx, in.Exam.ScanKey)
 		if err != nil {
 			return err
@@ -95,7 +99,7 @@ func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, e
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, func() error {
+	err := a.run(ctx, exam.Layers, func() error {
 		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.ExamID))
 		if err != nil {
 			return err
@@ -113,7 +117,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 // MarkLesions finds fluid regions inside the segmented retina.
 func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, func() error {
+	err := a.run(ctx, exam.Lesions, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
 			return err
@@ -141,7 +145,7 @@ type measurementsFile struct {
 // Measure computes thickness, the ETDRS grid and volume.
 func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, func() error {
+	err := a.run(ctx, exam.Measure, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
 			return err
@@ -166,7 +170,7 @@ func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, e
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, func() error {
+	err := a.run(ctx, exam.Render, func() error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.ExamID), &mf); err != nil {
 			return err
@@ -258,7 +262,12 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (Stag
 
 // run executes a stage body while heartbeating, so a node that dies is
 // noticed after the heartbeat timeout rather than the stage timeout.
-func (a *Activities) run(ctx context.Context, body func() error) error {
+func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() error) error {
+	if a.Faults != nil {
+		if err := a.Faults(ctx, stage); err != nil {
+			return err
+		}
+	}
 	every := a.HeartbeatEvery
 	if every == 0 {
 		every = 2 * time.Second

@@ -37,6 +37,8 @@ type appOptions struct {
 	GPUNodes []gpuworker.Config
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
+	// Faults injects stage failures (tests and simulation only).
+	Faults func(ctx context.Context, stage exam.Stage) error
 }
 
 // app is a running set of octflow parts.
@@ -65,7 +67,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	if a.client, err = workers.Dial(ctx, opts.Stack.TemporalAddr, opts.Stack.Namespace, opts.Identity, opts.Logger.Named("sdk")); err != nil {
 		return nil, err
 	}
-	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage")}
+	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults}
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout}); err != nil {

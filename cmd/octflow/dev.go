@@ -33,6 +33,8 @@ type devConfig struct {
 	GPUNodes     int
 	Policy       exam.Policy
 	StopTimeout  time.Duration
+	// Faults injects stage failures; only tests set it.
+	Faults func(ctx context.Context, stage exam.Stage) error
 }
 
 func (c *devConfig) bind(fs *flag.FlagSet) {
@@ -146,7 +148,7 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	a, err := startApp(ctx, appOptions{
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
-		Policy: cfg.Policy, Workers: true, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
+		Policy: cfg.Policy, Workers: true, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
 	})
 	if err != nil {
 		stack.Stop()

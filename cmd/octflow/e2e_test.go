@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -412,5 +413,72 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	}
 	if n := h.stageRuns("restart-1", exam.Render); n != 1 {
 		t.Errorf("report rendered %d times, want 1", n)
+	}
+}
+
+func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
+	var mu sync.Mutex
+	failed := false
+	h := newHarness(t, 2, func(c *devConfig) {
+		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if stage == exam.Layers && !failed {
+				failed = true
+				return errors.New("simulated CUDA out of memory")
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, small(41))
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "retry-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	if st := h.waitTerminal("retry-1"); st.State != exam.Completed {
+		t.Fatalf("exam ended %s: %+v", st.State, st.LastFailure)
+	}
+
+	var events []api.TimelineEntry
+	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/retry-1/events", http.StatusOK, &events)
+	var retry, rerun *api.TimelineEntry
+	for i, e := range events {
+		if e.Stage == exam.Layers && e.To == exam.RetryWait {
+			retry = &events[i]
+		}
+		if e.Stage == exam.Layers && e.To == exam.Executing && e.Info["attempt"] == float64(2) {
+			rerun = &events[i]
+		}
+	}
+	if retry == nil || retry.Info["failure"] != "simulated CUDA out of memory" {
+		t.Fatalf("no RETRY_WAIT with the failure in the timeline: %+v", events)
+	}
+	if rerun == nil || !strings.HasPrefix(rerun.Actor, "sim-gpu-node-") || rerun.Info["node"] != rerun.Actor {
+		t.Errorf("retry attempt without its node: %+v", rerun)
+	}
+	if last := events[len(events)-1]; last.To != exam.Completed {
+		t.Errorf("timeline ends in %s", last.To)
+	}
+	// Devices submit exams; the timeline is for clinicians and admins.
+	h.getJSON(h.sys.secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
+}
+
+// getJSON GETs path with token, checks the status and decodes the body.
+func (h *harness) getJSON(token, path string, status int, v any) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.sys.app.apiURL()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != status {
+		h.t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, status)
+	}
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 }
