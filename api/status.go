@@ -76,6 +76,11 @@ func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkf
 		}
 		obs.Pending = ps
 		st.Stage, st.Attempt, st.Node = ps.Stage, ps.Attempt, pa.GetLastWorkerIdentity()
+		// The bucket the stage waits in now: above the submitted one
+		// once aging has promoted it.
+		if bucket := exam.Priority(pa.GetPriority().GetFairnessKey()); bucket != "" {
+			st.EffectivePriority = bucket
+		}
 		if f := pa.GetLastFailure(); f != nil {
 			st.LastFailure = &exam.Failure{Stage: ps.Stage, Message: f.GetMessage(),
 				Type: f.GetApplicationFailureInfo().GetType(), Attempt: ps.Attempt - 1}

@@ -35,6 +35,7 @@ type timeline struct {
 	entries []TimelineEntry
 	state   exam.State
 	stages  map[int64]exam.Stage // scheduled event ID → stage
+	buckets map[exam.Stage]string
 }
 
 func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor string, info map[string]any) {
@@ -45,7 +46,7 @@ func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor stri
 // buildTimeline turns history events (oldest first) and the pending stage,
 // if any, into timeline entries. submitter is who submitted the exam.
 func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.PendingActivityInfo, submitter string) []TimelineEntry {
-	t := &timeline{stages: map[int64]exam.Stage{}}
+	t := &timeline{stages: map[int64]exam.Stage{}, buckets: map[exam.Stage]string{}}
 	for _, ev := range events {
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {
@@ -56,8 +57,14 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 			stage := exam.StageOfActivity(a.GetActivityType().GetName())
 			t.stages[ev.GetEventId()] = stage
 			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
-			if p := a.GetPriority(); p.GetFairnessKey() != "" {
-				info["bucket"] = p.GetFairnessKey()
+			if bucket := a.GetPriority().GetFairnessKey(); bucket != "" {
+				info["bucket"] = bucket
+				// The same stage scheduled again in another bucket is an
+				// aging promotion.
+				if prev, ok := t.buckets[stage]; ok && prev != bucket {
+					info["promotedFrom"] = prev
+				}
+				t.buckets[stage] = bucket
 			}
 			t.add(at, exam.Queued, stage, "workflow", info)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -72,6 +79,9 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], a.GetIdentity(), failureInfo(a.GetFailure()))
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := ev.GetActivityTaskTimedOutEventAttributes()
+			if a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+				continue // the stage aged in its queue; the promotion follows
+			}
 			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], "temporal", failureInfo(a.GetFailure()))
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			t.add(at, exam.Completed, "", "workflow", nil)

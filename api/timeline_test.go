@@ -83,3 +83,29 @@ func TestTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 		t.Errorf("execution entry = %+v", exec)
 	}
 }
+
+func TestTimelineShowsAnAgingPromotion(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	scheduled := func(id int64, s int, bucket string) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+				ActivityType: &commonpb.ActivityType{Name: exam.Denoise.ActivityName()}, Priority: &commonpb.Priority{FairnessKey: bucket}}}}
+	}
+	events := []*historypb.HistoryEvent{
+		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
+		scheduled(5, 1, "low"),
+		{EventId: 6, EventTime: at(1801), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+			Attributes: &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
+				ScheduledEventId: 5, Failure: &failurepb.Failure{Message: "activity ScheduleToStart timeout",
+					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
+		scheduled(10, 1802, "normal"),
+	}
+	got := buildTimeline(events, nil, "dev")
+	if len(got) != 3 {
+		t.Fatalf("timeline %+v", got)
+	}
+	if p := got[2]; p.To != exam.Queued || p.From != exam.Queued || p.Info["bucket"] != "normal" || p.Info["promotedFrom"] != "low" {
+		t.Errorf("promotion entry = %+v", p)
+	}
+}

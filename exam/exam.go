@@ -27,6 +27,18 @@ func ParsePriority(s string) (Priority, error) {
 	return "", fmt.Errorf("priority %q: want urgent, normal or low", s)
 }
 
+// Up is the next more urgent bucket: low → normal → urgent → urgent.
+// Aging promotes a stage that waited too long one bucket up.
+func (p Priority) Up() Priority {
+	switch p {
+	case Low:
+		return Normal
+	case Normal:
+		return Urgent
+	}
+	return Urgent
+}
+
 // Eye is the laterality of the scanned eye, in DICOM's spelling.
 type Eye string
 

@@ -18,6 +18,12 @@ type Policy struct {
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// Weights are the fairness weights of the buckets (default 60/35/5).
 	Weights map[Priority]float32 `json:"weights"`
+	// Aging is how long a stage may wait in a bucket before it is moved
+	// one bucket up (default 30 min for low and normal; urgent does not age).
+	Aging map[Priority]time.Duration `json:"aging"`
+	// UrgentSLA is how long an urgent exam may take from submission to
+	// report before the breach is logged and counted (default 15 min).
+	UrgentSLA time.Duration `json:"urgentSla"`
 }
 
 // DefaultPolicy is the production policy.
@@ -29,6 +35,8 @@ func DefaultPolicy() Policy {
 		StageTimeout:     10 * time.Minute,
 		HeartbeatTimeout: 30 * time.Second,
 		Weights:          map[Priority]float32{Urgent: 60, Normal: 35, Low: 5},
+		Aging:            map[Priority]time.Duration{Normal: 30 * time.Minute, Low: 30 * time.Minute},
+		UrgentSLA:        15 * time.Minute,
 	}
 }
 
@@ -53,7 +61,22 @@ func (p Policy) WithDefaults() Policy {
 	if p.Weights == nil {
 		p.Weights = d.Weights
 	}
+	if p.Aging == nil {
+		p.Aging = d.Aging
+	}
+	if p.UrgentSLA == 0 {
+		p.UrgentSLA = d.UrgentSLA
+	}
 	return p
+}
+
+// AgingAfter is how long a stage may wait in bucket before promotion; 0
+// means it is never promoted.
+func (p Policy) AgingAfter(bucket Priority) time.Duration {
+	if bucket == Urgent {
+		return 0
+	}
+	return p.Aging[bucket]
 }
 
 // Weight is the fairness weight of bucket under this policy.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -23,15 +24,18 @@ const ExamWorkflowName = "ExamWorkflow"
 const ProgressQuery = "progress"
 
 // Progress is what the workflow knows about itself beyond Temporal's
-// status: the domain state it last entered and the stages done.
+// status: the domain state it last entered, the stages done, promotions.
 type Progress struct {
-	State        exam.State   `json:"state"`
-	Stage        exam.Stage   `json:"stage,omitempty"`
-	StagesDone   []exam.Stage `json:"stagesDone"`
-	Notified     bool         `json:"notified"`
-	NotifyError  string       `json:"notifyError,omitempty"`
-	IllegalMoves int          `json:"illegalMoves"`
-	Transitions  []Transition `json:"transitions,omitempty"`
+	State             exam.State    `json:"state"`
+	Stage             exam.Stage    `json:"stage,omitempty"`
+	EffectivePriority exam.Priority `json:"effectivePriority"`
+	StagesDone        []exam.Stage  `json:"stagesDone"`
+	Promotions        []Promotion   `json:"promotions,omitempty"`
+	Notified          bool          `json:"notified"`
+	NotifyError       string        `json:"notifyError,omitempty"`
+	SLABreached       bool          `json:"slaBreached,omitempty"`
+	IllegalMoves      int           `json:"illegalMoves"`
+	Transitions       []Transition  `json:"transitions,omitempty"`
 }
 
 // Transition is one domain state change made by the workflow.
@@ -50,64 +54,143 @@ var (
 
 // ExamWorkflow runs one exam: denoise → layers → lesions → measure on GPU
 // nodes, then report and notify on CPU workers. Stages exchange object
-// keys, never volume bytes. A stage that fails for good (invalid input,
-// or out of attempts) makes the exam DEAD with the reason; a failed
-// notification does not, because the report already exists.
+// keys, never volume bytes. A GPU stage that waits too long in its
+// bucket is promoted one bucket up (aging). A stage that fails for good
+// (invalid input, or out of attempts) makes the exam DEAD with the
+// reason; a failed notification does not, because the report exists.
 func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
-	in.Policy = in.Policy.WithDefaults()
-	sub := in.Submission
-	p := &Progress{State: exam.Created, StagesDone: []exam.Stage{}}
-	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return *p, nil }); err != nil {
+	run := newExamRun(ctx, in)
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return *run.progress, nil }); err != nil {
 		return exam.Result{}, fmt.Errorf("register query: %w", err)
 	}
-	move := func(to exam.State, stage exam.Stage) {
-		if err := exam.CheckMove(p.State, to); err != nil {
-			// Counted and logged, never applied: the exam keeps a state
-			// that its history can explain.
-			p.IllegalMoves++
-			workflow.GetLogger(ctx).Error("illegal transition rejected", "from", p.State, "to", to, "stage", stage)
-			return
-		}
-		p.Transitions = append(p.Transitions, Transition{At: workflow.Now(ctx), From: p.State, To: to, Stage: stage})
-		p.State, p.Stage = to, stage
-		_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
+	// Exams started before the SLA watch existed replay without it.
+	if workflow.GetVersion(ctx, "urgent-sla-watch", workflow.DefaultVersion, 1) == 1 {
+		run.watchUrgentSLA(ctx)
 	}
 
-	result := exam.Result{ExamID: sub.ExamID}
+	result := exam.Result{ExamID: in.Submission.ExamID}
 	for _, stage := range exam.Pipeline {
-		move(exam.Queued, stage)
-		var out activities.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, in), stage.ActivityName(),
-			activities.StageInput{Exam: sub}).Get(ctx, &out)
+		out, err := run.stage(ctx, stage)
 		if err != nil && stage == exam.Notify {
-			p.NotifyError = failureMessage(err)
-			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", p.NotifyError)
+			run.progress.NotifyError = failureMessage(err)
+			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", run.progress.NotifyError)
 			break
 		}
 		if err != nil {
-			move(exam.Dead, stage)
+			run.move(ctx, exam.Dead, stage)
 			return exam.Result{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
-		p.StagesDone = append(p.StagesDone, stage)
+		run.progress.StagesDone = append(run.progress.StagesDone, stage)
 		if out.Summary != nil {
 			result.Summary = *out.Summary
 		}
-		p.Notified = p.Notified || out.Delivered
+		run.progress.Notified = run.progress.Notified || out.Delivered
 	}
-	result.Report = exam.Report{JSONKey: exam.ReportJSONKey(sub.ExamID), PDFKey: exam.ReportPDFKey(sub.ExamID)}
-	move(exam.Completed, "")
+	result.Report = exam.Report{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
+	run.move(ctx, exam.Completed, "")
 	return result, nil
 }
 
+// examRun is the state of one ExamWorkflow execution.
+type examRun struct {
+	in       exam.Input
+	progress *Progress
+}
+
+func newExamRun(_ workflow.Context, in exam.Input) *examRun {
+	in.Policy = in.Policy.WithDefaults()
+	return &examRun{in: in, progress: &Progress{
+		State: exam.Created, StagesDone: []exam.Stage{}, EffectivePriority: in.Submission.Priority,
+	}}
+}
+
+// move records a domain state change after checking it against the
+// transition table, and mirrors it into the search attributes.
+func (r *examRun) move(ctx workflow.Context, to exam.State, stage exam.Stage) {
+	p := r.progress
+	if err := exam.CheckMove(p.State, to); err != nil {
+		// Counted and logged, never applied: the exam keeps a state that
+		// its history can explain.
+		p.IllegalMoves++
+		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
+		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", p.State, "to", to, "stage", stage)
+		return
+	}
+	p.Transitions = append(p.Transitions, Transition{At: workflow.Now(ctx), From: p.State, To: to, Stage: stage})
+	p.State, p.Stage = to, stage
+	_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
+}
+
+// stage runs one stage to its end. A GPU stage is scheduled in the exam's
+// current bucket with a schedule-to-start timeout equal to that bucket's
+// aging threshold; when it expires, the stage is scheduled again one
+// bucket up.
+func (r *examRun) stage(ctx workflow.Context, stage exam.Stage) (activities.StageOutput, error) {
+	r.move(ctx, exam.Queued, stage)
+	for {
+		bucket := r.progress.EffectivePriority
+		var aging time.Duration
+		if stage.NeedsGPU() {
+			aging = r.in.Policy.AgingAfter(bucket)
+		}
+		var out activities.StageOutput
+		err := workflow.ExecuteActivity(stageContext(ctx, stage, r.in.Policy, bucket, aging), stage.ActivityName(),
+			activities.StageInput{Exam: r.in.Submission}).Get(ctx, &out)
+		if !isScheduleToStartTimeout(err) {
+			return out, err
+		}
+		r.promote(ctx, stage, bucket, aging)
+	}
+}
+
+// Promotion records a stage moved one bucket up after waiting too long.
+type Promotion struct {
+	At     time.Time     `json:"at"`
+	Stage  exam.Stage    `json:"stage"`
+	From   exam.Priority `json:"from"`
+	To     exam.Priority `json:"to"`
+	Waited time.Duration `json:"waited"`
+}
+
+func (r *examRun) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
+	to := from.Up()
+	r.progress.EffectivePriority = to
+	r.progress.Promotions = append(r.progress.Promotions, Promotion{At: workflow.Now(ctx), Stage: stage, From: from, To: to, Waited: waited})
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
+		Counter("octflow_promotions_total").Inc(1)
+	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
+	r.move(ctx, exam.Queued, stage)
+}
+
+// watchUrgentSLA logs and counts an urgent exam that has no report within
+// the SLA. It only watches; the exam goes on.
+func (r *examRun) watchUrgentSLA(ctx workflow.Context) {
+	if r.in.Submission.Priority != exam.Urgent || r.in.Policy.UrgentSLA <= 0 {
+		return
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := workflow.NewTimer(ctx, r.in.Policy.UrgentSLA).Get(ctx, nil); err != nil {
+			return
+		}
+		if !r.progress.State.Terminal() {
+			r.progress.SLABreached = true
+			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
+			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", r.in.Policy.UrgentSLA,
+				"state", r.progress.State, "stage", r.progress.Stage)
+		}
+	})
+}
+
 // stageContext sets the activity options of one stage: its task queue,
-// timeouts, retry policy and fair share of the GPU queue.
-func stageContext(ctx workflow.Context, stage exam.Stage, in exam.Input) workflow.Context {
-	pol := in.Policy
+// timeouts, retry policy, its bucket's fair share of the GPU queue and,
+// for a bucket that ages, the schedule-to-start timeout.
+func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucket exam.Priority, aging time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           stage.Queue(),
-		StartToCloseTimeout: pol.StageTimeout,
-		HeartbeatTimeout:    pol.HeartbeatTimeout,
+		TaskQueue:              stage.Queue(),
+		ScheduleToStartTimeout: aging,
+		StartToCloseTimeout:    pol.StageTimeout,
+		HeartbeatTimeout:       pol.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        pol.RetryBase,
 			BackoffCoefficient:     2,
@@ -116,10 +199,15 @@ func stageContext(ctx workflow.Context, stage exam.Stage, in exam.Input) workflo
 			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidVolume},
 		},
 		Priority: temporal.Priority{
-			FairnessKey:    string(in.Submission.Priority),
-			FairnessWeight: pol.Weight(in.Submission.Priority),
+			FairnessKey:    string(bucket),
+			FairnessWeight: pol.Weight(bucket),
 		},
 	})
+}
+
+func isScheduleToStartTimeout(err error) bool {
+	var timeout *temporal.TimeoutError
+	return errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
 }
 
 // failureMessage digs the root cause out of Temporal's error wrapping.

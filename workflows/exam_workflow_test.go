@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -32,6 +33,8 @@ type recorder struct {
 	calls  []exam.Stage
 	queues map[exam.Stage]string
 	fail   map[exam.Stage]error
+	// failOnce fails a stage's first call only.
+	failOnce map[exam.Stage]error
 }
 
 func (r *recorder) register(env *testsuite.TestWorkflowEnvironment) {
@@ -41,6 +44,10 @@ func (r *recorder) register(env *testsuite.TestWorkflowEnvironment) {
 			r.calls = append(r.calls, stage)
 			r.queues[stage] = activity.GetInfo(ctx).TaskQueue
 			err := r.fail[stage]
+			if e, ok := r.failOnce[stage]; ok {
+				err = e
+				delete(r.failOnce, stage)
+			}
 			r.mu.Unlock()
 			if err != nil {
 				return activities.StageOutput{}, err
@@ -157,4 +164,42 @@ func queryProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) Progres
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	// The server reports a schedule-to-start timeout when the stage waited
+	// its bucket's aging threshold without being picked up.
+	rec.failOnce = map[exam.Stage]error{exam.Denoise: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)}
+	env.ExecuteWorkflow(ExamWorkflow, testInput()) // a low-priority exam
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	wantStages := append([]exam.Stage{exam.Denoise}, exam.Pipeline...)
+	if !slices.Equal(rec.calls, wantStages) {
+		t.Fatalf("stages ran %v, want %v", rec.calls, wantStages)
+	}
+	p := queryProgress(t, env)
+	if p.EffectivePriority != exam.Normal || len(p.Promotions) != 1 || p.Promotions[0].From != exam.Low || p.Promotions[0].Stage != exam.Denoise {
+		t.Errorf("progress = %+v, want one promotion low → normal at denoise", p)
+	}
+	if p.IllegalMoves != 0 {
+		t.Errorf("%d illegal moves", p.IllegalMoves)
+	}
+}
+
+func TestUrgentExamPastItsSLAIsFlaggedButCompletes(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	// One failure whose retry waits longer than the SLA.
+	rec.failOnce = map[exam.Stage]error{exam.Layers: errors.New("node lost")}
+	in := testInput()
+	in.Submission.Priority = exam.Urgent
+	in.Policy.RetryBase, in.Policy.RetryCap, in.Policy.UrgentSLA = 20*time.Minute, 20*time.Minute, 15*time.Minute
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if p := queryProgress(t, env); !p.SLABreached || p.State != exam.Completed {
+		t.Errorf("progress = %+v, want COMPLETED with the SLA breach recorded", p)
+	}
 }
