@@ -33,6 +33,11 @@ type devConfig struct {
 	GPUNodes     int
 	Policy       exam.Policy
 	StopTimeout  time.Duration
+	// GPUsPerNode is the slots of each simulated node (default 1).
+	GPUsPerNode int
+	// APIOnly starts the stack and the gateway but no worker or GPU node;
+	// tests start those later to watch an exam wait.
+	APIOnly bool
 	// Faults injects stage failures; only tests set it.
 	Faults func(ctx context.Context, stage exam.Stage) error
 }
@@ -109,9 +114,10 @@ Ctrl-C stops it; running stages finish first.
 
 // devSystem is the embedded stack plus octflow running on it.
 type devSystem struct {
-	stack   *devstack.Stack
-	app     *app
-	secrets devSecrets
+	stack    *devstack.Stack
+	stackCfg stackConfig
+	app      *app
+	secrets  devSecrets
 }
 
 // startDev starts the embedded stack and every octflow part on it.
@@ -143,18 +149,21 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	}
 	nodes := make([]gpuworker.Config, cfg.GPUNodes)
 	for i := range nodes {
-		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), GPUs: 1}
+		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), GPUs: max(cfg.GPUsPerNode, 1)}
+	}
+	if cfg.APIOnly {
+		nodes = nil
 	}
 	a, err := startApp(ctx, appOptions{
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
-		Policy: cfg.Policy, Workers: true, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
+		Policy: cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
 	})
 	if err != nil {
 		stack.Stop()
 		return nil, err
 	}
-	return &devSystem{stack: stack, app: a, secrets: secrets}, nil
+	return &devSystem{stack: stack, stackCfg: stackCfg, app: a, secrets: secrets}, nil
 }
 
 func (d *devSystem) stop() {

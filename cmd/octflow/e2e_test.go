@@ -28,6 +28,7 @@ import (
 
 	"octflow/api"
 	"octflow/exam"
+	"octflow/gpuworker"
 	"octflow/imaging"
 	"octflow/report"
 	"octflow/storage"
@@ -54,7 +55,9 @@ func freeAddr(t *testing.T) string {
 type harness struct {
 	t      *testing.T
 	cfg    devConfig
+	log    *zap.Logger
 	sys    *devSystem
+	extra  []*app // workers and nodes a test started later
 	device *submitClient
 	clin   *submitClient
 	store  *storage.Store
@@ -78,9 +81,9 @@ func (h *harness) start() {
 	h.t.Helper()
 	// Not zaptest: the server's goroutines may still log after a test has
 	// ended. go test shows stderr only for a failing package.
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
+	h.log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 		zapcore.Lock(os.Stderr), zap.WarnLevel))
-	sys, err := startDev(context.Background(), h.cfg, log)
+	sys, err := startDev(context.Background(), h.cfg, h.log)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -95,7 +98,22 @@ func (h *harness) start() {
 	}
 }
 
+// startParts starts workers and/or GPU nodes against the running stack.
+func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
+	h.t.Helper()
+	a, err := startApp(context.Background(), appOptions{Stack: h.sys.stackCfg, Identity: "test-parts", Logger: h.log,
+		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.extra = append(h.extra, a)
+}
+
 func (h *harness) stop() {
+	for _, a := range h.extra {
+		a.stop()
+	}
+	h.extra = nil
 	if h.sys != nil {
 		h.sys.stop()
 		h.sys = nil

@@ -1,0 +1,266 @@
+package main
+
+// Scheduling on the real embedded server: the seven states as the API
+// shows them, jittered retries after simultaneous failures, the buckets'
+// shares of a saturated GPU queue, and aging.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"octflow/api"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/imaging"
+)
+
+// examOf is the exam ID of the stage running in ctx.
+func examOf(ctx context.Context) string {
+	return strings.TrimPrefix(activity.GetInfo(ctx).WorkflowExecution.ID, "exam-")
+}
+
+func tiny(seed uint64) imaging.PhantomOptions {
+	return imaging.PhantomOptions{Seed: seed, Frames: 3, Rows: 96, Cols: 64}
+}
+
+func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
+	claimed, executing := make(chan struct{}), make(chan struct{})
+	h := newHarness(t, 0, func(c *devConfig) {
+		c.APIOnly = true
+		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+			switch id, attempt := examOf(ctx), activity.GetInfo(ctx).Attempt; {
+			case id == "dead-1":
+				return temporal.NewNonRetryableApplicationError("scan is not an OCT volume", "InvalidVolume", nil)
+			case id != "states-1" || stage != exam.Denoise:
+			case attempt == 1:
+				<-claimed // picked up, no progress reported yet
+				return temporal.NewApplicationErrorWithOptions("simulated CUDA out of memory", "StageFailed",
+					temporal.ApplicationErrorOptions{NextRetryDelay: 3 * time.Second})
+			case attempt == 2:
+				activity.RecordHeartbeat(ctx, "running")
+				<-executing
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(51))
+	seen := map[exam.State]bool{}
+	expect := func(want exam.State) {
+		t.Helper()
+		st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == want })
+		seen[st.State] = true
+		t.Logf("%-10s stage=%s attempt=%d node=%s", st.State, st.Stage, st.Attempt, st.Node)
+	}
+
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "states-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	expect(exam.Created) // no workflow worker yet
+	h.startParts(true)
+	expect(exam.Queued) // no GPU node yet
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-states", GPUs: 1})
+	expect(exam.Claimed)
+	close(claimed)
+	st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.RetryWait })
+	seen[st.State] = true
+	if st.LastFailure == nil || st.LastFailure.Message != "simulated CUDA out of memory" || st.Attempt != 2 {
+		t.Errorf("RETRY_WAIT status without the failure: %+v", st)
+	}
+	expect(exam.Executing)
+	close(executing)
+	expect(exam.Completed)
+
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dead-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	dead := h.waitTerminal("dead-1")
+	seen[dead.State] = true
+	if dead.State != exam.Dead || dead.LastFailure == nil || !strings.Contains(dead.LastFailure.Message, "not an OCT volume") {
+		t.Errorf("dead exam status %+v", dead)
+	}
+	if len(seen) != 7 {
+		t.Errorf("observed %d states: %v", len(seen), seen)
+	}
+}
+
+func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
+	const n = 30
+	window := 10 * time.Second
+	var mu sync.Mutex
+	arrived, released := 0, make(chan struct{})
+	var releasedAt time.Time
+	retryStarts := []time.Time{}
+	maxAttempt := int32(0)
+	h := newHarness(t, 1, func(c *devConfig) {
+		c.GPUsPerNode = n // every first attempt in flight at once
+		c.Policy.RetryBase, c.Policy.RetryCap = window, window
+		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+			if stage != exam.Denoise {
+				return nil
+			}
+			attempt := activity.GetInfo(ctx).Attempt
+			mu.Lock()
+			maxAttempt = max(maxAttempt, attempt)
+			if attempt > 1 {
+				retryStarts = append(retryStarts, time.Now())
+				mu.Unlock()
+				return nil
+			}
+			if arrived++; arrived == n {
+				releasedAt = time.Now()
+				close(released)
+			}
+			mu.Unlock()
+			select { // all n fail at the same instant
+			case <-released:
+			case <-time.After(time.Minute):
+			}
+			return errors.New("simulated CUDA out of memory")
+		}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(61))
+	for i := range n {
+		if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("storm-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %d: %d %v", i, code, err)
+		}
+	}
+	for i := range n {
+		if st := h.waitTerminal(fmt.Sprintf("storm-%02d", i)); st.State != exam.Completed {
+			t.Fatalf("exam %d ended %s", i, st.State)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(retryStarts) != n || maxAttempt > 3 {
+		t.Fatalf("%d retries (want %d), highest attempt %d (want ≤ 3)", len(retryStarts), n, maxAttempt)
+	}
+	perSecond := map[int]int{}
+	var offsets []float64
+	for _, s := range retryStarts {
+		d := s.Sub(releasedAt).Seconds()
+		offsets = append(offsets, d)
+		perSecond[int(d)]++
+	}
+	slices.Sort(offsets)
+	// Full jitter over [0, 10 s): about 3 of 30 per second. Lockstep
+	// would put all 30 in one second; 12 or more in one second has
+	// probability below 1e-4 per second under Binomial(30, 0.1).
+	busiest := 0
+	for _, k := range perSecond {
+		busiest = max(busiest, k)
+	}
+	t.Logf("retry offsets (s): first %.2f, median %.2f, last %.2f; busiest second holds %d of %d",
+		offsets[0], offsets[n/2], offsets[n-1], busiest, n)
+	if busiest >= 12 {
+		t.Errorf("%d retries in one second: %v", busiest, perSecond)
+	}
+	if offsets[n-1]-offsets[0] < window.Seconds()/2 {
+		t.Errorf("retries span %.1f s, want them spread over the %s window", offsets[n-1]-offsets[0], window)
+	}
+}
+
+func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
+	const perBucket, counted = 30, 80
+	var mu sync.Mutex
+	var order []string
+	enough := make(chan struct{})
+	h := newHarness(t, 0, func(c *devConfig) {
+		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+			if !stage.NeedsGPU() {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if order = append(order, activity.GetInfo(ctx).Priority.FairnessKey); len(order) == counted {
+				close(enough)
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(71))
+	for i := range perBucket {
+		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+			id := fmt.Sprintf("%s-%02d", b, i)
+			if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
+				t.Fatalf("submit %s: %d %v", id, code, err)
+			}
+		}
+	}
+	// Every exam's first stage waits on the GPU queue before the one
+	// node with one GPU starts.
+	for _, b := range []string{"urgent", "normal", "low"} {
+		h.waitFor(b+"-29", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Queued && s.Stage == exam.Denoise })
+	}
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-shares", GPUs: 1})
+	select {
+	case <-enough:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the GPU node did not dispatch enough stages")
+	}
+	mu.Lock()
+	first := slices.Clone(order[:counted])
+	mu.Unlock()
+	// In the first 80 dispatches no bucket runs dry (each holds 120
+	// stages), so all three stay backlogged throughout.
+	share := map[string]float64{}
+	for _, b := range first {
+		share[b] += 100.0 / counted
+	}
+	t.Logf("shares of the first %d GPU dispatches: urgent %.0f%%, normal %.0f%%, low %.0f%%", counted, share["urgent"], share["normal"], share["low"])
+	for b, want := range map[string]float64{"urgent": 60, "normal": 35, "low": 5} {
+		if math.Abs(share[b]-want) > 10 {
+			t.Errorf("%s got %.0f%% of dispatches, want %.0f ± 10", b, share[b], want)
+		}
+	}
+	if share["low"] == 0 {
+		t.Error("low priority starved")
+	}
+}
+
+func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
+	aging := 2 * time.Second
+	h := newHarness(t, 0, func(c *devConfig) {
+		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: aging, exam.Normal: aging}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(81))
+	submitted := time.Now()
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "aging-1", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	// No GPU node: the stage waits, is promoted to normal, then urgent.
+	st := h.waitFor("aging-1", time.Minute, func(s *api.ExamStatus) bool { return s.EffectivePriority == exam.Urgent })
+	waited := time.Since(submitted)
+	if st.Priority != exam.Low || st.State != exam.Queued || waited < 2*aging {
+		t.Errorf("status %+v after %s: want submitted low, queued as urgent after two thresholds", st, waited)
+	}
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-aging", GPUs: 1})
+	if st := h.waitTerminal("aging-1"); st.State != exam.Completed {
+		t.Fatalf("exam ended %s", st.State)
+	}
+	var events []api.TimelineEntry
+	h.getJSON(h.sys.secrets.Admin, "/v1/exams/aging-1/events", http.StatusOK, &events)
+	var promotions []string
+	for _, e := range events {
+		if from, ok := e.Info["promotedFrom"]; ok {
+			promotions = append(promotions, fmt.Sprintf("%s→%s", from, e.Info["bucket"]))
+		}
+	}
+	if !slices.Equal(promotions, []string{"low→normal", "normal→urgent"}) {
+		t.Errorf("promotions in the timeline: %v", promotions)
+	}
+}
