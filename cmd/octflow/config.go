@@ -59,13 +59,43 @@ func (c *stackConfig) bind(fs *flag.FlagSet) {
 }
 
 // policyFromEnv reads the scheduling policy overrides.
-func policyFromEnv(def exam.Policy) exam.Policy {
+func policyFromEnv(def exam.Policy) (exam.Policy, error) {
 	def.RetryBase = envDuration("OCTFLOW_RETRY_BASE", def.RetryBase)
 	def.RetryCap = envDuration("OCTFLOW_RETRY_CAP", def.RetryCap)
 	def.StageTimeout = envDuration("OCTFLOW_STAGE_TIMEOUT", def.StageTimeout)
 	def.HeartbeatTimeout = envDuration("OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout)
 	def.MaxAttempts = int32(envInt("OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts)))
-	return def.WithDefaults()
+	def.UrgentSLA = envDuration("OCTFLOW_URGENT_SLA", def.UrgentSLA)
+	def = def.WithDefaults()
+	def.Aging = map[exam.Priority]time.Duration{
+		exam.Normal: envDuration("OCTFLOW_AGING_NORMAL", def.Aging[exam.Normal]),
+		exam.Low:    envDuration("OCTFLOW_AGING_LOW", def.Aging[exam.Low]),
+	}
+	if s := os.Getenv("OCTFLOW_BUCKET_WEIGHTS"); s != "" {
+		w, err := parseWeights(s)
+		if err != nil {
+			return def, fmt.Errorf("OCTFLOW_BUCKET_WEIGHTS: %w", err)
+		}
+		def.Weights = w
+	}
+	return def, nil
+}
+
+// parseWeights reads "urgent/normal/low" fairness weights such as "60/35/5".
+func parseWeights(s string) (map[exam.Priority]float32, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("bucket weights %q: want urgent/normal/low, e.g. 60/35/5", s)
+	}
+	w := map[exam.Priority]float32{}
+	for i, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+		f, err := strconv.ParseFloat(strings.TrimSpace(parts[i]), 32)
+		if err != nil || f <= 0 {
+			return nil, fmt.Errorf("bucket weights %q: %s weight must be a positive number", s, b)
+		}
+		w[b] = float32(f)
+	}
+	return w, nil
 }
 
 func openStore(ctx context.Context, cfg storage.Config) (*storage.Store, error) {

@@ -53,7 +53,7 @@ func (c *devConfig) bind(fs *flag.FlagSet) {
 }
 
 // devPolicy keeps retries and lost-node detection short enough to watch.
-func devPolicy() exam.Policy {
+func devPolicy() (exam.Policy, error) {
 	p := exam.DefaultPolicy()
 	p.RetryBase, p.RetryCap, p.HeartbeatTimeout = 10*time.Second, time.Minute, 15*time.Second
 	return policyFromEnv(p)
@@ -79,7 +79,11 @@ func runDev(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg.Policy = devPolicy()
+	policy, err := devPolicy()
+	if err != nil {
+		return err
+	}
+	cfg.Policy = policy
 	log := newLogger(true)
 	defer log.Sync()
 

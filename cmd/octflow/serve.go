@@ -43,11 +43,15 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	policy, err := policyFromEnv(exam.DefaultPolicy())
+	if err != nil {
+		return err
+	}
 	log := newLogger(false)
 	defer log.Sync()
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: "api@" + hostname(), Logger: log,
-		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policyFromEnv(exam.DefaultPolicy()),
+		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policy,
 	})
 }
 
