@@ -196,7 +196,7 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 			// re-run writes the same report.
 			GeneratedAt:  info.ScheduledTime.UTC().Truncate(time.Second),
 			Volume:       mf.Volume,
-			Measurements: report.FromImaging(mf.Measurements),
+			Measurements: report.Headline(mf.Measurements),
 			Lesions:      lesions,
 			Algorithms:   algorithms,
 		}

@@ -292,24 +292,34 @@ func readProblem(err error, limit int64) error {
 	return problem(http.StatusBadRequest, "malformed-request", "reading body: "+err.Error())
 }
 
-// getExam returns an exam's status. Devices see only their own exams.
-func (s *Server) getExam(c echo.Context) error {
+// examFromPath describes the exam named in the path, as a 404 problem if
+// there is none the caller may see. Devices see only their own exams.
+func (s *Server) examFromPath(c echo.Context) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	id := c.Param("examId")
+	notFound := problem(http.StatusNotFound, "not-found", "no exam "+id)
 	if exam.ValidateID(id) != nil {
-		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+		return nil, notFound
 	}
-	ctx := c.Request().Context()
-	desc, err := s.describe(ctx, id)
+	desc, err := s.describe(c.Request().Context(), id)
 	if isNotFound(err) {
-		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+		return nil, notFound
 	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+		return nil, problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 	}
 	if who := principal(c); who.Role == RoleDevice && memoString(desc, memoDeviceID) != who.DeviceID {
 		// Not 403: a device must not learn which exam IDs other devices use.
-		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+		return nil, notFound
 	}
-	st, err := s.status(ctx, desc)
+	return desc, nil
+}
+
+// getExam returns an exam's status.
+func (s *Server) getExam(c echo.Context) error {
+	desc, err := s.examFromPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := s.status(c.Request().Context(), desc)
 	if err != nil {
 		return err
 	}

@@ -147,19 +147,13 @@ func failureInfo(f *failurepb.Failure) map[string]any {
 
 // getEvents serves GET /v1/exams/{examId}/events.
 func (s *Server) getEvents(c echo.Context) error {
-	id := c.Param("examId")
-	if exam.ValidateID(id) != nil {
-		return problem(http.StatusNotFound, "not-found", "no exam "+id)
+	desc, err := s.examFromPath(c)
+	if err != nil {
+		return err
 	}
-	ctx := c.Request().Context()
-	desc, err := s.describe(ctx, id)
-	if isNotFound(err) {
-		return problem(http.StatusNotFound, "not-found", "no exam "+id)
-	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
-	}
+	run := desc.GetWorkflowExecutionInfo().GetExecution()
 	var events []*historypb.HistoryEvent
-	it := s.cfg.Temporal.GetWorkflowHistory(ctx, exam.WorkflowID(id), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+	it := s.cfg.Temporal.GetWorkflowHistory(c.Request().Context(), run.GetWorkflowId(), run.GetRunId(),
 		false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()

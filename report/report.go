@@ -21,18 +21,18 @@ const SchemaVersion = "octflow.report/v1"
 // Report is the structured result of one exam. Measurements and lesions
 // use the same schema as a phantom's truth.json.
 type Report struct {
-	SchemaVersion string           `json:"schemaVersion"`
-	ExamID        string           `json:"examId"`
-	PatientRef    string           `json:"patientRef,omitempty"` // keyed pseudonym, never the patient ID
-	DeviceID      string           `json:"deviceId"`
-	Campus        string           `json:"campus"`
-	Eye           string           `json:"eye"`
-	Priority      string           `json:"priority"`
-	SubmittedAt   time.Time        `json:"submittedAt"`
-	GeneratedAt   time.Time        `json:"generatedAt"`
-	Volume        VolumeInfo       `json:"volume"`
-	Measurements  Measurements     `json:"measurements"`
-	Lesions       []imaging.Lesion `json:"lesions"`
+	SchemaVersion string               `json:"schemaVersion"`
+	ExamID        string               `json:"examId"`
+	PatientRef    string               `json:"patientRef,omitempty"` // keyed pseudonym, never the patient ID
+	DeviceID      string               `json:"deviceId"`
+	Campus        string               `json:"campus"`
+	Eye           string               `json:"eye"`
+	Priority      string               `json:"priority"`
+	SubmittedAt   time.Time            `json:"submittedAt"`
+	GeneratedAt   time.Time            `json:"generatedAt"`
+	Volume        VolumeInfo           `json:"volume"`
+	Measurements  imaging.Measurements `json:"measurements"`
+	Lesions       []imaging.Lesion     `json:"lesions"`
 	// Algorithms names the version of each stage that produced the result.
 	Algorithms map[string]string `json:"algorithms"`
 }
@@ -45,27 +45,13 @@ type VolumeInfo struct {
 	Spacing imaging.Spacing `json:"spacing"`
 }
 
-// Measurements are the report's quantitative results (the thickness map
-// stays in measurements.json).
-type Measurements struct {
-	CentralSubfieldThicknessUm float64            `json:"centralSubfieldThicknessUm"`
-	ETDRS                      map[string]float64 `json:"etdrs"`
-	TotalVolumeMm3             float64            `json:"totalVolumeMm3"`
-	MeanThicknessUm            float64            `json:"meanThicknessUm"`
-	MinThicknessUm             float64            `json:"minThicknessUm"`
-	MaxThicknessUm             float64            `json:"maxThicknessUm"`
-}
-
-// FromImaging copies the headline measurements out of imaging's result.
-func FromImaging(m *imaging.Measurements) Measurements {
-	return Measurements{
-		CentralSubfieldThicknessUm: m.CentralSubfieldThicknessUm,
-		ETDRS:                      m.ETDRS,
-		TotalVolumeMm3:             m.TotalVolumeMm3,
-		MeanThicknessUm:            m.MeanThicknessUm,
-		MinThicknessUm:             m.MinThicknessUm,
-		MaxThicknessUm:             m.MaxThicknessUm,
-	}
+// Headline returns m without its per-A-scan thickness map, which stays in
+// measurements.json: the report carries the grid, the volume and the
+// fovea, in the same schema as a phantom's truth.
+func Headline(m *imaging.Measurements) imaging.Measurements {
+	h := *m
+	h.ThicknessMapUm = nil
+	return h
 }
 
 // PDF renders the printable report.
