@@ -103,8 +103,8 @@ octflow dev is running (data in %s)
   join env      %s   (source it before octflow api|worker|gpuworker)
 
 Submit a phantom exam:
-  go run ./cmd/octflow phantom --out exam.dcm --seed 1
-  go run ./cmd/octflow submit --api %s --dev-tokens %s --file exam.dcm --wait
+  ./bin/octflow phantom --out exam.dcm --seed 1
+  ./bin/octflow submit --api %s --dev-tokens %s --file exam.dcm --wait
 
 Ctrl-C stops it; running stages finish first.
 `, d.stack.DataDir(), d.app.apiURL(), d.stack.UIURL(), d.stack.TemporalAddr(), d.stack.Namespace(),
