@@ -1,5 +1,7 @@
 package exam
 
+import "context"
+
 // Stage is one step of the exam pipeline.
 type Stage string
 
@@ -60,4 +62,17 @@ func StageOfActivity(name string) Stage {
 		}
 	}
 	return ""
+}
+
+type gpuKey struct{}
+
+// WithGPU records in ctx the index of the GPU a stage was granted.
+func WithGPU(ctx context.Context, index int) context.Context {
+	return context.WithValue(ctx, gpuKey{}, index)
+}
+
+// GPUFrom returns the GPU index a stage was granted, if it runs on one.
+func GPUFrom(ctx context.Context) (int, bool) {
+	i, ok := ctx.Value(gpuKey{}).(int)
+	return i, ok
 }

@@ -115,6 +115,16 @@ func (b *Breaker) Record(failed bool) {
 	}
 }
 
+// CancelProbe gives back a probe admitted by Allow that never ran (its
+// slot was released without a stage), so another can be admitted.
+func (b *Breaker) CancelProbe() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == BreakerHalfOpen {
+		b.probing = false
+	}
+}
+
 // Reset closes the breaker at once (an operator's decision).
 func (b *Breaker) Reset() {
 	b.mu.Lock()

@@ -1,6 +1,9 @@
-// Package gpuworker is a GPU node: a Temporal worker on the GPU task queue
-// that runs the image stages, one at a time per GPU, and drains cleanly
-// on shutdown so a deploy never loses a stage.
+// Package gpuworker is a GPU node: a Temporal worker on a GPU task queue
+// that runs the image stages. It discovers its GPUs (NVML, or simulated
+// ones where there is no NVIDIA driver), grants one stage per free,
+// healthy GPU with enough memory (Slots), stops taking work when its
+// recent stages fail too often (Breaker), and drains on shutdown so a
+// deploy never loses a stage.
 package gpuworker
 
 import (
@@ -21,25 +24,31 @@ import (
 type Config struct {
 	// NodeID names the node in Temporal and in exam timelines.
 	NodeID string
-	// GPUs is how many stages may run at once (one per GPU; default 1).
-	GPUs int
+	// GPUs is where the node's GPUs come from. Nil: one simulated GPU.
+	GPUs Inventory
 	// TaskQueue is the GPU pool to serve (default oct-gpu).
 	TaskQueue string
 	// DrainTimeout is how long a stopping node lets running stages
 	// finish before cancelling them (default 90 s).
 	DrainTimeout time.Duration
+	// Breaker tunes the node's circuit breaker.
+	Breaker BreakerConfig
+	// StageMemoryMiB is the GPU memory each stage needs (nil: defaults).
+	StageMemoryMiB map[exam.Stage]uint64
 }
 
 // Node is a running GPU node.
 type Node struct {
-	cfg Config
-	w   worker.Worker
+	cfg     Config
+	w       worker.Worker
+	slots   *Slots
+	breaker *Breaker
 }
 
 // Start registers the GPU stages and starts polling.
 func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, error) {
-	if cfg.GPUs < 1 {
-		cfg.GPUs = 1
+	if cfg.GPUs == nil {
+		cfg.GPUs = NewSimulatedInventory(SimulatedGPUs{Count: 1})
 	}
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = exam.GPUQueue
@@ -47,14 +56,25 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 90 * time.Second
 	}
+	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
+	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.StageMemoryMiB)
+	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
+		WorkflowSlotSupplier:        mustFixed(1),
+		ActivitySlotSupplier:        n.slots,
+		LocalActivitySlotSupplier:   mustFixed(1),
+		NexusSlotSupplier:           mustFixed(1),
+		SessionActivitySlotSupplier: mustFixed(1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu slot tuner: %w", err)
+	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
-		Identity:                           cfg.NodeID,
-		MaxConcurrentActivityExecutionSize: cfg.GPUs,
-		WorkerStopTimeout:                  cfg.DrainTimeout,
-		// A node must not take more than it can run: one poller per GPU
-		// at most, so waiting work stays on the queue for other nodes.
-		MaxConcurrentActivityTaskPollers: min(cfg.GPUs, 2),
-		Interceptors:                     []interceptor.WorkerInterceptor{&workers.RetryJitter{}},
+		Identity:          cfg.NodeID,
+		Tuner:             tuner,
+		WorkerStopTimeout: cfg.DrainTimeout,
+		// Outermost first: bind the GPU (and judge the outcome), then
+		// spread the retry of a failure.
+		Interceptors: []interceptor.WorkerInterceptor{n.slots.Interceptor(), &workers.RetryJitter{}},
 	})
 	for _, s := range []struct {
 		stage exam.Stage
@@ -70,12 +90,27 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start gpu node %s: %w", cfg.NodeID, err)
 	}
-	return &Node{cfg: cfg, w: w}, nil
+	n.w = w
+	return n, nil
+}
+
+func mustFixed(n int) worker.SlotSupplier {
+	s, err := worker.NewFixedSizeSlotSupplier(n)
+	if err != nil {
+		panic(err) // only for n < 1
+	}
+	return s
 }
 
 // ID is the node's identity.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
+// Breaker is the node's circuit breaker.
+func (n *Node) Breaker() *Breaker { return n.breaker }
+
 // Stop drains the node: it stops polling at once and waits up to the
 // drain timeout for running stages to finish.
-func (n *Node) Stop() { n.w.Stop() }
+func (n *Node) Stop() {
+	n.w.Stop()
+	n.cfg.GPUs.Close()
+}

@@ -33,8 +33,10 @@ type devConfig struct {
 	GPUNodes     int
 	Policy       exam.Policy
 	StopTimeout  time.Duration
-	// GPUsPerNode is the slots of each simulated node (default 1).
+	// GPUsPerNode is the GPUs of each simulated node (default 1).
 	GPUsPerNode int
+	// Breaker tunes the simulated nodes' circuit breakers.
+	Breaker gpuworker.BreakerConfig
 	// APIOnly starts the stack and the gateway but no worker or GPU node;
 	// tests start those later to watch an exam wait.
 	APIOnly bool
@@ -153,7 +155,8 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	}
 	nodes := make([]gpuworker.Config, cfg.GPUNodes)
 	for i := range nodes {
-		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), GPUs: max(cfg.GPUsPerNode, 1)}
+		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), Breaker: cfg.Breaker,
+			GPUs: gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)})}
 	}
 	if cfg.APIOnly {
 		nodes = nil

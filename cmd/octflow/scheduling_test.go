@@ -70,7 +70,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	expect(exam.Created) // no workflow worker yet
 	h.startParts(true)
 	expect(exam.Queued) // no GPU node yet
-	h.startParts(false, gpuworker.Config{NodeID: "gpu-states", GPUs: 1})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-states"})
 	expect(exam.Claimed)
 	close(claimed)
 	st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.RetryWait })
@@ -105,6 +105,9 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 	maxAttempt := int32(0)
 	h := newHarness(t, 1, func(c *devConfig) {
 		c.GPUsPerNode = n // every first attempt in flight at once
+		// The node's breaker would rightly trip on 30 failures; this test
+		// is about the retries' timing, not the breaker.
+		c.Breaker.MinSamples = 1000
 		c.Policy.RetryBase, c.Policy.RetryCap = window, window
 		c.Faults = func(ctx context.Context, stage exam.Stage) error {
 			if stage != exam.Denoise {
@@ -205,7 +208,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	for _, b := range []string{"urgent", "normal", "low"} {
 		h.waitFor(b+"-29", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Queued && s.Stage == exam.Denoise })
 	}
-	h.startParts(false, gpuworker.Config{NodeID: "gpu-shares", GPUs: 1})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-shares"})
 	select {
 	case <-enough:
 	case <-time.After(3 * time.Minute):
@@ -248,7 +251,7 @@ func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 	if st.Priority != exam.Low || st.State != exam.Queued || waited < 2*aging {
 		t.Errorf("status %+v after %s: want submitted low, queued as urgent after two thresholds", st, waited)
 	}
-	h.startParts(false, gpuworker.Config{NodeID: "gpu-aging", GPUs: 1})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-aging"})
 	if st := h.waitTerminal("aging-1"); st.State != exam.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
@@ -312,7 +315,7 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 		id := fmt.Sprintf("low-%d", i)
 		submittedAt[id] = submit(id, exam.Low)
 	}
-	h.startParts(false, gpuworker.Config{NodeID: "gpu-stream", GPUs: 1})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-stream"})
 	bound := 3 * aging // promoted to normal after one threshold, to urgent after two, one more to be dispatched
 	streamEnd := time.Now().Add(bound + 5*time.Second)
 	for i := 10; time.Now().Before(streamEnd); i++ {

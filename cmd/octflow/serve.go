@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+
 	"flag"
 	"fmt"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"os"
 	"time"
 
@@ -77,7 +79,9 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	var stack stackConfig
 	stack.bind(fs)
 	nodeID := fs.String("node-id", envDefault("OCTFLOW_NODE_ID", "gpu@"+hostname()), "node identity (OCTFLOW_NODE_ID)")
-	gpus := fs.Int("gpus", envInt("OCTFLOW_GPUS", 1), "GPUs on this node: stages run at once (OCTFLOW_GPUS)")
+	gpus := fs.Int("gpus", envInt("OCTFLOW_GPUS", 1), "simulated GPUs, used only where NVML finds none (OCTFLOW_GPUS)")
+	model := fs.String("gpu-model", envDefault("OCTFLOW_GPU_MODEL", "simulated GPU"), "model name of the simulated GPUs (OCTFLOW_GPU_MODEL)")
+	memGiB := fs.Float64("gpu-memory-gib", 24, "memory of each simulated GPU in GiB")
 	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
@@ -85,9 +89,22 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	log := newLogger(false)
 	defer log.Sync()
+	inv, source, err := gpuworker.Discover(nvml.New(), gpuworker.SimulatedGPUs{Count: *gpus, Model: *model, MemoryGiB: *memGiB})
+	if err != nil {
+		return err
+	}
+	found, err := inv.GPUs()
+	if err != nil {
+		return err
+	}
+	for _, g := range found {
+		log.Info("gpu", zap.String("source", source), zap.Int("index", g.Index), zap.String("model", g.Model),
+			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
+			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
+	}
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain,
-		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: *gpus, TaskQueue: *queue, DrainTimeout: *drain}},
+		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain}},
 	})
 }
 

@@ -1,0 +1,172 @@
+package gpuworker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"octflow/exam"
+)
+
+func newSlots(gpus int) (*Slots, *SimulatedInventory, *Breaker, *fakeClock) {
+	inv := NewSimulatedInventory(SimulatedGPUs{Count: gpus, MemoryGiB: 16})
+	b, clock := newTestBreaker()
+	s := NewSlots(inv, b, nil)
+	s.recheck = 10 * time.Millisecond
+	return s, inv, b, clock
+}
+
+func TestSlotsNeverExceedTheGPUCount(t *testing.T) {
+	s, _, _, _ := newSlots(2)
+	var permits []*worker.SlotPermit
+	for range 2 {
+		p := s.TryReserveSlot(nil)
+		if p == nil {
+			t.Fatal("a free GPU was refused")
+		}
+		permits = append(permits, p)
+	}
+	if s.TryReserveSlot(nil) != nil {
+		t.Fatal("a third slot was granted on two GPUs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.ReserveSlot(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReserveSlot on a full node: %v, want it to block", err)
+	}
+	got := make(chan *worker.SlotPermit)
+	go func() {
+		p, _ := s.ReserveSlot(context.Background(), nil)
+		got <- p
+	}()
+	s.release(permits[0])
+	select {
+	case p := <-got:
+		if p == nil {
+			t.Fatal("nil permit")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a released slot was not handed to the waiting reservation")
+	}
+}
+
+func TestStageIsBoundOnlyToAGPUWithEnoughFreeMemory(t *testing.T) {
+	s, inv, _, _ := newSlots(2)
+	inv.Set(0, 3*1024, true) // 3 GiB free: enough for denoise, not for layers
+	ctx := context.Background()
+	layers, releaseLayers, err := s.bind(ctx, exam.Layers) // needs 4 GiB
+	if err != nil || layers.Index != 1 {
+		t.Fatalf("layers bound to GPU %d (%v), want GPU 1", layers.Index, err)
+	}
+	denoise, releaseDenoise, err := s.bind(ctx, exam.Denoise)
+	if err != nil || denoise.Index != 0 {
+		t.Fatalf("denoise bound to GPU %d (%v), want GPU 0", denoise.Index, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.bind(short, exam.Layers); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a third stage was bound on two busy GPUs: %v", err)
+	}
+	releaseDenoise()
+	if _, _, err := s.bind(short, exam.Layers); err == nil {
+		t.Fatal("layers bound to GPU 0, which lacks the memory")
+	}
+	releaseLayers()
+	if g, _, err := s.bind(ctx, exam.Layers); err != nil || g.Index != 1 {
+		t.Fatalf("after release: GPU %d, %v", g.Index, err)
+	}
+}
+
+func TestUnhealthyOrFullGPUsGetNoSlot(t *testing.T) {
+	s, inv, _, _ := newSlots(3)
+	inv.Set(0, 16*1024, false) // unhealthy
+	inv.Set(1, 100, true)      // no memory left for any stage
+	if s.TryReserveSlot(nil) == nil {
+		t.Fatal("the healthy GPU was refused")
+	}
+	if s.TryReserveSlot(nil) != nil {
+		t.Fatal("a slot was granted on an unhealthy or full GPU")
+	}
+}
+
+func TestOpenBreakerWithholdsSlotsAndHalfOpenAdmitsOneProbe(t *testing.T) {
+	s, _, b, clock := newSlots(4)
+	for range 4 {
+		b.Record(true)
+	}
+	if s.TryReserveSlot(nil) != nil {
+		t.Fatal("slot granted while the breaker is open")
+	}
+	clock.advance(time.Minute)
+	probe := s.TryReserveSlot(nil)
+	if probe == nil {
+		t.Fatal("no probe slot after the cooldown")
+	}
+	if s.TryReserveSlot(nil) != nil {
+		t.Fatal("a second slot while the probe is out")
+	}
+	// The poll came back empty: the probe slot is returned unused, and the
+	// next reservation may probe instead.
+	s.release(probe)
+	if s.TryReserveSlot(nil) == nil {
+		t.Fatal("the probe was lost with its unused slot")
+	}
+}
+
+func TestGPUComesBackAfterPanicsErrorsAndCancellation(t *testing.T) {
+	s, _, b, _ := newSlots(1)
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor()}})
+	var mu sync.Mutex
+	var gpuSeen []int
+	env.RegisterActivityWithOptions(func(ctx context.Context, mode string) error {
+		i, ok := exam.GPUFrom(ctx)
+		mu.Lock()
+		if ok {
+			gpuSeen = append(gpuSeen, i)
+		}
+		mu.Unlock()
+		switch mode {
+		case "panic":
+			panic("driver crashed")
+		case "fail":
+			return errors.New("CUDA error")
+		}
+		return nil
+	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
+
+	for _, mode := range []string{"panic", "fail", "ok"} {
+		_, err := env.ExecuteActivity(exam.Denoise.ActivityName(), mode)
+		if (err == nil) != (mode == "ok") {
+			t.Errorf("%s: err = %v", mode, err)
+		}
+		if len(s.bound) != 0 {
+			t.Fatalf("after %s the GPU is still bound", mode)
+		}
+	}
+	if len(gpuSeen) != 3 || gpuSeen[0] != 0 {
+		t.Errorf("stages saw GPUs %v, want GPU 0 each time", gpuSeen)
+	}
+	if st := b.Status(); st.Samples != 3 || st.FailureRate < 0.6 {
+		t.Errorf("breaker saw %+v, want 2 failures of 3", st)
+	}
+	// A stage cancelled while waiting for a GPU leaves nothing bound.
+	_, release, _ := s.bind(context.Background(), exam.Denoise)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := s.bind(ctx, exam.Measure); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	release()
+	if len(s.bound) != 0 {
+		t.Fatal("GPU still bound after release")
+	}
+}
