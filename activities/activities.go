@@ -40,6 +40,10 @@ type Activities struct {
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default 2 s); it must stay well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
+	// Node names the GPU node or worker running the stages; it goes into
+	// every heartbeat so that a stage lost with its node still names the
+	// node in the exam's timeline.
+	Node string
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -260,6 +264,13 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (Stag
 	return StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
 }
 
+// Heartbeat is what a running stage reports every few seconds.
+type Heartbeat struct {
+	Node  string     `json:"node,omitempty"`
+	Stage exam.Stage `json:"stage"`
+	GPU   *int       `json:"gpu,omitempty"`
+}
+
 // run executes a stage body while heartbeating, so a node that dies is
 // noticed after the heartbeat timeout rather than the stage timeout.
 func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() error) error {
@@ -272,7 +283,11 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() erro
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	activity.RecordHeartbeat(ctx, "started")
+	beat := Heartbeat{Node: a.Node, Stage: stage}
+	if gpu, ok := exam.GPUFrom(ctx); ok {
+		beat.GPU = &gpu
+	}
+	activity.RecordHeartbeat(ctx, beat)
 	done := make(chan error, 1)
 	go func() { done <- body() }()
 	tick := time.NewTicker(every)
@@ -282,7 +297,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() erro
 		case err := <-done:
 			return err
 		case <-tick.C:
-			activity.RecordHeartbeat(ctx, "running")
+			activity.RecordHeartbeat(ctx, beat)
 		}
 	}
 }

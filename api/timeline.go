@@ -9,6 +9,7 @@ import (
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
 
 	"octflow/exam"
 )
@@ -71,7 +72,9 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 			a := ev.GetActivityTaskStartedEventAttributes()
 			stage := t.stages[a.GetScheduledEventId()]
 			if a.GetAttempt() > 1 {
-				t.add(at, exam.RetryWait, stage, "", retryInfo(a.GetAttempt()-1, a.GetLastFailure()))
+				info := retryInfo(a.GetAttempt()-1, a.GetLastFailure())
+				node, _ := info["node"].(string)
+				t.add(at, exam.RetryWait, stage, node, info)
 			}
 			t.add(at, exam.Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
@@ -121,7 +124,32 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 func retryInfo(failedAttempt int32, f *failurepb.Failure) map[string]any {
 	info := failureInfo(f)
 	info["failedAttempt"] = failedAttempt
+	if node := failureNode(f); node != "" {
+		info["node"] = node
+	}
 	return info
+}
+
+// failureNode finds the node a failed attempt ran on: stage failures
+// carry it in their details, and a stage lost with its node (heartbeat
+// timeout) in its last heartbeat.
+func failureNode(f *failurepb.Failure) string {
+	for ; f != nil; f = f.GetCause() {
+		payloads := f.GetApplicationFailureInfo().GetDetails().GetPayloads()
+		if len(payloads) == 0 {
+			payloads = f.GetTimeoutFailureInfo().GetLastHeartbeatDetails().GetPayloads()
+		}
+		if len(payloads) == 0 {
+			continue
+		}
+		var who struct {
+			Node string `json:"node"`
+		}
+		if converter.GetDefaultDataConverter().FromPayload(payloads[0], &who) == nil && who.Node != "" {
+			return who.Node
+		}
+	}
+	return ""
 }
 
 func failureInfo(f *failurepb.Failure) map[string]any {

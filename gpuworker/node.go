@@ -74,16 +74,18 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		WorkerStopTimeout: cfg.DrainTimeout,
 		// Outermost first: bind the GPU (and judge the outcome), then
 		// spread the retry of a failure.
-		Interceptors: []interceptor.WorkerInterceptor{n.slots.Interceptor(), &workers.RetryJitter{}},
+		Interceptors: []interceptor.WorkerInterceptor{n.slots.Interceptor(), &workers.RetryJitter{Node: cfg.NodeID}},
 	})
+	nodeActs := *acts
+	nodeActs.Node = cfg.NodeID
 	for _, s := range []struct {
 		stage exam.Stage
 		fn    any
 	}{
-		{exam.Denoise, acts.Denoise},
-		{exam.Layers, acts.SegmentLayers},
-		{exam.Lesions, acts.MarkLesions},
-		{exam.Measure, acts.Measure},
+		{exam.Denoise, nodeActs.Denoise},
+		{exam.Layers, nodeActs.SegmentLayers},
+		{exam.Lesions, nodeActs.MarkLesions},
+		{exam.Measure, nodeActs.Measure},
 	} {
 		w.RegisterActivityWithOptions(s.fn, activity.RegisterOptions{Name: s.stage.ActivityName()})
 	}

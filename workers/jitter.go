@@ -27,8 +27,17 @@ import (
 // many of them a node takes at once.
 type RetryJitter struct {
 	interceptor.WorkerInterceptorBase
+	// Node names this worker; it is attached to each failure (as
+	// FailureDetails) so the exam's timeline can say where it failed.
+	Node string
 	// Uniform returns a number in [0, 1); default math/rand/v2.Float64.
 	Uniform func() float64
+}
+
+// FailureDetails are attached to a stage failure that RetryJitter
+// rewrites.
+type FailureDetails struct {
+	Node string `json:"node"`
 }
 
 // InterceptActivity wraps every activity of the worker.
@@ -77,6 +86,7 @@ func (j *RetryJitter) withDelay(info activity.Info, err error) error {
 	return temporal.NewApplicationErrorWithOptions(msg, errType, temporal.ApplicationErrorOptions{
 		Cause:          err,
 		NextRetryDelay: delay,
+		Details:        []any{FailureDetails{Node: j.Node}},
 	})
 }
 

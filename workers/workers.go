@@ -61,13 +61,15 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	}
 	wf := worker.New(c, exam.WorkflowQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout})
 	// Stage workers spread their retries (see RetryJitter).
-	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{}}
+	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
 	wf.RegisterWorkflowWithOptions(workflows.ExamWorkflow, workflow.RegisterOptions{Name: workflows.ExamWorkflowName})
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
 		Interceptors: stageInterceptors})
-	cpu.RegisterActivityWithOptions(acts.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
-	cpu.RegisterActivityWithOptions(acts.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
+	cpuActs := *acts
+	cpuActs.Node = opts.Identity
+	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
+	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
 
 	if err := wf.Start(); err != nil {
 		return nil, fmt.Errorf("start workflow worker: %w", err)

@@ -471,6 +471,9 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	if retry == nil || retry.Info["failure"] != "simulated CUDA out of memory" {
 		t.Fatalf("no RETRY_WAIT with the failure in the timeline: %+v", events)
 	}
+	if node, _ := retry.Info["node"].(string); !strings.HasPrefix(node, "sim-gpu-node-") || retry.Actor != node {
+		t.Errorf("RETRY_WAIT does not name the node the attempt failed on: %+v", retry)
+	}
 	if rerun == nil || !strings.HasPrefix(rerun.Actor, "sim-gpu-node-") || rerun.Info["node"] != rerun.Actor {
 		t.Errorf("retry attempt without its node: %+v", rerun)
 	}
