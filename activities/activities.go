@@ -47,8 +47,11 @@ type Activities struct {
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
-	Faults func(ctx context.Context, stage exam.Stage) error
+	Faults FaultFunc
 }
+
+// FaultFunc may fail a stage on a node before it runs (fault injection).
+type FaultFunc func(ctx context.Context, node string, stage exam.Stage) error
 
 // StageInput is every stage's input: the exam it works on.
 type StageInput struct {
@@ -275,7 +278,7 @@ type Heartbeat struct {
 // noticed after the heartbeat timeout rather than the stage timeout.
 func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() error) error {
 	if a.Faults != nil {
-		if err := a.Faults(ctx, stage); err != nil {
+		if err := a.Faults(ctx, a.Node, stage); err != nil {
 			return err
 		}
 	}

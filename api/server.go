@@ -70,6 +70,8 @@ func New(cfg Config) *Server {
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
+	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
+	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
 	return s
 }
 

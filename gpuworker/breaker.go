@@ -3,16 +3,15 @@ package gpuworker
 import (
 	"sync"
 	"time"
+
+	"octflow/exam"
 )
 
-// BreakerState is where a node's circuit breaker stands.
-type BreakerState string
-
-// Closed takes work; Open takes none; HalfOpen lets one probe stage through.
+// Breaker states, named in exam for the fleet view.
 const (
-	BreakerClosed   BreakerState = "closed"
-	BreakerOpen     BreakerState = "open"
-	BreakerHalfOpen BreakerState = "half-open"
+	BreakerClosed   = exam.BreakerClosed
+	BreakerOpen     = exam.BreakerOpen
+	BreakerHalfOpen = exam.BreakerHalfOpen
 )
 
 // BreakerConfig tunes a Breaker. Zero values take the defaults.
@@ -57,7 +56,7 @@ type Breaker struct {
 	mu       sync.Mutex
 	outcomes []bool // ring of recent outcomes, true = failure
 	next     int
-	state    BreakerState
+	state    exam.BreakerState
 	openedAt time.Time
 	probing  bool
 	trips    int
@@ -132,21 +131,12 @@ func (b *Breaker) Reset() {
 	b.reset()
 }
 
-// BreakerStatus is a breaker's state for the fleet view.
-type BreakerStatus struct {
-	State       BreakerState `json:"state"`
-	FailureRate float64      `json:"failureRate"`
-	Samples     int          `json:"samples"`
-	OpenedAt    *time.Time   `json:"openedAt,omitempty"`
-	Trips       int          `json:"trips"`
-}
-
 // Status reports the breaker's state.
-func (b *Breaker) Status() BreakerStatus {
+func (b *Breaker) Status() exam.BreakerStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance()
-	s := BreakerStatus{State: b.state, FailureRate: b.failureRate(), Samples: len(b.outcomes), Trips: b.trips}
+	s := exam.BreakerStatus{State: b.state, FailureRate: b.failureRate(), Samples: len(b.outcomes), Trips: b.trips}
 	if b.state != BreakerClosed {
 		t := b.openedAt
 		s.OpenedAt = &t

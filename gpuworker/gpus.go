@@ -6,20 +6,12 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"octflow/exam"
 )
 
 // GPU is one device a node can run stages on.
-type GPU struct {
-	Index          int    `json:"index"`
-	UUID           string `json:"uuid"`
-	Model          string `json:"model"`
-	MemoryTotalMiB uint64 `json:"memoryTotalMiB"`
-	MemoryFreeMiB  uint64 `json:"memoryFreeMiB"`
-	UtilizationPct uint32 `json:"utilizationPct"`
-	Healthy        bool   `json:"healthy"`
-	// Simulated GPUs come from flags, not from NVML.
-	Simulated bool `json:"simulated,omitempty"`
-}
+type GPU = exam.GPU
 
 // Inventory reports a node's GPUs as they are now.
 type Inventory interface {

@@ -7,6 +7,7 @@
 package gpuworker
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
 
 	"octflow/activities"
 	"octflow/exam"
@@ -35,6 +37,10 @@ type Config struct {
 	Breaker BreakerConfig
 	// StageMemoryMiB is the GPU memory each stage needs (nil: defaults).
 	StageMemoryMiB map[exam.Stage]uint64
+	// ReportEvery is how often the node reports to the fleet (default 10 s).
+	ReportEvery time.Duration
+	// Logger receives the node's own logs (default: none).
+	Logger *zap.Logger
 }
 
 // Node is a running GPU node.
@@ -43,6 +49,9 @@ type Node struct {
 	w       worker.Worker
 	slots   *Slots
 	breaker *Breaker
+	rep     *reporter
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // Start registers the GPU stages and starts polling.
@@ -55,6 +64,12 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 90 * time.Second
+	}
+	if cfg.ReportEvery == 0 {
+		cfg.ReportEvery = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
 	}
 	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
 	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.StageMemoryMiB)
@@ -93,6 +108,13 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		return nil, fmt.Errorf("start gpu node %s: %w", cfg.NodeID, err)
 	}
 	n.w = w
+	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel, n.done = cancel, make(chan struct{})
+	go func() {
+		defer close(n.done)
+		n.rep.run(ctx)
+	}()
 	return n, nil
 }
 
@@ -110,9 +132,12 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // Breaker is the node's circuit breaker.
 func (n *Node) Breaker() *Breaker { return n.breaker }
 
-// Stop drains the node: it stops polling at once and waits up to the
-// drain timeout for running stages to finish.
+// Stop drains the node: it tells the fleet it is draining, stops polling
+// at once and waits up to the drain timeout for running stages to finish.
 func (n *Node) Stop() {
+	n.cancel()
+	<-n.done
+	n.rep.report(context.Background(), true)
 	n.w.Stop()
 	n.cfg.GPUs.Close()
 }

@@ -129,6 +129,13 @@ func (s *Slots) MaxSlots() int {
 	return len(gpus)
 }
 
+// InFlight is the number of stages bound to a GPU right now.
+func (s *Slots) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.bound)
+}
+
 func (s *Slots) tryReserve() (*worker.SlotPermit, <-chan struct{}) {
 	gpus, err := s.inv.GPUs()
 	s.mu.Lock()

@@ -63,6 +63,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	// Stage workers spread their retries (see RetryJitter).
 	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
 	wf.RegisterWorkflowWithOptions(workflows.ExamWorkflow, workflow.RegisterOptions{Name: workflows.ExamWorkflowName})
+	wf.RegisterWorkflowWithOptions(workflows.FleetWorkflow, workflow.RegisterOptions{Name: workflows.FleetWorkflowName})
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
 		Interceptors: stageInterceptors})

@@ -37,8 +37,10 @@ type appOptions struct {
 	GPUNodes []gpuworker.Config
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
+	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
+	NodeReportEvery time.Duration
 	// Faults injects stage failures (tests and simulation only).
-	Faults func(ctx context.Context, stage exam.Stage) error
+	Faults activities.FaultFunc
 }
 
 // app is a running set of octflow parts.
@@ -78,6 +80,10 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 		if nc.DrainTimeout == 0 {
 			nc.DrainTimeout = opts.StopTimeout
 		}
+		if nc.ReportEvery == 0 {
+			nc.ReportEvery = opts.NodeReportEvery
+		}
+		nc.Logger = opts.Logger.Named("gpu-node")
 		n, err := gpuworker.Start(a.client, acts, nc)
 		if err != nil {
 			return nil, err

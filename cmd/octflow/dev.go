@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/devstack"
 	"octflow/exam"
@@ -37,11 +39,13 @@ type devConfig struct {
 	GPUsPerNode int
 	// Breaker tunes the simulated nodes' circuit breakers.
 	Breaker gpuworker.BreakerConfig
+	// NodeReportEvery is how often nodes report to the fleet (default 5 s).
+	NodeReportEvery time.Duration
 	// APIOnly starts the stack and the gateway but no worker or GPU node;
 	// tests start those later to watch an exam wait.
 	APIOnly bool
 	// Faults injects stage failures; only tests set it.
-	Faults func(ctx context.Context, stage exam.Stage) error
+	Faults activities.FaultFunc
 }
 
 func (c *devConfig) bind(fs *flag.FlagSet) {
@@ -165,6 +169,7 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 		Policy: cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
+		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 	})
 	if err != nil {
 		stack.Stop()

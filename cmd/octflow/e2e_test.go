@@ -68,6 +68,7 @@ func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devConfig)) *harness
 	h := &harness{t: t, cfg: devConfig{
 		DataDir: t.TempDir(), APIAddr: freeAddr(t), TemporalAddr: freeAddr(t), UIAddr: freeAddr(t),
 		S3Addr: freeAddr(t), GPUNodes: gpuNodes, Policy: testPolicy(), StopTimeout: 10 * time.Second,
+		NodeReportEvery: time.Second,
 	}}
 	for _, tweak := range tweaks {
 		tweak(&h.cfg)
@@ -102,7 +103,7 @@ func (h *harness) start() {
 func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 	h.t.Helper()
 	a, err := startApp(context.Background(), appOptions{Stack: h.sys.stackCfg, Identity: "test-parts", Logger: h.log,
-		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults})
+		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, NodeReportEvery: h.cfg.NodeReportEvery})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -438,7 +439,7 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	var mu sync.Mutex
 	failed := false
 	h := newHarness(t, 2, func(c *devConfig) {
-		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if stage == exam.Layers && !failed {

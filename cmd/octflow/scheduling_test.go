@@ -38,7 +38,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	claimed, executing := make(chan struct{}), make(chan struct{})
 	h := newHarness(t, 0, func(c *devConfig) {
 		c.APIOnly = true
-		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch id, attempt := examOf(ctx), activity.GetInfo(ctx).Attempt; {
 			case id == "dead-1":
 				return temporal.NewNonRetryableApplicationError("scan is not an OCT volume", "InvalidVolume", nil)
@@ -109,7 +109,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 		// is about the retries' timing, not the breaker.
 		c.Breaker.MinSamples = 1000
 		c.Policy.RetryBase, c.Policy.RetryCap = window, window
-		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if stage != exam.Denoise {
 				return nil
 			}
@@ -181,7 +181,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	var order []string
 	enough := make(chan struct{})
 	h := newHarness(t, 0, func(c *devConfig) {
-		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
 				return nil
 			}
@@ -278,7 +278,7 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 	lowStarted := map[string]time.Time{}
 	h := newHarness(t, 0, func(c *devConfig) {
 		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: aging, exam.Normal: aging}
-		c.Faults = func(ctx context.Context, stage exam.Stage) error {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
 				return nil
 			}

@@ -84,6 +84,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	memGiB := fs.Float64("gpu-memory-gib", 24, "memory of each simulated GPU in GiB")
 	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
+	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain,
-		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain}},
+		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain, ReportEvery: *reportEvery}},
 	})
 }
 

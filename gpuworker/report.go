@@ -1,0 +1,85 @@
+package gpuworker
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"octflow/exam"
+	"octflow/workflows"
+)
+
+// reporter tells the fleet what the node is doing, every interval, and
+// applies the breaker resets operators asked for.
+type reporter struct {
+	client   client.Client
+	node     *Node
+	interval time.Duration
+	log      *zap.Logger
+	applied  int // breaker-reset generation applied so far
+	synced   bool
+}
+
+func (r *reporter) run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	for {
+		r.report(ctx, false)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// report sends one status report and picks up a pending breaker reset.
+func (r *reporter) report(ctx context.Context, draining bool) {
+	gpus, err := r.node.cfg.GPUs.GPUs()
+	if err != nil {
+		r.log.Warn("read GPUs", zap.Error(err))
+	}
+	rep := exam.NodeReport{
+		NodeID: r.node.cfg.NodeID, TaskQueue: r.node.cfg.TaskQueue, GPUs: gpus,
+		InFlight: r.node.slots.InFlight(), Breaker: r.node.breaker.Status(), Draining: draining,
+		Interval: r.interval, ResetsApplied: r.applied,
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.interval)
+	defer cancel()
+	_, err = r.client.SignalWithStartWorkflow(ctx, workflows.FleetWorkflowID, workflows.NodeReportSignal, rep,
+		client.StartWorkflowOptions{ID: workflows.FleetWorkflowID, TaskQueue: exam.WorkflowQueue},
+		workflows.FleetWorkflowName, workflows.FleetState{})
+	if err != nil {
+		r.log.Warn("report to fleet", zap.Error(err))
+		return
+	}
+	if draining {
+		return
+	}
+	val, err := r.client.QueryWorkflow(ctx, workflows.FleetWorkflowID, "", workflows.FleetQuery)
+	if err != nil {
+		r.log.Debug("read fleet", zap.Error(err))
+		return
+	}
+	var nodes []workflows.FleetNode
+	if err := val.Get(&nodes); err != nil {
+		return
+	}
+	for _, n := range nodes {
+		if n.Report.NodeID != rep.NodeID {
+			continue
+		}
+		if !r.synced {
+			// A reset requested before this process started was for
+			// its predecessor.
+			r.applied, r.synced = n.ResetGeneration, true
+		}
+		if n.ResetGeneration > r.applied {
+			r.node.breaker.Reset()
+			r.applied = n.ResetGeneration
+			r.log.Info("breaker reset by an operator", zap.Int("generation", r.applied))
+		}
+	}
+}
