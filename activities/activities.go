@@ -65,6 +65,10 @@ type StageOutput struct {
 	Note    string        `json:"note,omitempty"`
 	// Delivered is set by the notify stage once the workstation took the event.
 	Delivered bool `json:"delivered,omitempty"`
+	// RecoveredFrom is the last heartbeat of the previous, failed attempt
+	// (its node and GPU), recorded so the exam's history keeps where the
+	// stage was lost: Temporal does not keep a retried attempt's node.
+	RecoveredFrom *Heartbeat `json:"recoveredFrom,omitempty"`
 }
 
 // ErrTypeInvalidVolume is the application error type of input no retry
@@ -82,7 +86,7 @@ var algorithms = map[string]string{
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, exam.Denoise, func() error {
+	err := a.run(ctx, exam.Denoise, &out, func() error {
 		v, err := a.loadVolume(ctx, in.Exam.ScanKey)
 		if err != nil {
 			return err
@@ -106,7 +110,7 @@ func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, e
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, exam.Layers, func() error {
+	err := a.run(ctx, exam.Layers, &out, func() error {
 		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.ExamID))
 		if err != nil {
 			return err
@@ -124,7 +128,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 // MarkLesions finds fluid regions inside the segmented retina.
 func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, exam.Lesions, func() error {
+	err := a.run(ctx, exam.Lesions, &out, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
 			return err
@@ -152,7 +156,7 @@ type measurementsFile struct {
 // Measure computes thickness, the ETDRS grid and volume.
 func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, exam.Measure, func() error {
+	err := a.run(ctx, exam.Measure, &out, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
 			return err
@@ -177,7 +181,7 @@ func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, e
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
-	err := a.run(ctx, exam.Render, func() error {
+	err := a.run(ctx, exam.Render, &out, func() error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.ExamID), &mf); err != nil {
 			return err
@@ -276,7 +280,13 @@ type Heartbeat struct {
 
 // run executes a stage body while heartbeating, so a node that dies is
 // noticed after the heartbeat timeout rather than the stage timeout.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, body func() error) error {
+func (a *Activities) run(ctx context.Context, stage exam.Stage, out *StageOutput, body func() error) error {
+	if activity.HasHeartbeatDetails(ctx) {
+		var prev Heartbeat
+		if activity.GetHeartbeatDetails(ctx, &prev) == nil && prev.Node != "" {
+			out.RecoveredFrom = &prev
+		}
+	}
 	if a.Faults != nil {
 		if err := a.Faults(ctx, a.Node, stage); err != nil {
 			return err

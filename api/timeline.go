@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -37,6 +38,7 @@ type timeline struct {
 	state   exam.State
 	stages  map[int64]exam.Stage // scheduled event ID → stage
 	buckets map[exam.Stage]string
+	retries map[int64]int // scheduled event ID → index of its RETRY_WAIT entry
 }
 
 func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor string, info map[string]any) {
@@ -47,7 +49,7 @@ func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor stri
 // buildTimeline turns history events (oldest first) and the pending stage,
 // if any, into timeline entries. submitter is who submitted the exam.
 func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.PendingActivityInfo, submitter string) []TimelineEntry {
-	t := &timeline{stages: map[int64]exam.Stage{}, buckets: map[exam.Stage]string{}}
+	t := &timeline{stages: map[int64]exam.Stage{}, buckets: map[exam.Stage]string{}, retries: map[int64]int{}}
 	for _, ev := range events {
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {
@@ -74,9 +76,19 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 			if a.GetAttempt() > 1 {
 				info := retryInfo(a.GetAttempt()-1, a.GetLastFailure())
 				node, _ := info["node"].(string)
+				t.retries[a.GetScheduledEventId()] = len(t.entries)
 				t.add(at, exam.RetryWait, stage, node, info)
 			}
 			t.add(at, exam.Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := ev.GetActivityTaskCompletedEventAttributes()
+			// A stage lost with its node names that node in its result.
+			if i, ok := t.retries[a.GetScheduledEventId()]; ok {
+				if node := recoveredFrom(a.GetResult()); node != "" {
+					t.entries[i].Actor = node
+					t.entries[i].Info["node"] = node
+				}
+			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := ev.GetActivityTaskFailedEventAttributes()
 			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], a.GetIdentity(), failureInfo(a.GetFailure()))
@@ -128,6 +140,22 @@ func retryInfo(failedAttempt int32, f *failurepb.Failure) map[string]any {
 		info["node"] = node
 	}
 	return info
+}
+
+// recoveredFrom reads the node of a failed attempt from a stage's result.
+func recoveredFrom(result *commonpb.Payloads) string {
+	if len(result.GetPayloads()) == 0 {
+		return ""
+	}
+	var out struct {
+		RecoveredFrom *struct {
+			Node string `json:"node"`
+		} `json:"recoveredFrom"`
+	}
+	if converter.GetDefaultDataConverter().FromPayload(result.GetPayloads()[0], &out) != nil || out.RecoveredFrom == nil {
+		return ""
+	}
+	return out.RecoveredFrom.Node
 }
 
 // failureNode finds the node a failed attempt ran on: stage failures

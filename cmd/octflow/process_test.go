@@ -1,0 +1,182 @@
+package main
+
+// GPU nodes as real OS processes: this test binary re-executes itself as
+// `octflow gpuworker` (see TestMain), joined to the in-process stack the
+// way a separate node joins `octflow dev`: through OCTFLOW_* variables.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"octflow/api"
+	"octflow/exam"
+	"octflow/imaging"
+)
+
+// TestMain runs main() instead of the tests when asked to act as the
+// octflow command.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("OCTFLOW_TEST_AS_MAIN"); args != "" {
+		os.Args = append([]string{"octflow"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// nodeProcess is a gpuworker running as its own process.
+type nodeProcess struct {
+	id   string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func (h *harness) spawnNode(id string, drain time.Duration) *nodeProcess {
+	h.t.Helper()
+	sc := h.sys.stackCfg
+	logPath := filepath.Join(h.t.TempDir(), id+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(),
+		"OCTFLOW_TEST_AS_MAIN=gpuworker --node-id "+id,
+		"OCTFLOW_TEMPORAL_ADDR="+sc.TemporalAddr,
+		"OCTFLOW_NAMESPACE="+sc.Namespace,
+		"OCTFLOW_S3_ENDPOINT="+sc.S3.Endpoint,
+		"OCTFLOW_S3_BUCKET="+sc.S3.Bucket,
+		"OCTFLOW_S3_ACCESS_KEY="+sc.S3.AccessKey,
+		"OCTFLOW_S3_SECRET_KEY="+sc.S3.SecretKey,
+		"OCTFLOW_DRAIN_TIMEOUT="+drain.String(),
+		"OCTFLOW_REPORT_EVERY=1s",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	p := &nodeProcess{id: id, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() {
+		p.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	h.t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+		if h.t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			h.t.Logf("%s log:\n%s", id, b)
+		}
+	})
+	h.waitNode(id, func(v api.NodeView) bool { return v.Status == "up" })
+	return p
+}
+
+// runningOn waits until the exam's stage runs on one of the nodes and
+// returns that node.
+func (h *harness) runningOn(examID string, nodes ...*nodeProcess) (*nodeProcess, *api.ExamStatus) {
+	h.t.Helper()
+	st := h.waitFor(examID, time.Minute, func(s *api.ExamStatus) bool {
+		return s.State == exam.Executing && s.Stage.NeedsGPU()
+	})
+	for _, n := range nodes {
+		if n.id == st.Node {
+			return n, st
+		}
+	}
+	h.t.Fatalf("exam runs on %q, not on a spawned node", st.Node)
+	return nil, nil
+}
+
+func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
+	h := newHarness(t, 0)
+	a, b := h.spawnNode("gpu-proc-a", 30*time.Second), h.spawnNode("gpu-proc-b", 30*time.Second)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 111}) // full size: stages last long enough to be caught
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "kill-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	victim, st := h.runningOn("kill-1", a, b)
+	survivor := map[string]*nodeProcess{a.id: b, b.id: a}[victim.id]
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s (-9) during %s", victim.id, st.Stage)
+
+	final := h.waitTerminal("kill-1")
+	if final.State != exam.Completed {
+		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
+	}
+	if n := h.stageRuns("kill-1", exam.Render); n != 1 {
+		t.Errorf("report rendered %d times, want exactly 1", n)
+	}
+	var events []api.TimelineEntry
+	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/kill-1/events", http.StatusOK, &events)
+	var lost, retried bool
+	for _, e := range events {
+		if e.Stage == st.Stage && e.To == exam.RetryWait && e.Info["node"] == victim.id {
+			lost = true
+		}
+		if e.Stage == st.Stage && e.To == exam.Executing && e.Actor == survivor.id {
+			retried = true
+		}
+	}
+	if !lost || !retried {
+		t.Errorf("timeline does not show %s lost on %s and rerun on %s: %+v", st.Stage, victim.id, survivor.id, events)
+	}
+	h.waitNode(victim.id, func(v api.NodeView) bool { return v.Status == "down" })
+}
+
+func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
+	h := newHarness(t, 0)
+	drain := 30 * time.Second
+	a, b := h.spawnNode("gpu-term-a", drain), h.spawnNode("gpu-term-b", drain)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 121})
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "term-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	node, st := h.runningOn("term-1", a, b)
+	sent := time.Now()
+	if err := node.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-node.done:
+		if err != nil {
+			t.Errorf("%s exited with %v, want status 0", node.id, err)
+		}
+		t.Logf("%s drained %s and exited after %s", node.id, st.Stage, time.Since(sent).Round(time.Millisecond))
+	case <-time.After(drain + 5*time.Second):
+		t.Fatalf("%s still running %s after SIGTERM", node.id, drain)
+	}
+	node.done <- nil // for the cleanup
+
+	final := h.waitTerminal("term-1")
+	if final.State != exam.Completed {
+		t.Fatalf("exam ended %s", final.State)
+	}
+	var events []api.TimelineEntry
+	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/term-1/events", http.StatusOK, &events)
+	ranOnDrainingNode := false
+	for _, e := range events {
+		if e.To == exam.RetryWait {
+			t.Errorf("a drained stage was recorded as failed: %+v", e)
+		}
+		if e.Stage == st.Stage && e.To == exam.Executing && e.Actor == node.id && fmt.Sprint(e.Info["attempt"]) == "1" {
+			ranOnDrainingNode = true
+		}
+	}
+	if !ranOnDrainingNode {
+		t.Errorf("%s did not complete on %s in its first attempt: %+v", st.Stage, node.id, events)
+	}
+}
