@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math/rand/v2"
 
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -84,6 +86,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	memGiB := fs.Float64("gpu-memory-gib", 24, "memory of each simulated GPU in GiB")
 	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
+	failRate := fs.Float64("sim-failure-rate", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
 	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -103,10 +106,28 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
 	}
+	var faults activities.FaultFunc
+	if *failRate > 0 {
+		if source != "simulated" {
+			return fmt.Errorf("--sim-failure-rate needs simulated GPUs; this node has real ones")
+		}
+		faults = simulatedFailures(*failRate)
+	}
 	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain,
+		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults,
 		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain, ReportEvery: *reportEvery}},
 	})
+}
+
+// simulatedFailures fails the given fraction of stages, as a sick GPU
+// would; only simulated nodes accept it.
+func simulatedFailures(rate float64) activities.FaultFunc {
+	return func(_ context.Context, _ string, stage exam.Stage) error {
+		if rand.Float64() < rate {
+			return fmt.Errorf("simulated GPU fault in %s", stage)
+		}
+		return nil
+	}
 }
 
 // serveUntilDone runs the app until ctx ends (SIGINT or SIGTERM), then
