@@ -40,6 +40,8 @@ type Config struct {
 	MaxScanBytes int64
 	// SpoolDir holds uploads while they are validated (default: os.TempDir).
 	SpoolDir string
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
 }
 
 // Server is the HTTP gateway.
@@ -66,6 +68,9 @@ func New(cfg Config) *Server {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
+	}
 	v1 := e.Group("/v1")
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))

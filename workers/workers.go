@@ -23,16 +23,18 @@ import (
 )
 
 // Dial connects to Temporal, waiting up to a minute for it to answer.
-func Dial(ctx context.Context, hostPort, namespace, identity string, logger *zap.Logger) (client.Client, error) {
+// metrics may be nil.
+func Dial(ctx context.Context, hostPort, namespace, identity string, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var lastErr error
 	for {
 		c, err := client.DialContext(ctx, client.Options{
-			HostPort:  hostPort,
-			Namespace: namespace,
-			Identity:  identity,
-			Logger:    SDKLogger(logger),
+			HostPort:       hostPort,
+			Namespace:      namespace,
+			Identity:       identity,
+			Logger:         SDKLogger(logger),
+			MetricsHandler: metrics,
 		})
 		if err == nil {
 			return c, nil

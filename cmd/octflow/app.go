@@ -37,6 +37,10 @@ type appOptions struct {
 	GPUNodes []gpuworker.Config
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
+	// Metrics is the process's registry (default: a new one). The API
+	// serves it at /metrics; MetricsAddr serves it on its own port.
+	Metrics     *workers.Metrics
+	MetricsAddr string
 	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
 	NodeReportEvery time.Duration
 	// Faults injects stage failures (tests and simulation only).
@@ -53,6 +57,8 @@ type app struct {
 	http    *http.Server
 	apiAddr string
 	served  chan error
+	metrics *workers.Metrics
+	mhttp   *http.Server
 }
 
 // startApp connects to Temporal and S3 and starts the parts opts asks for.
@@ -66,8 +72,22 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	if a.store, err = openStore(ctx, opts.Stack.S3); err != nil {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
-	if a.client, err = workers.Dial(ctx, opts.Stack.TemporalAddr, opts.Stack.Namespace, opts.Identity, opts.Logger.Named("sdk")); err != nil {
+	a.metrics = opts.Metrics
+	if a.metrics == nil {
+		a.metrics = workers.NewMetrics()
+	}
+	if a.client, err = workers.Dial(ctx, opts.Stack.TemporalAddr, opts.Stack.Namespace, opts.Identity, opts.Logger.Named("sdk"), a.metrics.SDK); err != nil {
 		return nil, err
+	}
+	if opts.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", opts.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", a.metrics.Handler())
+		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go a.mhttp.Serve(ln)
 	}
 	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults}
 
@@ -93,7 +113,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	if opts.APIAddr != "" {
 		gw := api.New(api.Config{
 			Temporal: a.client, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Policy: opts.Policy,
+			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(),
 		})
 		ln, err := net.Listen("tcp", opts.APIAddr)
 		if err != nil {
@@ -135,5 +155,13 @@ func (a *app) stop() {
 	if a.client != nil {
 		a.client.Close()
 		a.client = nil
+	}
+	if a.mhttp != nil {
+		a.mhttp.Close()
+		a.mhttp = nil
+	}
+	if a.metrics != nil {
+		a.metrics.Close()
+		a.metrics = nil
 	}
 }

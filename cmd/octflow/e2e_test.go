@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +251,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if len(keys) != 7 {
 		t.Errorf("objects = %v, want scan, denoised, layers, lesions, measurements, report.json, report.pdf", keys)
 	}
+	t.Log(h.waitMetric("temporal_workflow_completed", `workflow_type="ExamWorkflow"`))
 	// OCTFLOW_RECORD_HISTORY=<file> saves this exam's history for the
 	// replay test in workflows/ (see workflows/testdata/README.md).
 	if path := os.Getenv("OCTFLOW_RECORD_HISTORY"); path != "" {
@@ -483,6 +486,38 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	}
 	// Devices submit exams; the timeline is for clinicians and admins.
 	h.getJSON(h.sys.secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
+}
+
+// waitMetric polls GET /metrics until a sample of name with all the
+// given labels has a positive value (the SDK reports every second).
+func (h *harness) waitMetric(name string, labels ...string) string {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(h.sys.app.apiURL() + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+		lines:
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+					continue
+				}
+				for _, l := range labels {
+					if !strings.Contains(line, l) {
+						continue lines
+					}
+				}
+				fields := strings.Fields(line)
+				if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && v > 0 {
+					return line
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Fatalf("no positive sample of %s%v in /metrics", name, labels)
+	return ""
 }
 
 // getJSON GETs path with token, checks the status and decodes the body.

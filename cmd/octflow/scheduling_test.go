@@ -266,6 +266,7 @@ func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 	if !slices.Equal(promotions, []string{"low→normal", "normal→urgent"}) {
 		t.Errorf("promotions in the timeline: %v", promotions)
 	}
+	t.Log(h.waitMetric("octflow_promotions_total", `from="low"`, `to="normal"`))
 }
 
 func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T) {

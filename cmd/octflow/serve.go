@@ -65,13 +65,14 @@ func runWorker(ctx context.Context, args []string) error {
 	var stack stackConfig
 	stack.bind(fs)
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on shutdown (OCTFLOW_DRAIN_TIMEOUT)")
+	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := newLogger(false)
 	defer log.Sync()
 	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain,
+		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain, MetricsAddr: *metricsAddr,
 	})
 }
 
@@ -88,6 +89,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
 	failRate := fs.Float64("sim-failure-rate", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
 	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
+	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,7 +116,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		faults = simulatedFailures(*failRate)
 	}
 	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults,
+		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults, MetricsAddr: *metricsAddr,
 		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain, ReportEvery: *reportEvery}},
 	})
 }
