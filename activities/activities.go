@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -35,8 +34,8 @@ type ObjectStore interface {
 type Activities struct {
 	Store  ObjectStore
 	Logger *zap.Logger
-	// HTTP delivers report-ready events (default: 10 s timeout).
-	HTTP *http.Client
+	// Webhooks deliver report-ready events to workstations.
+	Webhooks *Webhooks
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default 2 s); it must stay well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
@@ -226,49 +225,6 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 		return a.Store.Put(ctx, pdfKey, bytes.NewReader(pdf), int64(len(pdf)), "application/pdf")
 	})
 	return out, err
-}
-
-// ReportReady is the event pushed to the clinician's workstation.
-type ReportReady struct {
-	ExamID string      `json:"examId"`
-	State  exam.State  `json:"state"`
-	Report exam.Report `json:"report"`
-}
-
-// NotifyWorkstation posts the report-ready event to the exam's callback
-// URL. A 5xx or a network error is retried; a 4xx is final.
-func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (StageOutput, error) {
-	if in.Exam.CallbackURL == "" {
-		return StageOutput{Note: "no callback URL"}, nil
-	}
-	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: exam.Completed,
-		Report: exam.Report{JSONKey: exam.ReportJSONKey(in.Exam.ExamID), PDFKey: exam.ReportPDFKey(in.Exam.ExamID)}})
-	if err != nil {
-		return StageOutput{}, fmt.Errorf("encode event: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.Exam.CallbackURL, bytes.NewReader(body))
-	if err != nil {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", in.Exam.ExamID)
-	client := a.HTTP
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return StageOutput{}, fmt.Errorf("deliver report-ready: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	switch {
-	case resp.StatusCode >= 500:
-		return StageOutput{}, fmt.Errorf("workstation answered %s", resp.Status)
-	case resp.StatusCode >= 400:
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("workstation refused the event: "+resp.Status, "CallbackRejected", nil)
-	}
-	return StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
 }
 
 // Heartbeat is what a running stage reports every few seconds.

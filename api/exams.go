@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/storage"
 	"octflow/workflows"
 )
 
@@ -244,6 +246,14 @@ func (s *Server) readUpload(c echo.Context) (*upload, error) {
 	if err := validateMeta(up.meta); err != nil {
 		return up, err
 	}
+	if up.meta.CallbackURL != "" {
+		if s.cfg.Callbacks == nil {
+			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", "this gateway accepts no callback URLs")
+		}
+		if err := s.cfg.Callbacks.Check(up.meta.CallbackURL); err != nil {
+			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", err.Error())
+		}
+	}
 	if _, err := up.file.Seek(0, io.SeekStart); err != nil {
 		return up, fmt.Errorf("rewind upload: %w", err)
 	}
@@ -275,12 +285,6 @@ func validateMeta(m SubmitMeta) error {
 	if _, err := exam.ParseEye(m.Eye); err != nil {
 		return bad(err.Error())
 	}
-	if m.CallbackURL != "" {
-		u, err := url.Parse(m.CallbackURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return problem(http.StatusUnprocessableEntity, "invalid-meta", "callbackUrl must be an absolute http(s) URL")
-		}
-	}
 	return nil
 }
 
@@ -311,6 +315,32 @@ func (s *Server) examFromPath(c echo.Context) (*workflowservice.DescribeWorkflow
 		return nil, notFound
 	}
 	return desc, nil
+}
+
+// getReport serves GET /v1/exams/{examId}/report?format=pdf|json.
+func (s *Server) getReport(c echo.Context) error {
+	desc, err := s.examFromPath(c)
+	if err != nil {
+		return err
+	}
+	id := strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId(), "exam-")
+	key, contentType := exam.ReportPDFKey(id), "application/pdf"
+	switch c.QueryParam("format") {
+	case "json":
+		key, contentType = exam.ReportJSONKey(id), "application/json"
+	case "pdf", "":
+	default:
+		return problem(http.StatusBadRequest, "malformed-request", "format must be pdf or json")
+	}
+	rc, size, err := s.cfg.Store.Get(c.Request().Context(), key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return problem(http.StatusNotFound, "not-found", "exam "+id+" has no report yet")
+	} else if err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	}
+	defer rc.Close()
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.FormatInt(size, 10))
+	return c.Stream(http.StatusOK, contentType, rc)
 }
 
 // getExam returns an exam's status.

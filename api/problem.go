@@ -37,6 +37,7 @@ var titles = map[string]string{
 	"unsupported-media":   "Unsupported media type",
 	"invalid-volume":      "The scan is not a valid OCT volume",
 	"invalid-meta":        "The exam metadata is invalid",
+	"invalid-callback":    "The callback URL is not allowed",
 	"unavailable":         "A backing service is unavailable; retry later",
 	"internal":            "Internal error",
 	"method-not-allowed":  "Method not allowed",

@@ -17,12 +17,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"octflow/activities"
 	"octflow/exam"
 )
 
 // ObjectStore is what the gateway needs of the object store.
 type ObjectStore interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
 	Delete(ctx context.Context, key string) error
 	Ping(ctx context.Context) error
 }
@@ -42,6 +44,8 @@ type Config struct {
 	SpoolDir string
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// Callbacks decides which callback URLs a device may give.
+	Callbacks *activities.CallbackGuard
 }
 
 // Server is the HTTP gateway.
@@ -75,6 +79,7 @@ func New(cfg Config) *Server {
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
 	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
 	return s

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"octflow/activities"
 )
 
 // These cases are all refused before the gateway touches Temporal or the
@@ -22,7 +24,11 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024})
+	guard, err := activities.NewCallbackGuard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024, Callbacks: guard})
 
 	form := func(parts map[string]string) (string, *bytes.Buffer) {
 		var body bytes.Buffer
@@ -58,7 +64,9 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 		{"bad priority", "dev-token", "", map[string]string{"meta": `{"examId":"E1","priority":"asap"}`, "scan": "x"}, 400, "invalid-meta"},
 		{"bad eye", "dev-token", "", map[string]string{"meta": `{"examId":"E1","eye":"left"}`, "scan": "x"}, 400, "invalid-meta"},
 		{"exam id with slash", "dev-token", "", map[string]string{"meta": `{"examId":"a/b"}`, "scan": "x"}, 400, "invalid-meta"},
-		{"callback not http", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"file:///etc/passwd"}`, "scan": "x"}, 422, "invalid-meta"},
+		{"callback not http", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"file:///etc/passwd"}`, "scan": "x"}, 422, "invalid-callback"},
+		{"callback to cloud metadata", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"http://169.254.169.254/latest"}`, "scan": "x"}, 422, "invalid-callback"},
+		{"callback to a private address", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"https://10.1.2.3/hook"}`, "scan": "x"}, 422, "invalid-callback"},
 		{"scan not DICOM", "dev-token", "", map[string]string{"meta": okMeta, "scan": "not a dicom file"}, 422, "invalid-volume"},
 	}
 	for _, c := range cases {

@@ -37,6 +37,10 @@ type appOptions struct {
 	GPUNodes []gpuworker.Config
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
+	// Webhooks deliver report-ready events (workers); Callbacks checks
+	// callback URLs at submission (api).
+	Webhooks  *activities.Webhooks
+	Callbacks *activities.CallbackGuard
 	// Metrics is the process's registry (default: a new one). The API
 	// serves it at /metrics; MetricsAddr serves it on its own port.
 	Metrics     *workers.Metrics
@@ -89,7 +93,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go a.mhttp.Serve(ln)
 	}
-	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults}
+	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, Webhooks: opts.Webhooks}
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout}); err != nil {
@@ -113,7 +117,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	if opts.APIAddr != "" {
 		gw := api.New(api.Config{
 			Temporal: a.client, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(),
+			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Callbacks: opts.Callbacks,
 		})
 		ln, err := net.Listen("tcp", opts.APIAddr)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/exam"
 	"octflow/storage"
@@ -144,4 +146,28 @@ func newLogger(dev bool) *zap.Logger {
 	}
 	l, _ := zap.NewProduction()
 	return l
+}
+
+// webhooksFromEnv reads the callback allow-list, the webhook signing
+// secrets and the api's public URL.
+func webhooksFromEnv() (*activities.Webhooks, error) {
+	guard, err := activities.NewCallbackGuard(os.Getenv("OCTFLOW_CALLBACK_ALLOW"))
+	if err != nil {
+		return nil, err
+	}
+	secrets := map[string]string{}
+	if path := os.Getenv("OCTFLOW_WEBHOOK_SECRETS_FILE"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read webhook secrets: %w", err)
+		}
+		if err := json.Unmarshal(b, &secrets); err != nil {
+			return nil, fmt.Errorf("parse %s (want {\"campus\": \"secret\", \"*\": \"default\"}): %w", path, err)
+		}
+	}
+	if s := os.Getenv("OCTFLOW_WEBHOOK_SECRET"); s != "" {
+		secrets["*"] = s
+	}
+	return &activities.Webhooks{Guard: guard, Secrets: secrets,
+		PublicURL: envDefault("OCTFLOW_PUBLIC_URL", "http://127.0.0.1:8080")}, nil
 }

@@ -68,11 +68,13 @@ func devPolicy() (exam.Policy, error) {
 // devSecrets are the demo credentials kept in the data dir so that they
 // survive restarts.
 type devSecrets struct {
-	Device        string `json:"device"`
-	Clinician     string `json:"clinician"`
-	Admin         string `json:"admin"`
-	DeviceID      string `json:"deviceId"`
-	Campus        string `json:"campus"`
+	Device    string `json:"device"`
+	Clinician string `json:"clinician"`
+	Admin     string `json:"admin"`
+	DeviceID  string `json:"deviceId"`
+	Campus    string `json:"campus"`
+	// WebhookSecret signs report-ready events to workstations.
+	WebhookSecret string `json:"webhookSecret"`
 	PseudonymKey  string `json:"-"`
 	TokensFile    string `json:"-"`
 	PseudonymFile string `json:"-"`
@@ -148,7 +150,7 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	creds := stack.S3Credentials()
 	stackCfg := stackConfig{TemporalAddr: stack.TemporalAddr(), Namespace: stack.Namespace(),
 		S3: storage.Config{Endpoint: stack.S3Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
-	if err := writeDevEnv(stack, stackCfg, secrets); err != nil {
+	if err := writeDevEnv(stack, stackCfg, secrets, "http://"+cfg.APIAddr); err != nil {
 		stack.Stop()
 		return nil, err
 	}
@@ -165,7 +167,17 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	if cfg.APIOnly {
 		nodes = nil
 	}
+	// The dev stack lets callbacks reach this machine (a workstation
+	// simulator on loopback); production refuses that unless allow-listed.
+	guard, err := activities.NewCallbackGuard("127.0.0.0/8, ::1/128, localhost")
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
+		PublicURL: "http://" + cfg.APIAddr}
 	a, err := startApp(ctx, appOptions{
+		Webhooks: hooks, Callbacks: guard,
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 		Policy: cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
@@ -204,6 +216,12 @@ func ensureDevSecrets(dataDir string) (devSecrets, error) {
 	} else {
 		return s, fmt.Errorf("read dev tokens: %w", err)
 	}
+	if s.WebhookSecret == "" { // data dirs from before webhooks were signed
+		s.WebhookSecret = "dev-webhook-" + randomHex(16)
+		if err := writeJSON(clearPath, s); err != nil {
+			return s, err
+		}
+	}
 	entries := []api.TokenEntry{
 		{SHA256: api.HashToken(s.Device), Principal: api.Principal{Name: "demo device", Role: api.RoleDevice, DeviceID: s.DeviceID, Campus: s.Campus}},
 		{SHA256: api.HashToken(s.Clinician), Principal: api.Principal{Name: "demo clinician", Role: api.RoleClinician}},
@@ -226,7 +244,7 @@ func ensureDevSecrets(dataDir string) (devSecrets, error) {
 
 // writeDevEnv writes the OCTFLOW_* variables another process needs to
 // join this stack.
-func writeDevEnv(stack *devstack.Stack, sc stackConfig, s devSecrets) error {
+func writeDevEnv(stack *devstack.Stack, sc stackConfig, s devSecrets, publicURL string) error {
 	lines := []string{
 		"# Written by octflow dev: source this to run octflow api|worker|gpuworker against the dev stack.",
 		"export OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr,
@@ -237,6 +255,9 @@ func writeDevEnv(stack *devstack.Stack, sc stackConfig, s devSecrets) error {
 		"export OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
 		"export OCTFLOW_TOKENS_FILE=" + s.TokensFile,
 		"export OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
+		"export OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
+		"export OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
+		"export OCTFLOW_PUBLIC_URL=" + publicURL,
 	}
 	path := filepath.Join(stack.DataDir(), "dev.env")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {

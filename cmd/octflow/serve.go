@@ -51,11 +51,15 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	hooks, err := webhooksFromEnv()
+	if err != nil {
+		return err
+	}
 	log := newLogger(false)
 	defer log.Sync()
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: "api@" + hostname(), Logger: log,
-		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policy,
+		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policy, Callbacks: hooks.Guard,
 	})
 }
 
@@ -69,10 +73,15 @@ func runWorker(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	hooks, err := webhooksFromEnv()
+	if err != nil {
+		return err
+	}
 	log := newLogger(false)
 	defer log.Sync()
 	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain, MetricsAddr: *metricsAddr,
+		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain,
+		MetricsAddr: *metricsAddr, Webhooks: hooks,
 	})
 }
 

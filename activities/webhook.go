@@ -1,0 +1,241 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"octflow/exam"
+)
+
+// Webhook headers. The signature is HMAC-SHA256, keyed with the site's
+// secret, over the timestamp, a dot and the body: a workstation checks it
+// and rejects stale timestamps, so a captured event cannot be replayed.
+const (
+	SignatureHeader = "X-Octflow-Signature" // "v1=" + hex HMAC
+	TimestampHeader = "X-Octflow-Timestamp" // Unix seconds
+	IdempotencyKey  = "Idempotency-Key"     // the exam ID: one event per exam, however often delivered
+)
+
+// Sign returns the signature header value for body sent at ts.
+func Sign(secret []byte, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(strconv.FormatInt(ts, 10)))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// CallbackGuard decides which callback URLs octflow may call. A callback
+// must be https, and must not reach loopback, private, link-local or
+// other internal addresses, unless its host is on the allow-list: a
+// callback URL comes from a device, and without this it could make
+// octflow probe the hospital's internal network (SSRF).
+type CallbackGuard struct {
+	hosts    map[string]bool
+	prefixes []netip.Prefix
+}
+
+// NewCallbackGuard parses an allow-list of host names and CIDR prefixes,
+// e.g. "ws.radiology.example, 10.20.0.0/16, 127.0.0.0/8".
+func NewCallbackGuard(allow string) (*CallbackGuard, error) {
+	g := &CallbackGuard{hosts: map[string]bool{}}
+	for _, item := range strings.Split(allow, ",") {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+		case strings.Contains(item, "/"):
+			p, err := netip.ParsePrefix(item)
+			if err != nil {
+				return nil, fmt.Errorf("callback allow-list entry %q: %w", item, err)
+			}
+			g.prefixes = append(g.prefixes, p.Masked())
+		default:
+			if ip, err := netip.ParseAddr(item); err == nil {
+				g.prefixes = append(g.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
+			} else {
+				g.hosts[strings.ToLower(item)] = true
+			}
+		}
+	}
+	return g, nil
+}
+
+// ErrCallbackRefused is wrapped by every refusal.
+var ErrCallbackRefused = errors.New("callback URL refused")
+
+// Check validates a callback URL without resolving it: the scheme, and
+// the host if it is a literal address or a local name. Names are checked
+// again, after resolution, when the event is delivered.
+func (g *CallbackGuard) Check(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%w: want an absolute https URL", ErrCallbackRefused)
+	}
+	host := strings.ToLower(u.Hostname())
+	if g.hosts[host] {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := g.checkIP(ip); err != nil {
+			return err
+		}
+	} else if host == "localhost" || strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".internal") {
+		return fmt.Errorf("%w: %s is a local name", ErrCallbackRefused, host)
+	}
+	if u.Scheme != "https" && !g.allowedIP(host) {
+		return fmt.Errorf("%w: plain http only to allow-listed hosts", ErrCallbackRefused)
+	}
+	return nil
+}
+
+func (g *CallbackGuard) allowedIP(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && g.allowed(ip)
+}
+
+func (g *CallbackGuard) allowed(ip netip.Addr) bool {
+	for _, p := range g.prefixes {
+		if p.Contains(ip.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkIP refuses internal addresses that are not allow-listed.
+func (g *CallbackGuard) checkIP(ip netip.Addr) error {
+	ip = ip.Unmap()
+	internal := ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
+		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) // carrier-grade NAT
+	if internal && !g.allowed(ip) {
+		return fmt.Errorf("%w: %s is an internal address", ErrCallbackRefused, ip)
+	}
+	return nil
+}
+
+// Webhooks deliver signed report-ready events.
+type Webhooks struct {
+	Guard *CallbackGuard
+	// Secrets holds each site's signing secret by campus; "*" is the
+	// default for campuses without their own.
+	Secrets map[string]string
+	// PublicURL is the api's address as workstations reach it, for the
+	// report links in the event.
+	PublicURL string
+	// Timeout bounds one delivery (default 10 s).
+	Timeout time.Duration
+}
+
+// client is an HTTP client whose dialer refuses internal addresses after
+// DNS resolution, so a name that resolves (or re-resolves) to an internal
+// address is caught too.
+func (w *Webhooks) client(allowHost bool) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if !allowHost {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrCallbackRefused, err)
+			}
+			return w.Guard.checkIP(ap.Addr())
+		}
+	}
+	timeout := w.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil},
+		// A redirect could lead anywhere; workstations answer directly.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// ReportReady is the event pushed to the clinician's workstation.
+type ReportReady struct {
+	ExamID string     `json:"examId"`
+	State  exam.State `json:"state"`
+	Eye    exam.Eye   `json:"eye,omitempty"`
+	// Priority is the bucket the exam was submitted in.
+	Priority exam.Priority `json:"priority"`
+	Report   ReportLinks   `json:"report"`
+}
+
+// ReportLinks point at the report through the api.
+type ReportLinks struct {
+	PDF  string `json:"pdf"`
+	JSON string `json:"json"`
+}
+
+// NotifyWorkstation posts the signed report-ready event to the exam's
+// callback URL. A 5xx, a timeout or a network error is retried (with
+// jitter, by the worker's interceptor); a 4xx or a refused URL is final.
+func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (StageOutput, error) {
+	if in.Exam.CallbackURL == "" {
+		return StageOutput{Note: "no callback URL"}, nil
+	}
+	w := a.Webhooks
+	if w == nil || w.Guard == nil {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("webhooks are not configured", "CallbackRejected", nil)
+	}
+	if err := w.Guard.Check(in.Exam.CallbackURL); err != nil {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
+	}
+	secret := w.Secrets[in.Exam.Campus]
+	if secret == "" {
+		secret = w.Secrets["*"]
+	}
+	if secret == "" {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("no webhook secret for campus "+in.Exam.Campus, "CallbackRejected", nil)
+	}
+	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) + "/report?format="
+	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: exam.Completed, Eye: in.Exam.Eye,
+		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}})
+	if err != nil {
+		return StageOutput{}, fmt.Errorf("encode event: %w", err)
+	}
+	ts := time.Now().Unix()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.Exam.CallbackURL, bytes.NewReader(body))
+	if err != nil {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(IdempotencyKey, in.Exam.ExamID)
+	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
+	req.Header.Set(SignatureHeader, Sign([]byte(secret), ts, body))
+	activity.RecordHeartbeat(ctx, Heartbeat{Node: a.Node, Stage: exam.Notify})
+	u, _ := url.Parse(in.Exam.CallbackURL) // parsed by Check
+	resp, err := w.client(w.Guard.hosts[strings.ToLower(u.Hostname())]).Do(req)
+	if errors.Is(err, ErrCallbackRefused) {
+		return StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
+	}
+	if err != nil {
+		return StageOutput{}, fmt.Errorf("deliver report-ready: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode >= 500:
+		return StageOutput{}, fmt.Errorf("workstation answered %s", resp.Status)
+	case resp.StatusCode >= 300:
+		return StageOutput{}, temporal.NewNonRetryableApplicationError("workstation refused the event: "+resp.Status, "CallbackRejected", nil)
+	}
+	return StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
+}
