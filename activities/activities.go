@@ -55,6 +55,9 @@ type FaultFunc func(ctx context.Context, node string, stage exam.Stage) error
 // StageInput is every stage's input: the exam it works on.
 type StageInput struct {
 	Exam exam.Submission `json:"exam"`
+	// Reminder numbers a repeated report-ready push for an urgent exam
+	// still awaiting review (0 for the first push).
+	Reminder int `json:"reminder,omitempty"`
 }
 
 // StageOutput says what a stage wrote.

@@ -176,6 +176,8 @@ type ReportReady struct {
 	// Priority is the bucket the exam was submitted in.
 	Priority exam.Priority `json:"priority"`
 	Report   ReportLinks   `json:"report"`
+	// Reminder counts repeated pushes for an urgent exam awaiting review.
+	Reminder int `json:"reminder,omitempty"`
 }
 
 // ReportLinks point at the report through the api.
@@ -207,7 +209,7 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (Stag
 	}
 	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) + "/report?format="
 	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: exam.Completed, Eye: in.Exam.Eye,
-		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}})
+		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder})
 	if err != nil {
 		return StageOutput{}, fmt.Errorf("encode event: %w", err)
 	}
@@ -217,7 +219,11 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (Stag
 		return StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(IdempotencyKey, in.Exam.ExamID)
+	key := in.Exam.ExamID
+	if in.Reminder > 0 { // a reminder is a new event; its retries share its key
+		key += "/reminder-" + strconv.Itoa(in.Reminder)
+	}
+	req.Header.Set(IdempotencyKey, key)
 	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
 	req.Header.Set(SignatureHeader, Sign([]byte(secret), ts, body))
 	activity.RecordHeartbeat(ctx, Heartbeat{Node: a.Node, Stage: exam.Notify})

@@ -38,6 +38,7 @@ var titles = map[string]string{
 	"invalid-volume":      "The scan is not a valid OCT volume",
 	"invalid-meta":        "The exam metadata is invalid",
 	"invalid-callback":    "The callback URL is not allowed",
+	"review-refused":      "The exam cannot take this review decision now",
 	"unavailable":         "A backing service is unavailable; retry later",
 	"internal":            "Internal error",
 	"method-not-allowed":  "Method not allowed",

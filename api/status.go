@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"octflow/exam"
+	"octflow/workflows"
 )
 
 // ExamStatus is the body of GET /v1/exams/{examId}.
@@ -30,6 +31,9 @@ type ExamStatus struct {
 	UpdatedAt         time.Time     `json:"updatedAt"`
 	LastFailure       *exam.Failure `json:"lastFailure,omitempty"`
 	Report            *ReportInfo   `json:"report,omitempty"`
+	// Review is pending, approved, amended, rejected or expired once the
+	// report exists.
+	Review exam.ReviewStatus `json:"review,omitempty"`
 }
 
 // ReportInfo points at a completed exam's report.
@@ -93,12 +97,26 @@ func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkf
 	}
 	st.State = exam.DeriveState(obs)
 
+	if st.State == exam.Completed && obs.Status == exam.Running {
+		// The report exists and the exam awaits review: the workflow
+		// answers for itself.
+		st.Report = &ReportInfo{JSONKey: exam.ReportJSONKey(id), PDFKey: exam.ReportPDFKey(id)}
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if v, err := s.cfg.Temporal.QueryWorkflow(qctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), workflows.ProgressQuery); err == nil {
+			var p workflows.Progress
+			if v.Get(&p) == nil {
+				st.Report.Summary, st.Review = p.Summary, p.Review
+			}
+		}
+	}
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		var res exam.Result
 		err := s.cfg.Temporal.GetWorkflow(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId()).Get(ctx, &res)
 		switch {
 		case err == nil:
 			st.Report = &ReportInfo{JSONKey: res.Report.JSONKey, PDFKey: res.Report.PDFKey, Summary: res.Summary}
+			st.Review = res.Review
 		case ctx.Err() != nil:
 			return nil, problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 		default:

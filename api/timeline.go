@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"octflow/exam"
+	"octflow/workflows"
 )
 
 // TimelineEntry is one step in an exam's life.
@@ -39,6 +40,8 @@ type timeline struct {
 	stages  map[int64]exam.Stage // scheduled event ID → stage
 	buckets map[exam.Stage]string
 	retries map[int64]int // scheduled event ID → index of its RETRY_WAIT entry
+	// reviewLoop is set once the workflow entered its review wait.
+	reviewLoop bool
 }
 
 func (t *timeline) add(at time.Time, to exam.State, stage exam.Stage, actor string, info map[string]any) {
@@ -98,8 +101,35 @@ func buildTimeline(events []*historypb.HistoryEvent, pending *workflowpb.Pending
 				continue // the stage aged in its queue; the promotion follows
 			}
 			t.add(at, exam.Executing, t.stages[a.GetScheduledEventId()], "temporal", failureInfo(a.GetFailure()))
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			// The workflow records the report's completion before it
+			// waits for the review.
+			sa := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes()
+			if exam.State(searchAttr(sa, exam.AttrState)) == exam.Completed && t.state != exam.Completed {
+				t.add(at, exam.Completed, "", "workflow", nil)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			req := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
+			var in exam.ReviewInput
+			if args := req.GetArgs().GetPayloads(); req.GetName() == workflows.ReviewUpdate && len(args) > 0 &&
+				converter.GetDefaultDataConverter().FromPayload(args[0], &in) == nil {
+				info := map[string]any{"review": in.Decision}
+				if in.Note != "" {
+					info["note"] = in.Note
+				}
+				t.add(at, t.state, "", in.By, info)
+			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if versionChange(ev) == "review-loop" {
+				t.reviewLoop = true
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			t.add(at, exam.Completed, "", "workflow", nil)
+			switch {
+			case t.state != exam.Completed:
+				t.add(at, exam.Completed, "", "workflow", nil)
+			case t.reviewLoop:
+				t.add(at, exam.Completed, "", "workflow", map[string]any{"reviewWindow": "closed"})
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 			t.add(at, exam.Dead, "", "workflow", failureInfo(ev.GetWorkflowExecutionFailedEventAttributes().GetFailure()))
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
@@ -140,6 +170,17 @@ func retryInfo(failedAttempt int32, f *failurepb.Failure) map[string]any {
 		info["node"] = node
 	}
 	return info
+}
+
+// versionChange is the change ID of a workflow.GetVersion marker.
+func versionChange(ev *historypb.HistoryEvent) string {
+	a := ev.GetMarkerRecordedEventAttributes()
+	p := a.GetDetails()["change-id"].GetPayloads()
+	var id string
+	if a.GetMarkerName() != "Version" || len(p) == 0 || converter.GetDefaultDataConverter().FromPayload(p[0], &id) != nil {
+		return ""
+	}
+	return id
 }
 
 // recoveredFrom reads the node of a failed attempt from a stage's result.

@@ -53,9 +53,12 @@ func DeriveState(o Observation) State {
 	if o.Recorded == "" || o.Recorded == Created {
 		return Created
 	}
-	if o.Recorded.Terminal() {
-		// The workflow recorded its end but Temporal has not closed the
-		// run yet: still finishing.
+	switch o.Recorded {
+	case Completed:
+		// The report exists; the workflow stays open for the review.
+		return Completed
+	case Dead:
+		// The workflow recorded the failure and is closing the run.
 		return Queued
 	}
 	return o.Recorded

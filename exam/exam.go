@@ -124,6 +124,9 @@ type Result struct {
 	ExamID  string  `json:"examId"`
 	Report  Report  `json:"report"`
 	Summary Summary `json:"summary"`
+	// Review and Reviews are empty for exams run before the review loop.
+	Review  ReviewStatus `json:"review,omitempty"`
+	Reviews []Review     `json:"reviews,omitempty"`
 }
 
 // Summary carries the headline measurements so status can show them

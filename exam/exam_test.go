@@ -21,6 +21,7 @@ func TestDeriveStateCoversTheSevenStates(t *testing.T) {
 		{"retry due, back on the queue", Observation{Status: Running, Now: now, Pending: &PendingStage{Stage: Layers, Attempt: 2, NextAttemptAt: now.Add(-time.Second)}}, Queued},
 		{"between two stages", Observation{Status: Running, Recorded: Queued}, Queued},
 		{"workflow completed", Observation{Status: Succeeded}, Completed},
+		{"report done, awaiting review", Observation{Status: Running, Recorded: Completed}, Completed},
 		{"workflow failed", Observation{Status: Failed, Recorded: Executing}, Dead},
 	}
 	for _, c := range cases {

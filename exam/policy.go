@@ -24,6 +24,13 @@ type Policy struct {
 	// UrgentSLA is how long an urgent exam may take from submission to
 	// report before the breach is logged and counted (default 15 min).
 	UrgentSLA time.Duration `json:"urgentSla"`
+	// ReviewWindow is how long after the report the exam's workflow
+	// accepts review decisions (default 7 days); without a final decision
+	// by then the review is expired.
+	ReviewWindow time.Duration `json:"reviewWindow"`
+	// ReviewReminder is how often an urgent exam awaiting review is
+	// pushed to the workstation again (default 30 min, at most 5 times).
+	ReviewReminder time.Duration `json:"reviewReminder"`
 }
 
 // DefaultPolicy is the production policy.
@@ -37,6 +44,8 @@ func DefaultPolicy() Policy {
 		Weights:          map[Priority]float32{Urgent: 60, Normal: 35, Low: 5},
 		Aging:            map[Priority]time.Duration{Normal: 30 * time.Minute, Low: 30 * time.Minute},
 		UrgentSLA:        15 * time.Minute,
+		ReviewWindow:     7 * 24 * time.Hour,
+		ReviewReminder:   30 * time.Minute,
 	}
 }
 
@@ -66,6 +75,12 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.UrgentSLA == 0 {
 		p.UrgentSLA = d.UrgentSLA
+	}
+	if p.ReviewWindow == 0 {
+		p.ReviewWindow = d.ReviewWindow
+	}
+	if p.ReviewReminder == 0 {
+		p.ReviewReminder = d.ReviewReminder
 	}
 	return p
 }

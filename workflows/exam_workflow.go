@@ -34,8 +34,13 @@ type Progress struct {
 	Notified          bool          `json:"notified"`
 	NotifyError       string        `json:"notifyError,omitempty"`
 	SLABreached       bool          `json:"slaBreached,omitempty"`
-	IllegalMoves      int           `json:"illegalMoves"`
-	Transitions       []Transition  `json:"transitions,omitempty"`
+	Summary           exam.Summary  `json:"summary"`
+	// Review is empty until the report exists, then pending until a
+	// clinician decides; Reviews lists every decision and amendment.
+	Review       exam.ReviewStatus `json:"review,omitempty"`
+	Reviews      []exam.Review     `json:"reviews,omitempty"`
+	IllegalMoves int               `json:"illegalMoves"`
+	Transitions  []Transition      `json:"transitions,omitempty"`
 }
 
 // Transition is one domain state change made by the workflow.
@@ -63,6 +68,9 @@ func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return *run.progress, nil }); err != nil {
 		return exam.Result{}, fmt.Errorf("register query: %w", err)
 	}
+	if err := run.registerReview(ctx); err != nil {
+		return exam.Result{}, fmt.Errorf("register review: %w", err)
+	}
 	// Exams started before the SLA watch existed replay without it.
 	if workflow.GetVersion(ctx, "urgent-sla-watch", workflow.DefaultVersion, 1) == 1 {
 		run.watchUrgentSLA(ctx)
@@ -84,18 +92,25 @@ func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
 		run.progress.StagesDone = append(run.progress.StagesDone, stage)
 		if out.Summary != nil {
 			result.Summary = *out.Summary
+			run.progress.Summary = result.Summary
 		}
 		run.progress.Notified = run.progress.Notified || out.Delivered
 	}
 	result.Report = exam.Report{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
 	run.move(ctx, exam.Completed, "")
+	// Exams started before the review loop existed end here on replay.
+	if workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 1) == 1 {
+		run.awaitReview(ctx)
+		result.Review, result.Reviews = run.progress.Review, run.progress.Reviews
+	}
 	return result, nil
 }
 
 // examRun is the state of one ExamWorkflow execution.
 type examRun struct {
-	in       exam.Input
-	progress *Progress
+	in           exam.Input
+	progress     *Progress
+	reviewClosed bool
 }
 
 func newExamRun(_ workflow.Context, in exam.Input) *examRun {

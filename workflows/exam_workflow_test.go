@@ -203,3 +203,64 @@ func TestUrgentExamPastItsSLAIsFlaggedButCompletes(t *testing.T) {
 		t.Errorf("progress = %+v, want COMPLETED with the SLA breach recorded", p)
 	}
 }
+
+func TestReviewAcceptsOneFinalDecisionThenOnlyAmendments(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	in := testInput()
+	in.Policy.ReviewWindow = time.Hour
+	outcomes := map[string]error{}
+	review := func(id string, d exam.Decision) {
+		env.UpdateWorkflow(ReviewUpdate, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { outcomes[id] = err }, OnComplete: func(any, error) {},
+		}, exam.ReviewInput{Decision: d, Note: id, By: "dr test"})
+	}
+	env.RegisterDelayedCallback(func() {
+		review("approve", exam.Approve)
+		review("approve-again", exam.Approve)
+		review("reject-after-approve", exam.Reject)
+		review("amend", exam.Amend)
+	}, time.Minute)
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	for id, refused := range map[string]bool{"approve": false, "approve-again": true, "reject-after-approve": true, "amend": false} {
+		if got := outcomes[id] != nil; got != refused {
+			t.Errorf("%s: refused = %v (%v), want %v", id, got, outcomes[id], refused)
+		}
+	}
+	var res exam.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Review != exam.ReviewAmended || len(res.Reviews) != 2 || res.Reviews[1].Decision != exam.Amend || res.Reviews[0].By != "dr test" {
+		t.Errorf("result review = %s %+v", res.Review, res.Reviews)
+	}
+}
+
+func TestUrgentExamAwaitingReviewIsRemindedUntilTheWindowCloses(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	in := testInput()
+	in.Submission.Priority = exam.Urgent
+	in.Policy.ReviewWindow, in.Policy.ReviewReminder = time.Hour, 20*time.Minute
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	notifies := 0
+	for _, s := range rec.calls {
+		if s == exam.Notify {
+			notifies++
+		}
+	}
+	if notifies != 3 {
+		t.Errorf("%d report-ready pushes, want the first and reminders at 20 and 40 min", notifies)
+	}
+	var res exam.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Review != exam.ReviewExpired {
+		t.Errorf("review = %s, want expired", res.Review)
+	}
+}

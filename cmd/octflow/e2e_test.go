@@ -251,7 +251,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if len(keys) != 7 {
 		t.Errorf("objects = %v, want scan, denoised, layers, lesions, measurements, report.json, report.pdf", keys)
 	}
-	t.Log(h.waitMetric("temporal_workflow_completed", `workflow_type="ExamWorkflow"`))
+	t.Log(h.waitMetric("temporal_request", `operation="StartWorkflowExecution"`))
 	// OCTFLOW_RECORD_HISTORY=<file> saves this exam's history for the
 	// replay test in workflows/ (see workflows/testdata/README.md).
 	if path := os.Getenv("OCTFLOW_RECORD_HISTORY"); path != "" {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"octflow/api"
+	"octflow/exam"
+)
+
+func (h *harness) review(token, examID, decision, note string, status int) api.ReviewResponse {
+	h.t.Helper()
+	body, _ := json.Marshal(api.ReviewRequest{Decision: decision, Note: note})
+	req, _ := http.NewRequest(http.MethodPost, h.sys.app.apiURL()+"/v1/exams/"+examID+"/review", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != status {
+		var p api.Problem
+		json.NewDecoder(resp.Body).Decode(&p)
+		h.t.Fatalf("review %s: %d (%s), want %d", decision, resp.StatusCode, p.Detail, status)
+	}
+	var out api.ReviewResponse
+	if status == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
+	hold := make(chan struct{})
+	h := newHarness(t, 1, func(c *devConfig) {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+			if examOf(ctx) == "review-1" && stage == exam.Denoise {
+				<-hold
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(151))
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "review-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	clin := h.sys.secrets.Clinician
+	h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.Stage == exam.Denoise && s.State == exam.Claimed })
+	h.review(clin, "review-1", "approve", "", http.StatusConflict) // no report yet
+	close(hold)
+	st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Completed })
+	if st.Review != exam.ReviewPending || st.Report == nil || st.Report.Summary.CentralSubfieldThicknessUm == 0 {
+		t.Fatalf("completed exam before review: %+v", st)
+	}
+
+	h.review(clin, "review-1", "maybe", "", http.StatusBadRequest)
+	h.review(h.sys.secrets.Device, "review-1", "approve", "", http.StatusForbidden)
+	if r := h.review(clin, "review-1", "approve", "no fluid, CST normal", http.StatusOK); r.Review != exam.ReviewApproved {
+		t.Errorf("after approve: %s", r.Review)
+	}
+	h.review(clin, "review-1", "approve", "", http.StatusConflict)
+	h.review(clin, "review-1", "reject", "", http.StatusConflict)
+	if r := h.review(clin, "review-1", "amend", "drusen nasal, re-check in 6 months", http.StatusOK); r.Review != exam.ReviewAmended {
+		t.Errorf("after amend: %s", r.Review)
+	}
+	if st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return true }); st.Review != exam.ReviewAmended || st.State != exam.Completed {
+		t.Errorf("status after amend: %+v", st)
+	}
+
+	var events []api.TimelineEntry
+	h.getJSON(clin, "/v1/exams/review-1/events", http.StatusOK, &events)
+	var trail []string
+	for _, e := range events {
+		if d, ok := e.Info["review"]; ok {
+			trail = append(trail, d.(string)+" by "+e.Actor+": "+e.Info["note"].(string))
+		}
+	}
+	want := []string{"approve by demo clinician: no fluid, CST normal", "amend by demo clinician: drusen nasal, re-check in 6 months"}
+	if len(trail) != 2 || trail[0] != want[0] || trail[1] != want[1] {
+		t.Errorf("review trail in the timeline: %q", trail)
+	}
+}
