@@ -111,7 +111,13 @@ func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
 			v, err = nil, invalidf("dicom parser failed: %v", p)
 		}
 	}()
-	ds, err := dicom.Parse(bufio.NewReaderSize(r, 1<<20), size, nil)
+	src := &ioErrReader{r: r}
+	ds, err := dicom.Parse(bufio.NewReaderSize(src, 1<<20), size, nil)
+	if src.err != nil {
+		// The source failed (a cancelled or broken download), not the
+		// file: that is worth retrying, unlike a bad volume.
+		return nil, h, fmt.Errorf("read DICOM: %w", src.err)
+	}
 	if err != nil {
 		return nil, h, invalidf("not a readable DICOM object: %v", err)
 	}
@@ -227,6 +233,21 @@ func readSpacing(ds dicom.Dataset) (Spacing, error) {
 		s.FrameUm = z * 1000
 	}
 	return s, nil
+}
+
+// ioErrReader remembers the first error of its source other than EOF,
+// which the DICOM parser would otherwise report as a malformed file.
+type ioErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *ioErrReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 func strs(ds dicom.Dataset, t tag.Tag) []string {

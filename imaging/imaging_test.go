@@ -197,3 +197,30 @@ func toF32(x []float64) []float32 {
 	}
 	return out
 }
+
+// failingReader serves some bytes, then fails as a dropped connection would.
+type failingReader struct {
+	data []byte
+	err  error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+func TestReadDICOMReportsASourceFailureAsSuchNotAsABadVolume(t *testing.T) {
+	p := smallPhantom(3, false)
+	var buf bytes.Buffer
+	if err := WriteDICOM(&buf, p.Volume, Header{SOPInstanceUID: "1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := ReadDICOM(&failingReader{data: buf.Bytes()[:buf.Len()/2], err: context.Canceled}, int64(buf.Len()))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrInvalidVolume) {
+		t.Fatalf("err = %v, want the source's error and not ErrInvalidVolume", err)
+	}
+}
