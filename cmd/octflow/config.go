@@ -68,6 +68,8 @@ func policyFromEnv(def exam.Policy) (exam.Policy, error) {
 	def.HeartbeatTimeout = envDuration("OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout)
 	def.MaxAttempts = int32(envInt("OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts)))
 	def.UrgentSLA = envDuration("OCTFLOW_URGENT_SLA", def.UrgentSLA)
+	def.ReviewWindow = envDuration("OCTFLOW_REVIEW_WINDOW", def.ReviewWindow)
+	def.ReviewReminder = envDuration("OCTFLOW_REVIEW_REMINDER", def.ReviewReminder)
 	def = def.WithDefaults()
 	def.Aging = map[exam.Priority]time.Duration{
 		exam.Normal: envDuration("OCTFLOW_AGING_NORMAL", def.Aging[exam.Normal]),
