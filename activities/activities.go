@@ -36,6 +36,8 @@ type Activities struct {
 	Logger *zap.Logger
 	// Webhooks deliver report-ready events to workstations.
 	Webhooks *Webhooks
+	// Inbox keeps report-ready events for the clinicians' event stream.
+	Inbox Inbox
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default 2 s); it must stay well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
@@ -58,6 +60,13 @@ type StageInput struct {
 	// Reminder numbers a repeated report-ready push for an urgent exam
 	// still awaiting review (0 for the first push).
 	Reminder int `json:"reminder,omitempty"`
+	// Summary is the exam's headline result, for the notify stage.
+	Summary *exam.Summary `json:"summary,omitempty"`
+}
+
+// Inbox is where report-ready events wait for the clinicians' stream.
+type Inbox interface {
+	Publish(ctx context.Context, e exam.ReportReadyEvent) error
 }
 
 // StageOutput says what a stage wrote.

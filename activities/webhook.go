@@ -190,6 +190,16 @@ type ReportLinks struct {
 // callback URL. A 5xx, a timeout or a network error is retried (with
 // jitter, by the worker's interceptor); a 4xx or a refused URL is final.
 func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (StageOutput, error) {
+	if a.Inbox != nil {
+		e := exam.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
+			Eye: in.Exam.Eye, Reminder: in.Reminder}
+		if in.Summary != nil {
+			e.Summary = *in.Summary
+		}
+		if err := a.Inbox.Publish(ctx, e); err != nil {
+			return StageOutput{}, fmt.Errorf("publish to the campus inbox: %w", err)
+		}
+	}
 	if in.Exam.CallbackURL == "" {
 		return StageOutput{Note: "no callback URL"}, nil
 	}

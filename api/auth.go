@@ -28,7 +28,9 @@ type Principal struct {
 	Name     string `json:"name"`
 	Role     Role   `json:"role"`
 	DeviceID string `json:"deviceId,omitempty"` // devices only
-	Campus   string `json:"campus,omitempty"`   // devices only
+	// Campus is a device's campus (required) or a clinician's home campus
+	// (optional: the default of their event stream).
+	Campus string `json:"campus,omitempty"`
 }
 
 // TokenEntry is one configured token: only its SHA-256 is kept.

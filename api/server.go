@@ -46,6 +46,8 @@ type Config struct {
 	Metrics http.Handler
 	// Callbacks decides which callback URLs a device may give.
 	Callbacks *activities.CallbackGuard
+	// NotifyPoll is how often the event stream reads the inbox (default 1 s).
+	NotifyPoll time.Duration
 }
 
 // Server is the HTTP gateway.
@@ -61,6 +63,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.NotifyPoll == 0 {
+		cfg.NotifyPoll = time.Second
 	}
 	s := &Server{cfg: cfg, echo: echo.New()}
 	e := s.echo
@@ -81,6 +86,7 @@ func New(cfg Config) *Server {
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
+	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
 	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
 	return s

@@ -51,3 +51,17 @@ type ReviewInput struct {
 	Note     string   `json:"note"`
 	By       string   `json:"by"`
 }
+
+// ReportReadyEvent is one report-ready event in a campus's inbox, as the
+// clinicians' event stream serves it. Seq numbers events per campus.
+type ReportReadyEvent struct {
+	Seq      int64     `json:"seq"`
+	At       time.Time `json:"at"`
+	ExamID   string    `json:"examId"`
+	Campus   string    `json:"campus"`
+	Priority Priority  `json:"priority"`
+	Eye      Eye       `json:"eye,omitempty"`
+	Summary  Summary   `json:"summary"`
+	// Reminder counts repeated pushes for an urgent exam awaiting review.
+	Reminder int `json:"reminder,omitempty"`
+}

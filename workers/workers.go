@@ -66,11 +66,13 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
 	wf.RegisterWorkflowWithOptions(workflows.ExamWorkflow, workflow.RegisterOptions{Name: workflows.ExamWorkflowName})
 	wf.RegisterWorkflowWithOptions(workflows.FleetWorkflow, workflow.RegisterOptions{Name: workflows.FleetWorkflowName})
+	wf.RegisterWorkflowWithOptions(workflows.InboxWorkflow, workflow.RegisterOptions{Name: workflows.InboxWorkflowName})
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
 		Interceptors: stageInterceptors})
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
+	cpuActs.Inbox = InboxPublisher{Client: c}
 	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
 	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
 

@@ -151,7 +151,7 @@ func (r *examRun) stage(ctx workflow.Context, stage exam.Stage) (activities.Stag
 		}
 		var out activities.StageOutput
 		err := workflow.ExecuteActivity(stageContext(ctx, stage, r.in.Policy, bucket, aging), stage.ActivityName(),
-			activities.StageInput{Exam: r.in.Submission}).Get(ctx, &out)
+			activities.StageInput{Exam: r.in.Submission, Summary: &r.progress.Summary}).Get(ctx, &out)
 		if !isScheduleToStartTimeout(err) {
 			return out, err
 		}

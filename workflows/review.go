@@ -77,7 +77,7 @@ func (r *examRun) awaitReview(ctx workflow.Context) {
 		}
 		var out activities.StageOutput
 		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, r.in.Submission.Priority, 0),
-			exam.Notify.ActivityName(), activities.StageInput{Exam: r.in.Submission, Reminder: reminders + 1}).Get(ctx, &out)
+			exam.Notify.ActivityName(), activities.StageInput{Exam: r.in.Submission, Reminder: reminders + 1, Summary: &r.progress.Summary}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}

@@ -224,7 +224,7 @@ func ensureDevSecrets(dataDir string) (devSecrets, error) {
 	}
 	entries := []api.TokenEntry{
 		{SHA256: api.HashToken(s.Device), Principal: api.Principal{Name: "demo device", Role: api.RoleDevice, DeviceID: s.DeviceID, Campus: s.Campus}},
-		{SHA256: api.HashToken(s.Clinician), Principal: api.Principal{Name: "demo clinician", Role: api.RoleClinician}},
+		{SHA256: api.HashToken(s.Clinician), Principal: api.Principal{Name: "demo clinician", Role: api.RoleClinician, Campus: s.Campus}},
 		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},
 	}
 	if err := writeJSON(s.TokensFile, entries); err != nil {

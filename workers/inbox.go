@@ -1,0 +1,27 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+
+	"octflow/exam"
+	"octflow/workflows"
+)
+
+// InboxPublisher puts report-ready events into their campus's inbox
+// workflow, starting it on first use.
+type InboxPublisher struct{ Client client.Client }
+
+// Publish signals the campus inbox (signal-with-start).
+func (p InboxPublisher) Publish(ctx context.Context, e exam.ReportReadyEvent) error {
+	id := workflows.InboxWorkflowID(e.Campus)
+	_, err := p.Client.SignalWithStartWorkflow(ctx, id, workflows.InboxEventSignal, e,
+		client.StartWorkflowOptions{ID: id, TaskQueue: exam.WorkflowQueue},
+		workflows.InboxWorkflowName, workflows.InboxState{Campus: e.Campus})
+	if err != nil {
+		return fmt.Errorf("signal inbox %s: %w", id, err)
+	}
+	return nil
+}
