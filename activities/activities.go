@@ -204,6 +204,11 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 		if mf.Measurements == nil {
 			return temporal.NewNonRetryableApplicationError("measurements missing", ErrTypeInvalidVolume, nil)
 		}
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		if err != nil {
+			return err
+		}
+		figs := reportFigures(v, layers, mf.Measurements, lesions)
 		info := activity.GetInfo(ctx)
 		rep := &report.Report{
 			SchemaVersion: report.SchemaVersion,
@@ -220,9 +225,10 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 			Volume:       mf.Volume,
 			Measurements: report.Headline(mf.Measurements),
 			Lesions:      lesions,
+			Quality:      report.ScanQuality(figs),
 			Algorithms:   algorithms,
 		}
-		pdf, err := report.PDF(rep)
+		pdf, err := report.PDF(rep, figs)
 		if err != nil {
 			return err
 		}
@@ -237,6 +243,27 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 		return a.Store.Put(ctx, pdfKey, bytes.NewReader(pdf), int64(len(pdf)), "application/pdf")
 	})
 	return out, err
+}
+
+// reportFigures takes the B-scan through the fovea, its boundaries and
+// lesion boxes, and the thickness map, for the report's figures.
+func reportFigures(v *imaging.Volume, l *imaging.Layers, m *imaging.Measurements, lesions []imaging.Lesion) *report.Figures {
+	f := min(max(m.FoveaFrame, 0), v.Frames-1)
+	figs := &report.Figures{BScan: v.Frame(f), Rows: v.Rows, Cols: v.Cols, Boundaries: map[string][]float32{},
+		Thickness: m.ThicknessMapUm, Frames: v.Frames, Spacing: v.Spacing, FoveaFrame: f, FoveaCol: m.FoveaCol}
+	for name, rows := range l.Boundaries {
+		if len(rows) == v.Frames*v.Cols {
+			figs.Boundaries[name] = rows[f*v.Cols : (f+1)*v.Cols]
+		}
+	}
+	for _, les := range lesions {
+		for _, b := range les.Boxes {
+			if b.Frame == f {
+				figs.Lesions = append(figs.Lesions, b)
+			}
+		}
+	}
+	return figs
 }
 
 // Heartbeat is what a running stage reports every few seconds.

@@ -25,6 +25,17 @@ type Lesion struct {
 	AreaMm2   float64 `json:"areaMm2"` // en-face footprint
 	VolumeMm3 float64 `json:"volumeMm3"`
 	Voxels    int     `json:"voxels"`
+	// Boxes bound the lesion on each B-scan it crosses.
+	Boxes []Box `json:"boxes,omitempty"`
+}
+
+// Box bounds a lesion on one B-scan (inclusive rows and columns).
+type Box struct {
+	Frame int `json:"frame"`
+	Row0  int `json:"row0"`
+	Col0  int `json:"col0"`
+	Row1  int `json:"row1"`
+	Col1  int `json:"col1"`
 }
 
 // minLesionVoxels ignores specks smaller than this.
@@ -75,6 +86,7 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 		var n, sumF, sumC int
 		touchesRPE := false
 		footprint := map[int]bool{}
+		boxes := map[int]*Box{}
 		for len(stack) > 0 {
 			i := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
@@ -83,6 +95,11 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 			sumF += f
 			sumC += c
 			footprint[f*v.Cols+c] = true
+			if b, ok := boxes[f]; ok {
+				b.Row0, b.Row1, b.Col0, b.Col1 = min(b.Row0, r), max(b.Row1, r), min(b.Col0, c), max(b.Col1, c)
+			} else {
+				boxes[f] = &Box{Frame: f, Row0: r, Row1: r, Col0: c, Col1: c}
+			}
 			if r >= int(l.Row(RPE, f, c))-margin-1 {
 				touchesRPE = true
 			}
@@ -106,6 +123,11 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 			AreaMm2: float64(len(footprint)) * pixelMm2, VolumeMm3: float64(n) * voxelMm3}
 		if touchesRPE {
 			les.Type = SubretinalFluid
+		}
+		for f := range v.Frames {
+			if b, ok := boxes[f]; ok {
+				les.Boxes = append(les.Boxes, *b)
+			}
 		}
 		les.XMm = (float64(les.Col) - float64(v.Cols-1)/2) * v.Spacing.LateralUm / 1000
 		les.YMm = (float64(les.Frame) - float64(v.Frames-1)/2) * v.Spacing.FrameUm / 1000

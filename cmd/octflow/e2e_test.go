@@ -15,6 +15,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +240,12 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	pdf, err := h.store.ReadAll(ctx, final.Report.PDFKey)
 	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
+	}
+	text := pdfText(t, pdf)
+	for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report.pdf text lacks %q", want)
+		}
 	}
 	keys, err := h.store.List(ctx, "exams/e2e-1/")
 	if err != nil {
@@ -486,6 +494,27 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	}
 	// Devices submit exams; the timeline is for clinicians and admins.
 	h.getJSON(h.sys.secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
+}
+
+// pdfText extracts a PDF's text with pdftotext (poppler-utils, which
+// .ci/run installs).
+func pdfText(t *testing.T, pdf []byte) string {
+	t.Helper()
+	if _, err := exec.LookPath("pdftotext"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("pdftotext missing: .ci/run should have installed poppler-utils")
+		}
+		t.Skip("pdftotext not installed (apt-get install poppler-utils)")
+	}
+	path := filepath.Join(t.TempDir(), "report.pdf")
+	if err := os.WriteFile(path, pdf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("pdftotext", "-layout", path, "-").Output()
+	if err != nil {
+		t.Fatalf("pdftotext: %v", err)
+	}
+	return string(out)
 }
 
 // waitMetric polls GET /metrics until a sample of name with all the

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"slices"
+
+	"octflow/imaging"
+)
+
+// Figures are the images a report shows, taken from the stage outputs.
+type Figures struct {
+	// BScan is the B-scan through the fovea (Rows × Cols), with the
+	// boundaries found on it (row per column) and the lesion boxes that
+	// cross it.
+	BScan      []float32
+	Rows, Cols int
+	Boundaries map[string][]float32
+	Lesions    []imaging.Box
+	// Thickness is the retinal thickness map (Frames × Cols, µm).
+	Thickness []float32
+	Frames    int
+	Spacing   imaging.Spacing
+	// FoveaFrame and FoveaCol centre the ETDRS grid.
+	FoveaFrame, FoveaCol int
+}
+
+// Thickness map colour scale, fixed so maps of different exams compare.
+const (
+	mapMinUm = 150.0
+	mapMaxUm = 450.0
+)
+
+// boundaryColours draws each boundary in its own colour on the B-scan.
+var boundaryColours = map[string]color.RGBA{
+	imaging.ILM: {255, 64, 64, 255}, imaging.RPE: {255, 220, 0, 255}, imaging.BM: {0, 220, 90, 255},
+	imaging.RNFLGCL: {255, 128, 0, 255}, imaging.IPLINL: {200, 0, 200, 255}, imaging.INLOPL: {0, 160, 255, 255},
+	imaging.OPLONL: {120, 120, 255, 255}, imaging.EZ: {255, 255, 255, 255},
+}
+
+// Quality grades a scan by its signal-to-noise ratio.
+type Quality struct {
+	SNRdB float64 `json:"snrDb"`
+	Grade string  `json:"grade"` // good, fair or poor
+}
+
+// ScanQuality compares the retina's mean signal with the noise in the
+// vitreous above it, on the central B-scan: ≥ 20 dB good, ≥ 12 dB fair.
+func ScanQuality(f *Figures) Quality {
+	ilm, bm := f.Boundaries[imaging.ILM], f.Boundaries[imaging.BM]
+	if len(ilm) != f.Cols || len(bm) != f.Cols {
+		return Quality{Grade: "unknown"}
+	}
+	var sig, n float64
+	var bg []float64
+	for c := range f.Cols {
+		top, bottom := int(ilm[c]), int(bm[c])
+		for r := max(top, 0); r < min(bottom, f.Rows); r++ {
+			sig += float64(f.BScan[r*f.Cols+c])
+			n++
+		}
+		for r := 0; r < top-8 && r < f.Rows; r++ {
+			bg = append(bg, float64(f.BScan[r*f.Cols+c]))
+		}
+	}
+	if n == 0 || len(bg) < 2 {
+		return Quality{Grade: "unknown"}
+	}
+	var mean, sd float64
+	for _, v := range bg {
+		mean += v
+	}
+	mean /= float64(len(bg))
+	for _, v := range bg {
+		sd += (v - mean) * (v - mean)
+	}
+	sd = math.Sqrt(sd / float64(len(bg)-1))
+	snr := 20 * math.Log10((sig/n)/math.Max(sd, 1e-6))
+	q := Quality{SNRdB: math.Round(snr*10) / 10, Grade: "poor"}
+	switch {
+	case snr >= 20:
+		q.Grade = "good"
+	case snr >= 12:
+		q.Grade = "fair"
+	}
+	return q
+}
+
+// bscanPNG renders the central B-scan in grey (log scale, 1st to 99.5th
+// percentile) with the boundaries and lesion boxes drawn on it.
+func bscanPNG(f *Figures) ([]byte, error) {
+	if len(f.BScan) != f.Rows*f.Cols || f.Rows == 0 {
+		return nil, fmt.Errorf("b-scan is %d samples for %d×%d", len(f.BScan), f.Rows, f.Cols)
+	}
+	logs := make([]float64, len(f.BScan))
+	for i, v := range f.BScan {
+		logs[i] = math.Log1p(math.Max(float64(v), 0))
+	}
+	sorted := slices.Clone(logs)
+	slices.Sort(sorted)
+	lo, hi := sorted[len(sorted)/100], sorted[len(sorted)*995/1000]
+	img := image.NewRGBA(image.Rect(0, 0, f.Cols, f.Rows))
+	for i, v := range logs {
+		g := uint8(255 * math.Min(1, math.Max(0, (v-lo)/math.Max(hi-lo, 1e-9))))
+		img.Pix[4*i], img.Pix[4*i+1], img.Pix[4*i+2], img.Pix[4*i+3] = g, g, g, 255
+	}
+	for name, rows := range f.Boundaries {
+		col, ok := boundaryColours[name]
+		if !ok || len(rows) != f.Cols {
+			continue
+		}
+		for c, r := range rows {
+			if y := int(r); y >= 0 && y < f.Rows {
+				img.SetRGBA(c, y, col)
+			}
+		}
+	}
+	cyan := color.RGBA{0, 255, 255, 255}
+	for _, b := range f.Lesions {
+		for c := b.Col0; c <= b.Col1; c++ {
+			img.SetRGBA(c, b.Row0, cyan)
+			img.SetRGBA(c, b.Row1, cyan)
+		}
+		for r := b.Row0; r <= b.Row1; r++ {
+			img.SetRGBA(b.Col0, r, cyan)
+			img.SetRGBA(b.Col1, r, cyan)
+		}
+	}
+	return encodePNG(img)
+}
+
+// thicknessPNG renders the thickness map in true proportions (square for
+// a 6 × 6 mm cube), nearest B-scan per row, coloured on the fixed scale.
+func thicknessPNG(f *Figures) ([]byte, error) {
+	if len(f.Thickness) != f.Frames*f.Cols || f.Frames == 0 {
+		return nil, fmt.Errorf("thickness map is %d values for %d×%d", len(f.Thickness), f.Frames, f.Cols)
+	}
+	height := int(math.Round(float64(f.Cols) * f.Spacing.FrameUm * float64(f.Frames) / (f.Spacing.LateralUm * float64(f.Cols))))
+	height = max(height, 1)
+	img := image.NewRGBA(image.Rect(0, 0, f.Cols, height))
+	for y := range height {
+		frame := min(f.Frames-1, y*f.Frames/height)
+		for c := range f.Cols {
+			img.SetRGBA(c, y, thicknessColour(float64(f.Thickness[frame*f.Cols+c])))
+		}
+	}
+	return encodePNG(img)
+}
+
+// thicknessColour maps µm onto blue → cyan → green → yellow → red.
+func thicknessColour(um float64) color.RGBA {
+	t := math.Min(1, math.Max(0, (um-mapMinUm)/(mapMaxUm-mapMinUm)))
+	stops := []color.RGBA{{0, 0, 200, 255}, {0, 200, 255, 255}, {0, 200, 0, 255}, {255, 230, 0, 255}, {220, 0, 0, 255}}
+	pos := t * float64(len(stops)-1)
+	i := min(int(pos), len(stops)-2)
+	frac := pos - float64(i)
+	mix := func(a, b uint8) uint8 { return uint8(float64(a) + frac*(float64(b)-float64(a))) }
+	a, b := stops[i], stops[i+1]
+	return color.RGBA{mix(a.R, b.R), mix(a.G, b.G), mix(a.B, b.B), 255}
+}
+
+func encodePNG(img image.Image) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, fmt.Errorf("encode png: %w", err)
+	}
+	return buf.Bytes(), nil
+}
