@@ -549,22 +549,34 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 	return ""
 }
 
-// getJSON GETs path with token, checks the status and decodes the body.
-func (h *harness) getJSON(token, path string, status int, v any) {
+// call sends a request with token, checks the status and decodes a JSON
+// answer into v (when v is not nil).
+func (h *harness) call(method, token, path string, body io.Reader, status int, v any) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.sys.app.apiURL()+path, nil)
+	req, _ := http.NewRequest(method, h.sys.app.apiURL()+path, body)
 	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != status {
-		h.t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, status)
+		var p api.Problem
+		json.NewDecoder(resp.Body).Decode(&p)
+		h.t.Fatalf("%s %s: %d (%s), want %d", method, path, resp.StatusCode, p.Detail, status)
 	}
 	if v != nil {
 		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 			h.t.Fatal(err)
 		}
 	}
+}
+
+// getJSON GETs path with token, checks the status and decodes the body.
+func (h *harness) getJSON(token, path string, status int, v any) {
+	h.t.Helper()
+	h.call(http.MethodGet, token, path, nil, status, v)
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,9 +117,9 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 
 	// An operator resets the breaker; the node takes work again.
 	var reset api.BreakerReset
-	h.postJSON(h.sys.secrets.Admin, "/v1/nodes/gpu-bad/breaker/reset", http.StatusAccepted, &reset)
-	h.postJSON(h.sys.secrets.Admin, "/v1/nodes/gpu-nowhere/breaker/reset", http.StatusNotFound, nil)
-	h.postJSON(h.sys.secrets.Clinician, "/v1/nodes/gpu-bad/breaker/reset", http.StatusForbidden, nil)
+	h.call(http.MethodPost, h.sys.secrets.Admin, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusAccepted, &reset)
+	h.call(http.MethodPost, h.sys.secrets.Admin, "/v1/nodes/gpu-nowhere/breaker/reset", nil, http.StatusNotFound, nil)
+	h.call(http.MethodPost, h.sys.secrets.Clinician, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusForbidden, nil)
 	h.waitNode("gpu-bad", func(v api.NodeView) bool {
 		return v.ResetsApplied == reset.ResetGeneration && v.Breaker.State == exam.BreakerClosed
 	})
@@ -135,25 +134,5 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	}
 	if starts.count("gpu-bad", resetAt) == 0 {
 		t.Error("after the reset the node took no stage")
-	}
-}
-
-// postJSON POSTs an empty body to path with token and checks the status.
-func (h *harness) postJSON(token, path string, status int, v any) {
-	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.sys.app.apiURL()+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != status {
-		h.t.Fatalf("POST %s: %d, want %d", path, resp.StatusCode, status)
-	}
-	if v != nil {
-		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-			h.t.Fatal(err)
-		}
 	}
 }

@@ -15,25 +15,12 @@ import (
 func (h *harness) review(token, examID, decision, note string, status int) api.ReviewResponse {
 	h.t.Helper()
 	body, _ := json.Marshal(api.ReviewRequest{Decision: decision, Note: note})
-	req, _ := http.NewRequest(http.MethodPost, h.sys.app.apiURL()+"/v1/exams/"+examID+"/review", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != status {
-		var p api.Problem
-		json.NewDecoder(resp.Body).Decode(&p)
-		h.t.Fatalf("review %s: %d (%s), want %d", decision, resp.StatusCode, p.Detail, status)
-	}
 	var out api.ReviewResponse
+	var into any
 	if status == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			h.t.Fatal(err)
-		}
+		into = &out
 	}
+	h.call(http.MethodPost, token, "/v1/exams/"+examID+"/review", bytes.NewReader(body), status, into)
 	return out
 }
 
