@@ -48,6 +48,8 @@ type Config struct {
 	Callbacks *activities.CallbackGuard
 	// NotifyPoll is how often the event stream reads the inbox (default 1 s).
 	NotifyPoll time.Duration
+	// DeviceRate limits each device's submissions.
+	DeviceRate RateLimit
 }
 
 // Server is the HTTP gateway.
@@ -81,7 +83,7 @@ func New(cfg Config) *Server {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
 	}
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice))
+	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate))
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))

@@ -124,3 +124,36 @@ func TestNewTokensRejectsIncompleteEntries(t *testing.T) {
 		}
 	}
 }
+
+func TestADeviceOverItsRateGets429WithRetryAfter(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
+		{SHA256: HashToken("dev-b"), Principal: Principal{Name: "b", Role: RoleDevice, DeviceID: "oct-b", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+		DeviceRate: RateLimit{PerMinute: 2, Burst: 2}})
+	post := func(token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/exams", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json") // refused with 415 when admitted
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := range 2 {
+		if rec := post("dev-a"); rec.Code != http.StatusUnsupportedMediaType {
+			t.Fatalf("request %d within the burst: %d", i, rec.Code)
+		}
+	}
+	rec := post("dev-a")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "30" ||
+		!strings.Contains(rec.Body.String(), "urn:octflow:problem:rate-limited") {
+		t.Errorf("third request: %d, Retry-After %q, %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if rec := post("dev-b"); rec.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("another device was limited too: %d", rec.Code)
+	}
+}

@@ -30,6 +30,7 @@ type appOptions struct {
 	Tokens        *api.Tokens
 	Pseudonymizer *api.Pseudonymizer
 	Policy        exam.Policy
+	DeviceRate    api.RateLimit
 
 	// Workers runs the workflow worker and the CPU stages.
 	Workers bool
@@ -118,6 +119,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 		gw := api.New(api.Config{
 			Temporal: a.client, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
 			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Callbacks: opts.Callbacks,
+			DeviceRate: opts.DeviceRate,
 		})
 		ln, err := net.Listen("tcp", opts.APIAddr)
 		if err != nil {

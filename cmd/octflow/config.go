@@ -173,3 +173,12 @@ func webhooksFromEnv() (*activities.Webhooks, error) {
 	return &activities.Webhooks{Guard: guard, Secrets: secrets,
 		PublicURL: envDefault("OCTFLOW_PUBLIC_URL", "http://127.0.0.1:8080")}, nil
 }
+
+// deviceRateFromEnv reads each device's submission limit.
+func deviceRateFromEnv(def api.RateLimit) api.RateLimit {
+	if v, err := strconv.ParseFloat(os.Getenv("OCTFLOW_DEVICE_RATE_PER_MINUTE"), 64); err == nil && v > 0 {
+		def.PerMinute = v
+	}
+	def.Burst = envInt("OCTFLOW_DEVICE_BURST", def.Burst)
+	return def
+}

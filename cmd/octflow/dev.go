@@ -180,7 +180,9 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 		Webhooks: hooks, Callbacks: guard,
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
-		Policy: cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
+		// Demos and tests submit in bursts from the one demo device.
+		DeviceRate: deviceRateFromEnv(api.RateLimit{PerMinute: 6000, Burst: 1000}),
+		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 	})
 	if err != nil {

@@ -60,6 +60,7 @@ func runAPI(ctx context.Context, args []string) error {
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: "api@" + hostname(), Logger: log,
 		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policy, Callbacks: hooks.Guard,
+		DeviceRate: deviceRateFromEnv(api.RateLimit{PerMinute: 60, Burst: 20}),
 	})
 }
 
