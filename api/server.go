@@ -31,7 +31,9 @@ type ObjectStore interface {
 
 // Config holds the gateway's dependencies and limits.
 type Config struct {
-	Temporal      client.Client
+	Temporal client.Client
+	// Namespace is the Temporal namespace (default "default").
+	Namespace     string
 	Store         ObjectStore
 	Tokens        *Tokens
 	Pseudonymizer *Pseudonymizer
@@ -66,6 +68,9 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
 	if cfg.NotifyPoll == 0 {
 		cfg.NotifyPoll = time.Second
 	}
@@ -91,6 +96,7 @@ func New(cfg Config) *Server {
 	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
 	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
+	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))
 	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
 	return s
 }

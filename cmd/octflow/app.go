@@ -117,7 +117,7 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	}
 	if opts.APIAddr != "" {
 		gw := api.New(api.Config{
-			Temporal: a.client, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
+			Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
 			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Callbacks: opts.Callbacks,
 			DeviceRate: opts.DeviceRate,
 		})

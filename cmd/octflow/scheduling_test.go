@@ -208,6 +208,17 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	for _, b := range []string{"urgent", "normal", "low"} {
 		h.waitFor(b+"-29", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Queued && s.Stage == exam.Denoise })
 	}
+	var queues api.QueuesView
+	h.getJSON(h.sys.secrets.Admin, "/v1/queues", http.StatusOK, &queues)
+	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+		if queues.QueuedExams[b] != perBucket {
+			t.Errorf("/v1/queues counts %d queued %s exams, want %d", queues.QueuedExams[b], b, perBucket)
+		}
+	}
+	// Temporal's backlog count is approximate.
+	if gpu := queues.Queues[0]; gpu.Queue != exam.GPUQueue || gpu.Backlog < 3*perBucket-5 || gpu.Backlog > 3*perBucket+5 {
+		t.Errorf("/v1/queues: GPU queue %+v, want a backlog of about %d", gpu, 3*perBucket)
+	}
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-shares"})
 	select {
 	case <-enough:
