@@ -63,8 +63,10 @@ var (
 // bucket is promoted one bucket up (aging). A stage that fails for good
 // (invalid input, or out of attempts) makes the exam DEAD with the
 // reason; a failed notification does not, because the report exists.
+// Once the report exists the exam is COMPLETED and the workflow stays
+// open for the clinician's review (see awaitReview).
 func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
-	run := newExamRun(ctx, in)
+	run := newExamRun(in)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return *run.progress, nil }); err != nil {
 		return exam.Result{}, fmt.Errorf("register query: %w", err)
 	}
@@ -113,7 +115,7 @@ type examRun struct {
 	reviewClosed bool
 }
 
-func newExamRun(_ workflow.Context, in exam.Input) *examRun {
+func newExamRun(in exam.Input) *examRun {
 	in.Policy = in.Policy.WithDefaults()
 	return &examRun{in: in, progress: &Progress{
 		State: exam.Created, StagesDone: []exam.Stage{}, EffectivePriority: in.Submission.Priority,
