@@ -73,6 +73,10 @@ func (u *upload) close() {
 // valid.
 func (s *Server) submitExam(c echo.Context) error {
 	who := principal(c)
+	if err := s.takeUploadTurn(c); err != nil {
+		return err
+	}
+	defer func() { <-s.uploads }()
 	up, err := s.readUpload(c)
 	defer up.close()
 	if err != nil {
@@ -155,6 +159,20 @@ func (s *Server) submitExam(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/exams/"+url.PathEscape(id))
 	return c.JSON(http.StatusAccepted, st)
+}
+
+// takeUploadTurn waits for one of the upload slots, or answers 503.
+func (s *Server) takeUploadTurn(c echo.Context) error {
+	wait := time.NewTimer(s.cfg.UploadWait)
+	defer wait.Stop()
+	select {
+	case s.uploads <- struct{}{}:
+		return nil
+	case <-wait.C:
+	case <-c.Request().Context().Done():
+	}
+	c.Response().Header().Set("Retry-After", "10")
+	return problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
 }
 
 // answerExisting replies to a submission whose exam ID is taken.

@@ -52,12 +52,19 @@ type Config struct {
 	NotifyPoll time.Duration
 	// DeviceRate limits each device's submissions.
 	DeviceRate RateLimit
+	// MaxConcurrentUploads bounds the uploads being received and
+	// validated at once (default 4): validation holds a whole volume in
+	// memory. UploadWait is how long a submission may wait for a turn
+	// (default 30 s) before it is answered 503 with Retry-After.
+	MaxConcurrentUploads int
+	UploadWait           time.Duration
 }
 
 // Server is the HTTP gateway.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
+	cfg     Config
+	echo    *echo.Echo
+	uploads chan struct{} // one token per upload in progress
 }
 
 // New builds the gateway and its routes.
@@ -74,7 +81,13 @@ func New(cfg Config) *Server {
 	if cfg.NotifyPoll == 0 {
 		cfg.NotifyPoll = time.Second
 	}
-	s := &Server{cfg: cfg, echo: echo.New()}
+	if cfg.MaxConcurrentUploads <= 0 {
+		cfg.MaxConcurrentUploads = 4
+	}
+	if cfg.UploadWait == 0 {
+		cfg.UploadWait = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.MaxConcurrentUploads)}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)

@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"octflow/activities"
 )
@@ -155,5 +158,48 @@ func TestADeviceOverItsRateGets429WithRetryAfter(t *testing.T) {
 	}
 	if rec := post("dev-b"); rec.Code != http.StatusUnsupportedMediaType {
 		t.Errorf("another device was limited too: %d", rec.Code)
+	}
+}
+
+func TestUploadsBeyondTheConcurrencyLimitWaitThenGet503(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+		MaxConcurrentUploads: 1, UploadWait: 100 * time.Millisecond})
+	// The first upload stalls mid-body and holds the only slot.
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	first := httptest.NewRequest(http.MethodPost, "/v1/exams", pr)
+	first.Header.Set("Content-Type", mw.FormDataContentType())
+	first.Header.Set("Authorization", "Bearer dev")
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, first)
+		done <- rec.Code
+	}()
+	part, _ := mw.CreateFormFile("scan", "scan.dcm")
+	part.Write([]byte("partial")) // blocks until the server reads it
+	second := httptest.NewRequest(http.MethodPost, "/v1/exams", strings.NewReader("{}"))
+	second.Header.Set("Content-Type", "application/json")
+	second.Header.Set("Authorization", "Bearer dev")
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, second)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("second upload while the first holds the slot: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	pw.CloseWithError(errors.New("device went away"))
+	if code := <-done; code != http.StatusBadRequest {
+		t.Errorf("stalled upload ended with %d, want 400", code)
+	}
+	// The slot is free again.
+	rec = httptest.NewRecorder()
+	srv.ServeHTTP(rec, second)
+	if rec.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("after the slot freed: %d", rec.Code)
 	}
 }
