@@ -107,6 +107,12 @@ func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkf
 			var p workflows.Progress
 			if v.Get(&p) == nil {
 				st.Report.Summary, st.Review = p.Summary, p.Review
+				if n := len(p.Transitions); n > 0 && p.Transitions[n-1].At.After(st.UpdatedAt) {
+					st.UpdatedAt = p.Transitions[n-1].At.UTC()
+				}
+				if n := len(p.Reviews); n > 0 && p.Reviews[n-1].At.After(st.UpdatedAt) {
+					st.UpdatedAt = p.Reviews[n-1].At.UTC()
+				}
 			}
 		}
 	}
