@@ -235,6 +235,10 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 		}
 		if counts, failed := outcome(ctx, err); counts {
 			b.slots.breaker.Record(failed)
+		} else {
+			// A probe that proved nothing (cancelled, invalid scan) must
+			// not leave the breaker waiting for its outcome forever.
+			b.slots.breaker.CancelProbe()
 		}
 	}()
 	res, err = b.Next.ExecuteActivity(exam.WithGPU(ctx, gpu.Index), in)

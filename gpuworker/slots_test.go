@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -168,5 +169,30 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellation(t *testing.T) {
 	release()
 	if len(s.bound) != 0 {
 		t.Fatal("GPU still bound after release")
+	}
+}
+
+func TestAProbeThatProvesNothingDoesNotWedgeTheBreaker(t *testing.T) {
+	s, _, b, clock := newSlots(1)
+	for range 4 {
+		b.Record(true)
+	}
+	clock.advance(time.Minute)
+	if s.TryReserveSlot(nil) == nil {
+		t.Fatal("no probe slot")
+	}
+	// The probe's stage hit an invalid scan: not the node's fault, not
+	// counted either way.
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor()}})
+	env.RegisterActivityWithOptions(func(context.Context) error {
+		return temporal.NewNonRetryableApplicationError("not an OCT volume", "InvalidVolume", nil)
+	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
+	if _, err := env.ExecuteActivity(exam.Denoise.ActivityName()); err == nil {
+		t.Fatal("stage succeeded")
+	}
+	if st := b.Status(); st.State != BreakerHalfOpen || !b.Allow() {
+		t.Fatalf("breaker %+v admits no new probe", st)
 	}
 }
