@@ -71,19 +71,25 @@ func NewBreaker(cfg BreakerConfig) *Breaker {
 // Allow reports whether the node may take a stage now. In the half-open
 // state it admits exactly one probe until that probe's outcome is recorded.
 func (b *Breaker) Allow() bool {
+	ok, _ := b.admit()
+	return ok
+}
+
+// admit is Allow that also says whether the admitted stage is the probe.
+func (b *Breaker) admit() (ok, probe bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance()
 	switch b.state {
 	case BreakerClosed:
-		return true
+		return true, false
 	case BreakerHalfOpen:
 		if !b.probing {
 			b.probing = true
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, false
 }
 
 // Record adds a stage outcome. A failed probe reopens the breaker; a

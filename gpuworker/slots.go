@@ -154,12 +154,12 @@ func (s *Slots) tryReserve() (*worker.SlotPermit, <-chan struct{}) {
 	if s.reserved >= usable {
 		return nil, wake
 	}
-	half := s.breaker.Status().State == BreakerHalfOpen
-	if !s.breaker.Allow() {
+	ok, probe := s.breaker.admit()
+	if !ok {
 		return nil, wake
 	}
 	s.reserved++
-	return &worker.SlotPermit{UserData: &slotPermit{probe: half}}, nil
+	return &worker.SlotPermit{UserData: &slotPermit{probe: probe}}, nil
 }
 
 func (s *Slots) signalLocked() {
