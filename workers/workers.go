@@ -7,6 +7,7 @@ package workers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -89,11 +90,14 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 // Workers are running workers.
 type Workers struct{ all []worker.Worker }
 
-// Stop stops polling and waits for running tasks (up to the stop timeout).
+// Stop stops polling on all workers at once and waits for running tasks
+// (up to the stop timeout).
 func (w *Workers) Stop() {
+	var wg sync.WaitGroup
 	for _, x := range w.all {
-		x.Stop()
+		wg.Go(x.Stop)
 	}
+	wg.Wait()
 }
 
 // SDKLogger adapts zap to the Temporal SDK's logger.

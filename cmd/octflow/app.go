@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -150,9 +151,13 @@ func (a *app) stop() {
 		}
 		a.http = nil
 	}
+	// All nodes stop polling at once and drain side by side: one node
+	// still taking work while another drains would defeat the drain.
+	var wg sync.WaitGroup
 	for _, n := range a.nodes {
-		n.Stop()
+		wg.Go(n.Stop)
 	}
+	wg.Wait()
 	a.nodes = nil
 	if a.workers != nil {
 		a.workers.Stop()
