@@ -40,8 +40,15 @@ type FleetState struct {
 	Nodes map[string]*FleetNode `json:"nodes"`
 }
 
-// fleetHistoryLimit bounds the history before the fleet continues as new.
-const fleetHistoryLimit = 2000
+// historyLimit bounds the history of the long-running workflows (fleet,
+// inboxes) before they continue as new.
+const historyLimit = 2000
+
+// historyFull says a long-running workflow should continue as new.
+func historyFull(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistoryLength() > historyLimit || info.GetContinueAsNewSuggested()
+}
 
 // FleetWorkflow keeps the latest report of every GPU node.
 func FleetWorkflow(ctx workflow.Context, state FleetState) error {
@@ -88,8 +95,7 @@ func FleetWorkflow(ctx workflow.Context, state FleetState) error {
 		var r exam.NodeReport
 		reports.Receive(ctx, &r)
 		receive(r)
-		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > fleetHistoryLimit || info.GetContinueAsNewSuggested() {
+		if historyFull(ctx) {
 			// Take every report already delivered, let running updates
 			// finish, then start afresh with the same state.
 			for reports.ReceiveAsync(&r) {

@@ -66,8 +66,7 @@ func InboxWorkflow(ctx workflow.Context, state InboxState) error {
 		var e exam.ReportReadyEvent
 		events.Receive(ctx, &e)
 		add(e)
-		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > fleetHistoryLimit || info.GetContinueAsNewSuggested() {
+		if historyFull(ctx) {
 			for events.ReceiveAsync(&e) {
 				add(e)
 			}
