@@ -224,3 +224,26 @@ func TestReadDICOMReportsASourceFailureAsSuchNotAsABadVolume(t *testing.T) {
 		t.Fatalf("err = %v, want the source's error and not ErrInvalidVolume", err)
 	}
 }
+
+func TestTruthListsThePhantomsFluidInTheReportSchema(t *testing.T) {
+	ctx := context.Background()
+	p := smallPhantom(6, true)
+	truth, err := p.Truth(ctx, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(truth.Lesions) != 1 || truth.Lesions[0].Type != IntraretinalFluid || truth.Lesions[0].VolumeMm3 <= 0 {
+		t.Fatalf("truth lesions = %+v, want the one intraretinal pocket", truth.Lesions)
+	}
+	c := truth.Measurements.CentralSubfieldThicknessUm
+	if c < 150 || c > 300 || len(truth.Boundaries) != len(BoundaryNames) {
+		t.Errorf("truth CST %.1f µm, %d boundaries", c, len(truth.Boundaries))
+	}
+	// The pipeline's fluid is close to the truth's.
+	den, _ := Denoise(ctx, p.Volume, DenoiseOptions{})
+	layers, _ := SegmentLayers(ctx, den)
+	found, _ := MarkLesions(ctx, den, layers)
+	if len(found) != 1 || math.Abs(found[0].VolumeMm3-truth.Lesions[0].VolumeMm3)/truth.Lesions[0].VolumeMm3 > 0.4 {
+		t.Errorf("found %+v, truth volume %.4f mm³", found, truth.Lesions[0].VolumeMm3)
+	}
+}

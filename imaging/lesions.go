@@ -71,7 +71,13 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return regions(v, candidate, l.Boundaries[RPE], margin+1), nil
+}
 
+// regions groups marked voxels into 3-D connected lesions (6-neighbour),
+// ignoring specks. A region that comes within nearRPE rows of the RPE
+// (rpe: row per A-scan) is subretinal fluid, otherwise intraretinal.
+func regions(v *Volume, candidate []bool, rpe []float32, nearRPE int) []Lesion {
 	voxelMm3 := v.Spacing.AxialUm * v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e9
 	pixelMm2 := v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e6
 	seen := make([]bool, len(v.Data))
@@ -100,7 +106,7 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 			} else {
 				boxes[f] = &Box{Frame: f, Row0: r, Row1: r, Col0: c, Col1: c}
 			}
-			if r >= int(l.Row(RPE, f, c))-margin-1 {
+			if r >= int(rpe[f*v.Cols+c])-nearRPE {
 				touchesRPE = true
 			}
 			for _, d := range [][3]int{{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}, {0, 0, 1}, {0, 0, -1}} {
@@ -133,5 +139,5 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 		les.YMm = (float64(les.Frame) - float64(v.Frames-1)/2) * v.Spacing.FrameUm / 1000
 		lesions = append(lesions, les)
 	}
-	return lesions, nil
+	return lesions
 }

@@ -11,7 +11,7 @@ import (
 
 // runPhantom writes a synthetic macular cube as an Ophthalmic Tomography
 // DICOM file.
-func runPhantom(_ context.Context, args []string) error {
+func runPhantom(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("phantom", flag.ContinueOnError)
 	out := fs.String("out", "exam.dcm", "output DICOM file")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same cube")
@@ -20,6 +20,7 @@ func runPhantom(_ context.Context, args []string) error {
 	cols := fs.Int("cols", 512, "A-scans per B-scan")
 	eye := fs.String("eye", "OD", "laterality: OD or OS")
 	fluid := fs.Bool("fluid", false, "add an intraretinal fluid pocket")
+	truthPath := fs.String("truth", "", "also write the ground truth (report schema plus exact boundaries) as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,5 +41,15 @@ func runPhantom(_ context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("wrote %s: %d B-scans of %d × %d, %s, seed %d\n", *out, *frames, *rows, *cols, *eye, *seed)
+	if *truthPath != "" {
+		truth, err := p.Truth(ctx, *seed)
+		if err != nil {
+			return err
+		}
+		if err := writeJSON(*truthPath, truth); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s: CST %.1f µm, %d lesions\n", *truthPath, truth.Measurements.CentralSubfieldThicknessUm, len(truth.Lesions))
+	}
 	return nil
 }
