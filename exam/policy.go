@@ -1,6 +1,9 @@
 package exam
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Policy is the scheduling policy an exam runs under. The gateway fixes it
 // when the exam is submitted and it travels in the workflow input, so a
@@ -52,35 +55,19 @@ func DefaultPolicy() Policy {
 // WithDefaults fills zero fields from DefaultPolicy.
 func (p Policy) WithDefaults() Policy {
 	d := DefaultPolicy()
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = d.MaxAttempts
-	}
-	if p.RetryBase == 0 {
-		p.RetryBase = d.RetryBase
-	}
-	if p.RetryCap == 0 {
-		p.RetryCap = d.RetryCap
-	}
-	if p.StageTimeout == 0 {
-		p.StageTimeout = d.StageTimeout
-	}
-	if p.HeartbeatTimeout == 0 {
-		p.HeartbeatTimeout = d.HeartbeatTimeout
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, d.MaxAttempts)
+	p.RetryBase = cmp.Or(p.RetryBase, d.RetryBase)
+	p.RetryCap = cmp.Or(p.RetryCap, d.RetryCap)
+	p.StageTimeout = cmp.Or(p.StageTimeout, d.StageTimeout)
+	p.HeartbeatTimeout = cmp.Or(p.HeartbeatTimeout, d.HeartbeatTimeout)
+	p.UrgentSLA = cmp.Or(p.UrgentSLA, d.UrgentSLA)
+	p.ReviewWindow = cmp.Or(p.ReviewWindow, d.ReviewWindow)
+	p.ReviewReminder = cmp.Or(p.ReviewReminder, d.ReviewReminder)
 	if p.Weights == nil {
 		p.Weights = d.Weights
 	}
 	if p.Aging == nil {
 		p.Aging = d.Aging
-	}
-	if p.UrgentSLA == 0 {
-		p.UrgentSLA = d.UrgentSLA
-	}
-	if p.ReviewWindow == 0 {
-		p.ReviewWindow = d.ReviewWindow
-	}
-	if p.ReviewReminder == 0 {
-		p.ReviewReminder = d.ReviewReminder
 	}
 	return p
 }

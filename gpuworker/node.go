@@ -126,12 +126,6 @@ func mustFixed(n int) worker.SlotSupplier {
 	return s
 }
 
-// ID is the node's identity.
-func (n *Node) ID() string { return n.cfg.NodeID }
-
-// Breaker is the node's circuit breaker.
-func (n *Node) Breaker() *Breaker { return n.breaker }
-
 // Stop drains the node: it tells the fleet it is draining, stops polling
 // at once and waits up to the drain timeout for running stages to finish.
 func (n *Node) Stop() {

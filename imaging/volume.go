@@ -28,9 +28,6 @@ func NewVolume(frames, rows, cols int, spacing Spacing) *Volume {
 		Data: make([]float32, frames*rows*cols)}
 }
 
-// At returns the sample at frame f, row r, column c.
-func (v *Volume) At(f, r, c int) float32 { return v.Data[(f*v.Rows+r)*v.Cols+c] }
-
 // Set stores a sample at frame f, row r, column c.
 func (v *Volume) Set(f, r, c int, x float32) { v.Data[(f*v.Rows+r)*v.Cols+c] = x }
 

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -98,18 +96,6 @@ func (s *Store) ReadAll(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-// Exists reports whether key is present.
-func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
-	_, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
-	if err == nil {
-		return true, nil
-	}
-	if err = s.wrap("stat", key, err); errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return false, err
-}
-
 // Delete removes key; deleting a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
@@ -128,16 +114,6 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		keys = append(keys, obj.Key)
 	}
 	return keys, nil
-}
-
-// PresignGet returns a URL that reads key without credentials until it
-// expires.
-func (s *Store) PresignGet(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
-	u, err := s.client.PresignedGetObject(ctx, s.bucket, key, expiry, nil)
-	if err != nil {
-		return nil, fmt.Errorf("presign %s: %w", key, err)
-	}
-	return u, nil
 }
 
 // Ping checks that the bucket is reachable.
