@@ -58,18 +58,17 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 		return nil, err
 	}
 
-	servicePorts := map[primitives.ServiceName]int{primitives.FrontendService: frontendPort}
-	for _, svc := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
-		p, err := freePort(host)
-		if err != nil {
-			return nil, err
-		}
-		servicePorts[svc] = p
-	}
-	httpPort, err := freePort(host)
+	ports, err := freePorts(host, 4, internalPortsFrom, internalPortsTo)
 	if err != nil {
 		return nil, err
 	}
+	servicePorts := map[primitives.ServiceName]int{
+		primitives.FrontendService: frontendPort,
+		primitives.HistoryService:  ports[0],
+		primitives.MatchingService: ports[1],
+		primitives.WorkerService:   ports[2],
+	}
+	httpPort := ports[3]
 
 	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
@@ -176,14 +175,4 @@ func prepareSQLite(opts temporalOptions) (*config.SQL, error) {
 		return nil, fmt.Errorf("register namespace %q: %w", opts.namespace, err)
 	}
 	return conf, nil
-}
-
-// freePort asks the kernel for an unused TCP port on host.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"octflow/api"
+	"octflow/devstack"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging"
@@ -43,16 +43,6 @@ func testPolicy() exam.Policy {
 	p := exam.DefaultPolicy()
 	p.RetryBase, p.RetryCap, p.HeartbeatTimeout, p.StageTimeout = time.Second, 2*time.Second, 4*time.Second, time.Minute
 	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // harness is one dev system under test.
@@ -69,9 +59,13 @@ type harness struct {
 
 func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devConfig)) *harness {
 	t.Helper()
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &harness{t: t, cfg: devConfig{
-		DataDir: t.TempDir(), APIAddr: freeAddr(t), TemporalAddr: freeAddr(t), UIAddr: freeAddr(t),
-		S3Addr: freeAddr(t), GPUNodes: gpuNodes, Policy: testPolicy(), StopTimeout: 10 * time.Second,
+		DataDir: t.TempDir(), APIAddr: addrs[0], TemporalAddr: addrs[1], UIAddr: addrs[2],
+		S3Addr: addrs[3], GPUNodes: gpuNodes, Policy: testPolicy(), StopTimeout: 10 * time.Second,
 		NodeReportEvery: time.Second,
 	}}
 	for _, tweak := range tweaks {
