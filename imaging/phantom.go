@@ -1,9 +1,9 @@
 package imaging
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
-	"sync"
 )
 
 // Boundary names, inner retina to choroid, after Chiu et al. 2010.
@@ -23,25 +23,24 @@ var BoundaryNames = []string{ILM, RNFLGCL, IPLINL, INLOPL, OPLONL, EZ, RPE, BM}
 
 // PhantomOptions shape a synthetic macular cube. Zero values take the
 // defaults of a clinical 6 × 6 mm macular cube: 49 B-scans of 496 × 512
-// over 1.92 mm of depth.
+// over 1.92 mm of depth (128 × 1024 × 512 is the other common protocol).
 type PhantomOptions struct {
 	Seed               uint64
 	Frames, Rows, Cols int
 	Laterality         string // "OD" (default) or "OS"
-	// Fluid adds an intraretinal fluid pocket near the fovea.
+	// Fluid adds an intraretinal fluid pocket near the fovea and a
+	// subretinal one (a serous detachment between the outer segments and
+	// the RPE) on the other side.
 	Fluid bool
+	// Drusen raises the RPE over a few dome-shaped deposits on Bruch's
+	// membrane.
+	Drusen bool
 }
 
 func (o PhantomOptions) withDefaults() PhantomOptions {
-	if o.Frames == 0 {
-		o.Frames = 49
-	}
-	if o.Rows == 0 {
-		o.Rows = 496
-	}
-	if o.Cols == 0 {
-		o.Cols = 512
-	}
+	o.Frames = cmp.Or(o.Frames, 49)
+	o.Rows = cmp.Or(o.Rows, 496)
+	o.Cols = cmp.Or(o.Cols, 512)
 	if o.Laterality == "" {
 		o.Laterality = "OD"
 	}
@@ -56,8 +55,11 @@ type Phantom struct {
 	// Boundaries holds, per boundary name, the exact row (fractional) of
 	// each A-scan, indexed [frame*Cols+col].
 	Boundaries map[string][]float64
-	// FluidMask marks the voxels of the fluid pocket (nil without fluid).
-	FluidMask []bool
+	// FluidMask marks the voxels of intraretinal and subretinal fluid;
+	// DrusenMask the deposits under the raised RPE. Nil when absent.
+	FluidMask, DrusenMask []bool
+	// SubretinalMask marks which fluid voxels are subretinal.
+	SubretinalMask []bool
 }
 
 // Field of view of the macular cube.
@@ -67,10 +69,49 @@ const (
 	signalMax = 80.0 // scale of the layer reflectivities below
 )
 
+// Reflectivities of the noise-free phantom (× signalMax).
+const (
+	reflVitreous = 6.0
+	reflFluid    = 6.0
+	reflDrusen   = 100.0
+	shadowGain   = 0.35 // what a vessel lets through to the layers below it
+)
+
+// dome is an elliptical bump: height at (x, y) mm.
+type dome struct{ x, y, rx, ry, height float64 }
+
+func (d dome) at(x, y float64) float64 {
+	dx, dy := (x-d.x)/d.rx, (y-d.y)/d.ry
+	e := dx*dx + dy*dy
+	if e >= 1 {
+		return 0
+	}
+	return d.height * math.Sqrt(1-e)
+}
+
+// vessel is a retinal vessel seen en face: y = y0 + slope·x + curve·x².
+type vessel struct{ y0, slope, curve, width float64 }
+
+func (v vessel) covers(x, y float64) bool {
+	return math.Abs(y-(v.y0+v.slope*x+v.curve*x*x)) < v.width/2
+}
+
+// aScan is the geometry of one A-scan in µm from the top of the frame.
+type aScan struct {
+	b         [8]float64 // boundaries, ILM..BM
+	elm       float64    // external limiting membrane
+	osBottom  float64    // bottom of the outer segments (top of subretinal fluid)
+	rpeBottom float64    // bottom of the RPE band (top of drusen)
+	irfTop    float64    // intraretinal fluid [irfTop, irfBottom)
+	irfBottom float64
+	shadow    bool // under a vessel
+}
+
 // NewPhantom draws a macular cube: eight boundaries over a foveal pit, a
-// slightly curved Bruch's membrane, layer reflectivities typical of
-// SD-OCT, optional fluid, and multiplicative speckle. The same options
-// always give the same volume.
+// curved and tilted Bruch's membrane, smooth seeded undulations across
+// B-scans, vessel shadows, layer reflectivities typical of SD-OCT,
+// optional fluid and drusen, and Generalized Gamma speckle over a noise
+// floor. The same options always give the same volume.
 func NewPhantom(o PhantomOptions) *Phantom {
 	o = o.withDefaults()
 	sp := Spacing{AxialUm: depthUm / float64(o.Rows), LateralUm: fieldMm * 1000 / float64(o.Cols),
@@ -81,132 +122,192 @@ func NewPhantom(o PhantomOptions) *Phantom {
 	for _, n := range BoundaryNames {
 		p.Boundaries[n] = make([]float64, o.Frames*o.Cols)
 	}
-	if o.Fluid {
-		p.FluidMask = make([]bool, len(clean.Data))
-	}
 
 	geo := rand.New(rand.NewPCG(o.Seed, 1))
 	fovX, fovY := (geo.Float64()-0.5)*0.4, (geo.Float64()-0.5)*0.4 // mm off centre
 	pitDepth := 110 + 30*geo.Float64()                             // µm
 	tilt := (geo.Float64() - 0.5) * 40                             // µm across the field
-
-	for f := 0; f < o.Frames; f++ {
-		y := (float64(f)-float64(o.Frames-1)/2)*sp.FrameUm/1000 - fovY
-		for c := 0; c < o.Cols; c++ {
-			x := (float64(c)-float64(o.Cols-1)/2)*sp.LateralUm/1000 - fovX
-			r2 := x*x + y*y
-			pit := math.Exp(-r2 / (2 * 0.55 * 0.55))
-			bm := 1250 + 12*r2 + tilt*x/fieldMm                 // µm from the top
-			thickness := 320 - pitDepth*pit + 8*math.Sin(1.3*x) // ILM→BM, µm
-			onl := 75 + 35*pit                                  // ONL thickens under the pit
-			outer := 20 + 25 + 20 + onl                         // RPE + OS + IS/ELM + ONL
-			inner := math.Max(thickness-outer, 4)
-			ilm := bm - outer - inner
-			depths := []float64{
-				ilm,
-				ilm + 0.18*inner,
-				ilm + 0.60*inner,
-				ilm + 0.80*inner,
-				ilm + inner,
-				bm - 45,
-				bm - 20,
-				bm,
-			}
-			for i, n := range BoundaryNames {
-				p.Boundaries[n][f*o.Cols+c] = depths[i] / sp.AxialUm
-			}
+	waveA, waveF, waveP := 6+6*geo.Float64(), 0.8+0.8*geo.Float64(), geo.Float64()*math.Pi
+	nasal := 1.0 // the optic disc, where vessels come from, is nasal
+	if o.Laterality == "OS" {
+		nasal = -1
+	}
+	var vessels []vessel
+	for i := range 4 {
+		side := float64(i%2*2 - 1) // arcades above and below the fovea
+		vessels = append(vessels, vessel{
+			y0: fovY + side*(0.9+0.9*geo.Float64()), slope: -side * nasal * (0.1 + 0.15*geo.Float64()),
+			curve: side * (0.03 + 0.05*geo.Float64()), width: 0.06 + 0.06*geo.Float64()})
+	}
+	var irf, srf []dome
+	var drusen []dome
+	if o.Fluid {
+		irf = append(irf, dome{x: fovX + nasal*(0.45+0.3*geo.Float64()), y: fovY + (geo.Float64()-0.5)*0.4,
+			rx: 0.35, ry: 0.5, height: 0.45})
+		srf = append(srf, dome{x: fovX - nasal*(0.9+0.4*geo.Float64()), y: fovY + (geo.Float64()-0.5)*0.6,
+			rx: 0.5 + 0.2*geo.Float64(), ry: 0.4 + 0.2*geo.Float64(), height: 50 + 40*geo.Float64()})
+	}
+	if o.Drusen {
+		for range 3 + geo.IntN(3) {
+			r := 0.12 + 0.15*geo.Float64()
+			drusen = append(drusen, dome{x: fovX + (geo.Float64()-0.5)*2.4, y: fovY + (geo.Float64()-0.5)*2.4,
+				rx: r, ry: r * (0.8 + 0.4*geo.Float64()), height: 30 + 50*geo.Float64()})
 		}
 	}
 
-	// Fluid: an ellipsoid in the outer nuclear layer beside the pit.
-	var fx, fy, frx, fry float64
-	if o.Fluid {
-		fx, fy = fovX+0.4+geo.Float64()*0.3, fovY+(geo.Float64()-0.5)*0.4
-		frx, fry = 0.35, 0.5
+	geometry := func(f, c int) aScan {
+		x := (float64(c)-float64(o.Cols-1)/2)*sp.LateralUm/1000 - fovX
+		y := (float64(f)-float64(o.Frames-1)/2)*sp.FrameUm/1000 - fovY
+		r2 := x*x + y*y
+		pit := math.Exp(-r2 / (2 * 0.55 * 0.55))
+		bm := 1250 + 12*r2 + tilt*x/fieldMm
+		wave := waveA * math.Sin(waveF*x+waveP) * math.Cos(0.7*waveF*y)
+		thickness := 320 - pitDepth*pit + wave // ILM→BM without lesions, µm
+		onl := 75 + 35*pit                     // ONL thickens under the pit
+		outer := 20 + 25 + 20 + onl            // RPE + OS + IS/ELM + ONL
+		inner := math.Max(thickness-outer, 4)
+
+		var a aScan
+		ax, ay := x+fovX, y+fovY // scan coordinates
+		var lift float64
+		for _, d := range drusen {
+			lift = math.Max(lift, d.at(ax, ay))
+		}
+		var detach float64
+		for _, d := range srf {
+			detach = math.Max(detach, d.at(ax, ay))
+		}
+		a.b[7] = bm
+		a.rpeBottom = bm - lift
+		a.b[6] = a.rpeBottom - 20
+		a.osBottom = a.b[6] - detach
+		a.b[5] = a.osBottom - 25
+		a.elm = a.b[5] - 20
+		a.b[4] = a.elm - onl
+		a.b[0] = a.b[4] - inner
+		a.b[1] = a.b[0] + 0.18*inner
+		a.b[2] = a.b[0] + 0.60*inner
+		a.b[3] = a.b[0] + 0.80*inner
+		for _, d := range irf {
+			if h := d.at(ax, ay); h > 0 {
+				half := h * (a.b[5] - a.b[3]) / 2
+				mid := (a.b[3] + a.b[4]) / 2
+				a.irfTop, a.irfBottom = mid-half, mid+half
+			}
+		}
+		for _, v := range vessels {
+			a.shadow = a.shadow || v.covers(ax, ay)
+		}
+		return a
 	}
 
-	var wg sync.WaitGroup
-	for f := 0; f < o.Frames; f++ {
-		wg.Go(func() {
-			for c := 0; c < o.Cols; c++ {
-				var b [8]float64
-				for i, n := range BoundaryNames {
-					b[i] = p.Boundaries[n][f*o.Cols+c] * sp.AxialUm
-				}
-				x := (float64(c) - float64(o.Cols-1)/2) * sp.LateralUm / 1000
-				y := (float64(f) - float64(o.Frames-1)/2) * sp.FrameUm / 1000
-				var fluidTop, fluidBottom float64
-				if o.Fluid {
-					dx, dy := (x-fx)/frx, (y-fy)/fry
-					if e := dx*dx + dy*dy; e < 1 {
-						half := math.Sqrt(1-e) * 0.45 * (b[5] - b[3]) / 2
-						mid := (b[3] + b[4]) / 2
-						fluidTop, fluidBottom = mid-half, mid+half
-					}
-				}
-				for r := 0; r < o.Rows; r++ {
-					z := (float64(r) + 0.5) * sp.AxialUm
-					val := reflectivity(z, b)
-					if fluidBottom > fluidTop && z >= fluidTop && z < fluidBottom {
-						val = 6
-						p.FluidMask[(f*o.Rows+r)*o.Cols+c] = true
-					}
-					clean.Set(f, r, c, float32(val*signalMax))
-				}
-			}
-		})
+	if o.Fluid {
+		p.FluidMask = make([]bool, len(clean.Data))
+		p.SubretinalMask = make([]bool, len(clean.Data))
 	}
-	wg.Wait()
+	if o.Drusen {
+		p.DrusenMask = make([]bool, len(clean.Data))
+	}
+	forEachFrame(o.Frames, func(f int) {
+		for c := 0; c < o.Cols; c++ {
+			a := geometry(f, c)
+			for i, n := range BoundaryNames {
+				p.Boundaries[n][f*o.Cols+c] = a.b[i] / sp.AxialUm
+			}
+			for r := 0; r < o.Rows; r++ {
+				z := (float64(r) + 0.5) * sp.AxialUm
+				val, kind := a.reflectivity(z)
+				i := (f*o.Rows+r)*o.Cols + c
+				switch kind {
+				case inIRF:
+					p.FluidMask[i] = true
+				case inSRF:
+					p.FluidMask[i], p.SubretinalMask[i] = true, true
+				case inDrusen:
+					p.DrusenMask[i] = true
+				}
+				clean.Data[i] = float32(val * signalMax)
+			}
+		}
+	})
 
 	p.Volume = addSpeckle(clean, o.Seed)
 	return p
 }
 
-// reflectivity is the noise-free signal at depth z (µm) of an A-scan
-// whose boundaries are b (µm, ILM..BM).
-func reflectivity(z float64, b [8]float64) float64 {
+// Voxel kinds the masks record.
+const (
+	inTissue = iota
+	inIRF
+	inSRF
+	inDrusen
+)
+
+// reflectivity is the noise-free signal at depth z (µm) and what lies there.
+func (a *aScan) reflectivity(z float64) (float64, int) {
+	b := a.b
+	var val float64
+	kind := inTissue
 	switch {
 	case z < b[0]:
-		return 6 // vitreous
+		return reflVitreous, inTissue
 	case z < b[1]:
-		return 170 // RNFL
+		val = 170 // RNFL
 	case z < b[2]:
-		return 105 // GCL + IPL
+		val = 105 // GCL + IPL
 	case z < b[3]:
-		return 50 // INL
+		val = 50 // INL
 	case z < b[4]:
-		return 100 // OPL
-	case z < b[5]-20:
-		return 40 // ONL
+		val = 100 // OPL
+	case z < a.elm:
+		val = 40 // ONL
 	case z < b[5]:
-		return 75 // ELM and inner segments
+		val = 75 // ELM and inner segments
+	case z < a.osBottom:
+		val = 140 // outer segments, bright at the EZ line
 	case z < b[6]:
-		return 140 // outer segments, bright at the EZ line
+		val, kind = reflFluid, inSRF
+	case z < a.rpeBottom:
+		val = 220 // RPE
 	case z < b[7]:
-		return 220 // RPE
+		val, kind = reflDrusen, inDrusen
+	default:
+		val = 20 + 100*math.Exp(-(z-b[7])/250) // choroid, fading with depth
 	}
-	return 20 + 100*math.Exp(-(z-b[7])/250) // choroid, fading with depth
+	if z >= a.irfTop && z < a.irfBottom {
+		val, kind = reflFluid, inIRF
+	}
+	if a.shadow && z >= b[1] {
+		val *= shadowGain
+	}
+	return val, kind
 }
 
-// addSpeckle multiplies each sample by Gamma(k, 1/k) speckle (mean 1) and
-// adds a small noise floor. Each frame has its own seeded stream, so the
+// Speckle follows a Generalized Gamma distribution, which fits SD-OCT
+// intensity better than Rayleigh or Gamma (Biomed. Opt. Express 8(9):3903):
+// X = scale · G^(1/p) with G ~ Gamma(k, 1), scaled to mean 1.
+const (
+	speckleK = 1.8
+	speckleP = 1.3
+)
+
+// addSpeckle multiplies each sample by Generalized Gamma speckle (mean 1)
+// and adds a noise floor. Each frame has its own seeded stream, so the
 // result does not depend on scheduling.
 func addSpeckle(clean *Volume, seed uint64) *Volume {
 	noisy := NewVolume(clean.Frames, clean.Rows, clean.Cols, clean.Spacing)
 	noisy.Laterality = clean.Laterality
-	const shape = 4.0
-	var wg sync.WaitGroup
-	for f := 0; f < clean.Frames; f++ {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(f)+1000))
-			src, dst := clean.Frame(f), noisy.Frame(f)
-			for i, x := range src {
-				v := float64(x)*gamma(rng, shape)/shape + 2*signalMax*math.Abs(rng.NormFloat64())
-				dst[i] = float32(v)
-			}
-		})
-	}
-	wg.Wait()
+	lgK, _ := math.Lgamma(speckleK)
+	lgK1, _ := math.Lgamma(speckleK + 1/speckleP)
+	scale := math.Exp(lgK - lgK1)
+	forEachFrame(clean.Frames, func(f int) {
+		rng := rand.New(rand.NewPCG(seed, uint64(f)+1000))
+		src, dst := clean.Frame(f), noisy.Frame(f)
+		for i, x := range src {
+			s := scale * math.Pow(gamma(rng, speckleK), 1/speckleP)
+			dst[i] = float32(float64(x)*s + signalMax*math.Abs(rng.NormFloat64()))
+		}
+	})
 	return noisy
 }
 
