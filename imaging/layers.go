@@ -2,7 +2,9 @@ package imaging
 
 import (
 	"context"
+	"math"
 	"slices"
+	"sync"
 )
 
 // Layers holds segmented boundaries: for each boundary name, the row
@@ -16,63 +18,246 @@ type Layers struct {
 // Row returns boundary name at frame f, column c.
 func (l *Layers) Row(name string, f, c int) float32 { return l.Boundaries[name][f*l.Cols+c] }
 
-// SegmentLayers finds the inner limiting membrane, the top of the retinal
-// pigment epithelium and Bruch's membrane in a denoised volume.
+// SegmentLayers finds the eight boundaries of BoundaryNames in a denoised
+// volume by graph search (see pathFinder), each searched inside the region
+// the ones before it bound, in this order:
 //
-// v0 works per A-scan: the ILM is the first strong rise out of the dark
-// vitreous, refined to the steepest gradient; the RPE is the brightest
-// band below it, bounded above by its steepest rise (RPE) and below by
-// its steepest fall (BM). Each boundary is then median-smoothed across
-// neighbouring A-scans.
+//  1. ILM, the strongest dark-to-light boundary of the whole B-scan;
+//  2. the RPE band, the brightest ridge below it, and the band's lower
+//     edge (light-to-dark) just beneath;
+//  3. EZ, dark-to-light between the retina's midline and the RPE band;
+//  4. RPE, dark-to-light between the EZ and the ridge;
+//  5. OPL/ONL, light-to-dark between the ILM and the EZ;
+//  6. INL/OPL, dark-to-light above it;
+//  7. IPL/INL, light-to-dark in the outer three fifths between the ILM and
+//     the INL/OPL (under a vessel's shadow the RNFL/GCL is the stronger
+//     edge, so it must stay outside the region);
+//  8. RNFL/GCL, light-to-dark between the ILM and the IPL/INL.
+//
+// A region ends two or three rows short of the boundary below it, where
+// the gradient window would still see that boundary.
+//
+// Bruch's membrane is the RPE band's lower edge, except where the RPE is
+// raised (drusen, PED): there it is the baseline of a robust second-order
+// fit to that edge across the B-scan (after Chiu et al. 2012). Every
+// boundary is then refined to sub-pixel position, kept smooth across
+// neighbouring B-scans (median of three) and A-scans, and kept in order.
 func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{
-		ILM: make([]float32, v.Frames*v.Cols),
-		RPE: make([]float32, v.Frames*v.Cols),
-		BM:  make([]float32, v.Frames*v.Cols),
-	}}
-	um := func(x float64) int { return max(1, int(x/v.Spacing.AxialUm+0.5)) }
+	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{}}
+	for _, n := range BoundaryNames {
+		l.Boundaries[n] = make([]float32, v.Frames*v.Cols)
+	}
+	px := func(um float64) int { return max(1, int(math.Round(um/v.Spacing.AxialUm))) }
+	finders := sync.Pool{New: func() any { return newFrameSegmenter(v.Rows, v.Cols) }}
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {
 			return
 		}
-		img := v.Frame(f)
-		bg, peak := frameLevels(img, v.Rows, v.Cols)
-		threshold := bg + 0.12*(peak-bg)
-		col := make([]float32, v.Rows)
-		for c := range v.Cols {
-			for r := range v.Rows {
-				col[r] = img[r*v.Cols+c]
-			}
-			ilm := 0
-			for r := 2; r < v.Rows; r++ {
-				if col[r] > threshold && col[r-1] > threshold {
-					ilm = r - 1
-					break
-				}
-			}
-			ilm = steepest(col, ilm-um(12), ilm+um(12), +1)
-			top := min(ilm+um(60), v.Rows-1)
-			rpePeak := top
-			for r := top; r < v.Rows; r++ {
-				if col[r] > col[rpePeak] {
-					rpePeak = r
-				}
-			}
-			l.Boundaries[ILM][f*v.Cols+c] = float32(ilm)
-			l.Boundaries[RPE][f*v.Cols+c] = float32(steepest(col, rpePeak-um(16), rpePeak, +1))
-			l.Boundaries[BM][f*v.Cols+c] = float32(steepest(col, rpePeak, rpePeak+um(40), -1))
-		}
+		s := finders.Get().(*frameSegmenter)
+		defer finders.Put(s)
+		s.segment(v.Frame(f), px, l, f)
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for _, b := range l.Boundaries {
-		smoothAcross(b, v.Frames, v.Cols, 7)
+	for _, n := range BoundaryNames {
+		smoothAcrossFrames(l.Boundaries[n], v.Frames, v.Cols)
+		smoothAlong(l.Boundaries[n], v.Frames, v.Cols, 2)
+	}
+	for i := 1; i < len(BoundaryNames); i++ {
+		upper, lower := l.Boundaries[BoundaryNames[i-1]], l.Boundaries[BoundaryNames[i]]
+		for j := range lower {
+			lower[j] = max(lower[j], upper[j])
+		}
 	}
 	return l, nil
+}
+
+// frameSegmenter is one worker's state for segmenting B-scans.
+type frameSegmenter struct {
+	pf                  *pathFinder
+	logs                []float32
+	lo, hi              []int
+	ilm, ridge, bottom  []int
+	ez, rpe, oplonl     []int
+	inlopl, iplinl, nfl []int
+}
+
+func newFrameSegmenter(rows, cols int) *frameSegmenter {
+	mk := func() []int { return make([]int, cols) }
+	return &frameSegmenter{pf: newPathFinder(rows, cols), logs: make([]float32, rows*cols),
+		lo: mk(), hi: mk(), ilm: mk(), ridge: mk(), bottom: mk(), ez: mk(), rpe: mk(), oplonl: mk(),
+		inlopl: mk(), iplinl: mk(), nfl: mk()}
+}
+
+// segment finds the boundaries of B-scan f (img) and stores them in l.
+func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Layers, f int) {
+	pf, cols, rows := s.pf, s.pf.cols, s.pf.rows
+	for i, x := range img {
+		s.logs[i] = float32(math.Log1p(float64(max(x, 0))))
+	}
+	pf.setImage(s.logs)
+	region := func(lo, hi func(c int) int) {
+		for c := range cols {
+			s.lo[c], s.hi[c] = lo(c), hi(c)
+		}
+	}
+	region(func(int) int { return 2 }, func(int) int { return rows - 2 })
+	pf.find(darkToLight, s.lo, s.hi, s.ilm)
+
+	region(func(c int) int { return s.ilm[c] + px(90) }, func(int) int { return rows - 1 })
+	pf.findRidge(s.logs, s.lo, s.hi, s.ridge)
+
+	region(func(c int) int { return s.ridge[c] + 1 }, func(c int) int { return s.ridge[c] + px(40) })
+	pf.find(lightToDark, s.lo, s.hi, s.bottom)
+
+	region(func(c int) int { return (s.ilm[c] + s.ridge[c]) / 2 }, func(c int) int { return s.ridge[c] - px(20) })
+	pf.find(darkToLight, s.lo, s.hi, s.ez)
+
+	region(func(c int) int { return s.ez[c] + px(10) }, func(c int) int { return s.ridge[c] })
+	pf.find(darkToLight, s.lo, s.hi, s.rpe)
+
+	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.ez[c] - px(15) })
+	pf.find(lightToDark, s.lo, s.hi, s.oplonl)
+
+	region(func(c int) int { return s.ilm[c] + 3 }, func(c int) int { return s.oplonl[c] - 2 })
+	pf.find(darkToLight, s.lo, s.hi, s.inlopl)
+
+	region(func(c int) int { return s.ilm[c] + 2*(s.inlopl[c]-s.ilm[c])/5 }, func(c int) int { return s.inlopl[c] - 2 })
+	pf.find(lightToDark, s.lo, s.hi, s.iplinl)
+
+	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.iplinl[c] - 3 })
+	pf.find(lightToDark, s.lo, s.hi, s.nfl)
+
+	found := []struct {
+		name     string
+		rows     []int
+		polarity int
+	}{
+		{ILM, s.ilm, darkToLight}, {RNFLGCL, s.nfl, lightToDark}, {IPLINL, s.iplinl, lightToDark},
+		{INLOPL, s.inlopl, darkToLight}, {OPLONL, s.oplonl, lightToDark}, {EZ, s.ez, darkToLight},
+		{RPE, s.rpe, darkToLight}, {BM, s.bottom, lightToDark},
+	}
+	for _, b := range found {
+		out := l.Boundaries[b.name][f*cols : (f+1)*cols]
+		for c, r := range b.rows {
+			out[c] = pf.refine(b.polarity, r, c)
+		}
+	}
+	bmBaseline(l.Boundaries[BM][f*cols:(f+1)*cols], float64(px(8)))
+}
+
+// bmBaseline replaces the RPE band's lower edge with a fitted baseline
+// where the edge rises more than tolerance rows above it: there the RPE
+// is lifted off Bruch's membrane, which itself stays on the baseline. The
+// baseline is a second-order polynomial fitted to the edge, refitted
+// without the points that lie above it.
+func bmBaseline(edge []float32, tolerance float64) {
+	n := len(edge)
+	use := make([]bool, n)
+	for i := range use {
+		use[i] = true
+	}
+	var coef [3]float64
+	for range 4 {
+		coef = fitQuadratic(edge, use)
+		for i, z := range edge {
+			use[i] = float64(z) >= polyAt(coef, i, n)-tolerance
+		}
+	}
+	for i, z := range edge {
+		if base := polyAt(coef, i, n); float64(z) < base-tolerance {
+			edge[i] = float32(base)
+		}
+	}
+}
+
+func polyAt(c [3]float64, i, n int) float64 {
+	x := float64(i)/float64(n) - 0.5
+	return c[0] + c[1]*x + c[2]*x*x
+}
+
+// fitQuadratic least-squares fits z = c0 + c1·x + c2·x² over the used
+// points, x scaled to [−0.5, 0.5].
+func fitQuadratic(z []float32, use []bool) [3]float64 {
+	var m [3][4]float64
+	n := len(z)
+	for i, zi := range z {
+		if !use[i] {
+			continue
+		}
+		x := float64(i)/float64(n) - 0.5
+		p := [3]float64{1, x, x * x}
+		for a := range 3 {
+			for b := range 3 {
+				m[a][b] += p[a] * p[b]
+			}
+			m[a][3] += p[a] * float64(zi)
+		}
+	}
+	// Gaussian elimination with partial pivoting.
+	for col := range 3 {
+		pivot := col
+		for r := col + 1; r < 3; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[pivot][col]) {
+				pivot = r
+			}
+		}
+		m[col], m[pivot] = m[pivot], m[col]
+		if math.Abs(m[col][col]) < 1e-12 {
+			var mean float64
+			for _, zi := range z {
+				mean += float64(zi)
+			}
+			return [3]float64{mean / float64(n), 0, 0}
+		}
+		for r := range 3 {
+			if r == col {
+				continue
+			}
+			k := m[r][col] / m[col][col]
+			for cc := col; cc < 4; cc++ {
+				m[r][cc] -= k * m[col][cc]
+			}
+		}
+	}
+	return [3]float64{m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]}
+}
+
+// smoothAcrossFrames replaces each A-scan's boundary with the median of it
+// and the same A-scan on the neighbouring B-scans.
+func smoothAcrossFrames(b []float32, frames, cols int) {
+	if frames < 3 {
+		return
+	}
+	orig := slices.Clone(b)
+	for f := 1; f < frames-1; f++ {
+		for c := range cols {
+			x, y, z := orig[(f-1)*cols+c], orig[f*cols+c], orig[(f+1)*cols+c]
+			b[f*cols+c] = max(min(x, y), min(max(x, y), z))
+		}
+	}
+}
+
+// smoothAlong averages each boundary over ±half neighbouring A-scans of
+// its B-scan.
+func smoothAlong(b []float32, frames, cols, half int) {
+	line := make([]float32, cols)
+	for f := range frames {
+		row := b[f*cols : (f+1)*cols]
+		copy(line, row)
+		for c := range cols {
+			lo, hi := max(0, c-half), min(cols, c+half+1)
+			var sum float32
+			for _, x := range line[lo:hi] {
+				sum += x
+			}
+			row[c] = sum / float32(hi-lo)
+		}
+	}
 }
 
 // frameLevels estimates the background (vitreous, the top rows) and the
@@ -91,36 +276,4 @@ func frameLevels(img []float32, rows, cols int) (bg, peak float32) {
 	slices.Sort(sample)
 	peak = sample[len(sample)*99/100]
 	return bg, peak
-}
-
-// steepest returns the boundary position (between rows r and r+1, so
-// r+0.5 rounded down) with the largest rise (sign +1) or fall (sign -1)
-// within [from, to].
-func steepest(col []float32, from, to, sign int) int {
-	from, to = max(from, 1), min(to, len(col)-3)
-	best, bestGrad := from, float32(-1e30)
-	for r := from; r <= to; r++ {
-		g := float32(sign) * (col[r+1] + col[r+2] - col[r] - col[r-1])
-		if g > bestGrad {
-			best, bestGrad = r, g
-		}
-	}
-	return best + 1
-}
-
-// smoothAcross replaces each A-scan's boundary with the median of its
-// window of neighbours in the same B-scan.
-func smoothAcross(b []float32, frames, cols, window int) {
-	half := window / 2
-	buf := make([]float32, 0, window)
-	line := make([]float32, cols)
-	for f := range frames {
-		row := b[f*cols : (f+1)*cols]
-		copy(line, row)
-		for c := range cols {
-			buf = append(buf[:0], line[max(0, c-half):min(cols, c+half+1)]...)
-			slices.Sort(buf)
-			row[c] = buf[len(buf)/2]
-		}
-	}
 }

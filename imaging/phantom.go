@@ -262,9 +262,9 @@ func (a *aScan) reflectivity(z float64) (float64, int) {
 	case z < a.elm:
 		val = 40 // ONL
 	case z < b[5]:
-		val = 75 // ELM and inner segments
+		val = 55 // ELM and inner segments, a faint step below the EZ's
 	case z < a.osBottom:
-		val = 140 // outer segments, bright at the EZ line
+		val = 150 // outer segments, bright at the EZ line
 	case z < b[6]:
 		val, kind = reflFluid, inSRF
 	case z < a.rpeBottom:
