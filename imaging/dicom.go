@@ -41,6 +41,17 @@ func WriteDICOM(w io.Writer, v *Volume, h Header) error {
 	if err := v.Validate(); err != nil {
 		return err
 	}
+	return writeElements(w, otElements(v, h))
+}
+
+// dicomElement is one element to write: a tag and its value.
+type dicomElement struct {
+	t    tag.Tag
+	data any
+}
+
+// otElements lists the elements of an Ophthalmic Tomography Image of v.
+func otElements(v *Volume, h Header) []dicomElement {
 	frames := make([]*frame.Frame, v.Frames)
 	for f := range frames {
 		src := v.Frame(f)
@@ -54,10 +65,7 @@ func WriteDICOM(w io.Writer, v *Volume, h Header) error {
 		}}
 	}
 	mm := func(um float64) string { return strconv.FormatFloat(um/1000, 'g', 8, 64) }
-	elems := []struct {
-		t    tag.Tag
-		data any
-	}{
+	return []dicomElement{
 		{tag.MediaStorageSOPClassUID, []string{OphthalmicTomographySOPClass}},
 		{tag.MediaStorageSOPInstanceUID, []string{h.SOPInstanceUID}},
 		{tag.TransferSyntaxUID, []string{uid.ExplicitVRLittleEndian}},
@@ -82,6 +90,10 @@ func WriteDICOM(w io.Writer, v *Volume, h Header) error {
 		{tag.PixelRepresentation, []int{0}},
 		{tag.PixelData, dicom.PixelDataInfo{Frames: frames}},
 	}
+}
+
+// writeElements writes elements as one DICOM object.
+func writeElements(w io.Writer, elems []dicomElement) error {
 	ds := dicom.Dataset{}
 	for _, e := range elems {
 		el, err := dicom.NewElement(e.t, e.data)
@@ -102,7 +114,10 @@ func WriteDICOM(w io.Writer, v *Volume, h Header) error {
 
 // ReadDICOM parses an Ophthalmic Tomography Image of size bytes. Anything
 // that is not a readable OCT volume yields an error wrapping
-// ErrInvalidVolume; only I/O failures of r are returned unwrapped.
+// ErrInvalidVolume; only I/O failures of r are returned unwrapped. When r
+// can seek, declared element lengths are checked against size before
+// parsing, so a damaged or hostile file cannot make the parser allocate
+// more than the file holds.
 func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
 	defer func() {
 		// The parser trusts lengths in the file; a hostile or damaged
@@ -111,6 +126,15 @@ func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
 			v, err = nil, invalidf("dicom parser failed: %v", p)
 		}
 	}()
+	if rs, ok := r.(io.ReadSeeker); ok {
+		// Check declared lengths first (see checkLengths), then rewind.
+		if err := checkLengths(rs, size); err != nil {
+			return nil, h, err
+		}
+		if _, err := rs.Seek(0, io.SeekStart); err != nil {
+			return nil, h, fmt.Errorf("read DICOM: rewind: %w", err)
+		}
+	}
 	src := &ioErrReader{r: r}
 	ds, err := dicom.Parse(bufio.NewReaderSize(src, 1<<20), size, nil)
 	if src.err != nil {
@@ -127,8 +151,11 @@ func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
 		}
 		return nil, h, invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)
 	}
-	if ts := str(ds, tag.TransferSyntaxUID); ts != uid.ExplicitVRLittleEndian && ts != uid.ImplicitVRLittleEndian {
-		return nil, h, invalidf("transfer syntax %q is not supported (want uncompressed little endian)", ts)
+	if m := str(ds, tag.Modality); m != "OPT" {
+		return nil, h, invalidf("modality %q is not OPT (ophthalmic tomography)", m)
+	}
+	if err := checkTransferSyntax(str(ds, tag.TransferSyntaxUID)); err != nil {
+		return nil, h, err
 	}
 	h = Header{
 		SOPInstanceUID:    str(ds, tag.SOPInstanceUID),

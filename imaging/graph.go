@@ -22,6 +22,7 @@ import (
 // safe for concurrent use.
 type pathFinder struct {
 	rows, cols int
+	k          int       // half-height of the gradient window
 	grad       []float32 // signed vertical gradient, + where it gets brighter downwards
 	weight     []float32 // normalised gradient of the polarity being searched
 	dist       []float32
@@ -40,18 +41,20 @@ func newPathFinder(rows, cols int) *pathFinder {
 		dist: make([]float32, n), prev: make([]int32, n), done: make([]bool, n)}
 }
 
-// setImage computes the vertical gradient of a log-intensity B-scan. The
-// value at row r compares rows r and r+1 with rows r−1 and r−2, so it
-// peaks at a boundary whose first row is r.
-func (p *pathFinder) setImage(logs []float32) {
+// setImage computes the vertical gradient of a log-intensity B-scan: the
+// value at row r is the sum of rows r … r+k−1 minus the sum of rows
+// r−k … r−1, so it peaks at a boundary whose first row is r.
+func (p *pathFinder) setImage(logs []float32, k int) {
 	rows, cols := p.rows, p.cols
+	p.k = k
 	clear(p.grad)
-	for r := 2; r < rows-1; r++ {
+	for r := k; r+k <= rows; r++ {
 		g := p.grad[r*cols : (r+1)*cols]
-		a, b := logs[(r-2)*cols:(r-1)*cols], logs[(r-1)*cols:r*cols]
-		c, d := logs[r*cols:(r+1)*cols], logs[(r+1)*cols:(r+2)*cols]
-		for i := range g {
-			g[i] = (c[i] + d[i]) - (a[i] + b[i])
+		for d := range k {
+			below, above := logs[(r+d)*cols:(r+d+1)*cols], logs[(r-1-d)*cols:(r-d)*cols]
+			for i := range g {
+				g[i] += below[i] - above[i]
+			}
 		}
 	}
 }
@@ -88,6 +91,13 @@ func (p *pathFinder) search(field []float32, sign, floor float32, lo, hi []int, 
 	for c := range cols {
 		lo[c] = min(max(lo[c], 0), rows-1)
 		hi[c] = min(max(hi[c], lo[c]), rows-1)
+		// Keep the region connected: a path moves at most one row per
+		// column, so where the region jumps (the bound above it dives into
+		// the foveal pit) it is widened towards the previous column.
+		if c > 0 {
+			lo[c] = min(lo[c], hi[c-1]+1)
+			hi[c] = max(hi[c], lo[c-1]-1)
+		}
 	}
 	// Normalise by the median over columns of each column's strongest
 	// response, and cap at 1: an edge that is much stronger in a few
@@ -177,7 +187,7 @@ func (p *pathFinder) search(field []float32, sign, floor float32, lo, hi []int, 
 // column c: the vertex of the parabola through the gradient at r−1, r
 // and r+1.
 func (p *pathFinder) refine(polarity, r, c int) float32 {
-	if r < 3 || r >= p.rows-2 {
+	if r < p.k+1 || r+p.k+1 >= p.rows {
 		return float32(r)
 	}
 	g := func(rr int) float32 { return float32(polarity) * p.grad[rr*p.cols+c] }

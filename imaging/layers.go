@@ -13,6 +13,20 @@ type Layers struct {
 	Frames     int                  `json:"frames"`
 	Cols       int                  `json:"cols"`
 	Boundaries map[string][]float32 `json:"boundaries"`
+	// RPEBottom is the lower edge of the RPE band as found, per A-scan. It
+	// equals BM except where the RPE is raised off Bruch's membrane
+	// (drusen, PED); there BM is the fitted baseline below it.
+	RPEBottom []float32 `json:"rpeBottom,omitempty"`
+}
+
+// has reports whether every named boundary is present and complete.
+func (l *Layers) has(names ...string) bool {
+	for _, n := range names {
+		if len(l.Boundaries[n]) != l.Frames*l.Cols {
+			return false
+		}
+	}
+	return true
 }
 
 // Row returns boundary name at frame f, column c.
@@ -33,20 +47,18 @@ func (l *Layers) Row(name string, f, c int) float32 { return l.Boundaries[name][
 //     the INL/OPL (under a vessel's shadow the RNFL/GCL is the stronger
 //     edge, so it must stay outside the region);
 //  8. RNFL/GCL, light-to-dark between the ILM and the IPL/INL.
-//
-// A region ends two or three rows short of the boundary below it, where
-// the gradient window would still see that boundary.
-//
+
 // Bruch's membrane is the RPE band's lower edge, except where the RPE is
 // raised (drusen, PED): there it is the baseline of a robust second-order
 // fit to that edge across the B-scan (after Chiu et al. 2012). Every
 // boundary is then refined to sub-pixel position, kept smooth across
-// neighbouring B-scans (median of three) and A-scans, and kept in order.
+// neighbouring B-scans (smoothAcrossFrames) and A-scans, and kept in order.
 func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{}}
+	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{},
+		RPEBottom: make([]float32, v.Frames*v.Cols)}
 	for _, n := range BoundaryNames {
 		l.Boundaries[n] = make([]float32, v.Frames*v.Cols)
 	}
@@ -63,14 +75,21 @@ func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for _, n := range BoundaryNames {
-		smoothAcrossFrames(l.Boundaries[n], v.Frames, v.Cols)
-		smoothAlong(l.Boundaries[n], v.Frames, v.Cols, 2)
+	// An excursion is more than 4 rows, or than the 10% of the B-scan
+	// spacing that normal anatomy can curve by between coarse B-scans.
+	tol := float32(max(4, 0.1*v.Spacing.FrameUm/v.Spacing.AxialUm))
+	ordered := make([][]float32, 0, len(BoundaryNames)+1)
+	for _, n := range BoundaryNames[:len(BoundaryNames)-1] {
+		ordered = append(ordered, l.Boundaries[n])
 	}
-	for i := 1; i < len(BoundaryNames); i++ {
-		upper, lower := l.Boundaries[BoundaryNames[i-1]], l.Boundaries[BoundaryNames[i]]
-		for j := range lower {
-			lower[j] = max(lower[j], upper[j])
+	ordered = append(ordered, l.RPEBottom, l.Boundaries[BM])
+	for i, b := range ordered {
+		smoothAcrossFrames(b, v.Frames, v.Cols, tol)
+		smoothAlong(b, v.Frames, v.Cols, 2)
+		if i > 0 {
+			for j, above := range ordered[i-1] {
+				b[j] = max(b[j], above)
+			}
 		}
 	}
 	return l, nil
@@ -99,13 +118,17 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 	for i, x := range img {
 		s.logs[i] = float32(math.Log1p(float64(max(x, 0))))
 	}
-	pf.setImage(s.logs)
+	// The gradient window spans about 8 µm on each side of a boundary; a
+	// region ends k or k+1 rows short of the boundary below it, where
+	// the window would still see that boundary.
+	k := px(8)
+	pf.setImage(s.logs, k)
 	region := func(lo, hi func(c int) int) {
 		for c := range cols {
 			s.lo[c], s.hi[c] = lo(c), hi(c)
 		}
 	}
-	region(func(int) int { return 2 }, func(int) int { return rows - 2 })
+	region(func(int) int { return k }, func(int) int { return rows - k })
 	pf.find(darkToLight, s.lo, s.hi, s.ilm)
 
 	region(func(c int) int { return s.ilm[c] + px(90) }, func(int) int { return rows - 1 })
@@ -117,19 +140,19 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 	region(func(c int) int { return (s.ilm[c] + s.ridge[c]) / 2 }, func(c int) int { return s.ridge[c] - px(20) })
 	pf.find(darkToLight, s.lo, s.hi, s.ez)
 
-	region(func(c int) int { return s.ez[c] + px(10) }, func(c int) int { return s.ridge[c] })
+	region(func(c int) int { return s.ez[c] + k + 1 }, func(c int) int { return s.ridge[c] })
 	pf.find(darkToLight, s.lo, s.hi, s.rpe)
 
 	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.ez[c] - px(15) })
 	pf.find(lightToDark, s.lo, s.hi, s.oplonl)
 
-	region(func(c int) int { return s.ilm[c] + 3 }, func(c int) int { return s.oplonl[c] - 2 })
+	region(func(c int) int { return s.ilm[c] + k + 1 }, func(c int) int { return s.oplonl[c] - k })
 	pf.find(darkToLight, s.lo, s.hi, s.inlopl)
 
-	region(func(c int) int { return s.ilm[c] + 2*(s.inlopl[c]-s.ilm[c])/5 }, func(c int) int { return s.inlopl[c] - 2 })
+	region(func(c int) int { return s.ilm[c] + 2*(s.inlopl[c]-s.ilm[c])/5 }, func(c int) int { return s.inlopl[c] - k })
 	pf.find(lightToDark, s.lo, s.hi, s.iplinl)
 
-	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.iplinl[c] - 3 })
+	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.iplinl[c] - k - 1 })
 	pf.find(lightToDark, s.lo, s.hi, s.nfl)
 
 	found := []struct {
@@ -147,6 +170,7 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 			out[c] = pf.refine(b.polarity, r, c)
 		}
 	}
+	copy(l.RPEBottom[f*cols:(f+1)*cols], l.Boundaries[BM][f*cols:(f+1)*cols])
 	bmBaseline(l.Boundaries[BM][f*cols:(f+1)*cols], float64(px(8)))
 }
 
@@ -227,9 +251,12 @@ func fitQuadratic(z []float32, use []bool) [3]float64 {
 	return [3]float64{m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]}
 }
 
-// smoothAcrossFrames replaces each A-scan's boundary with the median of it
-// and the same A-scan on the neighbouring B-scans.
-func smoothAcrossFrames(b []float32, frames, cols int) {
+// smoothAcrossFrames removes single-B-scan excursions: where an A-scan's
+// boundary strays more than tol rows from the mean of the same A-scan on
+// both neighbouring B-scans, which agree with each other, it takes that
+// mean. Real curvature between B-scans (the foveal pit) stays: a median
+// would flatten its deepest B-scan.
+func smoothAcrossFrames(b []float32, frames, cols int, tol float32) {
 	if frames < 3 {
 		return
 	}
@@ -237,10 +264,14 @@ func smoothAcrossFrames(b []float32, frames, cols int) {
 	for f := 1; f < frames-1; f++ {
 		for c := range cols {
 			x, y, z := orig[(f-1)*cols+c], orig[f*cols+c], orig[(f+1)*cols+c]
-			b[f*cols+c] = max(min(x, y), min(max(x, y), z))
+			if m := (x + z) / 2; abs32(x-z) < tol && abs32(y-m) > tol {
+				b[f*cols+c] = m
+			}
 		}
 	}
 }
+
+func abs32(x float32) float32 { return max(x, -x) }
 
 // smoothAlong averages each boundary over ±half neighbouring A-scans of
 // its B-scan.

@@ -3,6 +3,7 @@ package imaging
 import (
 	"context"
 	"math"
+	"slices"
 )
 
 // Lesion types, as named in the report schema.
@@ -24,7 +25,9 @@ type Lesion struct {
 	YMm       float64 `json:"yMm"`
 	AreaMm2   float64 `json:"areaMm2"` // en-face footprint
 	VolumeMm3 float64 `json:"volumeMm3"`
-	Voxels    int     `json:"voxels"`
+	// HeightUm is the region's greatest extent along the A-scan.
+	HeightUm float64 `json:"heightUm"`
+	Voxels   int     `json:"voxels"`
 	// Boxes bound the lesion on each B-scan it crosses.
 	Boxes []Box `json:"boxes,omitempty"`
 }
@@ -38,59 +41,174 @@ type Box struct {
 	Col1  int `json:"col1"`
 }
 
-// minLesionVoxels ignores specks smaller than this.
-const minLesionVoxels = 20
+// Lesion detection thresholds.
+const (
+	// minLesionMm3 ignores regions smaller than about a dome 0.2 mm across
+	// and 30 µm high: below what B-scans 120 µm apart resolve, and where
+	// speckle and boundary noise leave specks.
+	minLesionMm3 = 0.0005
+	// minLesionVoxels also ignores regions of fewer voxels, which coarse
+	// sampling can make large in mm³.
+	minLesionVoxels = 30
+	// fluidContrast is how much darker than the column's outer nuclear
+	// layer a voxel must be to count as fluid (a factor; fluid is
+	// near-black, the ONL the darkest tissue).
+	fluidContrast = 2.5
+	// minDrusenUm is the least RPE elevation over Bruch's membrane taken
+	// as a deposit (and never less than 2.5 rows).
+	minDrusenUm = 10.0
+	// A raised region counts as a pigment epithelial detachment rather
+	// than drusen when it is taller than pedHeightUm or wider than a
+	// 1 mm disc.
+	pedHeightUm = 150.0
+	pedAreaMm2  = math.Pi * 0.5 * 0.5
+)
 
-// MarkLesions finds fluid: hyporeflective regions inside the retina,
-// between the ILM and the RPE, grouped into 3-D connected regions. A
-// region that reaches down to the RPE is subretinal, otherwise
-// intraretinal.
+// MarkLesions finds fluid and RPE elevations in a denoised volume and its
+// layers, and lists them as 3-D connected regions:
+//
+//   - fluid: voxels between the ILM and the RPE markedly darker than the
+//     outer nuclear layer of their A-scan, after correcting for vessel
+//     shadows; a region lying mostly between the EZ and the RPE is
+//     subretinal, otherwise intraretinal;
+//   - drusen and PED: the RPE band's lower edge raised more than
+//     minDrusenUm over Bruch's membrane (which the segmentation fits as a
+//     baseline under raised RPE).
 func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
-	if err := v.Validate(); err != nil {
+	fluid, drusen, err := lesionMasks(ctx, v, l)
+	if err != nil {
 		return nil, err
 	}
-	if l.Frames != v.Frames || l.Cols != v.Cols || l.Boundaries[ILM] == nil || l.Boundaries[RPE] == nil {
-		return nil, invalidf("layers (%d×%d) do not match the volume (%d×%d)", l.Frames, l.Cols, v.Frames, v.Cols)
+	below := func(name string) func(f, r, c int) bool {
+		b := l.Boundaries[name]
+		return func(f, r, c int) bool { return float32(r) >= b[f*v.Cols+c] }
 	}
-	margin := max(1, int(8/v.Spacing.AxialUm+0.5))
-	candidate := make([]bool, len(v.Data))
+	belowEZ := below(EZ)
+	found := regions(v, fluid, func(f, r, c int) string {
+		if belowEZ(f, r, c) {
+			return SubretinalFluid
+		}
+		return IntraretinalFluid
+	})
+	found = append(found, drusenRegions(v, drusen)...)
+	return found, nil
+}
+
+// drusenRegions lists RPE elevations, typed drusen or PED by size.
+func drusenRegions(v *Volume, mask []bool) []Lesion {
+	found := regions(v, mask, func(int, int, int) string { return Drusen })
+	for i := range found {
+		if found[i].HeightUm > pedHeightUm || found[i].AreaMm2 > pedAreaMm2 {
+			found[i].Type = PED
+		}
+	}
+	return found
+}
+
+// lesionMasks marks the fluid and drusen voxels of a volume.
+func lesionMasks(ctx context.Context, v *Volume, l *Layers) (fluid, drusen []bool, err error) {
+	if err := v.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if l.Frames != v.Frames || l.Cols != v.Cols {
+		return nil, nil, invalidf("layers (%d×%d) do not match the volume (%d×%d)", l.Frames, l.Cols, v.Frames, v.Cols)
+	}
+	if !l.has(BoundaryNames...) {
+		return nil, nil, invalidf("layers lack some of the boundaries %v", BoundaryNames)
+	}
+	fluid = make([]bool, len(v.Data))
+	drusen = make([]bool, len(v.Data))
+	minDrusen := float32(max(minDrusenUm/v.Spacing.AxialUm, 2.5)) // rows; boundary noise is about one each side
 	forEachFrame(v.Frames, func(f int) {
-		img := v.Frame(f)
-		bg, peak := frameLevels(img, v.Rows, v.Cols)
-		threshold := bg + 0.1*(peak-bg)
+		if ctx.Err() != nil {
+			return
+		}
+		markFluid(v, l, f, fluid)
+		if len(l.RPEBottom) != v.Frames*v.Cols {
+			return // layers from before RPEBottom was recorded: no drusen
+		}
+		// A deposit fills the gap between the raised RPE band and
+		// Bruch's membrane.
 		for c := range v.Cols {
-			top := int(l.Row(ILM, f, c)) + margin
-			bottom := int(l.Row(RPE, f, c)) - margin
-			for r := max(top, 0); r < min(bottom, v.Rows); r++ {
-				if img[r*v.Cols+c] < threshold {
-					candidate[(f*v.Rows+r)*v.Cols+c] = true
-				}
+			top, bm := l.RPEBottom[f*v.Cols+c], l.Row(BM, f, c)
+			if bm-top < minDrusen {
+				continue
+			}
+			for r := max(int(math.Round(float64(top))), 0); r < min(int(math.Round(float64(bm))), v.Rows); r++ {
+				drusen[(f*v.Rows+r)*v.Cols+c] = true
 			}
 		}
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return regions(v, candidate, l.Boundaries[RPE], margin+1), nil
+	return fluid, drusen, nil
+}
+
+// markFluid marks the fluid voxels of B-scan f. Each A-scan is judged
+// against the darkest tissue, the outer nuclear layer, in log intensity:
+// the frame's typical ONL level, lowered by the A-scan's shadow (how much
+// darker its RPE is than the frame's typical RPE).
+func markFluid(v *Volume, l *Layers, f int, fluid []bool) {
+	img := v.Frame(f)
+	at := func(r, c int) float64 { return math.Log1p(float64(max(img[r*v.Cols+c], 0))) }
+	onl := make([]float64, v.Cols)
+	rpe := make([]float64, v.Cols)
+	col := make([]float64, 0, v.Rows)
+	for c := range v.Cols {
+		col = col[:0]
+		for r := int(l.Row(OPLONL, f, c)) + 1; r < int(l.Row(EZ, f, c))-1; r++ {
+			col = append(col, at(r, c))
+		}
+		onl[c] = medianOf(col)
+		col = col[:0]
+		for r := int(l.Row(RPE, f, c)) + 1; r < int(l.Row(RPE, f, c))+4 && r < v.Rows; r++ {
+			col = append(col, at(r, c))
+		}
+		rpe[c] = medianOf(col)
+	}
+	onlLevel := medianOf(slices.Clone(onl))
+	rpeLevel := medianOf(slices.Clone(rpe))
+	margin := max(1, int(8/v.Spacing.AxialUm+0.5))
+	for c := range v.Cols {
+		shadow := max(rpeLevel-rpe[c], 0)
+		threshold := onlLevel - shadow - math.Log(fluidContrast)
+		top := int(l.Row(ILM, f, c)) + margin
+		bottom := int(l.Row(RPE, f, c))
+		for r := max(top, 0); r < min(bottom, v.Rows); r++ {
+			if at(r, c) < threshold {
+				fluid[(f*v.Rows+r)*v.Cols+c] = true
+			}
+		}
+	}
+}
+
+// medianOf sorts xs and returns its middle value (0 when empty).
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // regions groups marked voxels into 3-D connected lesions (6-neighbour),
-// ignoring specks. A region that comes within nearRPE rows of the RPE
-// (rpe: row per A-scan) is subretinal fluid, otherwise intraretinal.
-func regions(v *Volume, candidate []bool, rpe []float32, nearRPE int) []Lesion {
+// ignoring specks (minLesionMm3). Each region takes the type most of its voxels get from
+// typeOf.
+func regions(v *Volume, mask []bool, typeOf func(f, r, c int) string) []Lesion {
 	voxelMm3 := v.Spacing.AxialUm * v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e9
 	pixelMm2 := v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e6
 	seen := make([]bool, len(v.Data))
 	var lesions []Lesion
 	stack := []int{}
-	for start, isCand := range candidate {
-		if !isCand || seen[start] {
+	for start, marked := range mask {
+		if !marked || seen[start] {
 			continue
 		}
 		seen[start] = true
 		stack = append(stack[:0], start)
 		var n, sumF, sumC int
-		touchesRPE := false
+		votes := map[string]int{}
 		footprint := map[int]bool{}
 		boxes := map[int]*Box{}
 		for len(stack) > 0 {
@@ -100,14 +218,12 @@ func regions(v *Volume, candidate []bool, rpe []float32, nearRPE int) []Lesion {
 			n++
 			sumF += f
 			sumC += c
+			votes[typeOf(f, r, c)]++
 			footprint[f*v.Cols+c] = true
 			if b, ok := boxes[f]; ok {
 				b.Row0, b.Row1, b.Col0, b.Col1 = min(b.Row0, r), max(b.Row1, r), min(b.Col0, c), max(b.Col1, c)
 			} else {
 				boxes[f] = &Box{Frame: f, Row0: r, Row1: r, Col0: c, Col1: c}
-			}
-			if r >= int(rpe[f*v.Cols+c])-nearRPE {
-				touchesRPE = true
 			}
 			for _, d := range [][3]int{{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}, {0, 0, 1}, {0, 0, -1}} {
 				ff, rr, cc := f+d[0], r+d[1], c+d[2]
@@ -115,28 +231,30 @@ func regions(v *Volume, candidate []bool, rpe []float32, nearRPE int) []Lesion {
 					continue
 				}
 				j := (ff*v.Rows+rr)*v.Cols + cc
-				if candidate[j] && !seen[j] {
+				if mask[j] && !seen[j] {
 					seen[j] = true
 					stack = append(stack, j)
 				}
 			}
 		}
-		if n < minLesionVoxels {
+		if n < minLesionVoxels || float64(n)*voxelMm3 < minLesionMm3 {
 			continue
 		}
-		les := Lesion{Type: IntraretinalFluid, Voxels: n,
+		les := Lesion{Voxels: n,
 			Frame: int(math.Round(float64(sumF) / float64(n))), Col: int(math.Round(float64(sumC) / float64(n))),
 			AreaMm2: float64(len(footprint)) * pixelMm2, VolumeMm3: float64(n) * voxelMm3}
-		if touchesRPE {
-			les.Type = SubretinalFluid
+		for t, count := range votes {
+			if count > votes[les.Type] || (count == votes[les.Type] && t < les.Type) {
+				les.Type = t
+			}
 		}
 		for f := range v.Frames {
 			if b, ok := boxes[f]; ok {
 				les.Boxes = append(les.Boxes, *b)
+				les.HeightUm = max(les.HeightUm, float64(b.Row1-b.Row0+1)*v.Spacing.AxialUm)
 			}
 		}
-		les.XMm = (float64(les.Col) - float64(v.Cols-1)/2) * v.Spacing.LateralUm / 1000
-		les.YMm = (float64(les.Frame) - float64(v.Frames-1)/2) * v.Spacing.FrameUm / 1000
+		les.XMm, les.YMm = v.PositionMm(les.Frame, les.Col)
 		lesions = append(lesions, les)
 	}
 	return lesions

@@ -17,7 +17,7 @@ type Truth struct {
 }
 
 // Truth measures the phantom's noise-free volume along its exact
-// boundaries and lists its fluid as lesions, exactly as the stages
+// boundaries and lists its fluid and drusen as lesions, exactly as the stages
 // would report a perfect result.
 func (p *Phantom) Truth(ctx context.Context, seed uint64) (*Truth, error) {
 	layers := &Layers{Frames: p.Clean.Frames, Cols: p.Clean.Cols, Boundaries: map[string][]float32{}}
@@ -33,9 +33,21 @@ func (p *Phantom) Truth(ctx context.Context, seed uint64) (*Truth, error) {
 		return nil, fmt.Errorf("measure phantom truth: %w", err)
 	}
 	m.ThicknessMapUm = nil
+	for i := range m.Layers {
+		m.Layers[i].MapUm = nil
+	}
 	t := &Truth{Seed: seed, Measurements: m, Lesions: []Lesion{}, Boundaries: p.Boundaries}
 	if p.FluidMask != nil {
-		t.Lesions = regions(p.Clean, p.FluidMask, layers.Boundaries[RPE], 1)
+		cols, rows := p.Clean.Cols, p.Clean.Rows
+		t.Lesions = regions(p.Clean, p.FluidMask, func(f, r, c int) string {
+			if p.SubretinalMask[(f*rows+r)*cols+c] {
+				return SubretinalFluid
+			}
+			return IntraretinalFluid
+		})
+	}
+	if p.DrusenMask != nil {
+		t.Lesions = append(t.Lesions, drusenRegions(p.Clean, p.DrusenMask)...)
 	}
 	return t, nil
 }

@@ -31,6 +31,13 @@ func NewVolume(frames, rows, cols int, spacing Spacing) *Volume {
 // Set stores a sample at frame f, row r, column c.
 func (v *Volume) Set(f, r, c int, x float32) { v.Data[(f*v.Rows+r)*v.Cols+c] = x }
 
+// PositionMm returns where A-scan (f, c) lies relative to the scan centre,
+// in mm: x along the B-scan, y across B-scans (frame 0 is superior).
+func (v *Volume) PositionMm(f, c int) (x, y float64) {
+	return (float64(c) - float64(v.Cols-1)/2) * v.Spacing.LateralUm / 1000,
+		(float64(f) - float64(v.Frames-1)/2) * v.Spacing.FrameUm / 1000
+}
+
 // Frame returns B-scan f as a Rows×Cols slice sharing the volume's memory.
 func (v *Volume) Frame(f int) []float32 {
 	n := v.Rows * v.Cols
