@@ -21,6 +21,7 @@ import (
 
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/inference"
 	"octflow/report"
 )
 
@@ -45,6 +46,9 @@ type Activities struct {
 	// every heartbeat so that a stage lost with its node still names the
 	// node in the exam's timeline.
 	Node string
+	// Backends run the image stages: the pure-Go reference algorithms,
+	// unless a stage is pointed at a served model.
+	Backends inference.Backends
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -86,12 +90,15 @@ type StageOutput struct {
 // can fix; the workflow fails the exam at once on it.
 const ErrTypeInvalidVolume = "InvalidVolume"
 
-// Algorithm versions, recorded in every report.
-var algorithms = map[string]string{
-	string(exam.Denoise): "log-gaussian/v0",
-	string(exam.Layers):  "ascan-gradient/v0",
-	string(exam.Lesions): "hyporeflective-3d/v0",
-	string(exam.Measure): "etdrs/v0",
+// algorithms names what ran each image stage, recorded in every report.
+func (a *Activities) algorithms() map[string]string {
+	b := a.Backends.WithDefaults()
+	return map[string]string{
+		string(exam.Denoise): b.Denoise.Name(),
+		string(exam.Layers):  b.Layers.Name(),
+		string(exam.Lesions): b.Lesions.Name(),
+		string(exam.Measure): inference.MeasureAlgorithm,
+	}
 }
 
 // Denoise reads the uploaded scan and writes the denoised volume.
@@ -102,7 +109,7 @@ func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, e
 		if err != nil {
 			return err
 		}
-		den, err := imaging.Denoise(ctx, v, imaging.DenoiseOptions{})
+		den, err := a.Backends.WithDefaults().Denoise.Denoise(ctx, v)
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
@@ -126,7 +133,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 		if err != nil {
 			return err
 		}
-		layers, err := imaging.SegmentLayers(ctx, v)
+		layers, err := a.Backends.WithDefaults().Layers.SegmentLayers(ctx, v)
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
@@ -136,7 +143,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 	return out, err
 }
 
-// MarkLesions finds fluid regions inside the segmented retina.
+// MarkLesions finds fluid and drusen in the segmented retina.
 func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
 	err := a.run(ctx, exam.Lesions, &out, func() error {
@@ -144,7 +151,7 @@ func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutpu
 		if err != nil {
 			return err
 		}
-		lesions, err := imaging.MarkLesions(ctx, v, layers)
+		lesions, err := a.Backends.WithDefaults().Lesions.MarkLesions(ctx, v, layers)
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
@@ -226,7 +233,7 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 			Measurements: report.Headline(mf.Measurements),
 			Lesions:      lesions,
 			Quality:      report.ScanQuality(figs),
-			Algorithms:   algorithms,
+			Algorithms:   a.algorithms(),
 		}
 		pdf, err := report.PDF(rep, figs)
 		if err != nil {

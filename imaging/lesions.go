@@ -79,18 +79,35 @@ func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 	if err != nil {
 		return nil, err
 	}
-	below := func(name string) func(f, r, c int) bool {
-		b := l.Boundaries[name]
-		return func(f, r, c int) bool { return float32(r) >= b[f*v.Cols+c] }
-	}
-	belowEZ := below(EZ)
-	found := regions(v, fluid, func(f, r, c int) string {
-		if belowEZ(f, r, c) {
-			return SubretinalFluid
+	return LesionsFromMasks(v, l, fluid, drusen)
+}
+
+// LesionsFromMasks lists the connected regions of fluid and drusen masks
+// (one flag per voxel of v, nil for none), typed as MarkLesions types
+// them: fluid below the EZ is subretinal, a large elevation is a PED. A
+// model backend that outputs masks turns them into lesions with it.
+func LesionsFromMasks(v *Volume, l *Layers, fluid, drusen []bool) ([]Lesion, error) {
+	for _, m := range [][]bool{fluid, drusen} {
+		if m != nil && len(m) != len(v.Data) {
+			return nil, invalidf("lesion mask has %d voxels for a volume of %d", len(m), len(v.Data))
 		}
-		return IntraretinalFluid
-	})
-	found = append(found, drusenRegions(v, drusen)...)
+	}
+	if !l.has(EZ) || l.Frames != v.Frames || l.Cols != v.Cols {
+		return nil, invalidf("layers do not match the volume or lack the EZ")
+	}
+	ez := l.Boundaries[EZ]
+	var found []Lesion
+	if fluid != nil {
+		found = regions(v, fluid, func(f, r, c int) string {
+			if float32(r) >= ez[f*v.Cols+c] {
+				return SubretinalFluid
+			}
+			return IntraretinalFluid
+		})
+	}
+	if drusen != nil {
+		found = append(found, drusenRegions(v, drusen)...)
+	}
 	return found, nil
 }
 

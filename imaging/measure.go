@@ -187,17 +187,18 @@ func subfield(x, y, r float64) string {
 	case r > 3:
 		return ""
 	}
-	ring := "I"
+	ring := 0 // inner
 	if r > 1.5 {
-		ring = "O"
+		ring = 1
 	}
+	names := [2][4]string{{"IS", "II", "IN", "IT"}, {"OS", "OI", "ON", "OT"}}[ring]
 	switch {
 	case math.Abs(y) >= math.Abs(x) && y > 0:
-		return ring + "S"
+		return names[0]
 	case math.Abs(y) >= math.Abs(x):
-		return ring + "I"
+		return names[1]
 	case x > 0:
-		return ring + "N"
+		return names[2]
 	}
-	return ring + "T"
+	return names[3]
 }

@@ -48,12 +48,17 @@ type VolumeInfo struct {
 	Spacing imaging.Spacing `json:"spacing"`
 }
 
-// Headline returns m without its per-A-scan thickness map, which stays in
+// Headline returns m without its per-A-scan thickness maps, which stay in
 // measurements.json: the report carries the grid, the volume and the
 // fovea, in the same schema as a phantom's truth.
 func Headline(m *imaging.Measurements) imaging.Measurements {
 	h := *m
 	h.ThicknessMapUm = nil
+	h.Layers = nil
+	for _, l := range m.Layers {
+		l.MapUm = nil
+		h.Layers = append(h.Layers, l)
+	}
 	return h
 }
 

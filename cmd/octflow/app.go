@@ -16,6 +16,7 @@ import (
 	"octflow/api"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/inference"
 	"octflow/storage"
 	"octflow/workers"
 )
@@ -51,6 +52,8 @@ type appOptions struct {
 	NodeReportEvery time.Duration
 	// Faults injects stage failures (tests and simulation only).
 	Faults activities.FaultFunc
+	// Backends run the image stages (default: the reference algorithms).
+	Backends inference.Backends
 }
 
 // app is a running set of octflow parts.
@@ -95,7 +98,8 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go a.mhttp.Serve(ln)
 	}
-	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, Webhooks: opts.Webhooks}
+	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults,
+		Webhooks: opts.Webhooks, Backends: opts.Backends}
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout}); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"octflow/activities"
 	"octflow/api"
 	"octflow/exam"
+	"octflow/inference"
 	"octflow/storage"
 )
 
@@ -58,6 +61,36 @@ func (c *stackConfig) bind(fs *flag.FlagSet) {
 	// Keys come only from the environment, never from flags (they would show in ps).
 	c.S3.AccessKey = os.Getenv("OCTFLOW_S3_ACCESS_KEY")
 	c.S3.SecretKey = os.Getenv("OCTFLOW_S3_SECRET_KEY")
+}
+
+// backendsFromEnv points image stages at served models. OCTFLOW_MODEL_DENOISE,
+// OCTFLOW_MODEL_LAYERS and OCTFLOW_MODEL_LESIONS each hold a KServe v2 model
+// URL (http://triton:8000/v2/models/NAME); OCTFLOW_MODEL_<STAGE>_INPUT and
+// _OUTPUT name its tensors. An unset stage runs the pure-Go reference.
+func backendsFromEnv() (inference.Backends, error) {
+	var b inference.Backends
+	for _, stage := range []string{"DENOISE", "LAYERS", "LESIONS"} {
+		name := "OCTFLOW_MODEL_" + stage
+		raw := os.Getenv(name)
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return b, fmt.Errorf("%s: %q is not an http(s) model URL", name, raw)
+		}
+		m := inference.Model{URL: raw, Input: os.Getenv(name + "_INPUT"), Output: os.Getenv(name + "_OUTPUT"),
+			Client: &http.Client{Timeout: 5 * time.Minute}}
+		switch stage {
+		case "DENOISE":
+			b.Denoise = inference.ModelDenoiser{Model: m}
+		case "LAYERS":
+			b.Layers = inference.ModelSegmenter{Model: m}
+		case "LESIONS":
+			b.Lesions = inference.ModelLesionMarker{Model: m}
+		}
+	}
+	return b, nil
 }
 
 // policyFromEnv reads the scheduling policy overrides.

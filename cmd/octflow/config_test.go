@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -31,5 +32,38 @@ func TestParseWeightsRefusesNonsense(t *testing.T) {
 		if _, err := parseWeights(s); err == nil {
 			t.Errorf("parseWeights(%q) accepted", s)
 		}
+	}
+}
+
+func TestBackendsFromEnvPointsStagesAtModels(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    []string // denoise, layers, lesions algorithm names
+		wantErr bool
+	}{
+		{"none: all reference", nil, []string{"nlm-log/v1", "chiu-graph/v1", "fluid-drusen/v1"}, false},
+		{"layers on triton", map[string]string{"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers"},
+			[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}, false},
+		{"not a URL", map[string]string{"OCTFLOW_MODEL_DENOISE": "triton:8000"}, nil, true},
+		{"wrong scheme", map[string]string{"OCTFLOW_MODEL_LESIONS": "grpc://triton:8001/v2/models/x"}, nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			b, err := backendsFromEnv()
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err = %v, want error %v", err, c.wantErr)
+			}
+			if c.wantErr {
+				return
+			}
+			b = b.WithDefaults()
+			if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got, c.want) {
+				t.Errorf("stages = %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"octflow/devstack"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/inference"
 	"octflow/storage"
 )
 
@@ -46,6 +47,8 @@ type devConfig struct {
 	APIOnly bool
 	// Faults injects stage failures; only tests set it.
 	Faults activities.FaultFunc
+	// Backends run the image stages (OCTFLOW_MODEL_*; default: reference).
+	Backends inference.Backends
 }
 
 func (c *devConfig) bind(fs *flag.FlagSet) {
@@ -92,6 +95,9 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Policy = policy
+	if cfg.Backends, err = backendsFromEnv(); err != nil {
+		return err
+	}
 	log := newLogger(true)
 	defer log.Sync()
 
@@ -183,6 +189,7 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 		// Demos and tests submit in bursts from the one demo device.
 		DeviceRate: deviceRateFromEnv(api.RateLimit{PerMinute: 6000, Burst: 1000}),
 		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
+		Backends:        cfg.Backends,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 	})
 	if err != nil {

@@ -15,17 +15,18 @@ func runPhantom(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("phantom", flag.ContinueOnError)
 	out := fs.String("out", "exam.dcm", "output DICOM file")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same cube")
-	frames := fs.Int("frames", 49, "B-scans")
-	rows := fs.Int("rows", 496, "samples per A-scan (depth)")
+	frames := fs.Int("frames", 49, "B-scans (128 with --rows 1024 is the other common cube)")
+	rows := fs.Int("rows", 496, "samples per A-scan over 1.92 mm of depth")
 	cols := fs.Int("cols", 512, "A-scans per B-scan")
 	eye := fs.String("eye", "OD", "laterality: OD or OS")
-	fluid := fs.Bool("fluid", false, "add an intraretinal fluid pocket")
+	fluid := fs.Bool("fluid", false, "add an intraretinal and a subretinal fluid pocket")
+	drusen := fs.Bool("drusen", false, "add drusen (the RPE raised over deposits on Bruch's membrane)")
 	truthPath := fs.String("truth", "", "also write the ground truth (report schema plus exact boundaries) as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: *seed, Frames: *frames, Rows: *rows, Cols: *cols,
-		Laterality: *eye, Fluid: *fluid})
+		Laterality: *eye, Fluid: *fluid, Drusen: *drusen})
 	f, err := os.Create(*out)
 	if err != nil {
 		return err

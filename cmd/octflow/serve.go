@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"math/rand/v2"
-
 	"flag"
 	"fmt"
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"math/rand/v2"
 	"os"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
 	"octflow/activities"
@@ -78,11 +77,16 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The worker renders reports, which name the model of each stage.
+	backends, err := backendsFromEnv()
+	if err != nil {
+		return err
+	}
 	log := newLogger(false)
 	defer log.Sync()
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain,
-		MetricsAddr: *metricsAddr, Webhooks: hooks,
+		MetricsAddr: *metricsAddr, Webhooks: hooks, Backends: backends,
 	})
 }
 
@@ -101,6 +105,10 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
 	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	backends, err := backendsFromEnv()
+	if err != nil {
 		return err
 	}
 	log := newLogger(false)
@@ -127,6 +135,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults, MetricsAddr: *metricsAddr,
+		Backends: backends,
 		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain, ReportEvery: *reportEvery}},
 	})
 }

@@ -1,0 +1,79 @@
+package imaging
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+// benchInput is a full-size macular cube (49 × 496 × 512) with fluid and
+// drusen, denoised and segmented once for the benchmarks of later stages.
+type benchInput struct {
+	noisy, denoised *Volume
+	layers          *Layers
+}
+
+// loadBenchInput builds the benchmarks' cube on first use.
+func loadBenchInput(b *testing.B, once *sync.Once, in *benchInput) *benchInput {
+	b.Helper()
+	once.Do(func() {
+		ctx := context.Background()
+		p := NewPhantom(PhantomOptions{Seed: 42, Fluid: true, Drusen: true})
+		in.noisy = p.Volume
+		var err error
+		if in.denoised, err = Denoise(ctx, p.Volume, DenoiseOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if in.layers, err = SegmentLayers(ctx, in.denoised); err != nil {
+			b.Fatal(err)
+		}
+	})
+	if in.layers == nil {
+		b.Fatal("bench input failed to build")
+	}
+	return in
+}
+
+// BenchmarkStages times each image stage, and all four in sequence, on a
+// full-size cube. The README's target: the four stages in ≤ 5 s on the
+// two-core CI machines.
+func BenchmarkStages(b *testing.B) {
+	var once sync.Once
+	var shared benchInput
+	ctx := context.Background()
+	stages := []struct {
+		name string
+		run  func(in *benchInput) error
+	}{
+		{"denoise", func(in *benchInput) error { _, err := Denoise(ctx, in.noisy, DenoiseOptions{}); return err }},
+		{"layers", func(in *benchInput) error { _, err := SegmentLayers(ctx, in.denoised); return err }},
+		{"lesions", func(in *benchInput) error { _, err := MarkLesions(ctx, in.denoised, in.layers); return err }},
+		{"measure", func(in *benchInput) error { _, err := Measure(ctx, in.denoised, in.layers); return err }},
+		{"volume", func(in *benchInput) error {
+			den, err := Denoise(ctx, in.noisy, DenoiseOptions{})
+			if err != nil {
+				return err
+			}
+			l, err := SegmentLayers(ctx, den)
+			if err != nil {
+				return err
+			}
+			if _, err := MarkLesions(ctx, den, l); err != nil {
+				return err
+			}
+			_, err = Measure(ctx, den, l)
+			return err
+		}},
+	}
+	for _, s := range stages {
+		b.Run(s.name, func(b *testing.B) {
+			in := loadBenchInput(b, &once, &shared)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.run(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

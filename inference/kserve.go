@@ -1,0 +1,248 @@
+package inference
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"octflow/imaging"
+)
+
+// Model is a model served over the KServe v2 HTTP inference protocol, as
+// Triton Inference Server and KServe serve it. Tensors travel with the
+// binary tensor data extension (raw little-endian bytes after a JSON
+// header), since a volume as JSON numbers would be ten times larger;
+// replies in plain JSON are read too.
+type Model struct {
+	// URL is the model's endpoint, e.g.
+	// http://triton:8000/v2/models/oct-denoise (a version path may follow).
+	URL string
+	// Input and Output name the model's tensors (default "input" and
+	// "output").
+	Input, Output string
+	// Client makes the requests (default http.DefaultClient; a timeout
+	// comes from the stage's context).
+	Client *http.Client
+}
+
+// tensor is a named tensor in the protocol's JSON, without its data.
+type tensor struct {
+	Name       string         `json:"name"`
+	Shape      []int          `json:"shape,omitempty"`
+	Datatype   string         `json:"datatype,omitempty"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+	Data       []float64      `json:"data,omitempty"` // JSON replies only
+}
+
+// inferHeader is the JSON part of a request or reply.
+type inferHeader struct {
+	ModelName string   `json:"model_name,omitempty"`
+	Inputs    []tensor `json:"inputs,omitempty"`
+	Outputs   []tensor `json:"outputs"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// inferHeaderLength is the binary extension's header: the length of the
+// JSON part before the raw tensor bytes.
+const inferHeaderLength = "Inference-Header-Content-Length"
+
+// infer sends one FP32 tensor and returns the model's output tensor as
+// float32 values with its shape.
+func (m Model) infer(ctx context.Context, shape []int, data []float32) ([]float32, []int, error) {
+	raw := make([]byte, 4*len(data))
+	for i, x := range data {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	head, err := json.Marshal(inferHeader{
+		Inputs: []tensor{{Name: cmp.Or(m.Input, "input"), Shape: shape, Datatype: "FP32",
+			Parameters: map[string]any{"binary_data_size": len(raw)}}},
+		Outputs: []tensor{{Name: cmp.Or(m.Output, "output"), Parameters: map[string]any{"binary_data": true}}},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	url := strings.TrimSuffix(m.URL, "/") + "/infer"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, io.MultiReader(bytes.NewReader(head), bytes.NewReader(raw)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("model %s: %w", m.URL, err)
+	}
+	req.ContentLength = int64(len(head) + len(raw))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set(inferHeaderLength, strconv.Itoa(len(head)))
+	resp, err := cmp.Or(m.Client, http.DefaultClient).Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model %s: %w", m.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model %s: read reply: %w", m.URL, err)
+	}
+	jsonLen := len(body)
+	if s := resp.Header.Get(inferHeaderLength); s != "" {
+		if jsonLen, err = strconv.Atoi(s); err != nil || jsonLen < 0 || jsonLen > len(body) {
+			return nil, nil, fmt.Errorf("model %s: bad %s %q", m.URL, inferHeaderLength, s)
+		}
+	}
+	var reply inferHeader
+	if err := json.Unmarshal(body[:jsonLen], &reply); err != nil {
+		return nil, nil, fmt.Errorf("model %s: HTTP %d, unreadable reply: %w", m.URL, resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK || reply.Error != "" {
+		return nil, nil, fmt.Errorf("model %s: HTTP %d: %s", m.URL, resp.StatusCode, reply.Error)
+	}
+	return m.output(reply, body[jsonLen:])
+}
+
+// output finds the wanted output tensor in a reply and decodes it.
+func (m Model) output(reply inferHeader, binaryPart []byte) ([]float32, []int, error) {
+	offset := 0
+	for _, t := range reply.Outputs {
+		size := 0
+		if n, ok := t.Parameters["binary_data_size"].(float64); ok {
+			size = int(n)
+		}
+		if t.Name != cmp.Or(m.Output, "output") {
+			offset += size
+			continue
+		}
+		count := 1
+		for _, d := range t.Shape {
+			count *= d
+		}
+		if size == 0 { // plain JSON data
+			if len(t.Data) != count {
+				return nil, nil, fmt.Errorf("model %s: output %s holds %d values for shape %v", m.URL, t.Name, len(t.Data), t.Shape)
+			}
+			out := make([]float32, count)
+			for i, x := range t.Data {
+				out[i] = float32(x)
+			}
+			return out, t.Shape, nil
+		}
+		if offset+size > len(binaryPart) {
+			return nil, nil, fmt.Errorf("model %s: output %s is truncated", m.URL, t.Name)
+		}
+		out, err := decode(t.Datatype, binaryPart[offset:offset+size], count)
+		if err != nil {
+			return nil, nil, fmt.Errorf("model %s: output %s: %w", m.URL, t.Name, err)
+		}
+		return out, t.Shape, nil
+	}
+	return nil, nil, fmt.Errorf("model %s: no output named %q", m.URL, cmp.Or(m.Output, "output"))
+}
+
+// decode reads count little-endian values of a protocol datatype.
+func decode(datatype string, raw []byte, count int) ([]float32, error) {
+	width := map[string]int{"FP32": 4, "UINT8": 1, "INT64": 8}[datatype]
+	if width == 0 {
+		return nil, fmt.Errorf("datatype %q not supported (want FP32, UINT8 or INT64)", datatype)
+	}
+	if len(raw) != width*count {
+		return nil, fmt.Errorf("%d bytes for %d %s values", len(raw), count, datatype)
+	}
+	out := make([]float32, count)
+	for i := range out {
+		switch datatype {
+		case "FP32":
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		case "UINT8":
+			out[i] = float32(raw[i])
+		case "INT64":
+			out[i] = float32(int64(binary.LittleEndian.Uint64(raw[8*i:])))
+		}
+	}
+	return out, nil
+}
+
+// ModelDenoiser denoises with a model: input FP32 [frames, rows, cols] of
+// linear intensities, output the same shape.
+type ModelDenoiser struct{ Model }
+
+// Name implements Denoiser.
+func (d ModelDenoiser) Name() string { return "kserve:" + d.URL }
+
+// Denoise implements Denoiser.
+func (d ModelDenoiser) Denoise(ctx context.Context, v *imaging.Volume) (*imaging.Volume, error) {
+	out, shape, err := d.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(shape, []int{v.Frames, v.Rows, v.Cols}) {
+		return nil, fmt.Errorf("model %s: output shape %v, want %v", d.URL, shape, []int{v.Frames, v.Rows, v.Cols})
+	}
+	den := imaging.NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
+	den.Laterality, den.Data = v.Laterality, out
+	return den, nil
+}
+
+// ModelSegmenter segments with a model: input FP32 [frames, rows, cols],
+// output FP32 [8, frames, cols], the row of each boundary of
+// imaging.BoundaryNames (in that order) in every A-scan; a ninth channel,
+// if present, is the RPE band's lower edge (imaging.Layers.RPEBottom).
+type ModelSegmenter struct{ Model }
+
+// Name implements Segmenter.
+func (s ModelSegmenter) Name() string { return "kserve:" + s.URL }
+
+// SegmentLayers implements Segmenter.
+func (s ModelSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) (*imaging.Layers, error) {
+	out, shape, err := s.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
+	if err != nil {
+		return nil, err
+	}
+	n := len(imaging.BoundaryNames)
+	if !slices.Equal(shape, []int{n, v.Frames, v.Cols}) && !slices.Equal(shape, []int{n + 1, v.Frames, v.Cols}) {
+		return nil, fmt.Errorf("model %s: output shape %v, want [%d %d %d]", s.URL, shape, n, v.Frames, v.Cols)
+	}
+	per := v.Frames * v.Cols
+	l := &imaging.Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{}}
+	for i, name := range imaging.BoundaryNames {
+		l.Boundaries[name] = out[i*per : (i+1)*per]
+	}
+	if shape[0] == n+1 {
+		l.RPEBottom = out[n*per:]
+	}
+	return l, nil
+}
+
+// Lesion mask labels a lesion model outputs per voxel.
+const (
+	LabelNone   = 0
+	LabelFluid  = 1
+	LabelDrusen = 2 // drusen or PED: the deposit under a raised RPE
+)
+
+// ModelLesionMarker marks lesions with a model: input FP32 [frames, rows,
+// cols], output [frames, rows, cols] of labels (LabelNone, LabelFluid,
+// LabelDrusen; UINT8, FP32 or INT64). Regions, their types and sizes then
+// come from imaging.LesionsFromMasks.
+type ModelLesionMarker struct{ Model }
+
+// Name implements LesionMarker.
+func (m ModelLesionMarker) Name() string { return "kserve:" + m.URL }
+
+// MarkLesions implements LesionMarker.
+func (m ModelLesionMarker) MarkLesions(ctx context.Context, v *imaging.Volume, l *imaging.Layers) ([]imaging.Lesion, error) {
+	out, shape, err := m.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(shape, []int{v.Frames, v.Rows, v.Cols}) {
+		return nil, fmt.Errorf("model %s: output shape %v, want %v", m.URL, shape, []int{v.Frames, v.Rows, v.Cols})
+	}
+	fluid, drusen := make([]bool, len(out)), make([]bool, len(out))
+	for i, label := range out {
+		fluid[i], drusen[i] = label == LabelFluid, label == LabelDrusen
+	}
+	return imaging.LesionsFromMasks(v, l, fluid, drusen)
+}
