@@ -7,15 +7,27 @@ GO      ?= go
 BIN     := bin/octflow
 DATA    ?= .data
 
-.PHONY: dev test build vet fmt-check phantom submit clean
+.PHONY: dev test build vet fmt-check fuzz bench phantom submit clean
 
 ## dev: run the whole system (embedded Temporal + Web UI + S3, API, workers, 2 simulated GPU nodes)
 dev: build
 	$(BIN) dev --data-dir $(DATA)
 
-## test: vet, format check and every test (unit, workflow, end-to-end on the embedded stack)
+## test: vet, format check, every test (unit, accuracy, workflow, end-to-end on the
+## embedded stack), a short fuzz of the DICOM reader and one pass of the imaging benchmarks
 test: fmt-check vet
 	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) fuzz FUZZTIME=15s
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./imaging
+
+FUZZTIME ?= 2m
+## fuzz: fuzz the DICOM reader (FUZZTIME, default 2m)
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZTIME) ./imaging
+
+## bench: time each imaging stage and the whole 49 × 496 × 512 volume (the README's figures)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 5x -benchmem ./imaging
 
 build:
 	$(GO) build -o $(BIN) ./cmd/octflow
