@@ -2,9 +2,10 @@ package main
 
 // Scheduling on the real embedded server: the seven states as the API
 // shows them, jittered retries after simultaneous failures, the buckets'
-// shares of a saturated GPU queue, and aging.
+// shares of a saturated GPU queue, aging, and a scan damaged in storage.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -358,4 +360,43 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 	if worst > bound {
 		t.Errorf("a low exam waited %s for its first GPU stage, more than %s", worst, bound)
 	}
+}
+
+// TestAScanDamagedInStorageEndsDeadWithTheReason damages a stored scan
+// after the upload was accepted: the denoise stage finds it unreadable,
+// and the exam ends DEAD at once (no retries) with the reader's reason.
+func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
+	h := newHarness(t, 0, func(c *devConfig) { c.APIOnly = true })
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(61))
+	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	keys, err := h.store.List(ctx, "exams/damaged-1/scan-")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("stored scan: %v %v", keys, err)
+	}
+	// The bytes rot: the pixel data loses its second half.
+	damaged := scan[:len(scan)-len(scan)/4]
+	if err := h.store.Put(ctx, keys[0], bytes.NewReader(damaged), int64(len(damaged)), "application/dicom"); err != nil {
+		t.Fatal(err)
+	}
+	h.startParts(true, gpuworker.Config{NodeID: "gpu-damaged"})
+	dead := h.waitTerminal("damaged-1")
+	if dead.State != exam.Dead || dead.Stage != exam.Denoise || dead.LastFailure == nil ||
+		!strings.Contains(dead.LastFailure.Message, "invalid OCT volume") {
+		t.Fatalf("status = %+v, want DEAD at denoise with the reader's reason", dead)
+	}
+	// Temporal records the last attempt of an activity: it must be the first.
+	it := h.sys.app.client.GetWorkflowHistory(ctx, exam.WorkflowID("damaged-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() != 1 {
+			t.Errorf("a stage ran %d attempts; a bad volume must not be retried", a.GetAttempt())
+		}
+	}
+	t.Logf("DEAD: %s", dead.LastFailure.Message)
 }
