@@ -15,17 +15,19 @@ type DenoiseOptions struct {
 	// layers).
 	SearchRows, SearchCols int
 	// PatchRows and PatchCols are the half-sizes of the compared patches
-	// (default 2 and 3).
+	// (default about 8 µm of depth, and 3).
 	PatchRows, PatchCols int
 	// Strength scales the filter parameter h against the estimated log-domain
 	// noise level (default 1.2).
 	Strength float64
 }
 
-func (o DenoiseOptions) withDefaults() DenoiseOptions {
+func (o DenoiseOptions) withDefaults(axialUm float64) DenoiseOptions {
 	o.SearchRows = cmp.Or(o.SearchRows, 1)
 	o.SearchCols = cmp.Or(o.SearchCols, 4)
-	o.PatchRows = cmp.Or(o.PatchRows, 2)
+	// About 8 µm of depth on each side: 2 rows on a 496-row cube, 4 on a
+	// 1024-row one.
+	o.PatchRows = cmp.Or(o.PatchRows, min(max(int(math.Round(8/axialUm)), 1), maxPatch))
 	o.PatchCols = cmp.Or(o.PatchCols, 3)
 	o.Strength = cmp.Or(o.Strength, 1.2)
 	return o
@@ -46,7 +48,7 @@ func Denoise(ctx context.Context, v *Volume, o DenoiseOptions) (*Volume, error) 
 	if err := v.Validate(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
+	o = o.withDefaults(v.Spacing.AxialUm)
 	out := NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
 	out.Laterality = v.Laterality
 	scratch := sync.Pool{New: func() any { return newNLMScratch(v.Rows, v.Cols) }}
@@ -240,18 +242,4 @@ func boxSum(dist, out, line []float32, m0, m1, r0, r1, cols, hr, hc int) {
 			}
 		}
 	}
-}
-
-// PSNR is the peak signal-to-noise ratio of v against the reference ref,
-// in dB, with the reference's maximum as the peak.
-func PSNR(ref, v *Volume) float64 {
-	var peak float32
-	var sse float64
-	for i, x := range ref.Data {
-		peak = max(peak, x)
-		d := float64(v.Data[i] - x)
-		sse += d * d
-	}
-	mse := sse / float64(len(ref.Data))
-	return 10 * math.Log10(float64(peak)*float64(peak)/mse)
 }
