@@ -16,7 +16,11 @@ dev: build
 ## test: vet, format check, every test (unit, accuracy, workflow, end-to-end on the
 ## embedded stack), a short fuzz of the DICOM reader and one pass of the imaging benchmarks
 test: fmt-check vet
-	$(GO) test -count=1 -timeout 30m ./...
+	@# Build every test binary in parallel first, then run the packages one
+	@# at a time: the imaging accuracy tests take both cores for half a minute
+	@# and must not starve the end-to-end tests' timing.
+	$(GO) test -count=1 -run '^$$' ./... > /dev/null
+	$(GO) test -p 1 -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=15s
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./imaging
 

@@ -57,7 +57,7 @@ func measureAccuracy(t testing.TB, o PhantomOptions) accuracy {
 	a := accuracy{maePx: map[string]float64{}, stepPx: map[string]float64{}, found: found, truth: truth,
 		psnrGainDB: PSNR(p.Clean, den) - PSNR(p.Clean, p.Volume),
 		ssimNoisy:  SSIM(p.Clean, p.Volume), ssimDen: SSIM(p.Clean, den),
-		fluidDice:  math.NaN(), drusenDice: math.NaN(),
+		fluidDice: math.NaN(), drusenDice: math.NaN(),
 		cstErrUm:  m.CentralSubfieldThicknessUm - truth.Measurements.CentralSubfieldThicknessUm,
 		volErrMm3: m.TotalVolumeMm3 - truth.Measurements.TotalVolumeMm3}
 	for _, n := range BoundaryNames {
