@@ -64,7 +64,7 @@ func Headline(m *imaging.Measurements) imaging.Measurements {
 
 // PDF renders the printable report: exam data and scan quality, the
 // ETDRS grid with its values, the colour thickness map with the grid and
-// its scale, then the central B-scan with the boundaries and lesion
+// its scale, the layer thickness table, then the central B-scan with the boundaries and lesion
 // outlines, the lesion table and the algorithm versions.
 func PDF(r *Report, f *Figures) ([]byte, error) {
 	pdf := fpdf.New("P", "mm", "A4", "")
@@ -120,6 +120,14 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 	pdf.SetFont("Helvetica", "", 8)
 	pdf.MultiCell(0, 4, tr("ETDRS subfields in µm on circles of 1, 3 and 6 mm centred on the fovea: C centre; inner (I) and outer (O) rings, "+
 		"superior (S), nasal (N), inferior (I), temporal (T). The map shows the same grid over the retinal thickness."), "", "L", false)
+	if len(m.Layers) > 0 {
+		section(pdf, "Layer thickness")
+		var rows [][]string
+		for _, l := range m.Layers {
+			rows = append(rows, []string{l.Name, l.Top + " to " + l.Bottom, fmt.Sprintf("%.1f", l.MeanUm), fmt.Sprintf("%.1f", l.ETDRS["C"])})
+		}
+		table(pdf, 45, []string{"Layer", "Boundaries", "Mean, 6 mm (um)", "Centre (um)"}, rows)
+	}
 
 	pdf.AddPage()
 	section(pdf, "Central B-scan through the fovea")
@@ -135,7 +143,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		pdf.ImageOptions("bscan", 15, y, w, h, false, fpdf.ImageOptions{ImageType: "PNG"}, 0, "")
 		pdf.SetY(y + h + 2)
 		pdf.SetFont("Helvetica", "", 8)
-		pdf.MultiCell(0, 4, tr(fmt.Sprintf("B-scan %d of %d, depth stretched 3×. Lines: ILM red, RPE yellow, BM green. "+
+		pdf.MultiCell(0, 4, tr(fmt.Sprintf("B-scan %d of %d, depth stretched 3×. Lines, top to bottom: ILM red, RNFL/GCL orange, IPL/INL magenta, INL/OPL blue, OPL/ONL violet, EZ white, RPE yellow, BM green. "+
 			"Cyan boxes outline lesions on this B-scan.", f.FoveaFrame+1, f.Frames)), "", "L", false)
 	}
 
@@ -143,19 +151,12 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 	if len(r.Lesions) == 0 {
 		pdf.CellFormat(0, 6, "No fluid or drusen detected.", "", 1, "L", false, 0, "")
 	} else {
-		pdf.SetFont("Helvetica", "B", 9)
-		for _, h := range []string{"Type", "B-scan", "x (mm)", "y (mm)", "Area (mm2)", "Volume (mm3)"} {
-			pdf.CellFormat(30, 6, h, "1", 0, "C", false, 0, "")
-		}
-		pdf.Ln(-1)
-		pdf.SetFont("Helvetica", "", 9)
+		var rows [][]string
 		for _, l := range r.Lesions {
-			for _, v := range []string{l.Type, fmt.Sprint(l.Frame + 1), fmt.Sprintf("%.2f", l.XMm), fmt.Sprintf("%.2f", l.YMm),
-				fmt.Sprintf("%.3f", l.AreaMm2), fmt.Sprintf("%.4f", l.VolumeMm3)} {
-				pdf.CellFormat(30, 6, v, "1", 0, "C", false, 0, "")
-			}
-			pdf.Ln(-1)
+			rows = append(rows, []string{l.Type, fmt.Sprint(l.Frame + 1), fmt.Sprintf("%.2f", l.XMm), fmt.Sprintf("%.2f", l.YMm),
+				fmt.Sprintf("%.3f", l.AreaMm2), fmt.Sprintf("%.4f", l.VolumeMm3)})
 		}
+		table(pdf, 30, []string{"Type", "B-scan", "x (mm)", "y (mm)", "Area (mm2)", "Volume (mm3)"}, rows)
 	}
 
 	section(pdf, "Algorithms")
@@ -264,6 +265,22 @@ func thicknessMap(pdf *fpdf.Fpdf, tr func(string) string, f *Figures, x, y, w fl
 		map[string]string{"OD": "nasal right", "OS": "nasal left"}[eye])), "", 0, "C", false, 0, "")
 	pdf.SetDrawColor(0, 0, 0)
 	return nil
+}
+
+// table draws a header row and rows of equal-width cells.
+func table(pdf *fpdf.Fpdf, width float64, header []string, rows [][]string) {
+	pdf.SetFont("Helvetica", "B", 9)
+	for _, h := range header {
+		pdf.CellFormat(width, 6, h, "1", 0, "C", false, 0, "")
+	}
+	pdf.Ln(-1)
+	pdf.SetFont("Helvetica", "", 9)
+	for _, row := range rows {
+		for _, v := range row {
+			pdf.CellFormat(width, 6, v, "1", 0, "C", false, 0, "")
+		}
+		pdf.Ln(-1)
+	}
 }
 
 func section(pdf *fpdf.Fpdf, title string) {

@@ -61,7 +61,13 @@ func TestPDFRendersWithFigures(t *testing.T) {
 	if !bytes.HasPrefix(pdf, []byte("%PDF-")) || bytes.Count(pdf, []byte("/Type /Page\n")) != 2 {
 		t.Errorf("want a two-page PDF, got %d bytes", len(pdf))
 	}
-	if Headline(m).ThicknessMapUm != nil {
-		t.Error("the report's measurements carry the whole thickness map")
+	h := Headline(m)
+	if h.ThicknessMapUm != nil || len(h.Layers) != len(imaging.RetinalLayers) {
+		t.Fatalf("headline: thickness map kept %v, %d layers", h.ThicknessMapUm != nil, len(h.Layers))
+	}
+	for i, l := range h.Layers {
+		if l.MapUm != nil || m.Layers[i].MapUm == nil {
+			t.Errorf("layer %s: the report carries its map, or the measurements lost it", l.Name)
+		}
 	}
 }

@@ -236,7 +236,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
 	}
 	text := pdfText(t, pdf)
-	for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness"} {
+	for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL", "chiu-graph/v1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report.pdf text lacks %q", want)
 		}
