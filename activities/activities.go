@@ -143,7 +143,8 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 	return out, err
 }
 
-// MarkLesions finds fluid and drusen in the segmented retina.
+// MarkLesions finds fluid and drusen in the segmented retina: their masks
+// as a label volume (NRRD) and the list of lesions (JSON).
 func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
 	var out StageOutput
 	err := a.run(ctx, exam.Lesions, &out, func() error {
@@ -151,14 +152,25 @@ func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutpu
 		if err != nil {
 			return err
 		}
-		lesions, err := a.Backends.WithDefaults().Lesions.MarkLesions(ctx, v, layers)
+		masks, err := a.Backends.WithDefaults().Lesions.LesionMasks(ctx, v, layers)
+		if err != nil {
+			return permanentIfInvalid(err)
+		}
+		lesions, err := masks.Lesions(v, layers)
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
 		if lesions == nil {
 			lesions = []imaging.Lesion{}
 		}
-		out.Keys = []string{exam.LesionsKey(in.Exam.ExamID)}
+		var labels bytes.Buffer
+		if err := imaging.WriteLabelsNRRD(&labels, v, masks.Labels()); err != nil {
+			return err
+		}
+		out.Keys = []string{exam.LesionsKey(in.Exam.ExamID), exam.LesionLabelsKey(in.Exam.ExamID)}
+		if err := a.Store.Put(ctx, out.Keys[1], &labels, int64(labels.Len()), "application/octet-stream"); err != nil {
+			return err
+		}
 		return a.putJSON(ctx, out.Keys[0], lesions)
 	})
 	return out, err

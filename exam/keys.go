@@ -23,6 +23,9 @@ func LayersKey(examID string) string { return prefix(examID) + "layers.json" }
 // LesionsKey is the lesion list (JSON).
 func LesionsKey(examID string) string { return prefix(examID) + "lesions.json" }
 
+// LesionLabelsKey is the lesion masks as a label volume (gzip NRRD).
+func LesionLabelsKey(examID string) string { return prefix(examID) + "lesion-labels.nrrd" }
+
 // MeasurementsKey is the measurements (JSON).
 func MeasurementsKey(examID string) string { return prefix(examID) + "measurements.json" }
 

@@ -38,7 +38,7 @@ func measureAccuracy(t testing.TB, o PhantomOptions) accuracy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fluid, drusen, err := lesionMasks(ctx, den, layers)
+	masks, err := FindLesionMasks(ctx, den, layers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +74,10 @@ func measureAccuracy(t testing.TB, o PhantomOptions) accuracy {
 		a.stepPx[n] = step / float64(len(want)-p.Volume.Cols)
 	}
 	if o.Fluid {
-		a.fluidDice = dice(fluid, p.FluidMask)
+		a.fluidDice = dice(masks.Fluid, p.FluidMask)
 	}
 	if o.Drusen {
-		a.drusenDice = dice(drusen, p.DrusenMask)
+		a.drusenDice = dice(masks.Drusen, p.DrusenMask)
 	}
 	return a
 }

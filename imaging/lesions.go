@@ -75,21 +75,58 @@ const (
 //     minDrusenUm over Bruch's membrane (which the segmentation fits as a
 //     baseline under raised RPE).
 func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
-	fluid, drusen, err := lesionMasks(ctx, v, l)
+	m, err := FindLesionMasks(ctx, v, l)
 	if err != nil {
 		return nil, err
 	}
-	return LesionsFromMasks(v, l, fluid, drusen)
+	return m.Lesions(v, l)
 }
 
-// LesionsFromMasks lists the connected regions of fluid and drusen masks
-// (one flag per voxel of v, nil for none), typed as MarkLesions types
-// them: fluid below the EZ is subretinal, a large elevation is a PED. A
-// model backend that outputs masks turns them into lesions with it.
-func LesionsFromMasks(v *Volume, l *Layers, fluid, drusen []bool) ([]Lesion, error) {
-	for _, m := range [][]bool{fluid, drusen} {
-		if m != nil && len(m) != len(v.Data) {
-			return nil, invalidf("lesion mask has %d voxels for a volume of %d", len(m), len(v.Data))
+// LesionMasks flags, per voxel of a volume, fluid and drusen (the deposit
+// under a raised RPE). A nil mask marks nothing.
+type LesionMasks struct {
+	Fluid, Drusen []bool
+}
+
+// Lesion labels, one per voxel, as Labels writes them and a lesion model
+// outputs them.
+const (
+	LabelNone   = 0
+	LabelFluid  = 1
+	LabelDrusen = 2
+)
+
+// MasksFromLabels reads a label volume (LabelNone, LabelFluid,
+// LabelDrusen per voxel) into masks.
+func MasksFromLabels(labels []float32) *LesionMasks {
+	m := &LesionMasks{Fluid: make([]bool, len(labels)), Drusen: make([]bool, len(labels))}
+	for i, label := range labels {
+		m.Fluid[i], m.Drusen[i] = label == LabelFluid, label == LabelDrusen
+	}
+	return m
+}
+
+// Labels returns one label per voxel: LabelFluid, LabelDrusen or
+// LabelNone.
+func (m *LesionMasks) Labels() []uint8 {
+	labels := make([]uint8, max(len(m.Fluid), len(m.Drusen)))
+	for i := range labels {
+		switch {
+		case i < len(m.Fluid) && m.Fluid[i]:
+			labels[i] = LabelFluid
+		case i < len(m.Drusen) && m.Drusen[i]:
+			labels[i] = LabelDrusen
+		}
+	}
+	return labels
+}
+
+// Lesions lists the masks' connected regions, typed as MarkLesions types
+// them: fluid below the EZ is subretinal, a large elevation is a PED.
+func (m *LesionMasks) Lesions(v *Volume, l *Layers) ([]Lesion, error) {
+	for _, mask := range [][]bool{m.Fluid, m.Drusen} {
+		if mask != nil && len(mask) != len(v.Data) {
+			return nil, invalidf("lesion mask has %d voxels for a volume of %d", len(mask), len(v.Data))
 		}
 	}
 	if !l.has(EZ) || l.Frames != v.Frames || l.Cols != v.Cols {
@@ -97,16 +134,16 @@ func LesionsFromMasks(v *Volume, l *Layers, fluid, drusen []bool) ([]Lesion, err
 	}
 	ez := l.Boundaries[EZ]
 	var found []Lesion
-	if fluid != nil {
-		found = regions(v, fluid, func(f, r, c int) string {
+	if m.Fluid != nil {
+		found = regions(v, m.Fluid, func(f, r, c int) string {
 			if float32(r) >= ez[f*v.Cols+c] {
 				return SubretinalFluid
 			}
 			return IntraretinalFluid
 		})
 	}
-	if drusen != nil {
-		found = append(found, drusenRegions(v, drusen)...)
+	if m.Drusen != nil {
+		found = append(found, drusenRegions(v, m.Drusen)...)
 	}
 	return found, nil
 }
@@ -122,19 +159,20 @@ func drusenRegions(v *Volume, mask []bool) []Lesion {
 	return found
 }
 
-// lesionMasks marks the fluid and drusen voxels of a volume.
-func lesionMasks(ctx context.Context, v *Volume, l *Layers) (fluid, drusen []bool, err error) {
+// FindLesionMasks marks the fluid and drusen voxels of a denoised,
+// segmented volume (see MarkLesions for how).
+func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, error) {
 	if err := v.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if l.Frames != v.Frames || l.Cols != v.Cols {
-		return nil, nil, invalidf("layers (%d×%d) do not match the volume (%d×%d)", l.Frames, l.Cols, v.Frames, v.Cols)
+		return nil, invalidf("layers (%d×%d) do not match the volume (%d×%d)", l.Frames, l.Cols, v.Frames, v.Cols)
 	}
 	if !l.has(BoundaryNames...) {
-		return nil, nil, invalidf("layers lack some of the boundaries %v", BoundaryNames)
+		return nil, invalidf("layers lack some of the boundaries %v", BoundaryNames)
 	}
-	fluid = make([]bool, len(v.Data))
-	drusen = make([]bool, len(v.Data))
+	fluid := make([]bool, len(v.Data))
+	drusen := make([]bool, len(v.Data))
 	minDrusen := float32(max(minDrusenUm/v.Spacing.AxialUm, 2.5)) // rows; boundary noise is about one each side
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {
@@ -157,9 +195,9 @@ func lesionMasks(ctx context.Context, v *Volume, l *Layers) (fluid, drusen []boo
 		}
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return fluid, drusen, nil
+	return &LesionMasks{Fluid: fluid, Drusen: drusen}, nil
 }
 
 // markFluid marks the fluid voxels of B-scan f. Each A-scan is judged

@@ -23,10 +23,11 @@ type Segmenter interface {
 	SegmentLayers(ctx context.Context, v *imaging.Volume) (*imaging.Layers, error)
 }
 
-// LesionMarker finds fluid and drusen in a denoised, segmented volume.
+// LesionMarker marks fluid and drusen in a denoised, segmented volume;
+// LesionMasks.Lesions then groups, types and sizes the regions.
 type LesionMarker interface {
 	Name() string
-	MarkLesions(ctx context.Context, v *imaging.Volume, l *imaging.Layers) ([]imaging.Lesion, error)
+	LesionMasks(ctx context.Context, v *imaging.Volume, l *imaging.Layers) (*imaging.LesionMasks, error)
 }
 
 // Backends chooses the implementation of each model-backed stage. A nil
@@ -86,7 +87,7 @@ type ReferenceLesionMarker struct{}
 // Name implements LesionMarker.
 func (ReferenceLesionMarker) Name() string { return "fluid-drusen/v1" }
 
-// MarkLesions implements LesionMarker.
-func (ReferenceLesionMarker) MarkLesions(ctx context.Context, v *imaging.Volume, l *imaging.Layers) ([]imaging.Lesion, error) {
-	return imaging.MarkLesions(ctx, v, l)
+// LesionMasks implements LesionMarker.
+func (ReferenceLesionMarker) LesionMasks(ctx context.Context, v *imaging.Volume, l *imaging.Layers) (*imaging.LesionMasks, error) {
+	return imaging.FindLesionMasks(ctx, v, l)
 }

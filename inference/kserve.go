@@ -215,24 +215,16 @@ func (s ModelSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) (*
 	return l, nil
 }
 
-// Lesion mask labels a lesion model outputs per voxel.
-const (
-	LabelNone   = 0
-	LabelFluid  = 1
-	LabelDrusen = 2 // drusen or PED: the deposit under a raised RPE
-)
-
 // ModelLesionMarker marks lesions with a model: input FP32 [frames, rows,
-// cols], output [frames, rows, cols] of labels (LabelNone, LabelFluid,
-// LabelDrusen; UINT8, FP32 or INT64). Regions, their types and sizes then
-// come from imaging.LesionsFromMasks.
+// cols], output [frames, rows, cols] of labels (imaging.LabelNone,
+// LabelFluid, LabelDrusen; UINT8, FP32 or INT64).
 type ModelLesionMarker struct{ Model }
 
 // Name implements LesionMarker.
 func (m ModelLesionMarker) Name() string { return "kserve:" + m.URL }
 
-// MarkLesions implements LesionMarker.
-func (m ModelLesionMarker) MarkLesions(ctx context.Context, v *imaging.Volume, l *imaging.Layers) ([]imaging.Lesion, error) {
+// LesionMasks implements LesionMarker.
+func (m ModelLesionMarker) LesionMasks(ctx context.Context, v *imaging.Volume, _ *imaging.Layers) (*imaging.LesionMasks, error) {
 	out, shape, err := m.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
 	if err != nil {
 		return nil, err
@@ -240,9 +232,5 @@ func (m ModelLesionMarker) MarkLesions(ctx context.Context, v *imaging.Volume, l
 	if !slices.Equal(shape, []int{v.Frames, v.Rows, v.Cols}) {
 		return nil, fmt.Errorf("model %s: output shape %v, want %v", m.URL, shape, []int{v.Frames, v.Rows, v.Cols})
 	}
-	fluid, drusen := make([]bool, len(out)), make([]bool, len(out))
-	for i, label := range out {
-		fluid[i], drusen[i] = label == LabelFluid, label == LabelDrusen
-	}
-	return imaging.LesionsFromMasks(v, l, fluid, drusen)
+	return imaging.MasksFromLabels(out), nil
 }

@@ -144,9 +144,9 @@ func TestModelBackendsMatchTheReference(t *testing.T) {
 			for i := range out {
 				switch {
 				case p.FluidMask[i]:
-					out[i] = LabelFluid
+					out[i] = imaging.LabelFluid
 				case p.DrusenMask[i]:
-					out[i] = LabelDrusen
+					out[i] = imaging.LabelDrusen
 				}
 			}
 			return []int{v.Frames, v.Rows, v.Cols}, out
@@ -157,7 +157,11 @@ func TestModelBackendsMatchTheReference(t *testing.T) {
 				trueLayers.Boundaries[n] = append(trueLayers.Boundaries[n], float32(r))
 			}
 		}
-		got, err := ModelLesionMarker{Model{URL: url}}.MarkLesions(ctx, den, trueLayers)
+		masks, err := ModelLesionMarker{Model{URL: url}}.LesionMasks(ctx, den, trueLayers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := masks.Lesions(den, trueLayers)
 		if err != nil {
 			t.Fatal(err)
 		}

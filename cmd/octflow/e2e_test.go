@@ -250,8 +250,8 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 			t.Errorf("object key %s holds the patient ID", k)
 		}
 	}
-	if len(keys) != 7 {
-		t.Errorf("objects = %v, want scan, denoised, layers, lesions, measurements, report.json, report.pdf", keys)
+	if len(keys) != 8 {
+		t.Errorf("objects = %v, want scan, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
 	}
 	t.Log(h.waitMetric("temporal_request", `operation="StartWorkflowExecution"`))
 	// OCTFLOW_RECORD_HISTORY=<file> saves this exam's history for the
