@@ -1,10 +1,14 @@
 package workflows
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"octflow/exam"
 )
@@ -54,5 +58,73 @@ func TestFleetKeepsTheLatestReportAndCountsBreakerResets(t *testing.T) {
 	}
 	if accepted != nil || gen != 1 {
 		t.Errorf("reset for gpu-b: %v, generation %d", accepted, gen)
+	}
+}
+
+// TestLongRunningWorkflowsContinueAsNewWithTheirState drives the fleet and
+// an inbox until Temporal suggests continuing as new: each must hand its
+// whole state to the next run (nodes with their reset generations; events
+// in order, a republished one kept once, the sequence going on).
+func TestLongRunningWorkflowsContinueAsNewWithTheirState(t *testing.T) {
+	t.Run("fleet", func(t *testing.T) {
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestWorkflowEnvironment()
+		report := func(node string) exam.NodeReport { return exam.NodeReport{NodeID: node, Interval: time.Second} }
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(NodeReportSignal, report("gpu-a")) }, time.Second)
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(ResetBreakerUpdate, "u1", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { t.Error(err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+			}, "gpu-a")
+		}, 2*time.Second)
+		env.RegisterDelayedCallback(func() {
+			env.SetContinueAsNewSuggested(true)
+			env.SignalWorkflow(NodeReportSignal, report("gpu-b"))
+		}, 3*time.Second)
+		env.ExecuteWorkflow(FleetWorkflow, FleetState{})
+		var next FleetState
+		continuedWith(t, env.GetWorkflowError(), &next)
+		if len(next.Nodes) != 2 || next.Nodes["gpu-a"].ResetGeneration != 1 || next.Nodes["gpu-b"] == nil {
+			t.Errorf("next run's state = %+v, want gpu-a (reset once) and gpu-b", next.Nodes)
+		}
+	})
+	t.Run("inbox", func(t *testing.T) {
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestWorkflowEnvironment()
+		event := func(id string) exam.ReportReadyEvent { return exam.ReportReadyEvent{ExamID: id} }
+		env.RegisterDelayedCallback(func() {
+			for _, id := range []string{"e1", "e2", "e1", "e3"} { // e1 published twice
+				env.SignalWorkflow(InboxEventSignal, event(id))
+			}
+		}, time.Second)
+		env.RegisterDelayedCallback(func() {
+			env.SetContinueAsNewSuggested(true)
+			env.SignalWorkflow(InboxEventSignal, event("e4"))
+		}, 2*time.Second)
+		env.ExecuteWorkflow(InboxWorkflow, InboxState{Campus: "north"})
+		var next InboxState
+		continuedWith(t, env.GetWorkflowError(), &next)
+		var got []string
+		for i, e := range next.Events {
+			got = append(got, e.ExamID)
+			if e.Seq != int64(i+1) {
+				t.Errorf("event %s has seq %d, want %d", e.ExamID, e.Seq, i+1)
+			}
+		}
+		if !slices.Equal(got, []string{"e1", "e2", "e3", "e4"}) || next.Next != 5 || next.Campus != "north" {
+			t.Errorf("next run's state = campus %q, events %v, next seq %d", next.Campus, got, next.Next)
+		}
+	})
+}
+
+// continuedWith requires err to be a continue-as-new and decodes the next
+// run's input into state.
+func continuedWith(t *testing.T, err error, state any) {
+	t.Helper()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("workflow ended with %v, want continue-as-new", err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, state); err != nil {
+		t.Fatal(err)
 	}
 }
