@@ -42,9 +42,9 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## phantom: write a synthetic exam to exam.dcm
+## phantom: write a synthetic exam to exam.dcm (with fluid and drusen) and its ground truth to truth.json
 phantom: build
-	$(BIN) phantom --out exam.dcm --seed 1
+	$(BIN) phantom --out exam.dcm --truth truth.json --seed 1 --fluid --drusen
 
 ## submit: send exam.dcm to the running `make dev` and wait for its report
 submit: build
