@@ -34,6 +34,7 @@ func main() {
 		"gpuworker": runGPUWorker,
 		"submit":    runSubmit,
 		"phantom":   runPhantom,
+		"bench":     runBench,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {
@@ -68,6 +69,7 @@ commands:
   gpuworker  run a GPU node
   submit     submit a scan to the API
   phantom    write a synthetic macular OCT cube as DICOM
+  bench      run the scheduling benchmark on an embedded system (simulated GPU mode)
 
 run 'octflow <command> -h' for its flags.
 `)

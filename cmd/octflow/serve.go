@@ -102,6 +102,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
 	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
 	failRate := fs.Float64("sim-failure-rate", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
+	stageTime := fs.Duration("sim-stage-time", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
 	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
 	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
 	if err := fs.Parse(args); err != nil {
@@ -127,11 +128,11 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
 	}
 	var faults activities.FaultFunc
-	if *failRate > 0 {
+	if *failRate > 0 || *stageTime > 0 {
 		if source != "simulated" {
-			return fmt.Errorf("--sim-failure-rate needs simulated GPUs; this node has real ones")
+			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
 		}
-		faults = simulatedFailures(*failRate)
+		faults = simulatedGPU(*stageTime, *failRate)
 	}
 	return serveUntilDone(ctx, log, appOptions{
 		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults, MetricsAddr: *metricsAddr,
@@ -140,11 +141,21 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	})
 }
 
-// simulatedFailures fails the given fraction of stages, as a sick GPU
-// would; only simulated nodes accept it.
-func simulatedFailures(rate float64) activities.FaultFunc {
-	return func(_ context.Context, _ string, stage exam.Stage) error {
-		if rand.Float64() < rate {
+// simulatedGPU is the benchmark's simulated GPU mode, for simulated nodes
+// only: before each stage's real (tiny-phantom) work it sleeps a
+// simulated GPU time drawn uniformly from [0.5, 1.5] × stageTime, and it
+// fails the given fraction of stages as a sick GPU would.
+func simulatedGPU(stageTime time.Duration, failRate float64) activities.FaultFunc {
+	return func(ctx context.Context, _ string, stage exam.Stage) error {
+		if stageTime > 0 && stage.NeedsGPU() {
+			sleep := time.Duration((0.5 + rand.Float64()) * float64(stageTime))
+			select {
+			case <-time.After(sleep): // simulated GPU time, not real work
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if rand.Float64() < failRate {
 			return fmt.Errorf("simulated GPU fault in %s", stage)
 		}
 		return nil

@@ -1,0 +1,543 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"octflow/api"
+	"octflow/devstack"
+	"octflow/exam"
+	"octflow/imaging"
+)
+
+// benchConfig is the scenario `octflow bench` runs (DESIGN §6): a burst
+// of exams through the real HTTP API of an embedded system whose GPU
+// nodes are separate processes in simulated GPU mode (each stage sleeps a
+// drawn GPU time), with abrupt node kills, transient faults and resends.
+type benchConfig struct {
+	Exams       int            `json:"exams"`
+	Nodes       int            `json:"nodes"`
+	GPUsPerNode int            `json:"gpusPerNode"`
+	Mix         map[string]int `json:"mix"` // percent per bucket
+	StageTime   time.Duration  `json:"stageTime"`
+	FailRate    float64        `json:"failRate"`
+	Kills       int            `json:"kills"`
+	ResendRate  float64        `json:"resendRate"`
+	Seed        uint64         `json:"seed"`
+	// node starts a GPU node process: octflow gpuworker with args and env.
+	node func(args, env []string) *exec.Cmd
+}
+
+// waitStats summarises waits in seconds.
+type waitStats struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func newWaitStats(seconds []float64) waitStats {
+	if len(seconds) == 0 {
+		return waitStats{}
+	}
+	slices.Sort(seconds)
+	at := func(q float64) float64 { return seconds[min(len(seconds)-1, int(q*float64(len(seconds))))] }
+	return waitStats{N: len(seconds), P50: at(0.5), P99: at(0.99), Max: seconds[len(seconds)-1]}
+}
+
+// benchResult is what a run measured; two runs' JSON can be compared.
+type benchResult struct {
+	Config    benchConfig `json:"config"`
+	StartedAt time.Time   `json:"startedAt"`
+	Completed int         `json:"completed"`
+	Dead      int         `json:"dead"`
+	// CompletionRate is completed ÷ exams.
+	CompletionRate float64 `json:"completionRate"`
+	// DuplicateExecutions counts exam IDs with more than one workflow run;
+	// DuplicateReports, exams whose report stage completed more than once.
+	DuplicateExecutions int `json:"duplicateExecutions"`
+	DuplicateReports    int `json:"duplicateReports"`
+	Resends             int `json:"resends"`
+	ResendsAnsweredOK   int `json:"resendsAnsweredOK"`
+	NodeKills           int `json:"nodeKills"`
+	StageRetries        int `json:"stageRetries"`
+	// QueueWaitS is, per bucket, the wait from submission to the first GPU
+	// stage starting.
+	QueueWaitS map[string]waitStats `json:"queueWaitS"`
+	// DispatchLatencyIdleMs is the time from QUEUED to EXECUTING of an
+	// exam submitted alone to an idle fleet.
+	DispatchLatencyIdleMs waitStats `json:"dispatchLatencyIdleMs"`
+	MakespanS             float64   `json:"makespanS"`
+	// GPUTimeLimitS is the simulated GPU time of all stages ÷ GPUs: no
+	// scheduler can finish sooner.
+	GPUTimeLimitS float64 `json:"gpuTimeLimitS"`
+	ExamsPerS     float64 `json:"examsPerS"`
+}
+
+// runBench is `octflow bench`.
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	c := benchConfig{}
+	fs.IntVar(&c.Exams, "exams", 800, "exams submitted in one burst")
+	fs.IntVar(&c.Nodes, "nodes", 4, "simulated GPU nodes, each its own process")
+	fs.IntVar(&c.GPUsPerNode, "gpus", 2, "simulated GPUs per node")
+	mix := fs.String("mix", "10/60/30", "urgent/normal/low percentages of the burst")
+	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
+	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
+	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
+	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")
+	out := fs.String("out", "bench-result.json", "where to write the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if c.Mix, err = parseMix(*mix); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c.node = func(args, env []string) *exec.Cmd {
+		cmd := exec.Command(self, append([]string{"gpuworker"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	res, err := benchRun(ctx, c, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(*out, res); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", *out)
+	return nil
+}
+
+// parseMix reads "urgent/normal/low" percentages such as "10/60/30".
+func parseMix(s string) (map[string]int, error) {
+	var u, n, l int
+	if _, err := fmt.Sscanf(s, "%d/%d/%d", &u, &n, &l); err != nil || u < 0 || n < 0 || l < 0 || u+n+l != 100 {
+		return nil, fmt.Errorf("mix %q: want urgent/normal/low percentages adding up to 100", s)
+	}
+	return map[string]int{string(exam.Urgent): u, string(exam.Normal): n, string(exam.Low): l}, nil
+}
+
+// benchRun runs the scenario and measures it.
+func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, error) {
+	rng := rand.New(rand.NewPCG(c.Seed, 42))
+	dataDir, err := os.MkdirTemp("", "octflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
+	if err != nil {
+		return nil, err
+	}
+	policy := exam.DefaultPolicy()
+	policy.RetryBase, policy.RetryCap, policy.HeartbeatTimeout, policy.StageTimeout = time.Second, 5*time.Second, 5*time.Second, 2*time.Minute
+	if policy, err = policyFromEnv(policy); err != nil {
+		return nil, err
+	}
+	// Only errors: the benchmark prints its own summary, and a stopping
+	// stack warns about every poll it cuts short.
+	log := newLogger(false).WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))
+	d, err := startDev(ctx, devConfig{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
+		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second}, log)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	base := d.app.apiURL()
+	hc := &http.Client{Timeout: time.Minute}
+	device := &submitClient{base: base, token: d.secrets.Device, http: hc}
+	clinician := &submitClient{base: base, token: d.secrets.Clinician, http: hc}
+	admin := &submitClient{base: base, token: d.secrets.Admin, http: hc}
+
+	fleet := newBenchFleet(c, d.stackCfg, dataDir)
+	defer fleet.stopAll()
+	for i := range c.Nodes {
+		if err := fleet.start(i); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitNodesUp(ctx, admin, c.Nodes); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "octflow bench: %d exams (%v), %d nodes × %d simulated GPUs, stage time %v (simulated GPU mode), fail rate %.2f, %d kills\n",
+		c.Exams, c.Mix, c.Nodes, c.GPUsPerNode, c.StageTime, c.FailRate, c.Kills)
+
+	res := &benchResult{Config: c, QueueWaitS: map[string]waitStats{}}
+	// Dispatch latency: exams sent one at a time to an idle fleet.
+	var idle []float64
+	for i := range 3 {
+		id := fmt.Sprintf("probe-%d", i)
+		scan, err := benchScan(c.Seed*1_000_000 + 900_000 + uint64(i))
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := device.submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
+			return nil, err
+		}
+		if err := waitExams(ctx, d, "probe-", i+1, 2*time.Minute); err != nil {
+			return nil, err
+		}
+		var tl []api.TimelineEntry
+		if err := getJSON(ctx, clinician, "/v1/exams/"+id+"/events", &tl); err != nil {
+			return nil, err
+		}
+		if q, e := firstTransition(tl, exam.Queued), firstTransition(tl, exam.Executing); q != nil && e != nil {
+			idle = append(idle, float64(e.At.Sub(q.At).Milliseconds()))
+		}
+	}
+	res.DispatchLatencyIdleMs = newWaitStats(idle)
+
+	// The burst.
+	type sent struct {
+		id       string
+		priority exam.Priority
+		scan     []byte
+		resend   bool
+	}
+	exams := make([]sent, c.Exams)
+	for i := range exams {
+		p := exam.Low
+		switch x := rng.IntN(100); {
+		case x < c.Mix[string(exam.Urgent)]:
+			p = exam.Urgent
+		case x < c.Mix[string(exam.Urgent)]+c.Mix[string(exam.Normal)]:
+			p = exam.Normal
+		}
+		scan, err := benchScan(c.Seed*1_000_000 + uint64(i))
+		if err != nil {
+			return nil, err
+		}
+		exams[i] = sent{id: fmt.Sprintf("bench-%05d", i), priority: p, scan: scan, resend: rng.Float64() < c.ResendRate}
+	}
+	res.StartedAt = time.Now()
+	estimate := time.Duration(float64(c.Exams*4) * float64(c.StageTime) / float64(c.Nodes*c.GPUsPerNode))
+	killsDone := make(chan int, 1)
+	go func() { killsDone <- fleet.killSome(ctx, rng.Uint64(), c.Kills, estimate) }()
+
+	var mu sync.Mutex
+	var submitErr error
+	jobs := make(chan sent)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for e := range jobs {
+				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
+				_, _, err := device.submit(ctx, meta, e.scan)
+				okResend := false
+				if err == nil && e.resend {
+					_, code, rerr := device.submit(ctx, meta, e.scan)
+					err, okResend = rerr, code == http.StatusOK
+				}
+				mu.Lock()
+				if err != nil && submitErr == nil {
+					submitErr = fmt.Errorf("submit %s: %w", e.id, err)
+				}
+				if e.resend {
+					res.Resends++
+					if okResend {
+						res.ResendsAnsweredOK++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, e := range exams {
+		jobs <- e
+	}
+	close(jobs)
+	wg.Wait()
+	if submitErr != nil {
+		return nil, submitErr
+	}
+	fmt.Fprintf(w, "submitted %d exams in %.1f s; waiting for them (GPU-time limit %.0f s)\n",
+		c.Exams, time.Since(res.StartedAt).Seconds(), estimate.Seconds())
+	if err := waitExams(ctx, d, "bench-", c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
+		return nil, err
+	}
+	res.NodeKills = <-killsDone
+
+	// Measure from each exam's status and timeline.
+	waits := map[exam.Priority][]float64{}
+	var last time.Time
+	for _, e := range exams {
+		st, err := clinician.status(ctx, e.id)
+		if err != nil {
+			return nil, err
+		}
+		var tl []api.TimelineEntry
+		if err := getJSON(ctx, clinician, "/v1/exams/"+e.id+"/events", &tl); err != nil {
+			return nil, err
+		}
+		switch st.State {
+		case exam.Completed:
+			res.Completed++
+		case exam.Dead:
+			res.Dead++
+		}
+		if x := firstTransition(tl, exam.Executing); x != nil {
+			waits[e.priority] = append(waits[e.priority], x.At.Sub(st.CreatedAt).Seconds())
+		}
+		reports := 0
+		for _, t := range tl {
+			if t.To == exam.RetryWait {
+				res.StageRetries++
+			}
+			if t.Stage == exam.Render && t.From == exam.Executing && t.To != exam.RetryWait {
+				reports++
+			}
+		}
+		if reports > 1 {
+			res.DuplicateReports++
+		}
+		if x := firstTransition(tl, exam.Completed); x != nil && x.At.After(last) {
+			last = x.At
+		}
+	}
+	for p, ws := range waits {
+		res.QueueWaitS[string(p)] = newWaitStats(ws)
+	}
+	if res.DuplicateExecutions, err = duplicateRuns(ctx, d, "exam-bench-"); err != nil {
+		return nil, err
+	}
+	res.CompletionRate = float64(res.Completed) / float64(c.Exams)
+	res.MakespanS = last.Sub(res.StartedAt).Seconds()
+	res.GPUTimeLimitS = estimate.Seconds()
+	if res.MakespanS > 0 {
+		res.ExamsPerS = float64(res.Completed) / res.MakespanS
+	}
+	printBench(w, res)
+	return res, nil
+}
+
+// benchScan is a small phantom exam: the benchmark measures scheduling,
+// not imaging, so scans are tiny and their GPU time is simulated.
+func benchScan(seed uint64) ([]byte, error) {
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: seed, Frames: 3, Rows: 96, Cols: 64})
+	var buf bytes.Buffer
+	uid := fmt.Sprintf("2.25.%d", 1_000_000+seed)
+	if err := imaging.WriteDICOM(&buf, p.Volume, imaging.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1",
+		SeriesInstanceUID: uid + ".2", PatientID: fmt.Sprintf("BENCH-%d", seed)}); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func firstTransition(tl []api.TimelineEntry, to exam.State) *api.TimelineEntry {
+	for i := range tl {
+		if tl[i].To == to {
+			return &tl[i]
+		}
+	}
+	return nil
+}
+
+func getJSON(ctx context.Context, c *submitClient, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// waitNodesUp waits until the fleet view shows n nodes up.
+func waitNodesUp(ctx context.Context, admin *submitClient, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var nodes []api.NodeView
+		if getJSON(ctx, admin, "/v1/nodes", &nodes) == nil {
+			up := 0
+			for _, v := range nodes {
+				if v.Status == "up" {
+					up++
+				}
+			}
+			if up >= n {
+				return nil
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return errors.New("bench: GPU nodes did not come up within 2 minutes")
+}
+
+// waitExams waits until n exams whose IDs start with prefix are COMPLETED
+// or DEAD, as Temporal's visibility counts them.
+func waitExams(ctx context.Context, d *devSystem, prefix string, n int, timeout time.Duration) error {
+	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
+		exam.WorkflowID(prefix), exam.AttrState, exam.Completed, exam.Dead)
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := d.app.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		if err == nil && int(resp.GetCount()) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, prefix, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// duplicateRuns counts workflow IDs with the prefix that ran more than once.
+func duplicateRuns(ctx context.Context, d *devSystem, prefix string) (int, error) {
+	runs := map[string]int{}
+	var token []byte
+	for {
+		resp, err := d.app.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId STARTS_WITH '%s'", prefix), PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range resp.GetExecutions() {
+			runs[e.GetExecution().GetWorkflowId()]++
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	dup := 0
+	for _, n := range runs {
+		if n > 1 {
+			dup++
+		}
+	}
+	return dup, nil
+}
+
+func printBench(w io.Writer, r *benchResult) {
+	fmt.Fprintf(w, "\ncompleted %d/%d (%.1f %%), dead %d, duplicate executions %d, duplicate reports %d\n",
+		r.Completed, r.Config.Exams, 100*r.CompletionRate, r.Dead, r.DuplicateExecutions, r.DuplicateReports)
+	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d\n",
+		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries)
+	fmt.Fprintf(w, "queue wait to the first GPU stage, seconds:\n")
+	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+		s := r.QueueWaitS[string(b)]
+		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f\n", b, s.N, s.P50, s.P99, s.Max)
+	}
+	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
+	fmt.Fprintf(w, "makespan %.1f s vs GPU-time limit %.1f s (×%.2f); %.2f exams/s\n",
+		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
+}
+
+// benchFleet is the benchmark's GPU nodes, each its own process.
+type benchFleet struct {
+	c       benchConfig
+	env     []string
+	logDir  string
+	mu      sync.Mutex
+	running map[int]*exec.Cmd
+	wg      sync.WaitGroup
+}
+
+func newBenchFleet(c benchConfig, sc stackConfig, logDir string) *benchFleet {
+	return &benchFleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: []string{
+		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr, "OCTFLOW_NAMESPACE=" + sc.Namespace,
+		"OCTFLOW_S3_ENDPOINT=" + sc.S3.Endpoint, "OCTFLOW_S3_BUCKET=" + sc.S3.Bucket,
+		"OCTFLOW_S3_ACCESS_KEY=" + sc.S3.AccessKey, "OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
+	}}
+}
+
+// start starts node i.
+func (f *benchFleet) start(i int) error {
+	id := fmt.Sprintf("bench-gpu-%d", i+1)
+	logFile, err := os.OpenFile(filepath.Join(f.logDir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := f.c.node([]string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
+		"--sim-stage-time", f.c.StageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate),
+		"--report-every", "1s", "--drain-timeout", "5s"}, f.env)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	f.mu.Lock()
+	f.running[i] = cmd
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		cmd.Wait()
+		logFile.Close()
+	})
+	return nil
+}
+
+// killSome kills n random nodes abruptly (SIGKILL, no drain) at random
+// times within the first half of the expected run, restarting each 3 s
+// later, and returns how many it killed.
+func (f *benchFleet) killSome(ctx context.Context, seed uint64, n int, expected time.Duration) int {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	killed := 0
+	for range n {
+		wait := time.Duration(rng.Float64() * float64(cmp.Or(expected/2, time.Second)))
+		select {
+		case <-ctx.Done():
+			return killed
+		case <-time.After(wait):
+		}
+		i := rng.IntN(f.c.Nodes)
+		f.mu.Lock()
+		cmd := f.running[i]
+		f.mu.Unlock()
+		if cmd == nil || cmd.Process.Signal(syscall.SIGKILL) != nil {
+			continue
+		}
+		killed++
+		time.Sleep(3 * time.Second)
+		if err := f.start(i); err != nil {
+			return killed
+		}
+	}
+	return killed
+}
+
+// stopAll drains every node (SIGTERM) and waits for them.
+func (f *benchFleet) stopAll() {
+	f.mu.Lock()
+	for _, cmd := range f.running {
+		cmd.Process.Signal(syscall.SIGTERM)
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}

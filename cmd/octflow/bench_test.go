@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"octflow/exam"
+)
+
+// TestBenchRunsASmallScenario runs `octflow bench` end to end on a small
+// burst: GPU nodes are real processes (this test binary re-executed as
+// gpuworker), one is killed with SIGKILL mid-burst, stages fail at random.
+// Every exam must complete once, resends must be answered 200, and the
+// result must hold the measurements the README describes.
+func TestBenchRunsASmallScenario(t *testing.T) {
+	c := benchConfig{Exams: 30, Nodes: 2, GPUsPerNode: 1, StageTime: 100 * time.Millisecond, FailRate: 0.05,
+		Kills: 1, ResendRate: 0.2, Seed: 3, Mix: map[string]int{"urgent": 10, "normal": 60, "low": 30},
+		node: func(args, env []string) *exec.Cmd {
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN=gpuworker "+strings.Join(args, " "))
+			return cmd
+		}}
+	res, err := benchRun(context.Background(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	if res.Completed != c.Exams || res.DuplicateExecutions != 0 || res.DuplicateReports != 0 {
+		t.Errorf("completed %d of %d, duplicate executions %d, duplicate reports %d", res.Completed, c.Exams,
+			res.DuplicateExecutions, res.DuplicateReports)
+	}
+	if res.Resends == 0 || res.ResendsAnsweredOK != res.Resends || res.NodeKills != 1 {
+		t.Errorf("resends %d (answered 200: %d), kills %d", res.Resends, res.ResendsAnsweredOK, res.NodeKills)
+	}
+	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+		if s := res.QueueWaitS[string(b)]; s.N == 0 || s.Max < s.P50 {
+			t.Errorf("queue wait of %s: %+v", b, s)
+		}
+	}
+	if res.DispatchLatencyIdleMs.N != 3 || res.MakespanS < 0.5*res.GPUTimeLimitS || res.ExamsPerS <= 0 {
+		t.Errorf("dispatch %+v, makespan %.1f s against a %.1f s limit, %.2f exams/s",
+			res.DispatchLatencyIdleMs, res.MakespanS, res.GPUTimeLimitS, res.ExamsPerS)
+	}
+}
