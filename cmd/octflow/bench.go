@@ -185,8 +185,9 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 	if err := waitNodesUp(ctx, admin, c.Nodes); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "octflow bench: %d exams (%v), %d nodes × %d simulated GPUs, stage time %v (simulated GPU mode), fail rate %.2f, %d kills\n",
-		c.Exams, c.Mix, c.Nodes, c.GPUsPerNode, c.StageTime, c.FailRate, c.Kills)
+	fmt.Fprintf(w, "octflow bench: %d exams (%d/%d/%d %% urgent/normal/low), %d nodes × %d simulated GPUs, stage time %v (simulated GPU mode), fail rate %.2f, %d kills\n",
+		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
+		c.Nodes, c.GPUsPerNode, c.StageTime, c.FailRate, c.Kills)
 
 	res := &benchResult{Config: c, QueueWaitS: map[string]waitStats{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.

@@ -130,6 +130,14 @@ Ctrl-C stops it; running stages finish first.
 	return nil
 }
 
+// atLeast returns log raised to level, unless it is already stricter.
+func atLeast(log *zap.Logger, level zapcore.Level) *zap.Logger {
+	if !log.Core().Enabled(level - 1) {
+		return log
+	}
+	return log.WithOptions(zap.IncreaseLevel(level))
+}
+
 // devSystem is the embedded stack plus octflow running on it.
 type devSystem struct {
 	stack    *devstack.Stack
@@ -143,7 +151,7 @@ func startDev(ctx context.Context, cfg devConfig, log *zap.Logger) (*devSystem, 
 	stack, err := devstack.Start(ctx, devstack.Config{
 		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr,
 		// Temporal's own logs are verbose; warnings and errors are enough here.
-		Logger: log.Named("temporal").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel)),
+		Logger: atLeast(log.Named("temporal"), zapcore.WarnLevel),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dev stack: %w", err)
