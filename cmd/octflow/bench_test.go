@@ -47,3 +47,28 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 			res.DispatchLatencyIdleMs, res.MakespanS, res.GPUTimeLimitS, res.ExamsPerS)
 	}
 }
+
+func TestParseMixWantsThreePercentagesOf100(t *testing.T) {
+	cases := []struct {
+		in   string
+		want map[string]int
+	}{
+		{"10/60/30", map[string]int{"urgent": 10, "normal": 60, "low": 30}},
+		{"0/100/0", map[string]int{"urgent": 0, "normal": 100, "low": 0}},
+		{"10/60/20", nil},
+		{"50/60/-10", nil},
+		{"urgent", nil},
+	}
+	for _, c := range cases {
+		got, err := parseMix(c.in)
+		if (err != nil) != (c.want == nil) {
+			t.Errorf("parseMix(%q) error %v", c.in, err)
+			continue
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("parseMix(%q)[%s] = %d, want %d", c.in, k, got[k], v)
+			}
+		}
+	}
+}
