@@ -207,13 +207,7 @@ func TestLayerThicknessesAddUpToTheRetina(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := &Layers{Frames: 13, Cols: 256, Boundaries: map[string][]float32{}}
-	for n, rows := range p.Boundaries {
-		for _, r := range rows {
-			layers.Boundaries[n] = append(layers.Boundaries[n], float32(r))
-		}
-	}
-	m, err := Measure(ctx, p.Clean, layers)
+	m, err := Measure(ctx, p.Clean, p.Layers())
 	if err != nil {
 		t.Fatal(err)
 	}

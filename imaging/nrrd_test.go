@@ -58,13 +58,7 @@ func TestLabelsNRRDHoldsTheMasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers := &Layers{Frames: 5, Cols: 64, Boundaries: map[string][]float32{}}
-	for n, rows := range p.Boundaries {
-		for _, x := range rows {
-			layers.Boundaries[n] = append(layers.Boundaries[n], float32(x))
-		}
-	}
-	found, err := back.Lesions(p.Volume, layers)
+	found, err := back.Lesions(p.Volume, p.Layers())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,18 +16,24 @@ type Truth struct {
 	Boundaries map[string][]float64 `json:"boundaries"`
 }
 
-// Truth measures the phantom's noise-free volume along its exact
-// boundaries and lists its fluid and drusen as lesions, exactly as the stages
-// would report a perfect result.
-func (p *Phantom) Truth(ctx context.Context, seed uint64) (*Truth, error) {
-	layers := &Layers{Frames: p.Clean.Frames, Cols: p.Clean.Cols, Boundaries: map[string][]float32{}}
+// Layers returns the phantom's exact boundaries as a segmentation would.
+func (p *Phantom) Layers() *Layers {
+	l := &Layers{Frames: p.Clean.Frames, Cols: p.Clean.Cols, Boundaries: map[string][]float32{}}
 	for name, rows := range p.Boundaries {
 		f := make([]float32, len(rows))
 		for i, r := range rows {
 			f[i] = float32(r)
 		}
-		layers.Boundaries[name] = f
+		l.Boundaries[name] = f
 	}
+	return l
+}
+
+// Truth measures the phantom's noise-free volume along its exact
+// boundaries and lists its fluid and drusen as lesions, exactly as the stages
+// would report a perfect result.
+func (p *Phantom) Truth(ctx context.Context, seed uint64) (*Truth, error) {
+	layers := p.Layers()
 	m, err := Measure(ctx, p.Clean, layers)
 	if err != nil {
 		return nil, fmt.Errorf("measure phantom truth: %w", err)

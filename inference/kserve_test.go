@@ -151,12 +151,7 @@ func TestModelBackendsMatchTheReference(t *testing.T) {
 			}
 			return []int{v.Frames, v.Rows, v.Cols}, out
 		}, false)
-		trueLayers := &imaging.Layers{Frames: p.Clean.Frames, Cols: p.Clean.Cols, Boundaries: map[string][]float32{}}
-		for n, rows := range p.Boundaries {
-			for _, r := range rows {
-				trueLayers.Boundaries[n] = append(trueLayers.Boundaries[n], float32(r))
-			}
-		}
+		trueLayers := p.Layers()
 		masks, err := ModelLesionMarker{Model{URL: url}}.LesionMasks(ctx, den, trueLayers)
 		if err != nil {
 			t.Fatal(err)
