@@ -290,21 +290,3 @@ func smoothAlong(b []float32, frames, cols, half int) {
 		}
 	}
 }
-
-// frameLevels estimates the background (vitreous, the top rows) and the
-// bright end (99th percentile) of a B-scan.
-func frameLevels(img []float32, rows, cols int) (bg, peak float32) {
-	top := img[:max(1, rows/20)*cols]
-	var sum float32
-	for _, x := range top {
-		sum += x
-	}
-	bg = sum / float32(len(top))
-	sample := make([]float32, 0, len(img)/7+1)
-	for i := 0; i < len(img); i += 7 {
-		sample = append(sample, img[i])
-	}
-	slices.Sort(sample)
-	peak = sample[len(sample)*99/100]
-	return bg, peak
-}
