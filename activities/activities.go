@@ -13,16 +13,19 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"runtime/debug"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/inference"
 	"octflow/report"
+	"octflow/storage"
 )
 
 // ObjectStore is what the stages need of the object store.
@@ -58,37 +61,10 @@ type Activities struct {
 // FaultFunc may fail a stage on a node before it runs (fault injection).
 type FaultFunc func(ctx context.Context, node string, stage exam.Stage) error
 
-// StageInput is every stage's input: the exam it works on.
-type StageInput struct {
-	Exam exam.Submission `json:"exam"`
-	// Reminder numbers a repeated report-ready push for an urgent exam
-	// still awaiting review (0 for the first push).
-	Reminder int `json:"reminder,omitempty"`
-	// Summary is the exam's headline result, for the notify stage.
-	Summary *exam.Summary `json:"summary,omitempty"`
-}
-
 // Inbox is where report-ready events wait for the clinicians' stream.
 type Inbox interface {
-	Publish(ctx context.Context, e exam.ReportReadyEvent) error
+	Publish(ctx context.Context, e contract.ReportReadyEvent) error
 }
-
-// StageOutput says what a stage wrote.
-type StageOutput struct {
-	Keys    []string      `json:"keys"`
-	Summary *exam.Summary `json:"summary,omitempty"`
-	Note    string        `json:"note,omitempty"`
-	// Delivered is set by the notify stage once the workstation took the event.
-	Delivered bool `json:"delivered,omitempty"`
-	// RecoveredFrom is the last heartbeat of the previous, failed attempt
-	// (its node and GPU), recorded so the exam's history keeps where the
-	// stage was lost: Temporal does not keep a retried attempt's node.
-	RecoveredFrom *Heartbeat `json:"recoveredFrom,omitempty"`
-}
-
-// ErrTypeInvalidVolume is the application error type of input no retry
-// can fix; the workflow fails the exam at once on it.
-const ErrTypeInvalidVolume = "InvalidVolume"
 
 // algorithms names what ran each image stage, recorded in every report.
 func (a *Activities) algorithms() map[string]string {
@@ -102,8 +78,8 @@ func (a *Activities) algorithms() map[string]string {
 }
 
 // Denoise reads the uploaded scan and writes the denoised volume.
-func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, error) {
-	var out StageOutput
+func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	var out contract.StageOutput
 	err := a.run(ctx, exam.Denoise, &out, func() error {
 		v, err := a.loadVolume(ctx, in.Exam.ScanKey)
 		if err != nil {
@@ -120,14 +96,14 @@ func (a *Activities) Denoise(ctx context.Context, in StageInput) (StageOutput, e
 			return err
 		}
 		out.Keys = []string{key}
-		return a.Store.Put(ctx, key, &buf, int64(buf.Len()), "application/dicom")
+		return a.put(ctx, key, buf.Bytes(), "application/dicom")
 	})
 	return out, err
 }
 
 // SegmentLayers finds the retinal boundaries in the denoised volume.
-func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOutput, error) {
-	var out StageOutput
+func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	var out contract.StageOutput
 	err := a.run(ctx, exam.Layers, &out, func() error {
 		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.ExamID))
 		if err != nil {
@@ -145,8 +121,8 @@ func (a *Activities) SegmentLayers(ctx context.Context, in StageInput) (StageOut
 
 // MarkLesions finds fluid and drusen in the segmented retina: their masks
 // as a label volume (NRRD) and the list of lesions (JSON).
-func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutput, error) {
-	var out StageOutput
+func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	var out contract.StageOutput
 	err := a.run(ctx, exam.Lesions, &out, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
@@ -168,7 +144,7 @@ func (a *Activities) MarkLesions(ctx context.Context, in StageInput) (StageOutpu
 			return err
 		}
 		out.Keys = []string{exam.LesionsKey(in.Exam.ExamID), exam.LesionLabelsKey(in.Exam.ExamID)}
-		if err := a.Store.Put(ctx, out.Keys[1], &labels, int64(labels.Len()), "application/octet-stream"); err != nil {
+		if err := a.put(ctx, out.Keys[1], labels.Bytes(), "application/octet-stream"); err != nil {
 			return err
 		}
 		return a.putJSON(ctx, out.Keys[0], lesions)
@@ -184,8 +160,8 @@ type measurementsFile struct {
 }
 
 // Measure computes thickness, the ETDRS grid and volume.
-func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, error) {
-	var out StageOutput
+func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	var out contract.StageOutput
 	err := a.run(ctx, exam.Measure, &out, func() error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
@@ -209,8 +185,8 @@ func (a *Activities) Measure(ctx context.Context, in StageInput) (StageOutput, e
 }
 
 // RenderReport writes report.json and report.pdf from the stage outputs.
-func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutput, error) {
-	var out StageOutput
+func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	var out contract.StageOutput
 	err := a.run(ctx, exam.Render, &out, func() error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.ExamID), &mf); err != nil {
@@ -221,7 +197,7 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 			return err
 		}
 		if mf.Measurements == nil {
-			return temporal.NewNonRetryableApplicationError("measurements missing", ErrTypeInvalidVolume, nil)
+			return temporal.NewNonRetryableApplicationError("measurements missing", contract.ErrTypeInvalidVolume, nil)
 		}
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
 		if err != nil {
@@ -259,7 +235,7 @@ func (a *Activities) RenderReport(ctx context.Context, in StageInput) (StageOutp
 		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: rep.Measurements.CentralSubfieldThicknessUm,
 			MeanThicknessUm: rep.Measurements.MeanThicknessUm, TotalVolumeMm3: rep.Measurements.TotalVolumeMm3,
 			Lesions: len(lesions)}
-		return a.Store.Put(ctx, pdfKey, bytes.NewReader(pdf), int64(len(pdf)), "application/pdf")
+		return a.put(ctx, pdfKey, pdf, "application/pdf")
 	})
 	return out, err
 }
@@ -285,22 +261,28 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, m *imaging.Measurements
 	return figs
 }
 
-// Heartbeat is what a running stage reports every few seconds.
-type Heartbeat struct {
-	Node  string     `json:"node,omitempty"`
-	Stage exam.Stage `json:"stage"`
-	GPU   *int       `json:"gpu,omitempty"`
-}
-
 // run executes a stage body while heartbeating, so a node that dies is
 // noticed after the heartbeat timeout rather than the stage timeout.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, out *StageOutput, body func() error) error {
+//
+// The body runs in its own goroutine, where the SDK's panic recovery
+// cannot reach: run recovers a panic there (and one that imaging's frame
+// workers hand back) into a non-retryable StagePanic error that names
+// the stage, so one bad input fails its exam instead of killing the node
+// and every stage on it.
+func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = a.panicked(stage, p)
+		}
+	}()
 	if activity.HasHeartbeatDetails(ctx) {
-		var prev Heartbeat
+		var prev contract.Heartbeat
 		if activity.GetHeartbeatDetails(ctx, &prev) == nil && prev.Node != "" {
 			out.RecoveredFrom = &prev
 		}
 	}
+	// Injected faults (tests, simulated GPU mode) come before the first
+	// heartbeat, so a stage held there is seen as CLAIMED.
 	if a.Faults != nil {
 		if err := a.Faults(ctx, a.Node, stage); err != nil {
 			return err
@@ -310,13 +292,20 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *StageOutput
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	beat := Heartbeat{Node: a.Node, Stage: stage}
+	beat := contract.Heartbeat{Node: a.Node, Stage: stage}
 	if gpu, ok := exam.GPUFrom(ctx); ok {
 		beat.GPU = &gpu
 	}
 	activity.RecordHeartbeat(ctx, beat)
 	done := make(chan error, 1)
-	go func() { done <- body() }()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- a.panicked(stage, p)
+			}
+		}()
+		done <- body()
+	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -329,15 +318,35 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *StageOutput
 	}
 }
 
+// panicked turns a stage's panic into its typed error, logging where it
+// happened (the stack never leaves the node's log: it may quote data).
+func (a *Activities) panicked(stage exam.Stage, p any) error {
+	stack := debug.Stack()
+	value := p
+	var fp *imaging.FramePanic
+	if err, ok := p.(error); ok && errors.As(err, &fp) {
+		value, stack = fp.Value, fp.Stack
+	}
+	if a.Logger != nil {
+		a.Logger.Error("stage panicked", zap.String("stage", string(stage)), zap.String("node", a.Node),
+			zap.Any("panic", value), zap.ByteString("stack", stack))
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s panicked: %v", stage, value), contract.ErrTypeStagePanic, nil)
+}
+
 func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volume, error) {
 	rc, size, err := a.Store.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	defer rc.Close()
 	v, _, err := imaging.ReadDICOM(rc, size)
-	if err != nil {
+	if errors.Is(err, imaging.ErrInvalidVolume) {
 		return nil, permanentIfInvalid(err)
+	} else if err != nil {
+		// The reader says when its source failed: a dropped download is
+		// not a bad scan.
+		return nil, unavailable(ctx, err)
 	}
 	return v, nil
 }
@@ -354,31 +363,53 @@ func (a *Activities) loadVolumeAndLayers(ctx context.Context, examID string) (*i
 	return v, &layers, nil
 }
 
+func (a *Activities) put(ctx context.Context, key string, b []byte, contentType string) error {
+	return unavailable(ctx, a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), contentType))
+}
+
 func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	return a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), "application/json")
+	return a.put(ctx, key, b, "application/json")
 }
 
 func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
 	rc, _, err := a.Store.Get(ctx, key)
 	if err != nil {
-		return err
+		return unavailable(ctx, err)
 	}
 	defer rc.Close()
-	if err := json.NewDecoder(rc).Decode(v); err != nil {
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+	}
+	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s: %w", key, err)
 	}
 	return nil
+}
+
+// unavailable marks a backing-service failure as an infrastructure error:
+// the object store (or Temporal) did not answer, which is neither the stage's nor the node's
+// fault. The workflow reschedules the stage after a backoff without
+// spending its attempts, and the node's breaker does not count it. A
+// missing object is not such a failure (the store answered), nor is a
+// stage that was cancelled.
+func unavailable(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, storage.ErrNotFound) || ctx.Err() != nil {
+		return err
+	}
+	return temporal.NewApplicationErrorWithOptions("unavailable: "+err.Error(), contract.ErrTypeInfrastructure,
+		temporal.ApplicationErrorOptions{Cause: err})
 }
 
 // permanentIfInvalid turns an invalid-volume error into a non-retryable
 // Temporal error: retrying cannot fix a bad scan.
 func permanentIfInvalid(err error) error {
 	if errors.Is(err, imaging.ErrInvalidVolume) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidVolume, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeInvalidVolume, err)
 	}
 	return err
 }

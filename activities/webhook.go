@@ -22,7 +22,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"octflow/contract"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
 // Webhook headers. The signature is HMAC-SHA256, keyed with the site's
@@ -170,9 +172,9 @@ func (w *Webhooks) client(allowHost bool) *http.Client {
 
 // ReportReady is the event pushed to the clinician's workstation.
 type ReportReady struct {
-	ExamID string     `json:"examId"`
-	State  exam.State `json:"state"`
-	Eye    exam.Eye   `json:"eye,omitempty"`
+	ExamID string          `json:"examId"`
+	State  lifecycle.State `json:"state"`
+	Eye    exam.Eye        `json:"eye,omitempty"`
 	// Priority is the bucket the exam was submitted in.
 	Priority exam.Priority `json:"priority"`
 	Report   ReportLinks   `json:"report"`
@@ -189,44 +191,45 @@ type ReportLinks struct {
 // NotifyWorkstation posts the signed report-ready event to the exam's
 // callback URL. A 5xx, a timeout or a network error is retried (with
 // jitter, by the worker's interceptor); a 4xx or a refused URL is final.
-func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (StageOutput, error) {
+func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	if a.Inbox != nil {
-		e := exam.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
+		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Reminder: in.Reminder}
 		if in.Summary != nil {
 			e.Summary = *in.Summary
 		}
 		if err := a.Inbox.Publish(ctx, e); err != nil {
-			return StageOutput{}, fmt.Errorf("publish to the campus inbox: %w", err)
+			// Temporal did not answer: not the stage's fault.
+			return contract.StageOutput{}, unavailable(ctx, fmt.Errorf("publish to the campus inbox: %w", err))
 		}
 	}
 	if in.Exam.CallbackURL == "" {
-		return StageOutput{Note: "no callback URL"}, nil
+		return contract.StageOutput{Note: "no callback URL"}, nil
 	}
 	w := a.Webhooks
 	if w == nil || w.Guard == nil {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("webhooks are not configured", "CallbackRejected", nil)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("webhooks are not configured", "CallbackRejected", nil)
 	}
 	if err := w.Guard.Check(in.Exam.CallbackURL); err != nil {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
 	}
 	secret := w.Secrets[in.Exam.Campus]
 	if secret == "" {
 		secret = w.Secrets["*"]
 	}
 	if secret == "" {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("no webhook secret for campus "+in.Exam.Campus, "CallbackRejected", nil)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("no webhook secret for campus "+in.Exam.Campus, "CallbackRejected", nil)
 	}
 	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) + "/report?format="
-	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: exam.Completed, Eye: in.Exam.Eye,
+	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: lifecycle.Completed, Eye: in.Exam.Eye,
 		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder})
 	if err != nil {
-		return StageOutput{}, fmt.Errorf("encode event: %w", err)
+		return contract.StageOutput{}, fmt.Errorf("encode event: %w", err)
 	}
 	ts := time.Now().Unix()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.Exam.CallbackURL, bytes.NewReader(body))
 	if err != nil {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	key := in.Exam.ExamID
@@ -236,22 +239,22 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in StageInput) (Stag
 	req.Header.Set(IdempotencyKey, key)
 	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
 	req.Header.Set(SignatureHeader, Sign([]byte(secret), ts, body))
-	activity.RecordHeartbeat(ctx, Heartbeat{Node: a.Node, Stage: exam.Notify})
+	activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: a.Node, Stage: exam.Notify})
 	u, _ := url.Parse(in.Exam.CallbackURL) // parsed by Check
 	resp, err := w.client(w.Guard.hosts[strings.ToLower(u.Hostname())]).Do(req)
 	if errors.Is(err, ErrCallbackRefused) {
-		return StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
 	}
 	if err != nil {
-		return StageOutput{}, fmt.Errorf("deliver report-ready: %w", err)
+		return contract.StageOutput{}, fmt.Errorf("deliver report-ready: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	switch {
 	case resp.StatusCode >= 500:
-		return StageOutput{}, fmt.Errorf("workstation answered %s", resp.Status)
+		return contract.StageOutput{}, fmt.Errorf("workstation answered %s", resp.Status)
 	case resp.StatusCode >= 300:
-		return StageOutput{}, temporal.NewNonRetryableApplicationError("workstation refused the event: "+resp.Status, "CallbackRejected", nil)
+		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("workstation refused the event: "+resp.Status, "CallbackRejected", nil)
 	}
-	return StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
+	return contract.StageOutput{Note: "delivered: " + resp.Status, Delivered: true}, nil
 }

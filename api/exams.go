@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,14 +21,14 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/lifecycle"
 	"octflow/storage"
-	"octflow/workflows"
 )
 
 // Memo fields kept on each exam's workflow.
@@ -37,7 +36,7 @@ const (
 	memoDigest       = "scanDigest"
 	memoSubmissionID = "submissionId"
 	memoDeviceID     = "deviceId"
-	memoSubmitter    = "submittedBy"
+	memoSubmitter    = lifecycle.MemoSubmitter
 )
 
 // SubmitMeta is the JSON "meta" part of POST /v1/exams.
@@ -118,7 +117,7 @@ func (s *Server) submitExam(c echo.Context) error {
 
 	submissionID := randomID()
 	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        exam.WorkflowID(id),
+		ID:        contract.ExamWorkflowID(id),
 		TaskQueue: exam.WorkflowQueue,
 		// Temporal's uniqueness on the workflow ID is the lock: a running
 		// exam is returned as is, a finished one is never run again.
@@ -128,13 +127,8 @@ func (s *Server) submitExam(c echo.Context) error {
 			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: who.DeviceID,
 			memoSubmitter: who.Name,
 		},
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(exam.Created)),
-			temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority).ValueSet(string(prio)),
-			temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID).ValueSet(who.DeviceID),
-			temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus).ValueSet(who.Campus),
-		),
-	}, workflows.ExamWorkflowName, exam.Input{Submission: sub, Policy: s.cfg.Policy})
+		TypedSearchAttributes: examSearchAttributes(sub),
+	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil && !errors.As(startErr, &already) {
 		s.discardScan(sub.ScanKey, id)
@@ -144,9 +138,9 @@ func (s *Server) submitExam(c echo.Context) error {
 	if err != nil {
 		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 	}
-	if memoString(desc, memoSubmissionID) != submissionID {
+	if s.memoString(desc, memoSubmissionID) != submissionID {
 		// Another request won the race for this exam ID.
-		if memoString(desc, memoDigest) != up.digest {
+		if s.memoString(desc, memoDigest) != up.digest {
 			s.discardScan(sub.ScanKey, id)
 		}
 		return s.answerExisting(c, desc, up.digest, who)
@@ -159,6 +153,17 @@ func (s *Server) submitExam(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/exams/"+url.PathEscape(id))
 	return c.JSON(http.StatusAccepted, st)
+}
+
+// examSearchAttributes are a new run's search attributes: the Web UI
+// and `temporal workflow list --query` filter exams by them.
+func examSearchAttributes(sub exam.Submission) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(lifecycle.Created)),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority).ValueSet(string(sub.Priority)),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID).ValueSet(sub.DeviceID),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus).ValueSet(sub.Campus),
+	)
 }
 
 // takeUploadTurn waits for one of the upload slots, or answers 503.
@@ -177,8 +182,8 @@ func (s *Server) takeUploadTurn(c echo.Context) error {
 
 // answerExisting replies to a submission whose exam ID is taken.
 func (s *Server) answerExisting(c echo.Context, desc *workflowservice.DescribeWorkflowExecutionResponse, digest string, who Principal) error {
-	id := strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId(), "exam-")
-	if memoString(desc, memoDigest) != digest {
+	id := examIDOf(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId())
+	if s.memoString(desc, memoDigest) != digest {
 		p := problem(http.StatusConflict, "exam-conflict", "exam "+id+" was submitted with a different scan")
 		p.ExamID = id
 		return p
@@ -328,7 +333,7 @@ func (s *Server) examFromPath(c echo.Context) (*workflowservice.DescribeWorkflow
 	} else if err != nil {
 		return nil, problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 	}
-	if who := principal(c); who.Role == RoleDevice && memoString(desc, memoDeviceID) != who.DeviceID {
+	if who := principal(c); who.Role == RoleDevice && s.memoString(desc, memoDeviceID) != who.DeviceID {
 		// Not 403: a device must not learn which exam IDs other devices use.
 		return nil, notFound
 	}
@@ -341,7 +346,7 @@ func (s *Server) getReport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId(), "exam-")
+	id := examIDOf(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId())
 	key, contentType := exam.ReportPDFKey(id), "application/pdf"
 	switch c.QueryParam("format") {
 	case "json":
@@ -375,7 +380,7 @@ func (s *Server) getExam(c echo.Context) error {
 }
 
 func (s *Server) describe(ctx context.Context, examID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	return s.cfg.Temporal.DescribeWorkflowExecution(ctx, exam.WorkflowID(examID), "")
+	return s.cfg.Temporal.DescribeWorkflowExecution(ctx, contract.ExamWorkflowID(examID), "")
 }
 
 func isNotFound(err error) bool {
@@ -383,10 +388,10 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-func memoString(desc *workflowservice.DescribeWorkflowExecutionResponse, field string) string {
+func (s *Server) memoString(desc *workflowservice.DescribeWorkflowExecutionResponse, field string) string {
 	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[field]
 	var v string
-	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &v) != nil {
+	if p == nil || s.cfg.Codec.Data.FromPayload(p, &v) != nil {
 		return ""
 	}
 	return v

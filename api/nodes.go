@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"octflow/contract"
 	"octflow/exam"
-	"octflow/workflows"
 )
 
 // NodeView is one GPU node in GET /v1/nodes.
@@ -31,13 +31,13 @@ type NodeView struct {
 
 // listNodes serves GET /v1/nodes from the fleet workflow.
 func (s *Server) listNodes(c echo.Context) error {
-	val, err := s.cfg.Temporal.QueryWorkflow(c.Request().Context(), workflows.FleetWorkflowID, "", workflows.FleetQuery)
+	val, err := s.cfg.Temporal.QueryWorkflow(c.Request().Context(), contract.FleetWorkflowID, "", contract.FleetQuery)
 	if isNotFound(err) {
 		return c.JSON(http.StatusOK, []NodeView{}) // no node has reported yet
 	} else if err != nil {
 		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
 	}
-	var nodes []workflows.FleetNode
+	var nodes []contract.FleetNode
 	if err := val.Get(&nodes); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ type BreakerReset struct {
 func (s *Server) resetBreaker(c echo.Context) error {
 	nodeID := c.Param("nodeId")
 	handle, err := s.cfg.Temporal.UpdateWorkflow(c.Request().Context(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.FleetWorkflowID, UpdateName: workflows.ResetBreakerUpdate,
+		WorkflowID: contract.FleetWorkflowID, UpdateName: contract.ResetBreakerUpdate,
 		Args: []any{nodeID}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if isNotFound(err) {

@@ -11,8 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"octflow/exam"
-	"octflow/workflows"
+	"octflow/contract"
 )
 
 // notifications serves GET /v1/notifications: a Server-Sent Events stream
@@ -79,16 +78,16 @@ func (s *Server) notifications(c echo.Context) error {
 	}
 }
 
-func (s *Server) inboxSince(ctx context.Context, campus string, after int64) ([]exam.ReportReadyEvent, error) {
+func (s *Server) inboxSince(ctx context.Context, campus string, after int64) ([]contract.ReportReadyEvent, error) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	v, err := s.cfg.Temporal.QueryWorkflow(qctx, workflows.InboxWorkflowID(campus), "", workflows.InboxQuery, after)
+	v, err := s.cfg.Temporal.QueryWorkflow(qctx, contract.InboxWorkflowID(campus), "", contract.InboxQuery, after)
 	if isNotFound(err) {
 		return nil, nil // no report yet for this campus
 	} else if err != nil {
 		return nil, err
 	}
-	var events []exam.ReportReadyEvent
+	var events []contract.ReportReadyEvent
 	if err := v.Get(&events); err != nil {
 		return nil, err
 	}

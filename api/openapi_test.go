@@ -23,7 +23,7 @@ func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
 		}
 	}
 	tokens, _ := NewTokens(nil)
-	srv := New(Config{Tokens: tokens})
+	srv := newServer(t, Config{Tokens: tokens})
 	param := regexp.MustCompile(`:(\w+)`)
 	var routed []string
 	for _, r := range srv.echo.Routes() {

@@ -39,6 +39,7 @@ var titles = map[string]string{
 	"invalid-meta":       "The exam metadata is invalid",
 	"invalid-callback":   "The callback URL is not allowed",
 	"review-refused":     "The exam cannot take this review decision now",
+	"not-dead":           "Only a DEAD exam can be run again",
 	"unavailable":        "A backing service is unavailable; retry later",
 	"internal":           "Internal error",
 	"method-not-allowed": "Method not allowed",

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
 // QueueView is one task queue in GET /v1/queues.
@@ -65,7 +66,7 @@ func (s *Server) listQueues(c echo.Context) error {
 	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 		resp, err := s.cfg.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("%s = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
-				exam.AttrState, exam.Queued, exam.AttrPriority, b),
+				exam.AttrState, lifecycle.Queued, exam.AttrPriority, b),
 		})
 		if err != nil {
 			return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())

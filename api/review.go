@@ -1,17 +1,18 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"octflow/contract"
 	"octflow/exam"
-	"octflow/workflows"
 )
 
 // ReviewRequest is the body of POST /v1/exams/{examId}/review.
@@ -26,51 +27,67 @@ type ReviewResponse struct {
 	Review exam.ReviewStatus `json:"review"`
 }
 
-// postReview delivers a clinician's decision to the exam's workflow as a
-// Temporal Update; the workflow's validator enforces the rules (report
-// first, one final decision, then amendments only).
+// postReview delivers a clinician's decision as a Temporal Update to the
+// exam's ReviewWorkflow, whose validator enforces the rules (one final
+// decision, then amendments only, within the window). Before the report
+// exists there is no review workflow; the pipeline then answers itself
+// (it refuses, or, for an exam from before the review had its own
+// workflow, takes the decision).
 func (s *Server) postReview(c echo.Context) error {
 	desc, err := s.examFromPath(c)
 	if err != nil {
 		return err
 	}
-	var req ReviewRequest
+	var body ReviewRequest
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(&body); err != nil {
 		return problem(http.StatusBadRequest, "malformed-request", "body must be JSON {decision, note}: "+err.Error())
 	}
-	decision, err := exam.ParseDecision(req.Decision)
+	decision, err := exam.ParseDecision(body.Decision)
 	if err != nil {
 		return problem(http.StatusBadRequest, "malformed-request", err.Error())
 	}
-	if len(req.Note) > 4000 {
+	if len(body.Note) > 4000 {
 		return problem(http.StatusBadRequest, "malformed-request", "note is longer than 4000 characters")
 	}
-	run := desc.GetWorkflowExecutionInfo().GetExecution()
-	id := strings.TrimPrefix(run.GetWorkflowId(), "exam-")
 	ctx := c.Request().Context()
-	handle, err := s.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: run.GetWorkflowId(), RunID: run.GetRunId(), UpdateName: workflows.ReviewUpdate,
-		Args:         []any{exam.ReviewInput{Decision: decision, Note: req.Note, By: principal(c).Name}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if isNotFound(err) {
-		p := problem(http.StatusConflict, "review-refused", "the exam's review window has closed")
+	run := desc.GetWorkflowExecutionInfo().GetExecution()
+	id := examIDOf(run.GetWorkflowId())
+	req := contract.ReviewRequest{Decision: decision, Note: body.Note, By: principal(c).Name}
+	refused := func(detail string) error {
+		p := problem(http.StatusConflict, "review-refused", detail)
 		p.ExamID = id
 		return p
-	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 	}
-	var status exam.ReviewStatus
-	if err := handle.Get(ctx, &status); err != nil {
-		var refused *temporal.ApplicationError
-		if errors.As(err, &refused) {
-			p := problem(http.StatusConflict, "review-refused", refused.Error())
-			p.ExamID = id
-			return p
-		}
-		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+
+	status, err := s.review(ctx, contract.ReviewWorkflowID(id), "", req)
+	if isNotFound(err) {
+		status, err = s.review(ctx, run.GetWorkflowId(), run.GetRunId(), req)
+	}
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &app): // the validator's refusal
+		return refused(app.Error())
+	case isNotFound(err) && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return refused("the exam's review window has closed")
+	case isNotFound(err):
+		return refused("the exam has no report to review")
+	case err != nil:
+		return unavailable(ctx, err)
 	}
 	return c.JSON(http.StatusOK, ReviewResponse{ExamID: id, Review: status})
+}
+
+// review sends req to the workflow that holds the exam's review.
+func (s *Server) review(ctx context.Context, workflowID, runID string, req contract.ReviewRequest) (exam.ReviewStatus, error) {
+	handle, err := s.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, RunID: runID, UpdateName: contract.ReviewUpdate,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return "", err
+	}
+	var status exam.ReviewStatus
+	return status, handle.Get(ctx, &status)
 }

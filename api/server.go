@@ -8,17 +8,20 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"octflow/activities"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
 // ObjectStore is what the gateway needs of the object store.
@@ -38,7 +41,13 @@ type Config struct {
 	Tokens        *Tokens
 	Pseudonymizer *Pseudonymizer
 	Logger        *zap.Logger
-	// Policy is the scheduling policy new exams run under.
+	// Codec decodes what Temporal stores: the converters the Temporal
+	// client was built with (default: Temporal's own).
+	Codec lifecycle.Codec
+	// Registerer, when set, takes the gateway's own metrics.
+	Registerer prometheus.Registerer
+	// Policy is the scheduling policy new exams run under; New refuses
+	// one that does not validate.
 	Policy exam.Policy
 	// MaxScanBytes bounds an upload (default 512 MiB).
 	MaxScanBytes int64
@@ -65,10 +74,18 @@ type Server struct {
 	cfg     Config
 	echo    *echo.Echo
 	uploads chan struct{} // one token per upload in progress
+	// illegal counts forbidden moves found while folding histories.
+	illegal prometheus.Counter
 }
 
 // New builds the gateway and its routes.
-func New(cfg Config) *Server {
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if cfg.Codec.Data == nil || cfg.Codec.Failure == nil {
+		cfg.Codec = lifecycle.DefaultCodec()
+	}
 	if cfg.MaxScanBytes == 0 {
 		cfg.MaxScanBytes = 512 << 20
 	}
@@ -87,7 +104,16 @@ func New(cfg Config) *Server {
 	if cfg.UploadWait == 0 {
 		cfg.UploadWait = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.MaxConcurrentUploads)}
+	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
+		illegal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "octflow_timeline_illegal_transitions_total",
+			Help: "State transitions the lifecycle table forbids, found while folding an exam's history.",
+		})}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(s.illegal); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
@@ -107,11 +133,12 @@ func New(cfg Config) *Server {
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
+	v1.POST("/exams/:examId/rerun", s.rerunExam, cfg.Tokens.require(RoleAdmin))
 	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
 	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))
 	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
-	return s
+	return s, nil
 }
 
 // ServeHTTP makes the gateway an http.Handler.

@@ -7,33 +7,34 @@ import (
 	"strings"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"go.uber.org/zap"
 
+	"octflow/contract"
 	"octflow/exam"
-	"octflow/workflows"
+	"octflow/lifecycle"
 )
 
 // ExamStatus is the body of GET /v1/exams/{examId}.
 type ExamStatus struct {
-	ExamID            string        `json:"examId"`
-	State             exam.State    `json:"state"`
-	Stage             exam.Stage    `json:"stage,omitempty"`
-	Priority          exam.Priority `json:"priority"`
-	EffectivePriority exam.Priority `json:"effectivePriority"`
-	Attempt           int32         `json:"attempt"`
-	Node              string        `json:"node,omitempty"`
-	CreatedAt         time.Time     `json:"createdAt"`
-	UpdatedAt         time.Time     `json:"updatedAt"`
-	LastFailure       *exam.Failure `json:"lastFailure,omitempty"`
-	Report            *ReportInfo   `json:"report,omitempty"`
+	ExamID            string             `json:"examId"`
+	State             lifecycle.State    `json:"state"`
+	Stage             exam.Stage         `json:"stage,omitempty"`
+	Priority          exam.Priority      `json:"priority"`
+	EffectivePriority exam.Priority      `json:"effectivePriority"`
+	Attempt           int32              `json:"attempt"`
+	Node              string             `json:"node,omitempty"`
+	CreatedAt         time.Time          `json:"createdAt"`
+	UpdatedAt         time.Time          `json:"updatedAt"`
+	LastFailure       *lifecycle.Failure `json:"lastFailure,omitempty"`
+	Report            *ReportInfo        `json:"report,omitempty"`
 	// Review is pending, approved, amended, rejected or expired once the
 	// report exists.
 	Review exam.ReviewStatus `json:"review,omitempty"`
+	// Runs counts the exam's pipeline runs: more than one after a rerun.
+	Runs int `json:"runs,omitempty"`
 }
 
 // ReportInfo points at a completed exam's report.
@@ -43,124 +44,101 @@ type ReportInfo struct {
 	Summary exam.Summary `json:"summary"`
 }
 
-// status derives an exam's status from Temporal's description of its
-// workflow: the seven states are computed, not stored.
-func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (*ExamStatus, error) {
+// maxRuns bounds how many earlier runs of a rerun exam are read.
+const maxRuns = 20
+
+// record folds everything Temporal holds about the exam that desc
+// describes (its latest pipeline run) into its lifecycle.Record: the
+// earlier runs a rerun follows, the pending stage, and the review.
+func (s *Server) record(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (*lifecycle.Record, error) {
 	info := desc.GetWorkflowExecutionInfo()
-	id := strings.TrimPrefix(info.GetExecution().GetWorkflowId(), "exam-")
-	prio := exam.Priority(searchAttr(info.GetSearchAttributes(), exam.AttrPriority))
-	st := &ExamStatus{
-		ExamID: id, Priority: prio, EffectivePriority: prio,
-		Stage:     exam.Stage(searchAttr(info.GetSearchAttributes(), exam.AttrStage)),
-		CreatedAt: ts(info.GetStartTime()),
+	id := info.GetExecution().GetWorkflowId()
+	latest, err := s.history(ctx, id, info.GetExecution().GetRunId())
+	if err != nil {
+		return nil, err
 	}
-	st.UpdatedAt = st.CreatedAt
-	obs := exam.Observation{Now: time.Now(), Recorded: exam.State(searchAttr(info.GetSearchAttributes(), exam.AttrState))}
-
-	switch info.GetStatus() {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		obs.Status = exam.Running
-	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		obs.Status = exam.Succeeded
-	default:
-		obs.Status = exam.Failed
+	run := lifecycle.Run{Events: latest}
+	if p := desc.GetPendingActivities(); len(p) > 0 {
+		run.Pending = p[0]
 	}
-	if info.GetCloseTime() != nil {
-		st.UpdatedAt = ts(info.GetCloseTime())
+	runs := []lifecycle.Run{run}
+	for prev := s.cfg.Codec.PreviousRunID(run); prev != "" && len(runs) < maxRuns; prev = s.cfg.Codec.PreviousRunID(runs[0]) {
+		events, err := s.history(ctx, id, prev)
+		if err != nil {
+			return nil, err
+		}
+		runs = append([]lifecycle.Run{{Events: events}}, runs...)
 	}
-
-	if pending := desc.GetPendingActivities(); len(pending) > 0 {
-		pa := pending[0]
-		ps := &exam.PendingStage{
-			Stage:         exam.StageOfActivity(pa.GetActivityType().GetName()),
-			Started:       pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED,
-			Heartbeated:   pa.GetLastHeartbeatTime() != nil && ts(pa.GetLastHeartbeatTime()).After(ts(pa.GetLastStartedTime())),
-			Attempt:       pa.GetAttempt(),
-			NextAttemptAt: ts(pa.GetNextAttemptScheduleTime()),
-		}
-		obs.Pending = ps
-		st.Stage, st.Attempt, st.Node = ps.Stage, ps.Attempt, pa.GetLastWorkerIdentity()
-		// The bucket the stage waits in now: above the submitted one
-		// once aging has promoted it.
-		if bucket := exam.Priority(pa.GetPriority().GetFairnessKey()); bucket != "" {
-			st.EffectivePriority = bucket
-		}
-		if f := pa.GetLastFailure(); f != nil {
-			st.LastFailure = &exam.Failure{Stage: ps.Stage, Message: f.GetMessage(),
-				Type: f.GetApplicationFailureInfo().GetType(), Attempt: ps.Attempt - 1}
-		}
-		for _, t := range []*timestamppb.Timestamp{pa.GetScheduledTime(), pa.GetLastStartedTime(), pa.GetLastHeartbeatTime(), pa.GetLastAttemptCompleteTime()} {
-			if t != nil && ts(t).After(st.UpdatedAt) {
-				st.UpdatedAt = ts(t)
-			}
-		}
-	}
-	st.State = exam.DeriveState(obs)
-
-	if st.State == exam.Completed && obs.Status == exam.Running {
-		// The report exists and the exam awaits review: the workflow
-		// answers for itself.
-		st.Report = &ReportInfo{JSONKey: exam.ReportJSONKey(id), PDFKey: exam.ReportPDFKey(id)}
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		if v, err := s.cfg.Temporal.QueryWorkflow(qctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), workflows.ProgressQuery); err == nil {
-			var p workflows.Progress
-			if v.Get(&p) == nil {
-				st.Report.Summary, st.Review = p.Summary, p.Review
-				if n := len(p.Transitions); n > 0 && p.Transitions[n-1].At.After(st.UpdatedAt) {
-					st.UpdatedAt = p.Transitions[n-1].At.UTC()
-				}
-				if n := len(p.Reviews); n > 0 && p.Reviews[n-1].At.After(st.UpdatedAt) {
-					st.UpdatedAt = p.Reviews[n-1].At.UTC()
-				}
-			}
-		}
-	}
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		var res exam.Result
-		err := s.cfg.Temporal.GetWorkflow(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId()).Get(ctx, &res)
+	var review *lifecycle.Run
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		events, err := s.history(ctx, contract.ReviewWorkflowID(examIDOf(id)), "")
 		switch {
 		case err == nil:
-			st.Report = &ReportInfo{JSONKey: res.Report.JSONKey, PDFKey: res.Report.PDFKey, Summary: res.Summary}
-			st.Review = res.Review
-		case ctx.Err() != nil:
-			return nil, problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
-		default:
-			st.LastFailure = deadReason(err)
-			if st.LastFailure.Stage == "" {
-				st.LastFailure.Stage = st.Stage
-			}
+			review = &lifecycle.Run{Events: events}
+		case !isNotFound(err): // an exam from before the split has none
+			return nil, err
 		}
+	}
+	rec := lifecycle.Fold(s.cfg.Codec, time.Now(), runs, review)
+	for _, m := range rec.Illegal {
+		// The table and Temporal's record disagree: a bug to alert on.
+		s.illegal.Inc()
+		s.cfg.Logger.Error("illegal transition in an exam's history", zap.String("from", string(m.From)), zap.String("to", string(m.To)))
+	}
+	return rec, nil
+}
+
+// history reads a workflow run's history, oldest first.
+func (s *Server) history(ctx context.Context, workflowID, runID string) ([]*historypb.HistoryEvent, error) {
+	var events []*historypb.HistoryEvent
+	it := s.cfg.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// status is an exam's status: where its lifecycle.Record ends.
+func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (*ExamStatus, error) {
+	rec, err := s.record(ctx, desc)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	id := examIDOf(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId())
+	st := &ExamStatus{
+		ExamID: id, State: rec.State, Stage: rec.Stage, Priority: rec.Priority, EffectivePriority: rec.EffectivePriority,
+		Attempt: rec.Attempt, Node: rec.Node, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,
+		LastFailure: rec.LastFailure, Runs: rec.Runs,
+	}
+	if rec.State == lifecycle.Completed {
+		st.Report = &ReportInfo{JSONKey: exam.ReportJSONKey(id), PDFKey: exam.ReportPDFKey(id)}
+		if rec.Summary != nil {
+			st.Report.Summary = *rec.Summary
+		}
+	}
+	if rec.Review != nil {
+		st.Review = rec.Review.Status
 	}
 	return st, nil
 }
 
-// deadReason turns a workflow's failure into the exam's last failure.
-func deadReason(err error) *exam.Failure {
-	f := &exam.Failure{Message: err.Error()}
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		f.Message, f.Type = app.Message(), app.Type()
+// unavailable is the problem for a backing service that did not answer.
+func unavailable(ctx context.Context, err error) error {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
 	}
-	var term *temporal.TerminatedError
-	if errors.As(err, &term) {
-		f.Message, f.Type = "terminated by an operator", "Terminated"
+	if ctx.Err() != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "the request ended before Temporal answered")
 	}
-	return f
+	return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 }
 
-func searchAttr(sa *commonpb.SearchAttributes, name string) string {
-	p := sa.GetIndexedFields()[name]
-	var v string
-	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &v) != nil {
-		return ""
-	}
-	return v
-}
-
-func ts(t *timestamppb.Timestamp) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.AsTime().UTC()
+// examIDOf is the exam ID in a pipeline's workflow ID.
+func examIDOf(workflowID string) string {
+	return strings.TrimPrefix(workflowID, contract.ExamWorkflowID(""))
 }

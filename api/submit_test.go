@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"octflow/activities"
+	"octflow/exam"
 )
 
 // These cases are all refused before the gateway touches Temporal or the
@@ -31,7 +32,7 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024, Callbacks: guard})
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024, Callbacks: guard})
 
 	form := func(parts map[string]string) (string, *bytes.Buffer) {
 		var body bytes.Buffer
@@ -136,7 +137,7 @@ func TestADeviceOverItsRateGets429WithRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
 		DeviceRate: RateLimit{PerMinute: 2, Burst: 2}})
 	post := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", strings.NewReader("{}"))
@@ -168,7 +169,7 @@ func TestUploadsBeyondTheConcurrencyLimitWaitThenGet503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
 		MaxConcurrentUploads: 1, UploadWait: 100 * time.Millisecond})
 	// The first upload stalls mid-body and holds the only slot.
 	pr, pw := io.Pipe()
@@ -202,4 +203,18 @@ func TestUploadsBeyondTheConcurrencyLimitWaitThenGet503(t *testing.T) {
 	if rec.Code != http.StatusUnsupportedMediaType {
 		t.Errorf("after the slot freed: %d", rec.Code)
 	}
+}
+
+// newServer builds a gateway for a test, under the production policy
+// unless the test sets one.
+func newServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.Policy.MaxAttempts == 0 {
+		cfg.Policy = exam.DefaultPolicy()
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -70,10 +70,6 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// WorkflowID is the Temporal workflow ID of an exam. Temporal allows one
-// workflow per ID, which is what makes submission idempotent.
-func WorkflowID(examID string) string { return "exam-" + examID }
-
 // Task queues. GPU stages run only on gpuworker nodes.
 const (
 	WorkflowQueue = "oct-workflows"
@@ -82,7 +78,7 @@ const (
 )
 
 // Submission is what a device sent and the gateway accepted; it is the
-// input of ExamWorkflow. It never holds a patient identifier in clear:
+// heart of every exam workflow's input. It never holds a patient identifier in clear:
 // PatientRef is a keyed pseudonym.
 type Submission struct {
 	ExamID      string    `json:"examId"`
@@ -95,38 +91,6 @@ type Submission struct {
 	ScanKey     string    `json:"scanKey"`
 	ScanDigest  string    `json:"scanDigest"`
 	SubmittedAt time.Time `json:"submittedAt"`
-}
-
-// Input is ExamWorkflow's input: the submission and the policy it runs
-// under.
-type Input struct {
-	Submission Submission `json:"submission"`
-	Policy     Policy     `json:"policy"`
-}
-
-// Failure describes the last failure of an exam.
-type Failure struct {
-	Stage   Stage  `json:"stage,omitempty"`
-	Message string `json:"message"`
-	Type    string `json:"type,omitempty"`
-	Attempt int32  `json:"attempt,omitempty"`
-}
-
-// Report points at an exam's report objects.
-type Report struct {
-	JSONKey string `json:"jsonKey"`
-	PDFKey  string `json:"pdfKey"`
-}
-
-// Result is what ExamWorkflow returns once the report has been produced
-// and the clinician notified.
-type Result struct {
-	ExamID  string  `json:"examId"`
-	Report  Report  `json:"report"`
-	Summary Summary `json:"summary"`
-	// Review and Reviews are empty for exams run before the review loop.
-	Review  ReviewStatus `json:"review,omitempty"`
-	Reviews []Review     `json:"reviews,omitempty"`
 }
 
 // Summary carries the headline measurements so status can show them

@@ -2,65 +2,10 @@ package exam
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
-
-func TestDeriveStateCoversTheSevenStates(t *testing.T) {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		obs  Observation
-		want State
-	}{
-		{"started, nothing scheduled", Observation{Status: Running}, Created},
-		{"stage waiting on its queue", Observation{Status: Running, Pending: &PendingStage{Stage: Denoise, Attempt: 1}}, Queued},
-		{"picked up, no progress yet", Observation{Status: Running, Pending: &PendingStage{Stage: Layers, Started: true, Attempt: 1}}, Claimed},
-		{"running and heartbeating", Observation{Status: Running, Pending: &PendingStage{Stage: Layers, Started: true, Heartbeated: true, Attempt: 1}}, Executing},
-		{"waiting out a retry backoff", Observation{Status: Running, Now: now, Pending: &PendingStage{Stage: Layers, Attempt: 2, NextAttemptAt: now.Add(time.Minute)}}, RetryWait},
-		{"retry due, back on the queue", Observation{Status: Running, Now: now, Pending: &PendingStage{Stage: Layers, Attempt: 2, NextAttemptAt: now.Add(-time.Second)}}, Queued},
-		{"between two stages", Observation{Status: Running, Recorded: Queued}, Queued},
-		{"workflow completed", Observation{Status: Succeeded}, Completed},
-		{"report done, awaiting review", Observation{Status: Running, Recorded: Completed}, Completed},
-		{"workflow failed", Observation{Status: Failed, Recorded: Executing}, Dead},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := DeriveState(c.obs); got != c.want {
-				t.Errorf("DeriveState = %s, want %s", got, c.want)
-			}
-		})
-	}
-}
-
-func TestTransitionTable(t *testing.T) {
-	cases := []struct {
-		from, to State
-		legal    bool
-	}{
-		{Created, Queued, true},
-		{Queued, Claimed, true},
-		{Claimed, Executing, true},
-		{Executing, RetryWait, true},
-		{RetryWait, Queued, true},
-		{Executing, Completed, true},
-		{Queued, Dead, true},
-		{Completed, Queued, false},
-		{Dead, Executing, false},
-		{Created, Completed, false},
-		{RetryWait, Completed, false},
-	}
-	for _, c := range cases {
-		err := CheckMove(c.from, c.to)
-		if c.legal && err != nil {
-			t.Errorf("%s → %s rejected: %v", c.from, c.to, err)
-		}
-		var illegal ErrIllegalTransition
-		if !c.legal && !errors.As(err, &illegal) {
-			t.Errorf("%s → %s accepted, want ErrIllegalTransition", c.from, c.to)
-		}
-	}
-}
 
 func TestValidateIDRefusesWhatCannotBeAKey(t *testing.T) {
 	for _, id := range []string{"E-2026-0001", "a", "exam_1.b"} {
@@ -82,5 +27,36 @@ func TestScanKeyDependsOnDigestAndNeverOnPatient(t *testing.T) {
 	}
 	if a != "exams/E1/scan-aaaaaaaaaaaaaaaa.dcm" {
 		t.Errorf("ScanKey = %s", a)
+	}
+}
+
+func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatalf("the production policy does not validate: %v", err)
+	}
+	p := DefaultPolicy()
+	p.RetryBase, p.RetryCap = 10*time.Minute, time.Minute
+	p.HeartbeatTimeout = p.StageTimeout
+	p.Weights = map[Priority]float32{Urgent: 60, Normal: 35}
+	p.Aging = map[Priority]time.Duration{Urgent: time.Minute, Low: -time.Second}
+	p.MaxAttempts = 0
+	err := p.Validate()
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *PolicyError
+		if !errors.As(e, &pe) {
+			t.Fatalf("%v is not a PolicyError", e)
+		}
+		fields = append(fields, pe.Field)
+	}
+	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging"}
+	if !slices.Equal(fields, want) {
+		t.Errorf("fields %v, want %v (%v)", fields, want, err)
+	}
+	// Zero is a setting, not a request for the default.
+	p = DefaultPolicy()
+	p.UrgentSLA, p.ReviewReminder, p.InfraRetryFor, p.Aging = 0, 0, 0, nil
+	if err := p.Validate(); err != nil {
+		t.Errorf("zeros that mean 'off' were refused: %v", err)
 	}
 }

@@ -33,18 +33,3 @@ type BreakerStatus struct {
 	OpenedAt    *time.Time   `json:"openedAt,omitempty"`
 	Trips       int          `json:"trips"`
 }
-
-// NodeReport is what a GPU node tells the fleet on every interval.
-type NodeReport struct {
-	NodeID    string        `json:"nodeId"`
-	TaskQueue string        `json:"taskQueue"`
-	GPUs      []GPU         `json:"gpus"`
-	InFlight  int           `json:"inFlight"`
-	Breaker   BreakerStatus `json:"breaker"`
-	Draining  bool          `json:"draining,omitempty"`
-	// Interval is how often the node reports; silence for three
-	// intervals marks it down.
-	Interval time.Duration `json:"interval"`
-	// ResetsApplied is the last breaker-reset generation the node applied.
-	ResetsApplied int `json:"resetsApplied"`
-}

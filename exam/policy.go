@@ -1,39 +1,55 @@
 package exam
 
 import (
-	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
-// Policy is the scheduling policy an exam runs under. The gateway fixes it
-// when the exam is submitted and it travels in the workflow input, so a
-// running exam keeps the policy it started with across deploys.
+// Policy is the scheduling policy an exam runs under. The gateway
+// resolves and validates it when the exam is submitted, and it travels in
+// the workflow input: a running exam keeps the policy it started with
+// across deploys, and the workflow uses it as given. Every field means
+// what it says; a zero is never replaced by a default.
 type Policy struct {
-	// MaxAttempts per stage (default 3).
+	// MaxAttempts per stage (production: 3).
 	MaxAttempts int32 `json:"maxAttempts"`
-	// RetryBase is the first retry delay; later ones double (default 5 min).
+	// RetryBase is the first retry delay's ceiling; later ones double
+	// (production: 5 min). Each delay is drawn with full jitter.
 	RetryBase time.Duration `json:"retryBase"`
-	// RetryCap bounds the retry delay (default 30 min).
+	// RetryCap bounds the retry delay (production: 30 min).
 	RetryCap time.Duration `json:"retryCap"`
-	// StageTimeout is each stage's start-to-close limit (default 10 min).
+	// StageTimeout is each stage's start-to-close limit (production: 10 min).
 	StageTimeout time.Duration `json:"stageTimeout"`
-	// HeartbeatTimeout notices a lost node (default 30 s).
+	// HeartbeatTimeout notices a lost node (production: 30 s).
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
-	// Weights are the fairness weights of the buckets (default 60/35/5).
+	// Weights are the fairness weights of the buckets (production: 60/35/5).
 	Weights map[Priority]float32 `json:"weights"`
 	// Aging is how long a stage may wait in a bucket before it is moved
-	// one bucket up (default 30 min for low and normal; urgent does not age).
+	// one bucket up (production: 30 min for low and normal). A bucket
+	// without an entry, or with 0, is never promoted; urgent has nowhere
+	// to go.
 	Aging map[Priority]time.Duration `json:"aging"`
 	// UrgentSLA is how long an urgent exam may take from submission to
-	// report before the breach is logged and counted (default 15 min).
+	// report before the breach is logged and counted (production:
+	// 15 min; 0: not watched).
 	UrgentSLA time.Duration `json:"urgentSla"`
-	// ReviewWindow is how long after the report the exam's workflow
-	// accepts review decisions (default 7 days); without a final decision
-	// by then the review is expired.
+	// ReviewWindow is how long after the report the exam accepts review
+	// decisions (production: 7 days); without a final decision by then
+	// the review is expired.
 	ReviewWindow time.Duration `json:"reviewWindow"`
 	// ReviewReminder is how often an urgent exam awaiting review is
-	// pushed to the workstation again (default 30 min, at most 5 times).
+	// pushed to the workstation again (production: 30 min, at most 5
+	// times; 0: no reminders).
 	ReviewReminder time.Duration `json:"reviewReminder"`
+	// InfraRetryFor is how long a stage keeps being rescheduled while the
+	// object store (or another backing service) is unreachable, without
+	// spending its attempts, before the exam is DEAD (production: 1 h).
+	// 0, as in exams submitted before it existed: such failures spend the
+	// stage's attempts like any other.
+	InfraRetryFor time.Duration `json:"infraRetryFor,omitempty"`
 }
 
 // DefaultPolicy is the production policy.
@@ -49,27 +65,67 @@ func DefaultPolicy() Policy {
 		UrgentSLA:        15 * time.Minute,
 		ReviewWindow:     7 * 24 * time.Hour,
 		ReviewReminder:   30 * time.Minute,
+		InfraRetryFor:    time.Hour,
 	}
 }
 
-// WithDefaults fills zero fields from DefaultPolicy.
-func (p Policy) WithDefaults() Policy {
-	d := DefaultPolicy()
-	p.MaxAttempts = cmp.Or(p.MaxAttempts, d.MaxAttempts)
-	p.RetryBase = cmp.Or(p.RetryBase, d.RetryBase)
-	p.RetryCap = cmp.Or(p.RetryCap, d.RetryCap)
-	p.StageTimeout = cmp.Or(p.StageTimeout, d.StageTimeout)
-	p.HeartbeatTimeout = cmp.Or(p.HeartbeatTimeout, d.HeartbeatTimeout)
-	p.UrgentSLA = cmp.Or(p.UrgentSLA, d.UrgentSLA)
-	p.ReviewWindow = cmp.Or(p.ReviewWindow, d.ReviewWindow)
-	p.ReviewReminder = cmp.Or(p.ReviewReminder, d.ReviewReminder)
-	if p.Weights == nil {
-		p.Weights = d.Weights
+// PolicyError is one setting of a Policy that cannot work. Field is the
+// setting's JSON name, so a configuration layer can name its source.
+type PolicyError struct {
+	Field  string
+	Reason string
+}
+
+func (e *PolicyError) Error() string { return e.Field + ": " + e.Reason }
+
+// Validate reports every setting that cannot work, each as a
+// *PolicyError.
+func (p Policy) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &PolicyError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-	if p.Aging == nil {
-		p.Aging = d.Aging
+	if p.MaxAttempts < 1 {
+		bad("maxAttempts", "%d: want at least 1", p.MaxAttempts)
 	}
-	return p
+	if p.RetryBase <= 0 {
+		bad("retryBase", "%s: want a positive duration", p.RetryBase)
+	}
+	if p.RetryCap < p.RetryBase {
+		bad("retryCap", "%s: want at least the retry base %s", p.RetryCap, p.RetryBase)
+	}
+	if p.StageTimeout <= 0 {
+		bad("stageTimeout", "%s: want a positive duration", p.StageTimeout)
+	}
+	if p.HeartbeatTimeout <= 0 || p.HeartbeatTimeout >= p.StageTimeout {
+		bad("heartbeatTimeout", "%s: want a positive duration below the stage timeout %s", p.HeartbeatTimeout, p.StageTimeout)
+	}
+	for _, b := range []Priority{Urgent, Normal, Low} {
+		if w := p.Weights[b]; !(w > 0) {
+			bad("weights", "%s bucket weight %v: want a positive number", b, w)
+		}
+	}
+	for _, b := range slices.Sorted(maps.Keys(p.Aging)) {
+		switch d := p.Aging[b]; {
+		case b != Normal && b != Low:
+			bad("aging", "%q: only normal and low are promoted", b)
+		case d < 0:
+			bad("aging", "%s aging %s: want 0 (never) or a positive duration", b, d)
+		}
+	}
+	if p.UrgentSLA < 0 {
+		bad("urgentSla", "%s: want 0 (not watched) or a positive duration", p.UrgentSLA)
+	}
+	if p.ReviewWindow <= 0 {
+		bad("reviewWindow", "%s: want a positive duration", p.ReviewWindow)
+	}
+	if p.ReviewReminder < 0 {
+		bad("reviewReminder", "%s: want 0 (none) or a positive duration", p.ReviewReminder)
+	}
+	if p.InfraRetryFor < 0 {
+		bad("infraRetryFor", "%s: want 0 or a positive duration", p.InfraRetryFor)
+	}
+	return errors.Join(errs...)
 }
 
 // AgingAfter is how long a stage may wait in bucket before promotion; 0
@@ -82,9 +138,4 @@ func (p Policy) AgingAfter(bucket Priority) time.Duration {
 }
 
 // Weight is the fairness weight of bucket under this policy.
-func (p Policy) Weight(bucket Priority) float32 {
-	if w, ok := p.Weights[bucket]; ok && w > 0 {
-		return w
-	}
-	return DefaultPolicy().Weights[bucket]
-}
+func (p Policy) Weight(bucket Priority) float32 { return p.Weights[bucket] }

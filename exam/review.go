@@ -37,31 +37,24 @@ const (
 	ReviewExpired  ReviewStatus = "expired" // no decision within the review window
 )
 
+// After is the review's status once decision d is recorded. Approve and
+// reject are final; an amendment corrects the report at any time.
+func (s ReviewStatus) After(d Decision) ReviewStatus {
+	switch d {
+	case Approve:
+		return ReviewApproved
+	case Reject:
+		return ReviewRejected
+	case Amend:
+		return ReviewAmended
+	}
+	return s
+}
+
 // Review is one recorded decision.
 type Review struct {
 	At       time.Time `json:"at"`
 	Decision Decision  `json:"decision"`
 	Note     string    `json:"note,omitempty"`
 	By       string    `json:"by"`
-}
-
-// ReviewInput is what the api sends to the exam's workflow.
-type ReviewInput struct {
-	Decision Decision `json:"decision"`
-	Note     string   `json:"note"`
-	By       string   `json:"by"`
-}
-
-// ReportReadyEvent is one report-ready event in a campus's inbox, as the
-// clinicians' event stream serves it. Seq numbers events per campus.
-type ReportReadyEvent struct {
-	Seq      int64     `json:"seq"`
-	At       time.Time `json:"at"`
-	ExamID   string    `json:"examId"`
-	Campus   string    `json:"campus"`
-	Priority Priority  `json:"priority"`
-	Eye      Eye       `json:"eye,omitempty"`
-	Summary  Summary   `json:"summary"`
-	// Reminder counts repeated pushes for an urgent exam awaiting review.
-	Reminder int `json:"reminder,omitempty"`
 }

@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"octflow/contract"
 	"octflow/exam"
-	"octflow/workflows"
 )
 
 // reporter tells the fleet what the node is doing, every interval, and
@@ -41,16 +41,16 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 	if err != nil {
 		r.log.Warn("read GPUs", zap.Error(err))
 	}
-	rep := exam.NodeReport{
+	rep := contract.NodeReport{
 		NodeID: r.node.cfg.NodeID, TaskQueue: r.node.cfg.TaskQueue, GPUs: gpus,
 		InFlight: r.node.slots.InFlight(), Breaker: r.node.breaker.Status(), Draining: draining,
 		Interval: r.interval, ResetsApplied: r.applied,
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.interval)
 	defer cancel()
-	_, err = r.client.SignalWithStartWorkflow(ctx, workflows.FleetWorkflowID, workflows.NodeReportSignal, rep,
-		client.StartWorkflowOptions{ID: workflows.FleetWorkflowID, TaskQueue: exam.WorkflowQueue},
-		workflows.FleetWorkflowName, workflows.FleetState{})
+	_, err = r.client.SignalWithStartWorkflow(ctx, contract.FleetWorkflowID, contract.NodeReportSignal, rep,
+		client.StartWorkflowOptions{ID: contract.FleetWorkflowID, TaskQueue: exam.WorkflowQueue},
+		contract.FleetWorkflow, contract.FleetState{})
 	if err != nil {
 		r.log.Warn("report to fleet", zap.Error(err))
 		return
@@ -58,12 +58,12 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 	if draining {
 		return
 	}
-	val, err := r.client.QueryWorkflow(ctx, workflows.FleetWorkflowID, "", workflows.FleetQuery)
+	val, err := r.client.QueryWorkflow(ctx, contract.FleetWorkflowID, "", contract.FleetQuery)
 	if err != nil {
 		r.log.Debug("read fleet", zap.Error(err))
 		return
 	}
-	var nodes []workflows.FleetNode
+	var nodes []contract.FleetNode
 	if err := val.Get(&nodes); err != nil {
 		return
 	}

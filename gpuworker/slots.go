@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"octflow/contract"
 	"octflow/exam"
 )
 
@@ -229,8 +230,12 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 	finished := false
 	defer func() {
 		release()
-		if !finished { // the stage panicked: a node fault
-			b.slots.breaker.Record(true)
+		if !finished {
+			// A panic that escaped the stage's own recovery (see
+			// activities.Activities.run) still frees the GPU; the SDK
+			// turns it into a failed attempt. Like a recovered panic it
+			// follows the exam, not the node.
+			b.slots.breaker.CancelProbe()
 			return
 		}
 		if counts, failed := outcome(ctx, err); counts {
@@ -247,8 +252,10 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 }
 
 // outcome says whether a stage's result says anything about the node's
-// health, and whether it failed. A cancelled stage (drain, lost lease)
-// and an invalid scan say nothing about the node.
+// health, and whether it failed. Only the stage's own failures count: a
+// cancelled stage (drain, lost lease), an invalid scan, a panic (it
+// follows the exam to any node) and an unreachable backing service (it
+// fails every node alike) say nothing about this node.
 func outcome(ctx context.Context, err error) (counts, failed bool) {
 	if err == nil {
 		return true, false
@@ -257,8 +264,14 @@ func outcome(ctx context.Context, err error) (counts, failed bool) {
 		return false, false
 	}
 	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.NonRetryable() {
-		return false, false
+	if errors.As(err, &app) {
+		switch app.Type() {
+		case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeInfrastructure:
+			return false, false
+		}
+		if app.NonRetryable() {
+			return false, false
+		}
 	}
 	return true, true
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -129,4 +130,22 @@ func (s *Store) wrap(op, key string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
+}
+
+// OpenRetrying is Open, tried again every half second for up to wait:
+// the object store may start after the process that needs it.
+func OpenRetrying(ctx context.Context, cfg Config, wait time.Duration) (*Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		s, err := Open(ctx, cfg)
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -6,8 +6,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"octflow/contract"
 	"octflow/exam"
-	"octflow/workflows"
 )
 
 // InboxPublisher puts report-ready events into their campus's inbox
@@ -15,11 +15,11 @@ import (
 type InboxPublisher struct{ Client client.Client }
 
 // Publish signals the campus inbox (signal-with-start).
-func (p InboxPublisher) Publish(ctx context.Context, e exam.ReportReadyEvent) error {
-	id := workflows.InboxWorkflowID(e.Campus)
-	_, err := p.Client.SignalWithStartWorkflow(ctx, id, workflows.InboxEventSignal, e,
+func (p InboxPublisher) Publish(ctx context.Context, e contract.ReportReadyEvent) error {
+	id := contract.InboxWorkflowID(e.Campus)
+	_, err := p.Client.SignalWithStartWorkflow(ctx, id, contract.InboxEventSignal, e,
 		client.StartWorkflowOptions{ID: id, TaskQueue: exam.WorkflowQueue},
-		workflows.InboxWorkflowName, workflows.InboxState{Campus: e.Campus})
+		contract.InboxWorkflow, contract.InboxState{Campus: e.Campus})
 	if err != nil {
 		return fmt.Errorf("signal inbox %s: %w", id, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+
+	"octflow/contract"
 )
 
 // RetryJitter is a worker interceptor that spreads the retries of failed
@@ -32,12 +34,6 @@ type RetryJitter struct {
 	Node string
 	// Uniform returns a number in [0, 1); default math/rand/v2.Float64.
 	Uniform func() float64
-}
-
-// FailureDetails are attached to a stage failure that RetryJitter
-// rewrites.
-type FailureDetails struct {
-	Node string `json:"node"`
 }
 
 // InterceptActivity wraps every activity of the worker.
@@ -67,7 +63,7 @@ func (j *RetryJitter) withDelay(info activity.Info, err error) error {
 	if pol == nil || (pol.MaximumAttempts > 0 && info.Attempt >= pol.MaximumAttempts) {
 		return err
 	}
-	msg, errType := err.Error(), "StageFailed"
+	msg, errType := err.Error(), contract.ErrTypeStageFailed
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		if app.NonRetryable() || slices.Contains(pol.NonRetryableErrorTypes, app.Type()) || app.NextRetryDelay() > 0 {
@@ -86,7 +82,7 @@ func (j *RetryJitter) withDelay(info activity.Info, err error) error {
 	return temporal.NewApplicationErrorWithOptions(msg, errType, temporal.ApplicationErrorOptions{
 		Cause:          err,
 		NextRetryDelay: delay,
-		Details:        []any{FailureDetails{Node: j.Node}},
+		Details:        []any{contract.FailureDetails{Node: j.Node}},
 	})
 }
 

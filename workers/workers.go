@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"octflow/activities"
@@ -65,9 +64,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	wf := worker.New(c, exam.WorkflowQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout})
 	// Stage workers spread their retries (see RetryJitter).
 	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
-	wf.RegisterWorkflowWithOptions(workflows.ExamWorkflow, workflow.RegisterOptions{Name: workflows.ExamWorkflowName})
-	wf.RegisterWorkflowWithOptions(workflows.FleetWorkflow, workflow.RegisterOptions{Name: workflows.FleetWorkflowName})
-	wf.RegisterWorkflowWithOptions(workflows.InboxWorkflow, workflow.RegisterOptions{Name: workflows.InboxWorkflowName})
+	workflows.Register(wf)
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
 		Interceptors: stageInterceptors})

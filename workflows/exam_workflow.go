@@ -1,208 +1,256 @@
-// Package workflows holds ExamWorkflow, the durable pipeline of one exam,
-// and the state bookkeeping it does as it goes. Workflow code here is
+// Package workflows holds octflow's Temporal workflows: ExamWorkflow, the
+// pipeline of one exam; ReviewWorkflow, the clinician's review that
+// outlives it; FleetWorkflow, what the GPU nodes last reported; and
+// InboxWorkflow, a campus's report-ready events. Workflow code here is
 // deterministic: time, randomness and I/O come only from the SDK or from
-// activities.
+// activities. Names, inputs and outputs are in contract/.
 package workflows
 
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"octflow/activities"
+	"octflow/contract"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
-// ExamWorkflowName is the registered workflow type.
-const ExamWorkflowName = "ExamWorkflow"
-
-// ProgressQuery returns the exam's Progress.
-const ProgressQuery = "progress"
-
-// Progress is what the workflow knows about itself beyond Temporal's
-// status: the domain state it last entered, the stages done, promotions.
-type Progress struct {
-	State             exam.State    `json:"state"`
-	Stage             exam.Stage    `json:"stage,omitempty"`
-	EffectivePriority exam.Priority `json:"effectivePriority"`
-	StagesDone        []exam.Stage  `json:"stagesDone"`
-	Promotions        []Promotion   `json:"promotions,omitempty"`
-	Notified          bool          `json:"notified"`
-	NotifyError       string        `json:"notifyError,omitempty"`
-	SLABreached       bool          `json:"slaBreached,omitempty"`
-	Summary           exam.Summary  `json:"summary"`
-	// Review is empty until the report exists, then pending until a
-	// clinician decides; Reviews lists every decision and amendment.
-	Review       exam.ReviewStatus `json:"review,omitempty"`
-	Reviews      []exam.Review     `json:"reviews,omitempty"`
-	IllegalMoves int               `json:"illegalMoves"`
-	Transitions  []Transition      `json:"transitions,omitempty"`
-}
-
-// Transition is one domain state change made by the workflow.
-type Transition struct {
-	At    time.Time  `json:"at"`
-	From  exam.State `json:"from"`
-	To    exam.State `json:"to"`
-	Stage exam.Stage `json:"stage,omitempty"`
-}
-
-// Search attribute keys the workflow keeps current.
+// Search attribute keys the workflows keep current.
 var (
-	stateAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrState)
-	stageAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrStage)
+	stateAttr    = temporal.NewSearchAttributeKeyKeyword(exam.AttrState)
+	stageAttr    = temporal.NewSearchAttributeKeyKeyword(exam.AttrStage)
+	priorityAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority)
+	deviceAttr   = temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID)
+	campusAttr   = temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus)
 )
 
-// ExamWorkflow runs one exam: denoise → layers → lesions → measure on GPU
-// nodes, then report and notify on CPU workers. Stages exchange object
-// keys, never volume bytes. A GPU stage that waits too long in its
-// bucket is promoted one bucket up (aging). A stage that fails for good
-// (invalid input, or out of attempts) makes the exam DEAD with the
-// reason; a failed notification does not, because the report exists.
-// Once the report exists the exam is COMPLETED and the workflow stays
-// open for the clinician's review (see awaitReview).
-func ExamWorkflow(ctx workflow.Context, in exam.Input) (exam.Result, error) {
-	run := newExamRun(in)
-	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (Progress, error) { return *run.progress, nil }); err != nil {
-		return exam.Result{}, fmt.Errorf("register query: %w", err)
+// Backoff of a stage rescheduled because a backing service was
+// unreachable: doubling from infraBackoffBase up to infraBackoffCap, each
+// delay drawn from its upper half so exams that failed together come
+// back apart.
+const (
+	infraBackoffBase = 2 * time.Second
+	infraBackoffCap  = time.Minute
+)
+
+// ExamWorkflow is one exam's pipeline: denoise → layers → lesions →
+// measure on GPU nodes, then report and notify on CPU workers. Stages
+// exchange object keys, never volume bytes. A GPU stage that waits too
+// long in its bucket is promoted one bucket up (aging); a stage that
+// cannot reach the object store is rescheduled after a backoff without
+// spending its attempts. A stage that fails for good (invalid input, a
+// panic, out of attempts) makes the exam DEAD with the reason; a failed
+// notification does not, because the report exists. Once the report
+// exists the pipeline starts the exam's ReviewWorkflow and ends, so a
+// pipeline change never has to replay against week-old reviews.
+func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
+	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
+		EffectivePriority: in.Submission.Priority}}
+	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
+		return contract.ExamResult{}, fmt.Errorf("register query: %w", err)
 	}
-	if err := run.registerReview(ctx); err != nil {
-		return exam.Result{}, fmt.Errorf("register review: %w", err)
+	if err := p.registerLegacyReview(ctx); err != nil {
+		return contract.ExamResult{}, fmt.Errorf("register review: %w", err)
 	}
 	// Exams started before the SLA watch existed replay without it.
 	if workflow.GetVersion(ctx, "urgent-sla-watch", workflow.DefaultVersion, 1) == 1 {
-		run.watchUrgentSLA(ctx)
+		p.watchUrgentSLA(ctx)
 	}
 
-	result := exam.Result{ExamID: in.Submission.ExamID}
+	result := contract.ExamResult{ExamID: in.Submission.ExamID}
 	for _, stage := range exam.Pipeline {
-		out, err := run.stage(ctx, stage)
+		out, err := p.stage(ctx, stage)
 		if err != nil && stage == exam.Notify {
-			run.progress.NotifyError = failureMessage(err)
-			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", run.progress.NotifyError)
+			p.progress.NotifyError = failureMessage(err)
+			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", p.progress.NotifyError)
 			break
 		}
 		if err != nil {
-			run.move(ctx, exam.Dead, stage)
-			return exam.Result{}, temporal.NewNonRetryableApplicationError(
+			p.move(ctx, lifecycle.Dead, stage)
+			return contract.ExamResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
-		run.progress.StagesDone = append(run.progress.StagesDone, stage)
+		p.progress.StagesDone = append(p.progress.StagesDone, stage)
 		if out.Summary != nil {
 			result.Summary = *out.Summary
-			run.progress.Summary = result.Summary
+			p.progress.Summary = result.Summary
 		}
-		run.progress.Notified = run.progress.Notified || out.Delivered
+		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
-	result.Report = exam.Report{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
-	run.move(ctx, exam.Completed, "")
-	// Exams started before the review loop existed end here on replay.
-	if workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 1) == 1 {
-		run.awaitReview(ctx)
-		result.Review, result.Reviews = run.progress.Review, run.progress.Reviews
+	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
+	p.move(ctx, lifecycle.Completed, "")
+	switch workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 2) {
+	case 2:
+		// The review is its own workflow and outlives this one.
+		if err := p.startReview(ctx); err != nil {
+			return contract.ExamResult{}, err
+		}
+	case 1:
+		// Runs from before the split wait for their review here.
+		p.awaitLegacyReview(ctx)
+		result.Review, result.Reviews = p.review.status, p.review.reviews
 	}
 	return result, nil
 }
 
-// examRun is the state of one ExamWorkflow execution.
-type examRun struct {
-	in           exam.Input
-	progress     *Progress
-	reviewClosed bool
+// pipeline is the state of one ExamWorkflow run.
+type pipeline struct {
+	in       contract.ExamInput
+	progress contract.Progress
+	// review takes decisions only in runs from before the split, once
+	// legacyReviewOpen says they wait for their review.
+	review           *reviewBook
+	legacyReviewOpen bool
 }
 
-func newExamRun(in exam.Input) *examRun {
-	in.Policy = in.Policy.WithDefaults()
-	return &examRun{in: in, progress: &Progress{
-		State: exam.Created, StagesDone: []exam.Stage{}, EffectivePriority: in.Submission.Priority,
-	}}
+// query answers ProgressQuery.
+func (p *pipeline) query() (contract.Progress, error) {
+	out := p.progress
+	if p.legacyReviewOpen {
+		out.Review, out.Reviews = p.review.status, p.review.reviews
+	}
+	return out, nil
 }
 
-// move records a domain state change after checking it against the
-// transition table, and mirrors it into the search attributes.
-func (r *examRun) move(ctx workflow.Context, to exam.State, stage exam.Stage) {
-	p := r.progress
-	if err := exam.CheckMove(p.State, to); err != nil {
+// move records a state change the workflow makes itself, after checking
+// it against lifecycle's table, and mirrors it into the search
+// attributes. The moves only the server sees (CLAIMED, EXECUTING, a
+// retry's RETRY_WAIT) are folded from history by lifecycle.
+func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Stage) {
+	from := lifecycle.State(p.progress.State)
+	if err := lifecycle.CheckMove(from, to); err != nil {
 		// Counted and logged, never applied: the exam keeps a state that
 		// its history can explain.
-		p.IllegalMoves++
+		p.progress.IllegalMoves++
 		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
-		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", p.State, "to", to, "stage", stage)
+		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", from, "to", to, "stage", stage)
 		return
 	}
-	p.Transitions = append(p.Transitions, Transition{At: workflow.Now(ctx), From: p.State, To: to, Stage: stage})
-	p.State, p.Stage = to, stage
+	p.progress.Transitions = append(p.progress.Transitions, contract.Transition{At: workflow.Now(ctx), From: string(from), To: string(to), Stage: stage})
+	p.progress.State, p.progress.Stage = string(to), stage
 	_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
 }
 
 // stage runs one stage to its end. A GPU stage is scheduled in the exam's
 // current bucket with a schedule-to-start timeout equal to that bucket's
 // aging threshold; when it expires, the stage is scheduled again one
-// bucket up.
-func (r *examRun) stage(ctx workflow.Context, stage exam.Stage) (activities.StageOutput, error) {
-	r.move(ctx, exam.Queued, stage)
-	for {
-		bucket := r.progress.EffectivePriority
+// bucket up. A stage that could not reach a backing service is
+// scheduled again after a backoff, for at most the policy's
+// InfraRetryFor.
+func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.StageOutput, error) {
+	p.move(ctx, lifecycle.Queued, stage)
+	var infraWaited time.Duration
+	for infraTries := 1; ; {
+		bucket := p.progress.EffectivePriority
 		var aging time.Duration
 		if stage.NeedsGPU() {
-			aging = r.in.Policy.AgingAfter(bucket)
+			aging = p.in.Policy.AgingAfter(bucket)
 		}
-		var out activities.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, r.in.Policy, bucket, aging), stage.ActivityName(),
-			activities.StageInput{Exam: r.in.Submission, Summary: &r.progress.Summary}).Get(ctx, &out)
-		if !isScheduleToStartTimeout(err) {
+		var out contract.StageOutput
+		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, bucket, aging), stage.ActivityName(),
+			contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}).Get(ctx, &out)
+		switch {
+		case isScheduleToStartTimeout(err):
+			p.promote(ctx, stage, bucket, aging)
+		case isInfrastructure(err) && infraWaited < p.in.Policy.InfraRetryFor:
+			delay := infraBackoff(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, infraTries)
+			workflow.GetLogger(ctx).Warn("stage could not reach a backing service; rescheduling",
+				"stage", stage, "error", failureMessage(err), "after", delay, "waitedSoFar", infraWaited)
+			p.move(ctx, lifecycle.RetryWait, stage)
+			if err := workflow.Sleep(ctx, delay); err != nil {
+				return out, err
+			}
+			infraWaited += delay
+			infraTries++
+			p.move(ctx, lifecycle.Queued, stage)
+		default:
 			return out, err
 		}
-		r.promote(ctx, stage, bucket, aging)
 	}
 }
 
-// Promotion records a stage moved one bucket up after waiting too long.
-type Promotion struct {
-	At     time.Time     `json:"at"`
-	Stage  exam.Stage    `json:"stage"`
-	From   exam.Priority `json:"from"`
-	To     exam.Priority `json:"to"`
-	Waited time.Duration `json:"waited"`
+// infraBackoff is the wait before rescheduling a stage for the n-th time
+// after infrastructure failures. Its jitter is drawn from the run ID, so
+// it is the same on every replay and different for every exam.
+func infraBackoff(runID string, stage exam.Stage, n int) time.Duration {
+	ceiling := min(infraBackoffCap, infraBackoffBase<<min(n-1, 10))
+	h := fnv.New64a()
+	h.Write([]byte(runID + "/" + string(stage) + "/" + strconv.Itoa(n)))
+	u := float64(h.Sum64()%1_000_000) / 1_000_000
+	return ceiling/2 + time.Duration(u*float64(ceiling/2))
 }
 
-func (r *examRun) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
+func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
 	to := from.Up()
-	r.progress.EffectivePriority = to
-	r.progress.Promotions = append(r.progress.Promotions, Promotion{At: workflow.Now(ctx), Stage: stage, From: from, To: to, Waited: waited})
+	p.progress.EffectivePriority = to
+	p.progress.Promotions = append(p.progress.Promotions, contract.Promotion{At: workflow.Now(ctx), Stage: stage, From: from, To: to, Waited: waited})
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
 		Counter("octflow_promotions_total").Inc(1)
 	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
-	r.move(ctx, exam.Queued, stage)
+	p.move(ctx, lifecycle.Queued, stage)
 }
 
 // watchUrgentSLA logs and counts an urgent exam that has no report within
 // the SLA. It only watches; the exam goes on.
-func (r *examRun) watchUrgentSLA(ctx workflow.Context) {
-	if r.in.Submission.Priority != exam.Urgent || r.in.Policy.UrgentSLA <= 0 {
+func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
+	if p.in.Submission.Priority != exam.Urgent || p.in.Policy.UrgentSLA <= 0 {
 		return
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := workflow.NewTimer(ctx, r.in.Policy.UrgentSLA).Get(ctx, nil); err != nil {
+		if err := workflow.NewTimer(ctx, p.in.Policy.UrgentSLA).Get(ctx, nil); err != nil {
 			return
 		}
-		if !r.progress.State.Terminal() {
-			r.progress.SLABreached = true
+		if !lifecycle.State(p.progress.State).Terminal() {
+			p.progress.SLABreached = true
 			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
-			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", r.in.Policy.UrgentSLA,
-				"state", r.progress.State, "stage", r.progress.Stage)
+			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", p.in.Policy.UrgentSLA,
+				"state", p.progress.State, "stage", p.progress.Stage)
 		}
 	})
 }
 
+// startReview starts the exam's ReviewWorkflow, which outlives this one,
+// and waits until it runs. An earlier run of the same exam may have
+// started it already; then there is nothing to do.
+func (p *pipeline) startReview(ctx workflow.Context) error {
+	sub := p.in.Submission
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            contract.ReviewWorkflowID(sub.ExamID),
+		TaskQueue:             exam.WorkflowQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			priorityAttr.ValueSet(string(sub.Priority)), deviceAttr.ValueSet(sub.DeviceID), campusAttr.ValueSet(sub.Campus)),
+	})
+	child := workflow.ExecuteChildWorkflow(cctx, contract.ReviewWorkflow, contract.ReviewStart{
+		Submission: sub, Policy: p.in.Policy, Summary: p.progress.Summary, ReportAt: workflow.Now(ctx),
+	})
+	err := child.GetChildWorkflowExecution().Get(ctx, nil)
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start review: %w", err)
+	}
+	return nil
+}
+
 // stageContext sets the activity options of one stage: its task queue,
-// timeouts, retry policy, its bucket's fair share of the GPU queue and,
-// for a bucket that ages, the schedule-to-start timeout.
+// timeouts, retry policy, its bucket's fair share and, for a bucket that
+// ages, the schedule-to-start timeout.
 func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucket exam.Priority, aging time.Duration) workflow.Context {
+	final := []string{contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic}
+	if pol.InfraRetryFor > 0 {
+		// The workflow reschedules these itself, without spending attempts.
+		final = append(final, contract.ErrTypeInfrastructure)
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              stage.Queue(),
 		ScheduleToStartTimeout: aging,
@@ -213,7 +261,7 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucke
 			BackoffCoefficient:     2,
 			MaximumInterval:        pol.RetryCap,
 			MaximumAttempts:        pol.MaxAttempts,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidVolume},
+			NonRetryableErrorTypes: final,
 		},
 		Priority: temporal.Priority{
 			FairnessKey:    string(bucket),
@@ -225,6 +273,11 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucke
 func isScheduleToStartTimeout(err error) bool {
 	var timeout *temporal.TimeoutError
 	return errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+func isInfrastructure(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == contract.ErrTypeInfrastructure
 }
 
 // failureMessage digs the root cause out of Temporal's error wrapping.
@@ -245,5 +298,5 @@ func failureType(err error) string {
 	if errors.As(err, &app) && app.Type() != "" {
 		return app.Type()
 	}
-	return "StageFailed"
+	return contract.ErrTypeStageFailed
 }

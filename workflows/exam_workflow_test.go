@@ -8,51 +8,71 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
-	"octflow/activities"
+	"octflow/contract"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
-func testInput() exam.Input {
-	return exam.Input{
+func testInput() contract.ExamInput {
+	pol := exam.DefaultPolicy()
+	pol.RetryBase, pol.RetryCap, pol.HeartbeatTimeout = time.Second, 4*time.Second, time.Minute
+	return contract.ExamInput{
 		Submission: exam.Submission{ExamID: "E1", Priority: exam.Low, DeviceID: "dev-1", Campus: "north",
 			ScanKey: exam.ScanKey("E1", "abcdef0123456789abcdef"), ScanDigest: "abcdef0123456789abcdef",
 			CallbackURL: "https://ws.example/hook"},
-		Policy: exam.Policy{RetryBase: time.Second, RetryCap: 4 * time.Second, HeartbeatTimeout: time.Minute},
+		Policy: pol,
 	}
 }
 
-// recorder stands in for the stage activities and notes what each call
-// got and on which queue it was scheduled.
-type recorder struct {
+// stages stands in for the stage activities and the Temporal matching
+// service: it notes what each call got, on which queue and with which
+// schedule-to-start timeout it was scheduled, and fails calls as told.
+type stages struct {
+	interceptor.WorkerInterceptorBase
 	mu     sync.Mutex
 	calls  []exam.Stage
 	queues map[exam.Stage]string
-	fail   map[exam.Stage]error
-	// failOnce fails a stage's first call only.
-	failOnce map[exam.Stage]error
+	// fail fails every call of a stage; failOnce the next n calls.
+	fail     map[exam.Stage]error
+	failNext map[exam.Stage][]error
+	// saturated says how many times a stage's bucket is too busy to start
+	// it: a stage scheduled with a schedule-to-start timeout then times
+	// out as the server would; one scheduled without one just waits.
+	saturated map[exam.Stage]int
+	// scheduled holds the options each stage was last scheduled with.
+	scheduled map[exam.Stage]workflow.ActivityOptions
+	timeouts  []time.Duration // every schedule-to-start timeout given, in order
 }
 
-func (r *recorder) register(env *testsuite.TestWorkflowEnvironment) {
+func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{r}})
 	for _, stage := range exam.Pipeline {
-		env.RegisterActivityWithOptions(func(ctx context.Context, in activities.StageInput) (activities.StageOutput, error) {
+		env.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 			r.mu.Lock()
 			r.calls = append(r.calls, stage)
 			r.queues[stage] = activity.GetInfo(ctx).TaskQueue
 			err := r.fail[stage]
-			if e, ok := r.failOnce[stage]; ok {
-				err = e
-				delete(r.failOnce, stage)
+			if next := r.failNext[stage]; len(next) > 0 {
+				err, r.failNext[stage] = next[0], next[1:]
+			}
+			if r.saturated[stage] > 0 && r.scheduled[stage].ScheduleToStartTimeout > 0 {
+				r.saturated[stage]--
+				err = temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
 			r.mu.Unlock()
 			if err != nil {
-				return activities.StageOutput{}, err
+				return contract.StageOutput{}, err
 			}
-			out := activities.StageOutput{Keys: []string{string(stage)}}
+			out := contract.StageOutput{Keys: []string{string(stage)}}
 			if stage == exam.Measure {
 				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: 250}
 			}
@@ -64,12 +84,43 @@ func (r *recorder) register(env *testsuite.TestWorkflowEnvironment) {
 	}
 }
 
-func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *recorder) {
+// InterceptWorkflow records the options of every activity the workflow
+// schedules.
+func (r *stages) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &scheduleRecorder{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, r: r}
+}
+
+type scheduleRecorder struct {
+	interceptor.WorkflowInboundInterceptorBase
+	r *stages
+}
+
+func (s *scheduleRecorder) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return s.Next.Init(&scheduleOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, r: s.r})
+}
+
+type scheduleOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	r *stages
+}
+
+func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	opts := workflow.GetActivityOptions(ctx)
+	s.r.mu.Lock()
+	s.r.scheduled[exam.StageOfActivity(activityType)] = opts
+	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
+	s.r.mu.Unlock()
+	return s.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *stages) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(ExamWorkflow)
-	rec := &recorder{queues: map[exam.Stage]string{}, fail: fail}
+	env.RegisterWorkflowWithOptions(ExamWorkflow, workflow.RegisterOptions{Name: contract.ExamWorkflow})
+	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
+	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
+		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}}
 	rec.register(env)
 	return env, rec
 }
@@ -92,7 +143,7 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 			t.Errorf("stage %s ran on %q, want %q", s, rec.queues[s], want)
 		}
 	}
-	var res exam.Result
+	var res contract.ExamResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -103,25 +154,68 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 		t.Errorf("summary = %+v, want the measure stage's", res.Summary)
 	}
 	p := queryProgress(t, env)
-	if p.State != exam.Completed || !p.Notified || p.IllegalMoves != 0 {
+	if p.State != string(lifecycle.Completed) || !p.Notified || p.IllegalMoves != 0 {
 		t.Errorf("progress = %+v", p)
 	}
 }
 
+func TestThePipelineEndsWithTheReportAndStartsTheReview(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	var started *contract.ReviewStart
+	env.OnWorkflow(contract.ReviewWorkflow, mock.Anything, mock.Anything).Return(
+		func(_ workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
+			started = &in
+			return contract.ReviewState{Status: exam.ReviewExpired}, nil
+		})
+	in := testInput()
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if started == nil {
+		t.Fatal("the pipeline did not start the review")
+	}
+	if started.Submission.ExamID != "E1" || started.Summary.CentralSubfieldThicknessUm != 250 ||
+		started.Policy.ReviewWindow != in.Policy.ReviewWindow {
+		t.Errorf("review started with %+v", started)
+	}
+	var res contract.ExamResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Review != "" {
+		t.Errorf("the pipeline reported a review (%s); the review workflow holds it", res.Review)
+	}
+}
+
 func TestInvalidVolumeMakesTheExamDeadWithoutRetry(t *testing.T) {
-	bad := temporal.NewNonRetryableApplicationError("SOP class is not OCT", activities.ErrTypeInvalidVolume, nil)
+	bad := temporal.NewNonRetryableApplicationError("SOP class is not OCT", contract.ErrTypeInvalidVolume, nil)
 	env, rec := newEnv(t, map[exam.Stage]error{exam.Denoise: bad})
 	env.ExecuteWorkflow(ExamWorkflow, testInput())
 	err := env.GetWorkflowError()
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.Type() != activities.ErrTypeInvalidVolume {
-		t.Fatalf("workflow error = %v, want an %s application error", err, activities.ErrTypeInvalidVolume)
+	if !errors.As(err, &app) || app.Type() != contract.ErrTypeInvalidVolume {
+		t.Fatalf("workflow error = %v, want an %s application error", err, contract.ErrTypeInvalidVolume)
 	}
 	if !slices.Equal(rec.calls, []exam.Stage{exam.Denoise}) {
 		t.Errorf("stages ran %v, want only one denoise attempt", rec.calls)
 	}
-	if p := queryProgress(t, env); p.State != exam.Dead || p.Stage != exam.Denoise {
+	if p := queryProgress(t, env); p.State != string(lifecycle.Dead) || p.Stage != exam.Denoise {
 		t.Errorf("progress = %+v, want DEAD at denoise", p)
+	}
+}
+
+func TestAPanickedStageIsNotRetriedAndNamesTheStage(t *testing.T) {
+	// What activities.Activities.run makes of a panic.
+	panicked := temporal.NewNonRetryableApplicationError("layers panicked: index out of range [7] with length 3", contract.ErrTypeStagePanic, nil)
+	env, rec := newEnv(t, map[exam.Stage]error{exam.Layers: panicked})
+	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	var app *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != contract.ErrTypeStagePanic {
+		t.Fatalf("workflow error = %v, want a %s", err, contract.ErrTypeStagePanic)
+	}
+	if !slices.Equal(rec.calls, []exam.Stage{exam.Denoise, exam.Layers}) {
+		t.Errorf("stages ran %v, want one layers attempt", rec.calls)
 	}
 }
 
@@ -135,8 +229,62 @@ func TestTransientFailureIsRetriedUpToMaxAttemptsThenDead(t *testing.T) {
 	if !slices.Equal(rec.calls, want) {
 		t.Errorf("stages ran %v, want %v", rec.calls, want)
 	}
-	if p := queryProgress(t, env); p.State != exam.Dead {
+	if p := queryProgress(t, env); p.State != string(lifecycle.Dead) {
 		t.Errorf("state = %s, want DEAD", p.State)
+	}
+}
+
+func infraDown() error {
+	return temporal.NewApplicationError("unavailable: get exams/E1/denoised.dcm: connection refused", contract.ErrTypeInfrastructure)
+}
+
+func TestAStageThatCannotReachTheStoreIsRescheduledWithoutSpendingAttempts(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	// Five outages in a row: more than the stage's three attempts.
+	rec.failNext[exam.Layers] = []error{infraDown(), infraDown(), infraDown(), infraDown(), infraDown()}
+	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("exam failed: %v", err)
+	}
+	layers := 0
+	for _, s := range rec.calls {
+		if s == exam.Layers {
+			layers++
+		}
+	}
+	if layers != 6 {
+		t.Errorf("layers ran %d times, want 5 refused + 1", layers)
+	}
+	var waits []time.Duration
+	var waitStart time.Time
+	for _, tr := range queryProgress(t, env).Transitions {
+		switch {
+		case tr.To == string(lifecycle.RetryWait):
+			waitStart = tr.At
+		case tr.From == string(lifecycle.RetryWait):
+			waits = append(waits, tr.At.Sub(waitStart))
+		}
+	}
+	// Ceilings of 2, 4, 8, 16 and 32 s, each delay in its upper half.
+	if len(waits) != 5 {
+		t.Fatalf("RETRY_WAIT recorded %d times (%v), want 5", len(waits), waits)
+	}
+	for i, w := range waits {
+		ceiling := infraBackoffBase << i
+		if w < ceiling/2 || w > ceiling {
+			t.Errorf("backoff %d lasted %s, want within [%s, %s]", i+1, w, ceiling/2, ceiling)
+		}
+	}
+}
+
+func TestAnOutageLongerThanTheInfrastructureBudgetEndsTheExam(t *testing.T) {
+	env, _ := newEnv(t, map[exam.Stage]error{exam.Denoise: infraDown()})
+	in := testInput()
+	in.Policy.InfraRetryFor = 5 * time.Minute
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	var app *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != contract.ErrTypeInfrastructure {
+		t.Fatalf("workflow error = %v, want the infrastructure failure", err)
 	}
 }
 
@@ -148,18 +296,18 @@ func TestFailedNotificationStillCompletesTheExam(t *testing.T) {
 		t.Fatalf("workflow failed: %v", err)
 	}
 	p := queryProgress(t, env)
-	if p.State != exam.Completed || p.Notified || p.NotifyError == "" {
+	if p.State != string(lifecycle.Completed) || p.Notified || p.NotifyError == "" {
 		t.Errorf("progress = %+v, want COMPLETED, not notified, with the error", p)
 	}
 }
 
-func queryProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) Progress {
+func queryProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) contract.Progress {
 	t.Helper()
-	v, err := env.QueryWorkflow(ProgressQuery)
+	v, err := env.QueryWorkflow(contract.ProgressQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p contract.Progress
 	if err := v.Get(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -167,100 +315,72 @@ func queryProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) Progres
 }
 
 func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
-	env, rec := newEnv(t, nil)
-	// The server reports a schedule-to-start timeout when the stage waited
-	// its bucket's aging threshold without being picked up.
-	rec.failOnce = map[exam.Stage]error{exam.Denoise: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)}
-	env.ExecuteWorkflow(ExamWorkflow, testInput()) // a low-priority exam
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name       string
+		aging      map[exam.Priority]time.Duration
+		promotions []exam.Priority // the buckets the denoise stage ends up in, in order
+		timeouts   []time.Duration // the schedule-to-start timeouts denoise was given
+	}{
+		{"aging on: low → normal → urgent", map[exam.Priority]time.Duration{exam.Low: 30 * time.Minute, exam.Normal: 20 * time.Minute},
+			[]exam.Priority{exam.Normal, exam.Urgent}, []time.Duration{30 * time.Minute, 20 * time.Minute, 0}},
+		{"aging off: the stage waits where it is", map[exam.Priority]time.Duration{},
+			nil, []time.Duration{0}},
 	}
-	wantStages := append([]exam.Stage{exam.Denoise}, exam.Pipeline...)
-	if !slices.Equal(rec.calls, wantStages) {
-		t.Fatalf("stages ran %v, want %v", rec.calls, wantStages)
-	}
-	p := queryProgress(t, env)
-	if p.EffectivePriority != exam.Normal || len(p.Promotions) != 1 || p.Promotions[0].From != exam.Low || p.Promotions[0].Stage != exam.Denoise {
-		t.Errorf("progress = %+v, want one promotion low → normal at denoise", p)
-	}
-	if p.IllegalMoves != 0 {
-		t.Errorf("%d illegal moves", p.IllegalMoves)
-	}
-}
-
-func TestUrgentExamPastItsSLAIsFlaggedButCompletes(t *testing.T) {
-	env, rec := newEnv(t, nil)
-	// One failure whose retry waits longer than the SLA.
-	rec.failOnce = map[exam.Stage]error{exam.Layers: errors.New("node lost")}
-	in := testInput()
-	in.Submission.Priority = exam.Urgent
-	in.Policy.RetryBase, in.Policy.RetryCap, in.Policy.UrgentSLA = 20*time.Minute, 20*time.Minute, 15*time.Minute
-	env.ExecuteWorkflow(ExamWorkflow, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if p := queryProgress(t, env); !p.SLABreached || p.State != exam.Completed {
-		t.Errorf("progress = %+v, want COMPLETED with the SLA breach recorded", p)
-	}
-}
-
-func TestReviewAcceptsOneFinalDecisionThenOnlyAmendments(t *testing.T) {
-	env, _ := newEnv(t, nil)
-	in := testInput()
-	in.Policy.ReviewWindow = time.Hour
-	outcomes := map[string]error{}
-	review := func(id string, d exam.Decision) {
-		env.UpdateWorkflow(ReviewUpdate, id, &testsuite.TestUpdateCallback{
-			OnAccept: func() {}, OnReject: func(err error) { outcomes[id] = err }, OnComplete: func(any, error) {},
-		}, exam.ReviewInput{Decision: d, Note: id, By: "dr test"})
-	}
-	env.RegisterDelayedCallback(func() {
-		review("approve", exam.Approve)
-		review("approve-again", exam.Approve)
-		review("reject-after-approve", exam.Reject)
-		review("amend", exam.Amend)
-	}, time.Minute)
-	env.ExecuteWorkflow(ExamWorkflow, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	for id, refused := range map[string]bool{"approve": false, "approve-again": true, "reject-after-approve": true, "amend": false} {
-		if got := outcomes[id] != nil; got != refused {
-			t.Errorf("%s: refused = %v (%v), want %v", id, got, outcomes[id], refused)
-		}
-	}
-	var res exam.Result
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Review != exam.ReviewAmended || len(res.Reviews) != 2 || res.Reviews[1].Decision != exam.Amend || res.Reviews[0].By != "dr test" {
-		t.Errorf("result review = %s %+v", res.Review, res.Reviews)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, rec := newEnv(t, nil)
+			rec.saturated[exam.Denoise] = 5 // more than it takes to reach urgent
+			in := testInput()               // a low-priority exam
+			in.Policy.Aging = c.aging
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			p := queryProgress(t, env)
+			var got []exam.Priority
+			for _, pr := range p.Promotions {
+				if pr.Stage != exam.Denoise {
+					t.Errorf("promotion of %s", pr.Stage)
+				}
+				got = append(got, pr.To)
+			}
+			if !slices.Equal(got, c.promotions) {
+				t.Errorf("promotions to %v, want %v", got, c.promotions)
+			}
+			if n := len(c.timeouts); !slices.Equal(rec.timeouts[:n], c.timeouts) {
+				t.Errorf("denoise was scheduled with schedule-to-start timeouts %v, want %v", rec.timeouts[:n], c.timeouts)
+			}
+			if p.IllegalMoves != 0 {
+				t.Errorf("%d illegal moves", p.IllegalMoves)
+			}
+		})
 	}
 }
 
-func TestUrgentExamAwaitingReviewIsRemindedUntilTheWindowCloses(t *testing.T) {
-	env, rec := newEnv(t, nil)
-	in := testInput()
-	in.Submission.Priority = exam.Urgent
-	in.Policy.ReviewWindow, in.Policy.ReviewReminder = time.Hour, 20*time.Minute
-	env.ExecuteWorkflow(ExamWorkflow, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
+func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
+	cases := []struct {
+		name     string
+		retryIn  time.Duration // the wait before layers' second attempt
+		breached bool
+	}{
+		{"report after the SLA", 20 * time.Minute, true},
+		{"report within the SLA", time.Second, false},
 	}
-	notifies := 0
-	for _, s := range rec.calls {
-		if s == exam.Notify {
-			notifies++
-		}
-	}
-	if notifies != 3 {
-		t.Errorf("%d report-ready pushes, want the first and reminders at 20 and 40 min", notifies)
-	}
-	var res exam.Result
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Review != exam.ReviewExpired {
-		t.Errorf("review = %s, want expired", res.Review)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, rec := newEnv(t, nil)
+			rec.failNext[exam.Layers] = []error{temporal.NewApplicationErrorWithOptions("node lost", "StageFailed",
+				temporal.ApplicationErrorOptions{NextRetryDelay: c.retryIn})}
+			in := testInput()
+			in.Submission.Priority = exam.Urgent
+			in.Policy.RetryBase, in.Policy.RetryCap, in.Policy.UrgentSLA = time.Second, time.Hour, 15*time.Minute
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if p := queryProgress(t, env); p.SLABreached != c.breached || p.State != string(lifecycle.Completed) {
+				t.Errorf("progress = %+v, want COMPLETED with slaBreached %v", p, c.breached)
+			}
+		})
 	}
 }

@@ -3,60 +3,40 @@ package workflows
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
-	"octflow/exam"
+	"octflow/contract"
 )
 
-// The fleet workflow: one long-running workflow that GPU nodes report to
-// and operators act through. Nodes signal their status on an interval
-// (signal-with-start, so the first node creates it); the API reads the
-// fleet with a query and resets a node's breaker with an update, which
-// the node applies at its next report. The fleet's state is what the
-// nodes last said, so losing it loses nothing: the next round of reports
-// rebuilds it.
-const (
-	FleetWorkflowName  = "FleetWorkflow"
-	FleetWorkflowID    = "octflow-fleet"
-	NodeReportSignal   = "node-report"
-	FleetQuery         = "nodes"
-	ResetBreakerUpdate = "reset-breaker"
-)
-
-// FleetNode is the fleet's record of one node.
-type FleetNode struct {
-	Report exam.NodeReport `json:"report"`
-	// LastSeen is when the fleet last heard from the node.
-	LastSeen time.Time `json:"lastSeen"`
-	// ResetGeneration counts operator breaker resets; the node resets its
-	// breaker when this is above its Report.ResetsApplied.
-	ResetGeneration int `json:"resetGeneration"`
-}
-
-// FleetState is the fleet workflow's state, carried across continue-as-new.
-type FleetState struct {
-	Nodes map[string]*FleetNode `json:"nodes"`
-}
-
-// historyLimit bounds the history of the long-running workflows (fleet,
-// inboxes) before they continue as new.
+// historyLimit is how long the histories of the long-running workflows
+// (fleet, inboxes) may grow before they continue as new.
 const historyLimit = 2000
 
-// historyFull says a long-running workflow should continue as new.
-func historyFull(ctx workflow.Context) bool {
+// historyFull says a long-running workflow should continue as new: its
+// history is past limit (0: historyLimit), or the server suggests it.
+func historyFull(ctx workflow.Context, limit int) bool {
+	if limit <= 0 {
+		limit = historyLimit
+	}
 	info := workflow.GetInfo(ctx)
-	return info.GetCurrentHistoryLength() > historyLimit || info.GetContinueAsNewSuggested()
+	return info.GetCurrentHistoryLength() > limit || info.GetContinueAsNewSuggested()
 }
 
-// FleetWorkflow keeps the latest report of every GPU node.
-func FleetWorkflow(ctx workflow.Context, state FleetState) error {
+// FleetWorkflow keeps the latest report of every GPU node. Nodes signal
+// their status on an interval (signal-with-start, so the first node
+// creates it); the API reads the fleet with a query and resets a node's
+// breaker with an update, which the node applies at its next report. The
+// fleet's state is what the nodes last said, so losing it loses nothing:
+// the next round of reports rebuilds it.
+func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 	if state.Nodes == nil {
-		state.Nodes = map[string]*FleetNode{}
+		state.Nodes = map[string]*contract.FleetNode{}
 	}
-	if err := workflow.SetQueryHandler(ctx, FleetQuery, func() ([]FleetNode, error) {
-		out := make([]FleetNode, 0, len(state.Nodes))
+	if err := workflow.SetQueryHandler(ctx, contract.FleetQuery, func() ([]contract.FleetNode, error) {
+		out := make([]contract.FleetNode, 0, len(state.Nodes))
+		// Sorted below: the answer does not depend on the map's order.
+		//workflowcheck:ignore
 		for _, n := range state.Nodes {
 			out = append(out, *n)
 		}
@@ -65,7 +45,7 @@ func FleetWorkflow(ctx workflow.Context, state FleetState) error {
 	}); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, ResetBreakerUpdate,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.ResetBreakerUpdate,
 		func(ctx workflow.Context, nodeID string) (int, error) {
 			n := state.Nodes[nodeID]
 			n.ResetGeneration++
@@ -82,20 +62,20 @@ func FleetWorkflow(ctx workflow.Context, state FleetState) error {
 		return fmt.Errorf("register update: %w", err)
 	}
 
-	reports := workflow.GetSignalChannel(ctx, NodeReportSignal)
-	receive := func(r exam.NodeReport) {
+	reports := workflow.GetSignalChannel(ctx, contract.NodeReportSignal)
+	receive := func(r contract.NodeReport) {
 		n, ok := state.Nodes[r.NodeID]
 		if !ok {
-			n = &FleetNode{ResetGeneration: r.ResetsApplied}
+			n = &contract.FleetNode{ResetGeneration: r.ResetsApplied}
 			state.Nodes[r.NodeID] = n
 		}
 		n.Report, n.LastSeen = r, workflow.Now(ctx)
 	}
 	for {
-		var r exam.NodeReport
+		var r contract.NodeReport
 		reports.Receive(ctx, &r)
 		receive(r)
-		if historyFull(ctx) {
+		if historyFull(ctx, state.HistoryLimit) {
 			// Take every report already delivered, let running updates
 			// finish, then start afresh with the same state.
 			for reports.ReceiveAsync(&r) {
@@ -104,7 +84,7 @@ func FleetWorkflow(ctx workflow.Context, state FleetState) error {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
-			return workflow.NewContinueAsNewError(ctx, FleetWorkflowName, state)
+			return workflow.NewContinueAsNewError(ctx, contract.FleetWorkflow, state)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"octflow/contract"
 	"octflow/exam"
 )
 
@@ -17,30 +18,30 @@ func TestFleetKeepsTheLatestReportAndCountsBreakerResets(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(FleetWorkflow)
-	report := func(node string, inFlight int) exam.NodeReport {
-		return exam.NodeReport{NodeID: node, InFlight: inFlight, Interval: time.Second,
+	report := func(node string, inFlight int) contract.NodeReport {
+		return contract.NodeReport{NodeID: node, InFlight: inFlight, Interval: time.Second,
 			Breaker: exam.BreakerStatus{State: exam.BreakerOpen}}
 	}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(NodeReportSignal, report("gpu-b", 1)) }, time.Second)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(NodeReportSignal, report("gpu-a", 0)) }, 2*time.Second)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(NodeReportSignal, report("gpu-b", 2)) }, 3*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.NodeReportSignal, report("gpu-b", 1)) }, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.NodeReportSignal, report("gpu-a", 0)) }, 2*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.NodeReportSignal, report("gpu-b", 2)) }, 3*time.Second)
 	var rejected, accepted error
 	var gen int
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(ResetBreakerUpdate, "u1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(contract.ResetBreakerUpdate, "u1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
 		}, "gpu-unknown")
-		env.UpdateWorkflow(ResetBreakerUpdate, "u2", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(contract.ResetBreakerUpdate, "u2", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { accepted = err }, OnAccept: func() {},
 			OnComplete: func(v any, err error) { gen, _ = v.(int) },
 		}, "gpu-b")
 	}, 4*time.Second)
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(FleetQuery)
+		v, err := env.QueryWorkflow(contract.FleetQuery)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var nodes []FleetNode
+		var nodes []contract.FleetNode
 		if err := v.Get(&nodes); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func TestFleetKeepsTheLatestReportAndCountsBreakerResets(t *testing.T) {
 		}
 		env.CancelWorkflow()
 	}, 5*time.Second)
-	env.ExecuteWorkflow(FleetWorkflow, FleetState{})
+	env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{})
 	if rejected == nil {
 		t.Error("a reset for an unknown node was accepted")
 	}
@@ -69,19 +70,19 @@ func TestLongRunningWorkflowsContinueAsNewWithTheirState(t *testing.T) {
 	t.Run("fleet", func(t *testing.T) {
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestWorkflowEnvironment()
-		report := func(node string) exam.NodeReport { return exam.NodeReport{NodeID: node, Interval: time.Second} }
-		env.RegisterDelayedCallback(func() { env.SignalWorkflow(NodeReportSignal, report("gpu-a")) }, time.Second)
+		report := func(node string) contract.NodeReport { return contract.NodeReport{NodeID: node, Interval: time.Second} }
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.NodeReportSignal, report("gpu-a")) }, time.Second)
 		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(ResetBreakerUpdate, "u1", &testsuite.TestUpdateCallback{
+			env.UpdateWorkflow(contract.ResetBreakerUpdate, "u1", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { t.Error(err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
 			}, "gpu-a")
 		}, 2*time.Second)
 		env.RegisterDelayedCallback(func() {
 			env.SetContinueAsNewSuggested(true)
-			env.SignalWorkflow(NodeReportSignal, report("gpu-b"))
+			env.SignalWorkflow(contract.NodeReportSignal, report("gpu-b"))
 		}, 3*time.Second)
-		env.ExecuteWorkflow(FleetWorkflow, FleetState{})
-		var next FleetState
+		env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{})
+		var next contract.FleetState
 		continuedWith(t, env.GetWorkflowError(), &next)
 		if len(next.Nodes) != 2 || next.Nodes["gpu-a"].ResetGeneration != 1 || next.Nodes["gpu-b"] == nil {
 			t.Errorf("next run's state = %+v, want gpu-a (reset once) and gpu-b", next.Nodes)
@@ -90,18 +91,18 @@ func TestLongRunningWorkflowsContinueAsNewWithTheirState(t *testing.T) {
 	t.Run("inbox", func(t *testing.T) {
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestWorkflowEnvironment()
-		event := func(id string) exam.ReportReadyEvent { return exam.ReportReadyEvent{ExamID: id} }
+		event := func(id string) contract.ReportReadyEvent { return contract.ReportReadyEvent{ExamID: id} }
 		env.RegisterDelayedCallback(func() {
 			for _, id := range []string{"e1", "e2", "e1", "e3"} { // e1 published twice
-				env.SignalWorkflow(InboxEventSignal, event(id))
+				env.SignalWorkflow(contract.InboxEventSignal, event(id))
 			}
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
 			env.SetContinueAsNewSuggested(true)
-			env.SignalWorkflow(InboxEventSignal, event("e4"))
+			env.SignalWorkflow(contract.InboxEventSignal, event("e4"))
 		}, 2*time.Second)
-		env.ExecuteWorkflow(InboxWorkflow, InboxState{Campus: "north"})
-		var next InboxState
+		env.ExecuteWorkflow(InboxWorkflow, contract.InboxState{Campus: "north"})
+		var next contract.InboxState
 		continuedWith(t, env.GetWorkflowError(), &next)
 		var got []string
 		for i, e := range next.Events {

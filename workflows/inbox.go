@@ -5,50 +5,33 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"octflow/exam"
+	"octflow/contract"
 )
-
-// The inbox: one long-running workflow per campus holding the latest
-// report-ready events, so a workstation that reconnects to the api's
-// event stream (with Last-Event-ID) misses nothing, whatever happened to
-// the api in between. Exams publish to it with signal-with-start.
-const (
-	InboxWorkflowName = "InboxWorkflow"
-	InboxEventSignal  = "report-ready"
-	InboxQuery        = "events-since"
-)
-
-// InboxWorkflowID is the workflow ID of a campus's inbox.
-func InboxWorkflowID(campus string) string { return "inbox-" + campus }
-
-// InboxState is carried across continue-as-new.
-type InboxState struct {
-	Campus string                  `json:"campus"`
-	Next   int64                   `json:"next"`
-	Events []exam.ReportReadyEvent `json:"events"`
-}
 
 // inboxKeep is how many recent events the inbox holds; a workstation
 // away for longer reads the worklist instead.
 const inboxKeep = 1000
 
-// InboxWorkflow keeps a campus's recent report-ready events.
-func InboxWorkflow(ctx workflow.Context, state InboxState) error {
+// InboxWorkflow keeps a campus's recent report-ready events, so a
+// workstation that reconnects to the api's event stream (with
+// Last-Event-ID) misses nothing, whatever happened to the api in
+// between. Exams publish to it with signal-with-start.
+func InboxWorkflow(ctx workflow.Context, state contract.InboxState) error {
 	if state.Next == 0 {
 		state.Next = 1
 	}
-	if err := workflow.SetQueryHandler(ctx, InboxQuery, func(after int64) ([]exam.ReportReadyEvent, error) {
+	if err := workflow.SetQueryHandler(ctx, contract.InboxQuery, func(after int64) ([]contract.ReportReadyEvent, error) {
 		for i, e := range state.Events {
 			if e.Seq > after {
 				return state.Events[i:], nil
 			}
 		}
-		return []exam.ReportReadyEvent{}, nil
+		return []contract.ReportReadyEvent{}, nil
 	}); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
-	events := workflow.GetSignalChannel(ctx, InboxEventSignal)
-	add := func(e exam.ReportReadyEvent) {
+	events := workflow.GetSignalChannel(ctx, contract.InboxEventSignal)
+	add := func(e contract.ReportReadyEvent) {
 		// A notify stage that is retried publishes again: keep one.
 		for _, old := range state.Events {
 			if old.ExamID == e.ExamID && old.Reminder == e.Reminder {
@@ -59,18 +42,18 @@ func InboxWorkflow(ctx workflow.Context, state InboxState) error {
 		state.Next++
 		state.Events = append(state.Events, e)
 		if n := len(state.Events); n > inboxKeep {
-			state.Events = append([]exam.ReportReadyEvent(nil), state.Events[n-inboxKeep:]...)
+			state.Events = append([]contract.ReportReadyEvent(nil), state.Events[n-inboxKeep:]...)
 		}
 	}
 	for {
-		var e exam.ReportReadyEvent
+		var e contract.ReportReadyEvent
 		events.Receive(ctx, &e)
 		add(e)
-		if historyFull(ctx) {
+		if historyFull(ctx, state.HistoryLimit) {
 			for events.ReceiveAsync(&e) {
 				add(e)
 			}
-			return workflow.NewContinueAsNewError(ctx, InboxWorkflowName, state)
+			return workflow.NewContinueAsNewError(ctx, contract.InboxWorkflow, state)
 		}
 	}
 }

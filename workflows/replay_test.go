@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 )
 
-// TestRecordedHistoriesReplay replays the histories of real exam runs
-// against the current workflow code, so a change that would break exams
-// in flight fails here rather than in production.
+// TestRecordedHistoriesReplay replays the histories of real runs of every
+// workflow type against the current code, registered as the worker
+// registers it, so a change that would break workflows in flight fails
+// here rather than in production. testdata/README.md says how to record
+// one.
 func TestRecordedHistoriesReplay(t *testing.T) {
-	files, err := filepath.Glob("testdata/exam_workflow_*.json")
+	files, err := filepath.Glob("testdata/*.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +23,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(ExamWorkflow, workflow.RegisterOptions{Name: ExamWorkflowName})
+			Register(r)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replaying %s: %v", f, err)
 			}

@@ -3,15 +3,14 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
-	"octflow/activities"
+	"octflow/contract"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
-
-// ReviewUpdate is the Temporal Update that carries a clinician's decision.
-const ReviewUpdate = "review"
 
 // maxReminders bounds the reminder pushes for an urgent exam.
 const maxReminders = 5
@@ -19,76 +18,135 @@ const maxReminders = 5
 // ErrReviewRefused marks a decision the exam cannot take now.
 var ErrReviewRefused = errors.New("review refused")
 
-// registerReview installs the review update. Its validator enforces the
-// rules: only once the report exists, only while the review window is
+// ReviewWorkflow holds the clinician's review of one exam's report: it
+// takes decisions through ReviewUpdate for the review window, reminds the
+// workstation of an urgent exam nobody has decided on, and ends when the
+// window closes. It is started by the exam's pipeline once the report
+// exists, and outlives it.
+func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
+	b := newReviewBook(in.Submission, in.Policy, in.Summary)
+	if err := workflow.SetQueryHandler(ctx, contract.ReviewQuery, func() (contract.ReviewState, error) { return b.state(), nil }); err != nil {
+		return contract.ReviewState{}, fmt.Errorf("register query: %w", err)
+	}
+	b.closesAt = in.ReportAt.Add(in.Policy.ReviewWindow)
+	if err := b.register(ctx, func() error { return nil }); err != nil {
+		return contract.ReviewState{}, fmt.Errorf("register review: %w", err)
+	}
+	b.await(ctx)
+	return b.state(), nil
+}
+
+// reviewBook is a review in progress: the rules for a decision, the
+// decisions so far, the reminders and the window.
+type reviewBook struct {
+	sub       exam.Submission
+	pol       exam.Policy
+	summary   exam.Summary
+	status    exam.ReviewStatus
+	reviews   []exam.Review
+	reminders int
+	closesAt  time.Time
+	closed    bool
+}
+
+func newReviewBook(sub exam.Submission, pol exam.Policy, summary exam.Summary) *reviewBook {
+	return &reviewBook{sub: sub, pol: pol, summary: summary, status: exam.ReviewPending, reviews: []exam.Review{}}
+}
+
+func (b *reviewBook) state() contract.ReviewState {
+	return contract.ReviewState{Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Reminders: b.reminders}
+}
+
+// register installs the review update. Its validator holds the rules:
+// only once ready says the report exists, only while the window is
 // open, and after a final decision (approve, reject) only amendments.
-func (r *examRun) registerReview(ctx workflow.Context) error {
-	return workflow.SetUpdateHandlerWithOptions(ctx, ReviewUpdate,
-		func(ctx workflow.Context, in exam.ReviewInput) (exam.ReviewStatus, error) {
-			p := r.progress
-			p.Reviews = append(p.Reviews, exam.Review{At: workflow.Now(ctx), Decision: in.Decision, Note: in.Note, By: in.By})
-			switch in.Decision {
-			case exam.Approve:
-				p.Review = exam.ReviewApproved
-			case exam.Reject:
-				p.Review = exam.ReviewRejected
-			case exam.Amend:
-				p.Review = exam.ReviewAmended
-			}
-			workflow.GetLogger(ctx).Info("review recorded", "decision", in.Decision, "status", p.Review)
-			return p.Review, nil
+func (b *reviewBook) register(ctx workflow.Context, ready func() error) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, contract.ReviewUpdate,
+		func(ctx workflow.Context, req contract.ReviewRequest) (exam.ReviewStatus, error) {
+			b.reviews = append(b.reviews, exam.Review{At: workflow.Now(ctx), Decision: req.Decision, Note: req.Note, By: req.By})
+			b.status = b.status.After(req.Decision)
+			workflow.GetLogger(ctx).Info("review recorded", "decision", req.Decision, "status", b.status)
+			return b.status, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in exam.ReviewInput) error {
-			p := r.progress
-			switch {
-			case p.State != exam.Completed:
-				return fmt.Errorf("%w: the report is not ready (exam is %s)", ErrReviewRefused, p.State)
-			case r.reviewClosed:
-				return fmt.Errorf("%w: the review window has closed", ErrReviewRefused)
-			case in.Decision != exam.Approve && in.Decision != exam.Reject && in.Decision != exam.Amend:
-				return fmt.Errorf("%w: unknown decision %q", ErrReviewRefused, in.Decision)
-			case p.Review != exam.ReviewPending && in.Decision != exam.Amend:
-				return fmt.Errorf("%w: the report is already %s; only amend is accepted", ErrReviewRefused, p.Review)
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.ReviewRequest) error {
+			if err := ready(); err != nil {
+				return err
 			}
-			return nil
+			return b.refuse(req, workflow.Now(ctx))
 		}},
 	)
 }
 
-// awaitReview keeps the exam open for the clinician's review until the
-// review window closes, reminding the workstation about an urgent exam
-// while no decision has come.
-func (r *examRun) awaitReview(ctx workflow.Context) {
-	pol := r.in.Policy
-	r.progress.Review = exam.ReviewPending
-	deadline := workflow.Now(ctx).Add(pol.ReviewWindow)
-	decided := func() bool { return r.progress.Review != exam.ReviewPending }
-	urgent := r.in.Submission.Priority == exam.Urgent && r.in.Submission.CallbackURL != ""
-	for reminders := 0; urgent && reminders < maxReminders; reminders++ {
-		wait := min(pol.ReviewReminder, deadline.Sub(workflow.Now(ctx)))
+// refuse says why a decision cannot be taken at now, or nil.
+func (b *reviewBook) refuse(req contract.ReviewRequest, now time.Time) error {
+	switch {
+	case b.closed || !now.Before(b.closesAt):
+		return fmt.Errorf("%w: the review window has closed", ErrReviewRefused)
+	case req.Decision != exam.Approve && req.Decision != exam.Reject && req.Decision != exam.Amend:
+		return fmt.Errorf("%w: unknown decision %q", ErrReviewRefused, req.Decision)
+	case b.status != exam.ReviewPending && req.Decision != exam.Amend:
+		return fmt.Errorf("%w: the report is already %s; only amend is accepted", ErrReviewRefused, b.status)
+	}
+	return nil
+}
+
+// await keeps the review open until the window closes, reminding the
+// workstation about an urgent exam while no decision has come.
+func (b *reviewBook) await(ctx workflow.Context) {
+	pol := b.pol
+	decided := func() bool { return b.status != exam.ReviewPending }
+	urgent := b.sub.Priority == exam.Urgent && b.sub.CallbackURL != ""
+	for ; urgent && pol.ReviewReminder > 0 && b.reminders < maxReminders; b.reminders++ {
+		wait := min(pol.ReviewReminder, b.closesAt.Sub(workflow.Now(ctx)))
 		if wait <= 0 {
 			break
 		}
 		if ok, _ := workflow.AwaitWithTimeout(ctx, wait, decided); ok {
 			break
 		}
-		if deadline.Sub(workflow.Now(ctx)) <= 0 {
+		if b.closesAt.Sub(workflow.Now(ctx)) <= 0 {
 			break
 		}
-		var out activities.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, r.in.Submission.Priority, 0),
-			exam.Notify.ActivityName(), activities.StageInput{Exam: r.in.Submission, Reminder: reminders + 1, Summary: &r.progress.Summary}).Get(ctx, &out)
+		var out contract.StageOutput
+		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, b.sub.Priority, 0),
+			exam.Notify.ActivityName(), contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}
 	}
-	if rest := deadline.Sub(workflow.Now(ctx)); rest > 0 {
+	if rest := b.closesAt.Sub(workflow.Now(ctx)); rest > 0 {
 		_, _ = workflow.AwaitWithTimeout(ctx, rest, func() bool { return false })
 	}
-	r.reviewClosed = true
-	if r.progress.Review == exam.ReviewPending {
-		r.progress.Review = exam.ReviewExpired
+	b.closed = true
+	if b.status == exam.ReviewPending {
+		b.status = exam.ReviewExpired
 	}
 	// Let a decision that arrived at the last moment finish.
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// registerLegacyReview installs the review update on the pipeline. Runs
+// from before the split take their review here once the report exists;
+// newer runs refuse every decision, which goes to the exam's
+// ReviewWorkflow instead.
+func (p *pipeline) registerLegacyReview(ctx workflow.Context) error {
+	p.review = newReviewBook(p.in.Submission, p.in.Policy, exam.Summary{})
+	return p.review.register(ctx, func() error {
+		if state := lifecycle.State(p.progress.State); state != lifecycle.Completed || !p.legacyReviewOpen {
+			return fmt.Errorf("%w: the report is not ready (exam is %s)", ErrReviewRefused, state)
+		}
+		return nil
+	})
+}
+
+// awaitLegacyReview is the review of a run from before the split, kept
+// command for command as it ran then so those runs replay.
+func (p *pipeline) awaitLegacyReview(ctx workflow.Context) {
+	p.legacyReviewOpen = true
+	b := p.review
+	b.summary = p.progress.Summary
+	b.closesAt = workflow.Now(ctx).Add(p.in.Policy.ReviewWindow)
+	p.progress.Review = exam.ReviewPending
+	b.await(ctx)
+	p.progress.Review, p.progress.Reviews = b.status, b.reviews
 }

@@ -1,10 +1,8 @@
-package exam
+package lifecycle
 
 import "fmt"
 
-// State is where an exam stands, in the seed's seven names. It is derived
-// from Temporal's own state (workflow status and the pending activity),
-// never stored a second time.
+// State is where an exam stands, in the seed's seven names.
 type State string
 
 // The seven states.
@@ -18,19 +16,26 @@ const (
 	Dead      State = "DEAD"       // failed for good; the reason is in lastFailure
 )
 
-// transitions is the table of legal moves: every state has its sources.
-// Queued → Queued is the move to the next stage (or a promotion).
+// States lists the seven states in the order an exam meets them.
+var States = []State{Created, Queued, Claimed, Executing, RetryWait, Completed, Dead}
+
+// transitions is the table of legal moves: every state has its targets.
+// Queued → Queued is the move to the next stage or a promotion; Executing
+// → Queued is a finished stage followed by the next; Completed →
+// Completed is a review decision, which changes no state; Dead → Created
+// is an operator's rerun.
 var transitions = map[State][]State{
 	Created:   {Queued, Dead},
 	Queued:    {Queued, Claimed, Executing, RetryWait, Completed, Dead},
 	Claimed:   {Executing, Queued, RetryWait, Completed, Dead},
 	Executing: {Queued, RetryWait, Completed, Dead},
 	RetryWait: {Queued, Claimed, Executing, Dead},
-	Completed: {},
-	Dead:      {},
+	Completed: {Completed},
+	Dead:      {Created},
 }
 
-// Terminal reports whether no transition leaves s.
+// Terminal reports whether the exam's pipeline is over: nothing runs
+// unless an operator reruns a DEAD exam.
 func (s State) Terminal() bool { return s == Completed || s == Dead }
 
 // CanMove reports whether from → to is a legal transition.

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"octflow/contract"
+	"octflow/lifecycle"
+)
+
+// rerunExam serves POST /v1/exams/{examId}/rerun: an admin starts a new
+// run of a DEAD exam under the same exam ID, on the same stored scan and
+// under the policy in force now. The new run names the one it follows,
+// so the exam's timeline shows both. Anything but a DEAD exam is 409.
+func (s *Server) rerunExam(c echo.Context) error {
+	desc, err := s.examFromPath(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	info := desc.GetWorkflowExecutionInfo()
+	id := examIDOf(info.GetExecution().GetWorkflowId())
+	switch info.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+		enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+	default:
+		p := problem(http.StatusConflict, "not-dead", "only a DEAD exam can be run again; this one is not")
+		p.ExamID = id
+		return p
+	}
+	events, err := s.history(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId())
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	in, err := s.cfg.Codec.Input(lifecycle.Run{Events: events})
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	who := principal(c)
+	in.Policy = s.cfg.Policy
+	in.Rerun = &contract.Rerun{PreviousRunID: info.GetExecution().GetRunId(), By: who.Name, At: time.Now().UTC()}
+	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        info.GetExecution().GetWorkflowId(),
+		TaskQueue: desc.GetExecutionConfig().GetTaskQueue().GetName(),
+		// A new run only after a failed one; two admins at once start one.
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo: map[string]any{
+			memoDigest: in.Submission.ScanDigest, memoSubmissionID: randomID(), memoDeviceID: in.Submission.DeviceID,
+			memoSubmitter: s.memoString(desc, memoSubmitter),
+		},
+		TypedSearchAttributes: examSearchAttributes(in.Submission),
+	}, contract.ExamWorkflow, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return unavailable(ctx, err)
+	}
+	s.cfg.Logger.Info("exam rerun", zap.String("examId", id), zap.String("by", who.Name))
+	desc, err = s.describe(ctx, id)
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	st, err := s.status(ctx, desc)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/exams/"+url.PathEscape(id))
+	return c.JSON(http.StatusAccepted, st)
+}

@@ -1,0 +1,29 @@
+package contract
+
+// Application error types a stage fails with. The workflow and the GPU
+// node's breaker switch on them; the API shows them as lastFailure.type.
+const (
+	// ErrTypeInvalidVolume is input no retry can fix: the exam is DEAD at
+	// once with the reason. It says nothing about the node.
+	ErrTypeInvalidVolume = "InvalidVolume"
+	// ErrTypeStagePanic is a stage that panicked on its input. The panic
+	// follows the exam, not the node: it is not retried (the next node
+	// would panic the same way) and not counted by the node's breaker.
+	ErrTypeStagePanic = "StagePanic"
+	// ErrTypeInfrastructure is a stage that could not reach the object
+	// store (or another backing service). It is not the stage's fault: the
+	// workflow schedules the stage again after a backoff, for a bounded
+	// time, without spending the stage's attempts, and the node's breaker
+	// does not count it.
+	ErrTypeInfrastructure = "Infrastructure"
+	// ErrTypeStageFailed is any other stage failure: retried with a
+	// jittered backoff up to the policy's attempts, and counted by the
+	// node's breaker.
+	ErrTypeStageFailed = "StageFailed"
+)
+
+// FailureDetails are attached to a retryable stage failure, so the exam's
+// timeline can say on which node an attempt failed.
+type FailureDetails struct {
+	Node string `json:"node"`
+}

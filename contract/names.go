@@ -1,0 +1,48 @@
+package contract
+
+// Workflow types, as registered on the workflow worker.
+const (
+	// ExamWorkflow is an exam's pipeline: stages, aging, SLA, report and
+	// the report-ready push. The name predates the split from the review.
+	ExamWorkflow = "ExamWorkflow"
+	// ReviewWorkflow holds the clinician's review of a finished report.
+	ReviewWorkflow = "ReviewWorkflow"
+	// FleetWorkflow keeps what every GPU node last reported.
+	FleetWorkflow = "FleetWorkflow"
+	// InboxWorkflow keeps a campus's recent report-ready events.
+	InboxWorkflow = "InboxWorkflow"
+)
+
+// Queries, updates and signals.
+const (
+	// ProgressQuery returns an exam pipeline's Progress.
+	ProgressQuery = "progress"
+	// ReviewUpdate carries a clinician's ReviewRequest; it is served by
+	// ReviewWorkflow (and by ExamWorkflow runs from before the split).
+	ReviewUpdate = "review"
+	// ReviewQuery returns a review's ReviewState.
+	ReviewQuery = "review-state"
+	// FleetQuery returns every node's FleetNode.
+	FleetQuery = "nodes"
+	// ResetBreakerUpdate asks a node (by ID) to close its breaker.
+	ResetBreakerUpdate = "reset-breaker"
+	// NodeReportSignal carries a NodeReport to the fleet.
+	NodeReportSignal = "node-report"
+	// InboxEventSignal carries a ReportReadyEvent to a campus inbox.
+	InboxEventSignal = "report-ready"
+	// InboxQuery returns the inbox's events after a sequence number.
+	InboxQuery = "events-since"
+)
+
+// ExamWorkflowID is the workflow ID of an exam's pipeline. Temporal
+// allows one open workflow per ID, which makes submission idempotent.
+func ExamWorkflowID(examID string) string { return "exam-" + examID }
+
+// ReviewWorkflowID is the workflow ID of an exam's review.
+func ReviewWorkflowID(examID string) string { return "review-" + examID }
+
+// FleetWorkflowID is the one fleet workflow.
+const FleetWorkflowID = "octflow-fleet"
+
+// InboxWorkflowID is the workflow ID of a campus's inbox.
+func InboxWorkflowID(campus string) string { return "inbox-" + campus }

@@ -1,0 +1,58 @@
+package contract
+
+import (
+	"time"
+
+	"octflow/exam"
+)
+
+// ReviewRequest is a clinician's decision, the argument of ReviewUpdate.
+type ReviewRequest struct {
+	Decision exam.Decision `json:"decision"`
+	Note     string        `json:"note"`
+	By       string        `json:"by"`
+}
+
+// ReviewStart starts an exam's ReviewWorkflow once its report exists.
+type ReviewStart struct {
+	Submission exam.Submission `json:"submission"`
+	Policy     exam.Policy     `json:"policy"`
+	Summary    exam.Summary    `json:"summary"`
+	// ReportAt is when the report was finished; the window runs from it.
+	ReportAt time.Time `json:"reportAt"`
+}
+
+// ReviewState is where a review stands, through ReviewQuery and as
+// ReviewWorkflow's result.
+type ReviewState struct {
+	Status  exam.ReviewStatus `json:"status"`
+	Reviews []exam.Review     `json:"reviews"`
+	// ClosesAt is the end of the review window.
+	ClosesAt time.Time `json:"closesAt"`
+	// Reminders counts repeated pushes for an urgent exam.
+	Reminders int `json:"reminders,omitempty"`
+}
+
+// ReportReadyEvent is one report-ready event in a campus's inbox, as the
+// clinicians' event stream serves it. Seq numbers events per campus.
+type ReportReadyEvent struct {
+	Seq      int64         `json:"seq"`
+	At       time.Time     `json:"at"`
+	ExamID   string        `json:"examId"`
+	Campus   string        `json:"campus"`
+	Priority exam.Priority `json:"priority"`
+	Eye      exam.Eye      `json:"eye,omitempty"`
+	Summary  exam.Summary  `json:"summary"`
+	// Reminder counts repeated pushes for an urgent exam awaiting review.
+	Reminder int `json:"reminder,omitempty"`
+}
+
+// InboxState is a campus inbox, carried across continue-as-new.
+type InboxState struct {
+	Campus string             `json:"campus"`
+	Next   int64              `json:"next"`
+	Events []ReportReadyEvent `json:"events"`
+	// HistoryLimit is how many history events a run may grow to before it
+	// continues as new (0: the default, 2000).
+	HistoryLimit int `json:"historyLimit,omitempty"`
+}

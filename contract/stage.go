@@ -1,0 +1,33 @@
+package contract
+
+import "octflow/exam"
+
+// StageInput is every stage activity's input: the exam it works on.
+type StageInput struct {
+	Exam exam.Submission `json:"exam"`
+	// Reminder numbers a repeated report-ready push for an urgent exam
+	// still awaiting review (0 for the first push).
+	Reminder int `json:"reminder,omitempty"`
+	// Summary is the exam's headline result, for the notify stage.
+	Summary *exam.Summary `json:"summary,omitempty"`
+}
+
+// StageOutput says what a stage wrote.
+type StageOutput struct {
+	Keys    []string      `json:"keys"`
+	Summary *exam.Summary `json:"summary,omitempty"`
+	Note    string        `json:"note,omitempty"`
+	// Delivered is set by the notify stage once the workstation took the event.
+	Delivered bool `json:"delivered,omitempty"`
+	// RecoveredFrom is the last heartbeat of the previous, failed attempt
+	// (its node and GPU), recorded so the exam's history keeps where the
+	// stage was lost: Temporal does not keep a retried attempt's node.
+	RecoveredFrom *Heartbeat `json:"recoveredFrom,omitempty"`
+}
+
+// Heartbeat is what a running stage reports every few seconds.
+type Heartbeat struct {
+	Node  string     `json:"node,omitempty"`
+	Stage exam.Stage `json:"stage"`
+	GPU   *int       `json:"gpu,omitempty"`
+}

@@ -1,0 +1,512 @@
+package lifecycle
+
+import (
+	"errors"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// Codec decodes what Temporal stores, with the converters the client
+// uses (including its payload codec).
+type Codec struct {
+	Data    converter.DataConverter
+	Failure converter.FailureConverter
+}
+
+// DefaultCodec is Temporal's default data and failure converters.
+func DefaultCodec() Codec {
+	return Codec{Data: converter.GetDefaultDataConverter(), Failure: temporal.GetDefaultFailureConverter()}
+}
+
+// Run is one workflow run as Temporal holds it.
+type Run struct {
+	// Events is the run's history, oldest first.
+	Events []*historypb.HistoryEvent
+	// Pending is the activity in flight (from DescribeWorkflowExecution),
+	// nil for a closed run or when there is none.
+	Pending *workflowpb.PendingActivityInfo
+}
+
+// Entry is one step in an exam's life.
+type Entry struct {
+	At    time.Time      `json:"at"`
+	From  State          `json:"from,omitempty"`
+	To    State          `json:"to"`
+	Stage exam.Stage     `json:"stage,omitempty"`
+	Actor string         `json:"actor,omitempty"`
+	Info  map[string]any `json:"info,omitempty"`
+}
+
+// Failure describes why an attempt failed or why the exam is dead.
+type Failure struct {
+	Stage   exam.Stage `json:"stage,omitempty"`
+	Message string     `json:"message"`
+	Type    string     `json:"type,omitempty"`
+	Attempt int32      `json:"attempt,omitempty"`
+}
+
+// Record is an exam's life folded from its runs: the timeline, and where
+// the exam stands at its end.
+type Record struct {
+	Timeline []Entry
+	State    State
+	// Stage is the stage in flight, or where a DEAD exam stopped.
+	Stage    exam.Stage
+	Priority exam.Priority
+	// EffectivePriority is the bucket the exam's latest stage was
+	// scheduled in: above Priority once aging promoted it.
+	EffectivePriority exam.Priority
+	Attempt           int32
+	Node              string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	LastFailure       *Failure
+	// Summary is the headline result, once the measure stage has run.
+	Summary *exam.Summary
+	// Result is the pipeline's result once it completed.
+	Result *contract.ExamResult
+	// Review is the clinician's review once the report exists.
+	Review *contract.ReviewState
+	// Runs counts the pipeline's runs (more than one after a rerun).
+	Runs int
+	// Illegal lists moves the table forbids; none should ever appear.
+	Illegal []ErrIllegalTransition
+}
+
+// Fold builds an exam's Record from its pipeline runs (oldest first) and,
+// once the report exists, its review run (nil before). now decides
+// whether a retry backoff has passed.
+func Fold(c Codec, now time.Time, runs []Run, review *Run) *Record {
+	f := &folder{codec: c, now: now, rec: &Record{}}
+	for i, run := range runs {
+		f.pipelineRun(i, run)
+	}
+	if review != nil {
+		f.reviewRun(*review)
+	}
+	r := f.rec
+	r.Runs = len(runs)
+	if n := len(r.Timeline); n > 0 {
+		r.CreatedAt = r.Timeline[0].At
+		r.UpdatedAt = r.Timeline[n-1].At
+	}
+	if r.EffectivePriority == "" {
+		r.EffectivePriority = r.Priority
+	}
+	return r
+}
+
+type folder struct {
+	codec Codec
+	now   time.Time
+	rec   *Record
+
+	// per run
+	stages    map[int64]exam.Stage  // scheduled event ID → stage
+	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
+	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
+	retries   map[int64]int         // scheduled event ID → index of its RETRY_WAIT entry
+	notifyErr string                // the report-ready push failed for good
+	reviewing bool                  // the report exists; a run from before the split then waits for its review
+}
+
+func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, info map[string]any) {
+	r := f.rec
+	from := r.State
+	if len(r.Timeline) > 0 || from != "" {
+		if err := CheckMove(from, to); err != nil {
+			var illegal ErrIllegalTransition
+			errors.As(err, &illegal)
+			r.Illegal = append(r.Illegal, illegal)
+		}
+	}
+	r.Timeline = append(r.Timeline, Entry{At: at.UTC(), From: from, To: to, Stage: stage, Actor: actor, Info: info})
+	r.State = to
+	switch {
+	case to == Created || to == Completed:
+		r.Stage = ""
+	case stage != "":
+		r.Stage = stage
+	}
+}
+
+func (f *folder) pipelineRun(n int, run Run) {
+	f.stages, f.buckets, f.retries = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[int64]int{}
+	f.notifyErr, f.reviewing = "", false
+	r := f.rec
+	for _, ev := range run.Events {
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			a := ev.GetWorkflowExecutionStartedEventAttributes()
+			var in contract.ExamInput
+			_ = f.decode(a.GetInput(), &in)
+			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
+			r.LastFailure, r.Result, r.Summary, r.Attempt, r.Node = nil, nil, nil, 0, ""
+			if n == 0 || in.Rerun == nil {
+				f.add(at, Created, "", f.memoString(a.GetMemo(), MemoSubmitter), nil)
+				continue
+			}
+			f.add(at, Created, "", in.Rerun.By, map[string]any{"rerun": n + 1, "previousRunId": in.Rerun.PreviousRunID})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			stage := exam.StageOfActivity(a.GetActivityType().GetName())
+			f.stages[ev.GetEventId()] = stage
+			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
+			if bucket := a.GetPriority().GetFairnessKey(); bucket != "" {
+				info["bucket"] = bucket
+				// The same stage scheduled again in another bucket is an
+				// aging promotion.
+				if prev, ok := f.buckets[stage]; ok && prev != bucket {
+					info["promotedFrom"] = prev
+				}
+				f.buckets[stage] = bucket
+				r.EffectivePriority = exam.Priority(bucket)
+			}
+			if f.reviewing {
+				// A reminder of a run from before the split.
+				f.reminder(at, stage, a.GetInput())
+				continue
+			}
+			r.Attempt, r.Node = 0, ""
+			f.add(at, Queued, stage, "workflow", info)
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			stage := f.stages[a.GetScheduledEventId()]
+			if f.reviewing {
+				continue
+			}
+			if a.GetAttempt() > 1 {
+				info := f.retryInfo(a.GetAttempt()-1, a.GetLastFailure())
+				node, _ := info["node"].(string)
+				f.retries[a.GetScheduledEventId()] = len(r.Timeline)
+				f.add(at, RetryWait, stage, node, info)
+			}
+			r.Attempt, r.Node = a.GetAttempt(), a.GetIdentity()
+			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := ev.GetActivityTaskCompletedEventAttributes()
+			var out contract.StageOutput
+			if f.decode(a.GetResult(), &out) != nil {
+				continue
+			}
+			if out.Summary != nil {
+				r.Summary = out.Summary
+			}
+			// A stage lost with its node names that node in its result.
+			if i, ok := f.retries[a.GetScheduledEventId()]; ok && out.RecoveredFrom != nil && out.RecoveredFrom.Node != "" {
+				r.Timeline[i].Actor = out.RecoveredFrom.Node
+				r.Timeline[i].Info["node"] = out.RecoveredFrom.Node
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			a := ev.GetActivityTaskFailedEventAttributes()
+			f.stageFailed(at, f.stages[a.GetScheduledEventId()], a.GetIdentity(), a.GetFailure())
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			a := ev.GetActivityTaskTimedOutEventAttributes()
+			if a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+				continue // the stage aged in its queue; the promotion follows
+			}
+			f.stageFailed(at, f.stages[a.GetScheduledEventId()], "temporal", a.GetFailure())
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			// A run from before the split records the report's completion
+			// and then waits for the review.
+			sa := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes()
+			if State(f.searchAttr(sa, exam.AttrState)) == Completed && r.State != Completed {
+				f.complete(at)
+				f.reviewing = true
+				r.Review = &contract.ReviewState{Status: exam.ReviewPending, Reviews: []exam.Review{}}
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			f.decision(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput())
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			var res contract.ExamResult
+			_ = f.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res)
+			r.Result = &res
+			switch {
+			case r.State != Completed:
+				f.complete(at)
+			case res.Review != "":
+				// A run from before the split closes its review window.
+				r.Review.Status, r.Review.Reviews = res.Review, res.Reviews
+				f.add(at, Completed, "", "workflow", map[string]any{"reviewWindow": "closed", "review": r.Review.Status})
+			default:
+				r.Review = nil // the review workflow holds it
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			fail := f.failure(ev.GetWorkflowExecutionFailedEventAttributes().GetFailure())
+			fail.Stage, fail.Attempt = r.Stage, r.Attempt
+			f.dead(at, "workflow", fail)
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+			a := ev.GetWorkflowExecutionTerminatedEventAttributes()
+			f.dead(at, a.GetIdentity(), &Failure{Stage: r.Stage, Message: "terminated by an operator: " + a.GetReason(), Type: "Terminated"})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			f.dead(at, "temporal", &Failure{Stage: r.Stage, Message: "the exam's workflow timed out", Type: "Timeout"})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			f.dead(at, "temporal", &Failure{Stage: r.Stage, Message: "cancelled", Type: "Cancelled"})
+		}
+	}
+	if run.Pending != nil && !f.reviewing {
+		f.pending(run.Pending)
+	}
+}
+
+// complete records the report's existence.
+func (f *folder) complete(at time.Time) {
+	f.rec.Attempt, f.rec.Node = 0, ""
+	var info map[string]any
+	if f.notifyErr != "" {
+		info = map[string]any{"notifyError": f.notifyErr}
+	}
+	f.add(at, Completed, "", "workflow", info)
+}
+
+// stageFailed notes an attempt that failed for good. An infrastructure
+// failure is followed by the workflow's own backoff and a new schedule
+// of the stage, so it is a RETRY_WAIT now. Any other final failure shows
+// in the DEAD entry that follows, except the notify stage's: the report
+// stands, and the failure is noted on the exam's completion.
+func (f *folder) stageFailed(at time.Time, stage exam.Stage, actor string, pf *failurepb.Failure) {
+	fail := f.failure(pf)
+	fail.Stage, fail.Attempt = stage, f.rec.Attempt
+	if node := f.failureNode(pf); node != "" {
+		actor = node
+	}
+	switch {
+	case fail.Type == contract.ErrTypeInfrastructure:
+		info := map[string]any{"failure": fail.Message, "failureType": fail.Type}
+		if actor != "" {
+			info["node"] = actor
+		}
+		f.rec.LastFailure = fail
+		f.add(at, RetryWait, stage, actor, info)
+	case stage == exam.Notify:
+		f.notifyErr = fail.Message
+	default:
+		f.rec.LastFailure = fail
+	}
+}
+
+func (f *folder) dead(at time.Time, actor string, fail *Failure) {
+	f.rec.LastFailure = fail
+	info := map[string]any{"failure": fail.Message}
+	if fail.Type != "" {
+		info["failureType"] = fail.Type
+	}
+	f.add(at, Dead, fail.Stage, actor, info)
+}
+
+// pending adds what the activity in flight says: a retry waiting out
+// its backoff, a retry due and back on the queue, a worker that claimed
+// the stage, or one that runs and heartbeats.
+func (f *folder) pending(p *workflowpb.PendingActivityInfo) {
+	r := f.rec
+	stage := exam.StageOfActivity(p.GetActivityType().GetName())
+	r.Attempt = p.GetAttempt()
+	if p.GetAttempt() > 1 && p.GetLastFailure() != nil {
+		fail := f.failure(p.GetLastFailure())
+		fail.Stage, fail.Attempt = stage, p.GetAttempt()-1
+		r.LastFailure = fail
+		info := f.retryInfo(p.GetAttempt()-1, p.GetLastFailure())
+		next := p.GetNextAttemptScheduleTime()
+		if next != nil {
+			info["nextAttemptAt"] = next.AsTime().UTC()
+		}
+		f.add(p.GetLastAttemptCompleteTime().AsTime(), RetryWait, stage, p.GetLastWorkerIdentity(), info)
+		if p.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED && next != nil && !f.now.Before(next.AsTime()) {
+			f.add(next.AsTime(), Queued, stage, "temporal", map[string]any{"attempt": p.GetAttempt()})
+		}
+	}
+	if p.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+		to := Claimed
+		started := p.GetLastStartedTime().AsTime()
+		if hb := p.GetLastHeartbeatTime(); hb != nil && !hb.AsTime().Before(started) {
+			to = Executing
+		}
+		r.Node = p.GetLastWorkerIdentity()
+		f.add(started, to, stage, r.Node, map[string]any{"attempt": p.GetAttempt(), "node": r.Node})
+	}
+}
+
+// reviewRun adds the review workflow's decisions, reminders and close.
+func (f *folder) reviewRun(run Run) {
+	r := f.rec
+	f.reminders = map[int64]int{}
+	for _, ev := range run.Events {
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			var in contract.ReviewStart
+			_ = f.decode(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in)
+			r.Review = &contract.ReviewState{Status: exam.ReviewPending, Reviews: []exam.Review{},
+				ClosesAt: in.ReportAt.Add(in.Policy.ReviewWindow).UTC()}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			f.reminder(at, exam.StageOfActivity(a.GetActivityType().GetName()), a.GetInput())
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			f.decision(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput())
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			var res contract.ReviewState
+			if f.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res) == nil && r.Review != nil {
+				r.Review.Status = res.Status
+			}
+			f.add(at, Completed, "", "workflow", map[string]any{"reviewWindow": "closed", "review": r.Review.Status})
+		}
+	}
+}
+
+// reminder records a repeated report-ready push for an urgent exam.
+func (f *folder) reminder(at time.Time, stage exam.Stage, input *commonpb.Payloads) {
+	var in contract.StageInput
+	if stage != exam.Notify || f.decode(input, &in) != nil || in.Reminder == 0 {
+		return
+	}
+	if f.rec.Review != nil {
+		f.rec.Review.Reminders = max(f.rec.Review.Reminders, in.Reminder)
+	}
+	f.add(at, Completed, exam.Notify, "workflow", map[string]any{"reminder": in.Reminder})
+}
+
+// decision records a clinician's accepted review decision; the review's
+// status follows the same rule the workflow applies.
+func (f *folder) decision(at time.Time, in *updatepb.Input) {
+	r := f.rec
+	var req contract.ReviewRequest
+	if in == nil || f.decode(in.GetArgs(), &req) != nil || r.Review == nil {
+		return
+	}
+	r.Review.Status = r.Review.Status.After(req.Decision)
+	r.Review.Reviews = append(r.Review.Reviews, exam.Review{At: at.UTC(), Decision: req.Decision, Note: req.Note, By: req.By})
+	info := map[string]any{"review": req.Decision}
+	if req.Note != "" {
+		info["note"] = req.Note
+	}
+	f.add(at, Completed, "", req.By, info)
+}
+
+func (f *folder) retryInfo(failedAttempt int32, pf *failurepb.Failure) map[string]any {
+	fail := f.failure(pf)
+	info := map[string]any{"failure": fail.Message, "failedAttempt": failedAttempt}
+	if fail.Type != "" {
+		info["failureType"] = fail.Type
+	}
+	if node := f.failureNode(pf); node != "" {
+		info["node"] = node
+	}
+	return info
+}
+
+// failure reads what a failure says about the stage: the first
+// application error or timeout inside the activity's failure (a
+// workflow's failure wraps the activity's, which may wrap the Go error
+// the stage returned, whose message is only a part of the stage's).
+func (f *folder) failure(pf *failurepb.Failure) *Failure {
+	if pf == nil {
+		return &Failure{}
+	}
+	var chain []error
+	for e := f.codec.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
+		chain = append(chain, e)
+	}
+	start := 0
+	for i, e := range chain {
+		if _, ok := e.(*temporal.ActivityError); ok {
+			start = i + 1
+		}
+	}
+	for _, e := range chain[start:] {
+		switch x := e.(type) {
+		case *temporal.ApplicationError:
+			return &Failure{Message: x.Message(), Type: x.Type()}
+		case *temporal.TimeoutError:
+			return &Failure{Message: "timed out: " + x.TimeoutType().String(), Type: "Timeout" + x.TimeoutType().String()}
+		}
+	}
+	return &Failure{Message: chain[0].Error()}
+}
+
+// failureNode finds the node a failed attempt ran on: a stage failure
+// carries it in its details, a stage lost with its node (heartbeat
+// timeout) in its last heartbeat.
+func (f *folder) failureNode(pf *failurepb.Failure) string {
+	if pf == nil {
+		return ""
+	}
+	for e := f.codec.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
+		var node string
+		switch x := e.(type) {
+		case *temporal.ApplicationError:
+			var d contract.FailureDetails
+			if x.HasDetails() && x.Details(&d) == nil {
+				node = d.Node
+			}
+		case *temporal.TimeoutError:
+			var hb contract.Heartbeat
+			if x.HasLastHeartbeatDetails() && x.LastHeartbeatDetails(&hb) == nil {
+				node = hb.Node
+			}
+		}
+		if node != "" {
+			return node
+		}
+	}
+	return ""
+}
+
+func (f *folder) decode(p *commonpb.Payloads, v any) error {
+	if len(p.GetPayloads()) == 0 {
+		return errors.New("no payload")
+	}
+	return f.codec.Data.FromPayload(p.GetPayloads()[0], v)
+}
+
+func (f *folder) memoString(m *commonpb.Memo, field string) string {
+	var v string
+	if p := m.GetFields()[field]; p == nil || f.codec.Data.FromPayload(p, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+func (f *folder) searchAttr(sa *commonpb.SearchAttributes, name string) string {
+	var v string
+	if p := sa.GetIndexedFields()[name]; p == nil || f.codec.Data.FromPayload(p, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// PreviousRunID is the run that run follows after an operator's rerun,
+// "" for an exam's first run.
+func (c Codec) PreviousRunID(run Run) string {
+	in, err := c.Input(run)
+	if err != nil || in.Rerun == nil {
+		return ""
+	}
+	return in.Rerun.PreviousRunID
+}
+
+// Input is the pipeline input of run.
+func (c Codec) Input(run Run) (contract.ExamInput, error) {
+	var in contract.ExamInput
+	for _, ev := range run.Events {
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			f := &folder{codec: c}
+			return in, f.decode(a.GetInput(), &in)
+		}
+	}
+	return in, errors.New("the run has no start event")
+}
+
+// MemoSubmitter is the memo field naming who submitted the exam.
+const MemoSubmitter = "submittedBy"

@@ -1,0 +1,289 @@
+package lifecycle
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// history reads a recorded history from the replay corpus.
+func history(t *testing.T, name string) []*historypb.HistoryEvent {
+	t.Helper()
+	f, err := os.Open("../workflows/testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.GetEvents()
+}
+
+func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
+	for _, c := range []struct{ file, creator string }{
+		{"exam_workflow_v1.json", ""}, // recorded before the submitter was kept
+		{"exam_workflow_v2.json", "demo device"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			rec := Fold(DefaultCodec(), time.Now(), []Run{{Events: history(t, c.file)}}, nil)
+			got := rec.Timeline
+			type step struct {
+				to    State
+				stage exam.Stage
+			}
+			want := []step{{Created, ""}}
+			for _, s := range exam.Pipeline {
+				want = append(want, step{Queued, s}, step{Executing, s})
+			}
+			want = append(want, step{Completed, ""})
+			if len(got) != len(want) {
+				t.Fatalf("timeline has %d entries, want %d: %+v", len(got), len(want), got)
+			}
+			for i, w := range want {
+				e := got[i]
+				if e.To != w.to || e.Stage != w.stage {
+					t.Errorf("entry %d = %s %s, want %s %s", i, e.To, e.Stage, w.to, w.stage)
+				}
+				if i > 0 && (e.From != got[i-1].To || e.At.Before(got[i-1].At)) {
+					t.Errorf("entry %d does not follow entry %d: %+v after %+v", i, i-1, e, got[i-1])
+				}
+				if e.To == Executing && e.Stage.NeedsGPU() && !strings.HasPrefix(e.Actor, "sim-gpu-node-") {
+					t.Errorf("GPU stage %s ran by %q, want a GPU node", e.Stage, e.Actor)
+				}
+			}
+			if got[0].Actor != c.creator {
+				t.Errorf("creator = %q, want %q", got[0].Actor, c.creator)
+			}
+			if rec.State != Completed || rec.Summary == nil || rec.Summary.CentralSubfieldThicknessUm <= 0 || len(rec.Illegal) != 0 {
+				t.Errorf("record ends %s with summary %+v, illegal moves %v", rec.State, rec.Summary, rec.Illegal)
+			}
+		})
+	}
+}
+
+func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	events := []*historypb.HistoryEvent{
+		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
+		{EventId: 5, EventTime: at(1), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+				ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}}}},
+		{EventId: 6, EventTime: at(40), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+				ScheduledEventId: 5, Attempt: 2, Identity: "gpu-b",
+				LastFailure: &failurepb.Failure{Message: "CUDA out of memory",
+					FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}},
+	}
+	got := Fold(DefaultCodec(), t0, []Run{{Events: events}}, nil).Timeline
+	if len(got) != 4 {
+		t.Fatalf("timeline %+v", got)
+	}
+	retry, exec := got[2], got[3]
+	if retry.To != RetryWait || retry.Stage != exam.Layers || retry.Info["failure"] != "CUDA out of memory" || retry.Info["failedAttempt"] != int32(1) {
+		t.Errorf("retry entry = %+v", retry)
+	}
+	if exec.To != Executing || exec.Actor != "gpu-b" || exec.Info["attempt"] != int32(2) || exec.From != RetryWait {
+		t.Errorf("execution entry = %+v", exec)
+	}
+}
+
+func TestFoldTimelineShowsAnAgingPromotion(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	scheduled := func(id int64, s int, bucket string) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+				ActivityType: &commonpb.ActivityType{Name: exam.Denoise.ActivityName()}, Priority: &commonpb.Priority{FairnessKey: bucket}}}}
+	}
+	events := []*historypb.HistoryEvent{
+		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
+		scheduled(5, 1, "low"),
+		{EventId: 6, EventTime: at(1801), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+			Attributes: &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
+				ScheduledEventId: 5, Failure: &failurepb.Failure{Message: "activity ScheduleToStart timeout",
+					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
+		scheduled(10, 1802, "normal"),
+	}
+	got := Fold(DefaultCodec(), t0, []Run{{Events: events}}, nil).Timeline
+	if len(got) != 3 {
+		t.Fatalf("timeline %+v", got)
+	}
+	if p := got[2]; p.To != Queued || p.From != Queued || p.Info["bucket"] != "normal" || p.Info["promotedFrom"] != "low" {
+		t.Errorf("promotion entry = %+v", p)
+	}
+}
+
+func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
+	run := func(file string) Run { return Run{Events: history(t, file)} }
+	cases := []struct {
+		name   string
+		runs   []Run
+		review *Run
+		check  func(t *testing.T, r *Record)
+	}{
+		{"a retried stage", []Run{run("exam_retry.json")}, nil, func(t *testing.T, r *Record) {
+			e := findEntry(r, RetryWait, exam.Layers)
+			if e == nil || e.Info["failure"] != "simulated CUDA out of memory" || e.Info["failureType"] != contract.ErrTypeStageFailed ||
+				e.Actor != "sim-gpu-node-1" || e.Info["failedAttempt"] != int32(1) {
+				t.Errorf("RETRY_WAIT entry %+v, want the failure and the node it failed on", e)
+			}
+			if r.State != Completed {
+				t.Errorf("ends %s", r.State)
+			}
+		}},
+		{"an aging promotion", []Run{run("exam_aging.json")}, nil, func(t *testing.T, r *Record) {
+			var promoted []string
+			for _, e := range r.Timeline {
+				if from, ok := e.Info["promotedFrom"]; ok {
+					promoted = append(promoted, fmt.Sprintf("%s→%s", from, e.Info["bucket"]))
+				}
+			}
+			if strings.Join(promoted, ",") != "low→normal,normal→urgent" || r.Priority != exam.Low {
+				t.Errorf("promotions %v of a %s exam", promoted, r.Priority)
+			}
+		}},
+		{"an infrastructure failure waits without spending attempts", []Run{run("exam_infra_retry.json")}, nil, func(t *testing.T, r *Record) {
+			e := findEntry(r, RetryWait, exam.Lesions)
+			if e == nil || e.Info["failureType"] != contract.ErrTypeInfrastructure {
+				t.Errorf("RETRY_WAIT entry %+v, want the infrastructure failure", e)
+			}
+			for _, x := range r.Timeline {
+				if x.Stage == exam.Lesions && x.To == Executing && x.Info["attempt"] != int32(1) {
+					t.Errorf("lesions ran attempt %v: the outage spent an attempt", x.Info["attempt"])
+				}
+			}
+		}},
+		{"a DEAD exam", []Run{run("exam_rerun_1_dead.json")}, nil, func(t *testing.T, r *Record) {
+			if r.State != Dead || r.Stage != exam.Measure || r.LastFailure == nil ||
+				r.LastFailure.Message != "measurements impossible on this volume" || r.LastFailure.Type != "InvalidVolume" {
+				t.Errorf("record ends %s at %s with %+v", r.State, r.Stage, r.LastFailure)
+			}
+		}},
+		{"a rerun of a DEAD exam", []Run{run("exam_rerun_1_dead.json"), run("exam_rerun_2.json")}, nil, func(t *testing.T, r *Record) {
+			var path []State
+			for _, e := range r.Timeline {
+				if e.To == Created || e.To == Dead || e.To == Completed {
+					path = append(path, e.To)
+				}
+			}
+			if fmt.Sprint(path) != "[CREATED DEAD CREATED COMPLETED]" || r.Runs != 2 || r.LastFailure != nil || r.Summary == nil {
+				t.Errorf("path %v over %d runs, last failure %+v", path, r.Runs, r.LastFailure)
+			}
+			if rerun := findEntry(r, Created, ""); rerun == nil {
+				t.Error("no CREATED entry")
+			}
+		}},
+		{"review decisions", []Run{run("exam_pipeline_v3.json")}, ptr(run("review_decisions.json")), func(t *testing.T, r *Record) {
+			var trail []string
+			for _, e := range r.Timeline {
+				if d, ok := e.Info["review"]; ok && e.Info["reviewWindow"] == nil {
+					trail = append(trail, fmt.Sprintf("%s by %s", d, e.Actor))
+				}
+			}
+			if strings.Join(trail, ", ") != "approve by demo clinician, amend by demo clinician" ||
+				r.Review == nil || r.Review.Status != exam.ReviewAmended || len(r.Review.Reviews) != 2 {
+				t.Errorf("trail %v, review %+v", trail, r.Review)
+			}
+		}},
+		{"reminders until the window closes", []Run{run("exam_pipeline_v3.json")}, ptr(run("review_reminders.json")), func(t *testing.T, r *Record) {
+			if r.Review == nil || r.Review.Status != exam.ReviewExpired || r.Review.Reminders != 3 {
+				t.Errorf("review %+v, want expired after 3 reminders", r.Review)
+			}
+			if last := r.Timeline[len(r.Timeline)-1]; last.Info["reviewWindow"] != "closed" {
+				t.Errorf("timeline ends %+v", last)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Fold(DefaultCodec(), time.Now(), c.runs, c.review)
+			if len(r.Illegal) != 0 {
+				t.Errorf("illegal moves %v", r.Illegal)
+			}
+			for i := 1; i < len(r.Timeline); i++ {
+				if e := r.Timeline[i]; e.From != r.Timeline[i-1].To || e.At.Before(r.Timeline[i-1].At) {
+					t.Errorf("entry %d does not follow entry %d: %+v after %+v", i, i-1, e, r.Timeline[i-1])
+				}
+			}
+			c.check(t, r)
+		})
+	}
+}
+
+func TestFoldPendingStageStates(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	scheduled := &historypb.HistoryEvent{EventId: 5, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+		Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+			ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}}}}
+	events := []*historypb.HistoryEvent{{EventId: 1, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}, scheduled}
+	failure := &failurepb.Failure{Message: "CUDA out of memory", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	cases := []struct {
+		name    string
+		pending *workflowpb.PendingActivityInfo
+		want    State
+	}{
+		{"waiting on its queue", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 1}, Queued},
+		{"picked up, no heartbeat", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
+			LastStartedTime: at(2), LastWorkerIdentity: "gpu-a"}, Claimed},
+		{"running and heartbeating", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
+			LastStartedTime: at(2), LastHeartbeatTime: at(4), LastWorkerIdentity: "gpu-a"}, Executing},
+		{"waiting out its backoff", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
+			LastFailure: failure, LastAttemptCompleteTime: at(3), NextAttemptScheduleTime: at(600)}, RetryWait},
+		{"retry due, back on the queue", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
+			LastFailure: failure, LastAttemptCompleteTime: at(3), NextAttemptScheduleTime: at(5)}, Queued},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
+			r := Fold(DefaultCodec(), t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
+			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 {
+				t.Errorf("state %s at %s (illegal %v), want %s", r.State, r.Stage, r.Illegal, c.want)
+			}
+			if c.want == RetryWait && (r.LastFailure == nil || r.LastFailure.Message != "CUDA out of memory" || r.Attempt != 2) {
+				t.Errorf("retry without its failure: %+v, attempt %d", r.LastFailure, r.Attempt)
+			}
+		})
+	}
+}
+
+func TestFoldCountsAMoveTheTableForbids(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	// A history in which a finished exam's stage starts again: nothing
+	// octflow writes, but the check must see it if it ever happens.
+	events := history(t, "exam_pipeline_v3.json")
+	late := &historypb.HistoryEvent{EventId: 999, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{}}}
+	r := Fold(DefaultCodec(), t0, []Run{{Events: append(events, late)}}, nil)
+	if len(r.Illegal) != 1 || r.Illegal[0] != (ErrIllegalTransition{From: Completed, To: Dead}) {
+		t.Errorf("illegal moves %v, want COMPLETED → DEAD", r.Illegal)
+	}
+}
+
+func findEntry(r *Record, to State, stage exam.Stage) *Entry {
+	for i := range r.Timeline {
+		if r.Timeline[i].To == to && r.Timeline[i].Stage == stage {
+			return &r.Timeline[i]
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
