@@ -1,4 +1,9 @@
-package main
+// Package app assembles an octflow process from its parts: it connects
+// to Temporal and the object store, and starts whichever of the HTTP
+// gateway, the workflow and CPU workers and the GPU nodes the process
+// runs. It stops them in dependency order, draining running stages. The
+// command (cmd/octflow) only reads the configuration and calls it.
+package app
 
 import (
 	"context"
@@ -14,6 +19,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/config"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
@@ -21,9 +27,9 @@ import (
 	"octflow/workers"
 )
 
-// appOptions say which parts of octflow this process runs.
-type appOptions struct {
-	Stack    stackConfig
+// Options say which parts of octflow this process runs.
+type Options struct {
+	Stack    config.Stack
 	Identity string
 	Logger   *zap.Logger
 
@@ -56,8 +62,8 @@ type appOptions struct {
 	Backends inference.Backends
 }
 
-// app is a running set of octflow parts.
-type app struct {
+// App is a running set of octflow parts.
+type App struct {
 	log     *zap.Logger
 	client  client.Client
 	store   *storage.Store
@@ -70,15 +76,15 @@ type app struct {
 	mhttp   *http.Server
 }
 
-// startApp connects to Temporal and S3 and starts the parts opts asks for.
-func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
-	a := &app{log: opts.Logger}
+// Start connects to Temporal and S3 and starts the parts opts asks for.
+func Start(ctx context.Context, opts Options) (_ *App, err error) {
+	a := &App{log: opts.Logger}
 	defer func() {
 		if err != nil {
-			a.stop()
+			a.Stop()
 		}
 	}()
-	if a.store, err = openStore(ctx, opts.Stack.S3); err != nil {
+	if a.store, err = storage.OpenRetrying(ctx, opts.Stack.S3, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
 	a.metrics = opts.Metrics
@@ -121,11 +127,14 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 		a.nodes = append(a.nodes, n)
 	}
 	if opts.APIAddr != "" {
-		gw := api.New(api.Config{
+		gw, err := api.New(api.Config{
 			Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Callbacks: opts.Callbacks,
-			DeviceRate: opts.DeviceRate,
+			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Registerer: a.metrics.Registry,
+			Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate,
 		})
+		if err != nil {
+			return nil, err
+		}
 		ln, err := net.Listen("tcp", opts.APIAddr)
 		if err != nil {
 			return nil, fmt.Errorf("api listen: %w", err)
@@ -138,12 +147,18 @@ func startApp(ctx context.Context, opts appOptions) (_ *app, err error) {
 	return a, nil
 }
 
-// apiURL is the gateway's base URL.
-func (a *app) apiURL() string { return "http://" + a.apiAddr }
+// APIURL is the gateway's base URL.
+func (a *App) APIURL() string { return "http://" + a.apiAddr }
 
-// stop shuts down in dependency order: stop accepting requests, drain the
+// Client is the process's Temporal client.
+func (a *App) Client() client.Client { return a.client }
+
+// Store is the process's object store.
+func (a *App) Store() *storage.Store { return a.store }
+
+// Stop shuts down in dependency order: stop accepting requests, drain the
 // GPU nodes and workers (running stages finish), then close the client.
-func (a *app) stop() {
+func (a *App) Stop() {
 	if a.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := a.http.Shutdown(ctx); err != nil {
@@ -179,4 +194,18 @@ func (a *app) stop() {
 		a.metrics.Close()
 		a.metrics = nil
 	}
+}
+
+// Run runs the parts opts asks for until ctx ends (SIGINT or SIGTERM),
+// then drains them.
+func Run(ctx context.Context, opts Options) error {
+	a, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	opts.Logger.Info("octflow running", zap.String("identity", opts.Identity), zap.String("api", a.apiAddr))
+	<-ctx.Done()
+	opts.Logger.Info("shutting down: draining running stages")
+	a.Stop()
+	return nil
 }

@@ -1,12 +1,17 @@
-package main
+// Package bench is the scheduling benchmark of DESIGN §6 (`octflow
+// bench`): a burst of exams through the real HTTP API of a running
+// octflow system whose GPU nodes are separate processes in simulated GPU
+// mode (each stage sleeps a drawn GPU time on top of its real work on a
+// tiny phantom), with abrupt node kills, transient faults and resends.
+// It measures completion, duplicates, queue waits per bucket, dispatch
+// latency and makespan against the GPU-time limit.
+package bench
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,20 +25,20 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"go.temporal.io/sdk/client"
 
 	"octflow/api"
-	"octflow/devstack"
+	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/lifecycle"
 )
 
-// benchConfig is the scenario `octflow bench` runs (DESIGN §6): a burst
+// Config is the scenario `octflow bench` runs (DESIGN §6): a burst
 // of exams through the real HTTP API of an embedded system whose GPU
 // nodes are separate processes in simulated GPU mode (each stage sleeps a
 // drawn GPU time), with abrupt node kills, transient faults and resends.
-type benchConfig struct {
+type Config struct {
 	Exams       int            `json:"exams"`
 	Nodes       int            `json:"nodes"`
 	GPUsPerNode int            `json:"gpusPerNode"`
@@ -43,8 +48,9 @@ type benchConfig struct {
 	Kills       int            `json:"kills"`
 	ResendRate  float64        `json:"resendRate"`
 	Seed        uint64         `json:"seed"`
-	// node starts a GPU node process: octflow gpuworker with args and env.
-	node func(args, env []string) *exec.Cmd
+	// Node makes the command of a GPU node process: octflow gpuworker
+	// with args, and env added to the environment.
+	Node func(args, env []string) *exec.Cmd `json:"-"`
 }
 
 // waitStats summarises waits in seconds.
@@ -64,12 +70,12 @@ func newWaitStats(seconds []float64) waitStats {
 	return waitStats{N: len(seconds), P50: at(0.5), P99: at(0.99), Max: seconds[len(seconds)-1]}
 }
 
-// benchResult is what a run measured; two runs' JSON can be compared.
-type benchResult struct {
-	Config    benchConfig `json:"config"`
-	StartedAt time.Time   `json:"startedAt"`
-	Completed int         `json:"completed"`
-	Dead      int         `json:"dead"`
+// Result is what a run measured; two runs' JSON can be compared.
+type Result struct {
+	Config    Config    `json:"config"`
+	StartedAt time.Time `json:"startedAt"`
+	Completed int       `json:"completed"`
+	Dead      int       `json:"dead"`
 	// CompletionRate is completed ÷ exams.
 	CompletionRate float64 `json:"completionRate"`
 	// DuplicateExecutions counts exam IDs with more than one workflow run;
@@ -93,49 +99,8 @@ type benchResult struct {
 	ExamsPerS     float64 `json:"examsPerS"`
 }
 
-// runBench is `octflow bench`.
-func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	c := benchConfig{}
-	fs.IntVar(&c.Exams, "exams", 800, "exams submitted in one burst")
-	fs.IntVar(&c.Nodes, "nodes", 4, "simulated GPU nodes, each its own process")
-	fs.IntVar(&c.GPUsPerNode, "gpus", 2, "simulated GPUs per node")
-	mix := fs.String("mix", "10/60/30", "urgent/normal/low percentages of the burst")
-	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
-	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
-	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
-	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
-	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")
-	out := fs.String("out", "bench-result.json", "where to write the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var err error
-	if c.Mix, err = parseMix(*mix); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	c.node = func(args, env []string) *exec.Cmd {
-		cmd := exec.Command(self, append([]string{"gpuworker"}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		return cmd
-	}
-	res, err := benchRun(ctx, c, os.Stdout)
-	if err != nil {
-		return err
-	}
-	if err := writeJSON(*out, res); err != nil {
-		return err
-	}
-	fmt.Printf("wrote %s\n", *out)
-	return nil
-}
-
-// parseMix reads "urgent/normal/low" percentages such as "10/60/30".
-func parseMix(s string) (map[string]int, error) {
+// ParseMix reads "urgent/normal/low" percentages such as "10/60/30".
+func ParseMix(s string) (map[string]int, error) {
 	var u, n, l int
 	if _, err := fmt.Sscanf(s, "%d/%d/%d", &u, &n, &l); err != nil || u < 0 || n < 0 || l < 0 || u+n+l != 100 {
 		return nil, fmt.Errorf("mix %q: want urgent/normal/low percentages adding up to 100", s)
@@ -143,39 +108,38 @@ func parseMix(s string) (map[string]int, error) {
 	return map[string]int{string(exam.Urgent): u, string(exam.Normal): n, string(exam.Low): l}, nil
 }
 
-// benchRun runs the scenario and measures it.
-func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, error) {
-	rng := rand.New(rand.NewPCG(c.Seed, 42))
-	dataDir, err := os.MkdirTemp("", "octflow-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dataDir)
-	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
-	if err != nil {
-		return nil, err
-	}
-	policy := exam.DefaultPolicy()
-	policy.RetryBase, policy.RetryCap, policy.HeartbeatTimeout, policy.StageTimeout = time.Second, 5*time.Second, 5*time.Second, 2*time.Minute
-	if policy, err = policyFromEnv(policy); err != nil {
-		return nil, err
-	}
-	// Only errors: the benchmark prints its own summary, and a stopping
-	// stack warns about every poll it cuts short.
-	log := newLogger(false).WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel))
-	d, err := startDev(ctx, devConfig{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
-		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second}, log)
-	if err != nil {
-		return nil, err
-	}
-	defer d.stop()
-	base := d.app.apiURL()
-	hc := &http.Client{Timeout: time.Minute}
-	device := &submitClient{base: base, token: d.secrets.Device, http: hc}
-	clinician := &submitClient{base: base, token: d.secrets.Clinician, http: hc}
-	admin := &submitClient{base: base, token: d.secrets.Admin, http: hc}
+// System is the running octflow the benchmark measures.
+type System interface {
+	// APIURL is the gateway's base URL.
+	APIURL() string
+	// Tokens are a device's, a clinician's and an admin's.
+	Tokens() (device, clinician, admin string)
+	// Temporal is a client of the system's Temporal, to count runs.
+	Temporal() client.Client
+	// NodeEnv is the OCTFLOW_* environment a GPU node needs to join.
+	NodeEnv() []string
+}
 
-	fleet := newBenchFleet(c, d.stackCfg, dataDir)
+// Policy is the scheduling policy the benchmark runs exams under: the
+// production policy with retries and lost-node detection in seconds.
+func Policy() exam.Policy {
+	p := exam.DefaultPolicy()
+	p.RetryBase, p.RetryCap, p.HeartbeatTimeout, p.StageTimeout = time.Second, 5*time.Second, 5*time.Second, 2*time.Minute
+	return p
+}
+
+// Run runs the scenario against sys, starting its GPU nodes in logDir,
+// and measures it.
+func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) (*Result, error) {
+	rng := rand.New(rand.NewPCG(c.Seed, 42))
+	base := sys.APIURL()
+	hc := &http.Client{Timeout: time.Minute}
+	deviceToken, clinicianToken, adminToken := sys.Tokens()
+	device := &api.Client{Base: base, Token: deviceToken, HTTP: hc}
+	clinician := &api.Client{Base: base, Token: clinicianToken, HTTP: hc}
+	admin := &api.Client{Base: base, Token: adminToken, HTTP: hc}
+
+	fleet := newFleet(c, sys.NodeEnv(), logDir)
 	defer fleet.stopAll()
 	for i := range c.Nodes {
 		if err := fleet.start(i); err != nil {
@@ -189,7 +153,7 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
 		c.Nodes, c.GPUsPerNode, c.StageTime, c.FailRate, c.Kills)
 
-	res := &benchResult{Config: c, QueueWaitS: map[string]waitStats{}}
+	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.
 	var idle []float64
 	for i := range 3 {
@@ -198,17 +162,17 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 		if err != nil {
 			return nil, err
 		}
-		if _, _, err := device.submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
+		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
-		if err := waitExams(ctx, d, "probe-", i+1, 2*time.Minute); err != nil {
+		if err := waitExams(ctx, sys.Temporal(), "probe-", i+1, 2*time.Minute); err != nil {
 			return nil, err
 		}
-		var tl []api.TimelineEntry
-		if err := getJSON(ctx, clinician, "/v1/exams/"+id+"/events", &tl); err != nil {
+		var tl []lifecycle.Entry
+		if err := clinician.Get(ctx, "/v1/exams/"+id+"/events", &tl); err != nil {
 			return nil, err
 		}
-		if q, e := firstTransition(tl, exam.Queued), firstTransition(tl, exam.Executing); q != nil && e != nil {
+		if q, e := firstTransition(tl, lifecycle.Queued), firstTransition(tl, lifecycle.Executing); q != nil && e != nil {
 			idle = append(idle, float64(e.At.Sub(q.At).Milliseconds()))
 		}
 	}
@@ -249,10 +213,10 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 		wg.Go(func() {
 			for e := range jobs {
 				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
-				_, _, err := device.submit(ctx, meta, e.scan)
+				_, _, err := device.Submit(ctx, meta, e.scan)
 				okResend := false
 				if err == nil && e.resend {
-					_, code, rerr := device.submit(ctx, meta, e.scan)
+					_, code, rerr := device.Submit(ctx, meta, e.scan)
 					err, okResend = rerr, code == http.StatusOK
 				}
 				mu.Lock()
@@ -279,7 +243,7 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 	}
 	fmt.Fprintf(w, "submitted %d exams in %.1f s; waiting for them (GPU-time limit %.0f s)\n",
 		c.Exams, time.Since(res.StartedAt).Seconds(), estimate.Seconds())
-	if err := waitExams(ctx, d, "bench-", c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
+	if err := waitExams(ctx, sys.Temporal(), "bench-", c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
 		return nil, err
 	}
 	res.NodeKills = <-killsDone
@@ -288,45 +252,47 @@ func benchRun(ctx context.Context, c benchConfig, w io.Writer) (*benchResult, er
 	waits := map[exam.Priority][]float64{}
 	var last time.Time
 	for _, e := range exams {
-		st, err := clinician.status(ctx, e.id)
+		st, err := clinician.Status(ctx, e.id)
 		if err != nil {
 			return nil, err
 		}
-		var tl []api.TimelineEntry
-		if err := getJSON(ctx, clinician, "/v1/exams/"+e.id+"/events", &tl); err != nil {
+		var tl []lifecycle.Entry
+		if err := clinician.Get(ctx, "/v1/exams/"+e.id+"/events", &tl); err != nil {
 			return nil, err
 		}
 		switch st.State {
-		case exam.Completed:
+		case lifecycle.Completed:
 			res.Completed++
-		case exam.Dead:
+		case lifecycle.Dead:
 			res.Dead++
 		}
-		if x := firstTransition(tl, exam.Executing); x != nil {
+		if x := firstTransition(tl, lifecycle.Executing); x != nil {
 			waits[e.priority] = append(waits[e.priority], x.At.Sub(st.CreatedAt).Seconds())
 		}
 		reports := 0
 		for _, t := range tl {
-			if t.To == exam.RetryWait {
+			if t.To == lifecycle.RetryWait {
 				res.StageRetries++
 			}
-			if t.Stage == exam.Render && t.From == exam.Executing && t.To != exam.RetryWait {
+			if t.Stage == exam.Render && t.From == lifecycle.Executing && t.To != lifecycle.RetryWait {
 				reports++
 			}
 		}
 		if reports > 1 {
 			res.DuplicateReports++
 		}
-		if x := firstTransition(tl, exam.Completed); x != nil && x.At.After(last) {
+		if x := firstTransition(tl, lifecycle.Completed); x != nil && x.At.After(last) {
 			last = x.At
 		}
 	}
 	for p, ws := range waits {
 		res.QueueWaitS[string(p)] = newWaitStats(ws)
 	}
-	if res.DuplicateExecutions, err = duplicateRuns(ctx, d, "exam-bench-"); err != nil {
+	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID("bench-"))
+	if err != nil {
 		return nil, err
 	}
+	res.DuplicateExecutions = dups
 	res.CompletionRate = float64(res.Completed) / float64(c.Exams)
 	res.MakespanS = last.Sub(res.StartedAt).Seconds()
 	res.GPUTimeLimitS = estimate.Seconds()
@@ -350,7 +316,7 @@ func benchScan(seed uint64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func firstTransition(tl []api.TimelineEntry, to exam.State) *api.TimelineEntry {
+func firstTransition(tl []lifecycle.Entry, to lifecycle.State) *lifecycle.Entry {
 	for i := range tl {
 		if tl[i].To == to {
 			return &tl[i]
@@ -359,30 +325,12 @@ func firstTransition(tl []api.TimelineEntry, to exam.State) *api.TimelineEntry {
 	return nil
 }
 
-func getJSON(ctx context.Context, c *submitClient, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 // waitNodesUp waits until the fleet view shows n nodes up.
-func waitNodesUp(ctx context.Context, admin *submitClient, n int) error {
+func waitNodesUp(ctx context.Context, admin *api.Client, n int) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var nodes []api.NodeView
-		if getJSON(ctx, admin, "/v1/nodes", &nodes) == nil {
+		if admin.Get(ctx, "/v1/nodes", &nodes) == nil {
 			up := 0
 			for _, v := range nodes {
 				if v.Status == "up" {
@@ -400,12 +348,12 @@ func waitNodesUp(ctx context.Context, admin *submitClient, n int) error {
 
 // waitExams waits until n exams whose IDs start with prefix are COMPLETED
 // or DEAD, as Temporal's visibility counts them.
-func waitExams(ctx context.Context, d *devSystem, prefix string, n int, timeout time.Duration) error {
+func waitExams(ctx context.Context, tc client.Client, prefix string, n int, timeout time.Duration) error {
 	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
-		exam.WorkflowID(prefix), exam.AttrState, exam.Completed, exam.Dead)
+		contract.ExamWorkflowID(prefix), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := d.app.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
 		if err == nil && int(resp.GetCount()) >= n {
 			return nil
 		}
@@ -421,11 +369,11 @@ func waitExams(ctx context.Context, d *devSystem, prefix string, n int, timeout 
 }
 
 // duplicateRuns counts workflow IDs with the prefix that ran more than once.
-func duplicateRuns(ctx context.Context, d *devSystem, prefix string) (int, error) {
+func duplicateRuns(ctx context.Context, tc client.Client, prefix string) (int, error) {
 	runs := map[string]int{}
 	var token []byte
 	for {
-		resp, err := d.app.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("WorkflowId STARTS_WITH '%s'", prefix), PageSize: 1000, NextPageToken: token})
 		if err != nil {
 			return 0, err
@@ -446,7 +394,7 @@ func duplicateRuns(ctx context.Context, d *devSystem, prefix string) (int, error
 	return dup, nil
 }
 
-func printBench(w io.Writer, r *benchResult) {
+func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\ncompleted %d/%d (%.1f %%), dead %d, duplicate executions %d, duplicate reports %d\n",
 		r.Completed, r.Config.Exams, 100*r.CompletionRate, r.Dead, r.DuplicateExecutions, r.DuplicateReports)
 	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d\n",
@@ -461,9 +409,9 @@ func printBench(w io.Writer, r *benchResult) {
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
 }
 
-// benchFleet is the benchmark's GPU nodes, each its own process.
-type benchFleet struct {
-	c       benchConfig
+// fleet is the benchmark's GPU nodes, each its own process.
+type fleet struct {
+	c       Config
 	env     []string
 	logDir  string
 	mu      sync.Mutex
@@ -471,22 +419,18 @@ type benchFleet struct {
 	wg      sync.WaitGroup
 }
 
-func newBenchFleet(c benchConfig, sc stackConfig, logDir string) *benchFleet {
-	return &benchFleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: []string{
-		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr, "OCTFLOW_NAMESPACE=" + sc.Namespace,
-		"OCTFLOW_S3_ENDPOINT=" + sc.S3.Endpoint, "OCTFLOW_S3_BUCKET=" + sc.S3.Bucket,
-		"OCTFLOW_S3_ACCESS_KEY=" + sc.S3.AccessKey, "OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
-	}}
+func newFleet(c Config, env []string, logDir string) *fleet {
+	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env}
 }
 
 // start starts node i.
-func (f *benchFleet) start(i int) error {
+func (f *fleet) start(i int) error {
 	id := fmt.Sprintf("bench-gpu-%d", i+1)
 	logFile, err := os.OpenFile(filepath.Join(f.logDir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := f.c.node([]string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
+	cmd := f.c.Node([]string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
 		"--sim-stage-time", f.c.StageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate),
 		"--report-every", "1s", "--drain-timeout", "5s"}, f.env)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -507,7 +451,7 @@ func (f *benchFleet) start(i int) error {
 // killSome kills n random nodes abruptly (SIGKILL, no drain) at random
 // times within the first half of the expected run, restarting each 3 s
 // later, and returns how many it killed.
-func (f *benchFleet) killSome(ctx context.Context, seed uint64, n int, expected time.Duration) int {
+func (f *fleet) killSome(ctx context.Context, seed uint64, n int, expected time.Duration) int {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	killed := 0
 	for range n {
@@ -534,7 +478,7 @@ func (f *benchFleet) killSome(ctx context.Context, seed uint64, n int, expected 
 }
 
 // stopAll drains every node (SIGTERM) and waits for them.
-func (f *benchFleet) stopAll() {
+func (f *fleet) stopAll() {
 	f.mu.Lock()
 	for _, cmd := range f.running {
 		cmd.Process.Signal(syscall.SIGTERM)

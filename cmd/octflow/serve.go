@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/app"
+	"octflow/config"
 	"octflow/exam"
 	"octflow/gpuworker"
 )
@@ -27,94 +28,109 @@ func hostname() string {
 
 // runAPI serves the HTTP gateway.
 func runAPI(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
-	var stack stackConfig
-	stack.bind(fs)
-	addr := fs.String("api-addr", envDefault("OCTFLOW_API_ADDR", "127.0.0.1:8080"), "listen address (OCTFLOW_API_ADDR)")
-	tokensFile := fs.String("tokens-file", envDefault("OCTFLOW_TOKENS_FILE", ""), "JSON file of token hashes and roles (OCTFLOW_TOKENS_FILE)")
-	if err := fs.Parse(args); err != nil {
+	s := config.New("api", nil)
+	stack := config.BindStack(s)
+	logc := config.BindLog(s, "json")
+	policy := config.BindPolicy(s, exam.DefaultPolicy())
+	hooks := config.BindWebhooks(s)
+	rate := config.BindDeviceRate(s, api.RateLimit{PerMinute: 60, Burst: 20})
+	key := config.BindPseudonymKey(s)
+	var addr, tokensFile string
+	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
+	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
+	s.Check(func() error {
+		if tokensFile == "" {
+			return fmt.Errorf("OCTFLOW_TOKENS_FILE (--tokens-file) is required")
+		}
+		return nil
+	})
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	if *tokensFile == "" {
-		return fmt.Errorf("--tokens-file (OCTFLOW_TOKENS_FILE) is required")
+	tokens, err := api.LoadTokens(tokensFile)
+	if err != nil {
+		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
-	tokens, err := api.LoadTokens(*tokensFile)
+	log, err := logc.Logger()
 	if err != nil {
 		return err
 	}
-	pseudo, err := loadPseudonymizer()
-	if err != nil {
-		return err
-	}
-	policy, err := policyFromEnv(exam.DefaultPolicy())
-	if err != nil {
-		return err
-	}
-	hooks, err := webhooksFromEnv()
-	if err != nil {
-		return err
-	}
-	log := newLogger(false)
 	defer log.Sync()
-	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: "api@" + hostname(), Logger: log,
-		APIAddr: *addr, Tokens: tokens, Pseudonymizer: pseudo, Policy: policy, Callbacks: hooks.Guard,
-		DeviceRate: deviceRateFromEnv(api.RateLimit{PerMinute: 60, Burst: 20}),
+	return app.Run(ctx, app.Options{
+		Stack: *stack, Identity: "api@" + hostname(), Logger: log,
+		APIAddr: addr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer(*key), Policy: *policy,
+		Callbacks: hooks.Guard(), DeviceRate: *rate,
 	})
 }
 
 // runWorker runs the workflow worker and the CPU stages.
 func runWorker(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	var stack stackConfig
-	stack.bind(fs)
-	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on shutdown (OCTFLOW_DRAIN_TIMEOUT)")
-	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	hooks, err := webhooksFromEnv()
-	if err != nil {
-		return err
-	}
+	s := config.New("worker", nil)
+	stack := config.BindStack(s)
+	logc := config.BindLog(s, "json")
+	hooks := config.BindWebhooks(s)
 	// The worker renders reports, which name the model of each stage.
-	backends, err := backendsFromEnv()
+	models := config.BindModels(s)
+	var drain time.Duration
+	var metricsAddr string
+	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
+	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	log, err := logc.Logger()
 	if err != nil {
 		return err
 	}
-	log := newLogger(false)
 	defer log.Sync()
-	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: *drain,
-		MetricsAddr: *metricsAddr, Webhooks: hooks, Backends: backends,
+	return app.Run(ctx, app.Options{
+		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: drain,
+		MetricsAddr: metricsAddr, Webhooks: hooks.Deliverer(), Backends: models.Backends(),
 	})
 }
 
 // runGPUWorker runs one GPU node.
 func runGPUWorker(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("gpuworker", flag.ContinueOnError)
-	var stack stackConfig
-	stack.bind(fs)
-	nodeID := fs.String("node-id", envDefault("OCTFLOW_NODE_ID", "gpu@"+hostname()), "node identity (OCTFLOW_NODE_ID)")
-	gpus := fs.Int("gpus", envInt("OCTFLOW_GPUS", 1), "simulated GPUs, used only where NVML finds none (OCTFLOW_GPUS)")
-	model := fs.String("gpu-model", envDefault("OCTFLOW_GPU_MODEL", "simulated GPU"), "model name of the simulated GPUs (OCTFLOW_GPU_MODEL)")
-	memGiB := fs.Float64("gpu-memory-gib", 24, "memory of each simulated GPU in GiB")
-	queue := fs.String("task-queue", envDefault("OCTFLOW_GPU_QUEUE", exam.GPUQueue), "GPU task queue to serve (OCTFLOW_GPU_QUEUE)")
-	drain := fs.Duration("drain-timeout", envDuration("OCTFLOW_DRAIN_TIMEOUT", 90*time.Second), "how long running stages may finish on SIGTERM (OCTFLOW_DRAIN_TIMEOUT)")
-	failRate := fs.Float64("sim-failure-rate", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
-	stageTime := fs.Duration("sim-stage-time", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
-	reportEvery := fs.Duration("report-every", envDuration("OCTFLOW_REPORT_EVERY", 10*time.Second), "how often the node reports to the fleet view (OCTFLOW_REPORT_EVERY)")
-	metricsAddr := fs.String("metrics-addr", envDefault("OCTFLOW_METRICS_ADDR", ""), "serve Prometheus /metrics here, e.g. :9464 (OCTFLOW_METRICS_ADDR)")
-	if err := fs.Parse(args); err != nil {
+	s := config.New("gpuworker", nil)
+	stack := config.BindStack(s)
+	logc := config.BindLog(s, "json")
+	models := config.BindModels(s)
+	var (
+		nodeID, model, queue, metricsAddr string
+		gpus                              int
+		memGiB, failRate                  float64
+		drain, stageTime, reportEvery     time.Duration
+	)
+	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
+	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs, used only where NVML finds none")
+	s.String(&model, "gpu-model", "OCTFLOW_GPU_MODEL", "simulated GPU", "model name of the simulated GPUs")
+	s.Float(&memGiB, "gpu-memory-gib", "OCTFLOW_GPU_MEMORY_GIB", 24, "memory of each simulated GPU in GiB")
+	s.String(&queue, "task-queue", "OCTFLOW_GPU_QUEUE", exam.GPUQueue, "GPU task queue to serve")
+	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on SIGTERM")
+	s.Float(&failRate, "sim-failure-rate", "OCTFLOW_SIM_FAILURE_RATE", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
+	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
+	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
+	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
+	s.Check(func() error {
+		switch {
+		case gpus < 1:
+			return fmt.Errorf("OCTFLOW_GPUS (--gpus) %d: want at least 1", gpus)
+		case failRate < 0 || failRate > 1:
+			return fmt.Errorf("OCTFLOW_SIM_FAILURE_RATE (--sim-failure-rate) %v: want a fraction in [0, 1]", failRate)
+		case reportEvery <= 0:
+			return fmt.Errorf("OCTFLOW_REPORT_EVERY (--report-every) must be positive")
+		}
+		return nil
+	})
+	if err := s.Parse(args); err != nil {
 		return err
 	}
-	backends, err := backendsFromEnv()
+	log, err := logc.Logger()
 	if err != nil {
 		return err
 	}
-	log := newLogger(false)
 	defer log.Sync()
-	inv, source, err := gpuworker.Discover(nvml.New(), gpuworker.SimulatedGPUs{Count: *gpus, Model: *model, MemoryGiB: *memGiB})
+	inv, source, err := gpuworker.Discover(nvml.New(), gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
 	if err != nil {
 		return err
 	}
@@ -128,16 +144,16 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
 	}
 	var faults activities.FaultFunc
-	if *failRate > 0 || *stageTime > 0 {
+	if failRate > 0 || stageTime > 0 {
 		if source != "simulated" {
 			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
 		}
-		faults = simulatedGPU(*stageTime, *failRate)
+		faults = simulatedGPU(stageTime, failRate)
 	}
-	return serveUntilDone(ctx, log, appOptions{
-		Stack: stack, Identity: *nodeID, Logger: log, StopTimeout: *drain, Faults: faults, MetricsAddr: *metricsAddr,
-		Backends: backends,
-		GPUNodes: []gpuworker.Config{{NodeID: *nodeID, GPUs: inv, TaskQueue: *queue, DrainTimeout: *drain, ReportEvery: *reportEvery}},
+	return app.Run(ctx, app.Options{
+		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, Faults: faults, MetricsAddr: metricsAddr,
+		Backends: models.Backends(),
+		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery}},
 	})
 }
 
@@ -160,18 +176,4 @@ func simulatedGPU(stageTime time.Duration, failRate float64) activities.FaultFun
 		}
 		return nil
 	}
-}
-
-// serveUntilDone runs the app until ctx ends (SIGINT or SIGTERM), then
-// drains it.
-func serveUntilDone(ctx context.Context, log *zap.Logger, opts appOptions) error {
-	a, err := startApp(ctx, opts)
-	if err != nil {
-		return err
-	}
-	log.Info("octflow running", zap.String("identity", opts.Identity), zap.String("api", a.apiAddr))
-	<-ctx.Done()
-	log.Info("shutting down: draining running stages")
-	a.stop()
-	return nil
 }

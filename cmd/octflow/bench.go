@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"octflow/bench"
+	"octflow/config"
+	"octflow/devstack"
+	"octflow/devsystem"
+	"octflow/exam"
+)
+
+// runBench is `octflow bench`: the scheduling benchmark on an embedded
+// system, GPU nodes as processes of this binary.
+func runBench(ctx context.Context, args []string) error {
+	s := config.New("bench", nil)
+	policy := config.BindPolicy(s, bench.Policy())
+	c := bench.Config{}
+	var mix, out string
+	fs := s.FlagSet()
+	fs.IntVar(&c.Exams, "exams", 800, "exams submitted in one burst")
+	fs.IntVar(&c.Nodes, "nodes", 4, "simulated GPU nodes, each its own process")
+	fs.IntVar(&c.GPUsPerNode, "gpus", 2, "simulated GPUs per node")
+	fs.StringVar(&mix, "mix", "10/60/30", "urgent/normal/low percentages of the burst")
+	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
+	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
+	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
+	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")
+	fs.StringVar(&out, "out", "bench-result.json", "where to write the result as JSON")
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if c.Mix, err = bench.ParseMix(mix); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c.Node = func(args, env []string) *exec.Cmd {
+		cmd := exec.Command(self, append([]string{"gpuworker"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	res, err := runBenchOnDevSystem(ctx, c, *policy, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(out, res); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", out)
+	return nil
+}
+
+// runBenchOnDevSystem starts a fresh embedded system and runs the
+// benchmark on it.
+func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy, w io.Writer) (*bench.Result, error) {
+	dataDir, err := os.MkdirTemp("", "octflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
+	if err != nil {
+		return nil, err
+	}
+	// Only errors: the benchmark prints its own summary, and a stopping
+	// stack warns about every poll it cuts short.
+	log, err := zap.NewProduction(zap.IncreaseLevel(zapcore.ErrorLevel))
+	if err != nil {
+		return nil, err
+	}
+	cfg := devsystem.Config{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
+		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second}
+	d, err := devsystem.Start(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Stop()
+	return bench.Run(ctx, benchSystem{d}, c, dataDir, w)
+}
+
+// benchSystem is a dev system as the benchmark sees it.
+type benchSystem struct{ d *devsystem.System }
+
+func (b benchSystem) APIURL() string { return b.d.App.APIURL() }
+func (b benchSystem) Tokens() (device, clinician, admin string) {
+	return b.d.Secrets.Device, b.d.Secrets.Clinician, b.d.Secrets.Admin
+}
+func (b benchSystem) Temporal() client.Client { return b.d.App.Client() }
+func (b benchSystem) NodeEnv() []string       { return b.d.NodeEnv() }

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"octflow/api"
+	"octflow/exam"
+)
+
+func api60() api.RateLimit { return api.RateLimit{PerMinute: 60, Burst: 20} }
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+func TestPolicyReadsOverridesFromTheEnvironmentAndFlags(t *testing.T) {
+	s := New("api", env(map[string]string{
+		"OCTFLOW_BUCKET_WEIGHTS": "70/25/5", "OCTFLOW_AGING_LOW": "10m", "OCTFLOW_RETRY_BASE": "1m", "OCTFLOW_RETRY_CAP": "20m",
+	}))
+	p := BindPolicy(s, exam.DefaultPolicy())
+	if err := s.Parse([]string{"--retry-cap", "40m", "--aging-normal", "0s"}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Weights[exam.Urgent] != 70 || p.Weights[exam.Normal] != 25 || p.Weights[exam.Low] != 5 {
+		t.Errorf("weights = %v", p.Weights)
+	}
+	if p.AgingAfter(exam.Low) != 10*time.Minute || p.AgingAfter(exam.Normal) != 0 || p.AgingAfter(exam.Urgent) != 0 {
+		t.Errorf("aging = %v (0 for normal was asked for: never promoted)", p.Aging)
+	}
+	if p.RetryBase != time.Minute || p.RetryCap != 40*time.Minute || p.MaxAttempts != 3 {
+		t.Errorf("retry = %v…%v, %d attempts (the flag wins over the variable)", p.RetryBase, p.RetryCap, p.MaxAttempts)
+	}
+}
+
+func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
+	cases := []struct {
+		vars map[string]string
+		want []string // what the error must name
+	}{
+		{map[string]string{"OCTFLOW_RETRY_BASE": "5min"}, []string{`OCTFLOW_RETRY_BASE="5min"`, "not a duration"}},
+		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "three"}, []string{"OCTFLOW_MAX_ATTEMPTS", "not a whole number"}},
+		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "0"}, []string{"OCTFLOW_MAX_ATTEMPTS", "at least 1"}},
+		{map[string]string{"OCTFLOW_RETRY_BASE": "10m", "OCTFLOW_RETRY_CAP": "1m"}, []string{"OCTFLOW_RETRY_CAP", "at least the retry base"}},
+		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35"}, []string{"OCTFLOW_BUCKET_WEIGHTS"}},
+		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35/0"}, []string{"OCTFLOW_BUCKET_WEIGHTS", "low weight"}},
+		{map[string]string{"OCTFLOW_S3_TLS": "yes please"}, []string{"OCTFLOW_S3_TLS", "true or false"}},
+		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "-5s"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "negative"}},
+		{map[string]string{"OCTFLOW_MODEL_DENOISE": "triton:8000"}, []string{"OCTFLOW_MODEL_DENOISE", "model URL"}},
+		{map[string]string{"OCTFLOW_CALLBACK_ALLOW": "10.0.0.0/33"}, []string{"OCTFLOW_CALLBACK_ALLOW"}},
+		{map[string]string{"OCTFLOW_LOG_LEVEL": "chatty"}, []string{"OCTFLOW_LOG_LEVEL"}},
+		{map[string]string{"OCTFLOW_PSEUDONYM_KEY": "short"}, []string{"OCTFLOW_PSEUDONYM_KEY"}},
+		{map[string]string{"OCTFLOW_DEVICE_BURST": "0"}, []string{"OCTFLOW_DEVICE_BURST"}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(slices.Sorted(func(yield func(string) bool) {
+			for k := range c.vars {
+				if !yield(k) {
+					return
+				}
+			}
+		}), ","), func(t *testing.T) {
+			vars := map[string]string{"OCTFLOW_PSEUDONYM_KEY": "0123456789abcdef"}
+			for k, v := range c.vars {
+				vars[k] = v
+			}
+			s := New("api", env(vars))
+			BindStack(s)
+			BindPolicy(s, exam.DefaultPolicy())
+			BindModels(s)
+			BindWebhooks(s)
+			BindLog(s, "json")
+			BindPseudonymKey(s)
+			BindDeviceRate(s, api60())
+			err := s.Parse(nil)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
+	s := New("api", env(nil))
+	BindStack(s)
+	BindPolicy(s, exam.DefaultPolicy())
+	BindModels(s)
+	BindWebhooks(s)
+	BindLog(s, "json")
+	BindDeviceRate(s, api60())
+	s.FlagSet().VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(f.Usage, "(OCTFLOW_") {
+			t.Errorf("flag --%s has no variable: %q", f.Name, f.Usage)
+		}
+	})
+	if !slices.Contains(s.Vars(), "OCTFLOW_S3_SECRET_KEY") {
+		t.Errorf("the secrets are not among the variables read: %v", s.Vars())
+	}
+}
+
+func TestModelsPointStagesAtServedModels(t *testing.T) {
+	s := New("gpuworker", env(map[string]string{"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers"}))
+	m := BindModels(s)
+	if err := s.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	b := m.Backends().WithDefaults()
+	if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got,
+		[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}) {
+		t.Errorf("stages = %v", got)
+	}
+}

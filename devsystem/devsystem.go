@@ -1,0 +1,260 @@
+// Package devsystem is the whole of octflow in one process, as `octflow
+// dev`, the end-to-end tests and the benchmark run it: the embedded
+// stack (Temporal, its Web UI, an S3 endpoint; see devstack) with the
+// gateway, the workers and simulated GPU nodes on it, and the demo
+// credentials kept in the data dir.
+package devsystem
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"octflow/activities"
+	"octflow/api"
+	"octflow/app"
+	"octflow/config"
+	"octflow/devstack"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/inference"
+	"octflow/storage"
+)
+
+// Config is what the dev system is told.
+type Config struct {
+	DataDir      string
+	APIAddr      string
+	TemporalAddr string
+	UIAddr       string
+	S3Addr       string
+	GPUNodes     int
+	Policy       exam.Policy
+	StopTimeout  time.Duration
+	// GPUsPerNode is the GPUs of each simulated node (default 1).
+	GPUsPerNode int
+	// Breaker tunes the simulated nodes' circuit breakers.
+	Breaker gpuworker.BreakerConfig
+	// NodeReportEvery is how often nodes report to the fleet (default 5 s).
+	NodeReportEvery time.Duration
+	// APIOnly starts the stack and the gateway but no worker or GPU node;
+	// tests start those later to watch an exam wait.
+	APIOnly bool
+	// Faults injects stage failures; only tests set it.
+	Faults activities.FaultFunc
+	// Backends run the image stages (OCTFLOW_MODEL_*; default: reference).
+	Backends inference.Backends
+	// DeviceRate limits each device's submissions (zero: the dev
+	// default, 6000 a minute with bursts of 1000, for demos and tests
+	// that submit in bursts from the one demo device).
+	DeviceRate api.RateLimit
+}
+
+// Secrets are the demo credentials kept in the data dir so that they
+// survive restarts.
+type Secrets struct {
+	Device    string `json:"device"`
+	Clinician string `json:"clinician"`
+	Admin     string `json:"admin"`
+	DeviceID  string `json:"deviceId"`
+	Campus    string `json:"campus"`
+	// WebhookSecret signs report-ready events to workstations.
+	WebhookSecret string `json:"webhookSecret"`
+	PseudonymKey  string `json:"-"`
+	TokensFile    string `json:"-"`
+	PseudonymFile string `json:"-"`
+}
+
+// atLeast returns log raised to level, unless it is already stricter.
+func atLeast(log *zap.Logger, level zapcore.Level) *zap.Logger {
+	if !log.Core().Enabled(level - 1) {
+		return log
+	}
+	return log.WithOptions(zap.IncreaseLevel(level))
+}
+
+// System is the embedded stack plus octflow running on it.
+type System struct {
+	Stack *devstack.Stack
+	// StackConfig is how another process joins the stack.
+	StackConfig config.Stack
+	App         *app.App
+	Secrets     Secrets
+}
+
+// Start starts the embedded stack and every octflow part on it.
+func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
+	if cfg.DeviceRate == (api.RateLimit{}) {
+		cfg.DeviceRate = api.RateLimit{PerMinute: 6000, Burst: 1000}
+	}
+	stack, err := devstack.Start(ctx, devstack.Config{
+		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr,
+		// Temporal's own logs are verbose; warnings and errors are enough here.
+		Logger: atLeast(log.Named("temporal"), zapcore.WarnLevel),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dev stack: %w", err)
+	}
+	secrets, err := ensureDevSecrets(stack.DataDir())
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	creds := stack.S3Credentials()
+	stackCfg := config.Stack{TemporalAddr: stack.TemporalAddr(), Namespace: stack.Namespace(),
+		S3: storage.Config{Endpoint: stack.S3Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
+	if err := writeDevEnv(stack, stackCfg, secrets, "http://"+cfg.APIAddr); err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	tokens, err := api.LoadTokens(secrets.TokensFile)
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	nodes := make([]gpuworker.Config, cfg.GPUNodes)
+	for i := range nodes {
+		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), Breaker: cfg.Breaker,
+			GPUs: gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)})}
+	}
+	if cfg.APIOnly {
+		nodes = nil
+	}
+	// The dev stack lets callbacks reach this machine (a workstation
+	// simulator on loopback); production refuses that unless allow-listed.
+	guard, err := activities.NewCallbackGuard("127.0.0.0/8, ::1/128, localhost")
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
+		PublicURL: "http://" + cfg.APIAddr}
+	a, err := app.Start(ctx, app.Options{
+		Webhooks: hooks, Callbacks: guard,
+		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
+		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
+		DeviceRate: cfg.DeviceRate,
+		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
+		Backends:        cfg.Backends,
+		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+	})
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	return &System{Stack: stack, StackConfig: stackCfg, App: a, Secrets: secrets}, nil
+}
+
+// Stop drains octflow's parts, then stops the stack.
+func (d *System) Stop() {
+	d.App.Stop()
+	d.Stack.Stop()
+}
+
+// ensureDevSecrets creates, once, one token per role, the token-hash file
+// the API reads and the pseudonym key, all under dataDir.
+func ensureDevSecrets(dataDir string) (Secrets, error) {
+	s := Secrets{
+		TokensFile:    filepath.Join(dataDir, "tokens.json"),
+		PseudonymFile: filepath.Join(dataDir, "pseudonym.key"),
+	}
+	clearPath := filepath.Join(dataDir, "dev-tokens.json")
+	if b, err := os.ReadFile(clearPath); err == nil {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return s, fmt.Errorf("read %s: %w", clearPath, err)
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
+		s.Device, s.Clinician, s.Admin = "dev-device-"+randomHex(16), "dev-clinician-"+randomHex(16), "dev-admin-"+randomHex(16)
+		s.DeviceID, s.Campus = "demo-oct-1", "demo-campus"
+		if err := writeJSON(clearPath, s); err != nil {
+			return s, err
+		}
+	} else {
+		return s, fmt.Errorf("read dev tokens: %w", err)
+	}
+	if s.WebhookSecret == "" { // data dirs from before webhooks were signed
+		s.WebhookSecret = "dev-webhook-" + randomHex(16)
+		if err := writeJSON(clearPath, s); err != nil {
+			return s, err
+		}
+	}
+	entries := []api.TokenEntry{
+		{SHA256: api.HashToken(s.Device), Principal: api.Principal{Name: "demo device", Role: api.RoleDevice, DeviceID: s.DeviceID, Campus: s.Campus}},
+		{SHA256: api.HashToken(s.Clinician), Principal: api.Principal{Name: "demo clinician", Role: api.RoleClinician, Campus: s.Campus}},
+		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},
+	}
+	if err := writeJSON(s.TokensFile, entries); err != nil {
+		return s, err
+	}
+	key, err := os.ReadFile(s.PseudonymFile)
+	if errors.Is(err, os.ErrNotExist) {
+		key = []byte(randomHex(32))
+		err = os.WriteFile(s.PseudonymFile, key, 0o600)
+	}
+	if err != nil {
+		return s, fmt.Errorf("pseudonym key: %w", err)
+	}
+	s.PseudonymKey = strings.TrimSpace(string(key))
+	return s, nil
+}
+
+// NodeEnv is the OCTFLOW_* environment another process needs to join
+// this stack: octflow api, worker or gpuworker.
+func (d *System) NodeEnv() []string { return joinEnv(d.StackConfig, d.Secrets) }
+
+func joinEnv(sc config.Stack, s Secrets) []string {
+	return []string{
+		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr,
+		"OCTFLOW_NAMESPACE=" + sc.Namespace,
+		"OCTFLOW_S3_ENDPOINT=" + sc.S3.Endpoint,
+		"OCTFLOW_S3_BUCKET=" + sc.S3.Bucket,
+		"OCTFLOW_S3_ACCESS_KEY=" + sc.S3.AccessKey,
+		"OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
+		"OCTFLOW_TOKENS_FILE=" + s.TokensFile,
+		"OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
+		"OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
+		"OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
+	}
+}
+
+// writeDevEnv writes the OCTFLOW_* variables another process needs to
+// join this stack, as a file to source.
+func writeDevEnv(stack *devstack.Stack, sc config.Stack, s Secrets, publicURL string) error {
+	lines := []string{"# Written by octflow dev: source this to run octflow api|worker|gpuworker against the dev stack."}
+	for _, kv := range append(joinEnv(sc, s), "OCTFLOW_PUBLIC_URL="+publicURL) {
+		lines = append(lines, "export "+kv)
+	}
+	path := filepath.Join(stack.DataDir(), "dev.env")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
