@@ -7,22 +7,33 @@ GO      ?= go
 BIN     := bin/octflow
 DATA    ?= .data
 
-.PHONY: dev test build vet fmt-check fuzz bench phantom submit clean
+# Packages whose tests need no embedded server: run under the race detector.
+UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack)
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+
+.PHONY: dev test build vet workflowcheck fmt-check fuzz bench phantom submit clean
 
 ## dev: run the whole system (embedded Temporal + Web UI + S3, API, workers, 2 simulated GPU nodes)
 dev: build
 	$(BIN) dev --data-dir $(DATA)
 
-## test: vet, format check, every test (unit, accuracy, workflow, end-to-end on the
-## embedded stack), a short fuzz of the DICOM reader and one pass of the imaging benchmarks
-test: fmt-check vet
-	@# Build every test binary in parallel first, then run the packages one
-	@# at a time: the imaging accuracy tests take both cores for half a minute
-	@# and must not starve the end-to-end tests' timing.
+## test: format, vet and workflowcheck; the unit tests once under the race
+## detector; the imaging accuracy run; the end-to-end tests on the embedded
+## stack; a short fuzz of the DICOM reader and one pass of the benchmarks
+test: fmt-check vet workflowcheck
+	@# Build every test binary in parallel first.
 	$(GO) test -count=1 -run '^$$' ./... > /dev/null
-	$(GO) test -p 1 -count=1 -timeout 30m ./...
+	$(GO) test -race -short -count=1 $(UNIT)
+	@# The full-size accuracy run needs both cores at full speed, not -race.
+	$(GO) test -count=1 -run 'Accuracy' ./imaging
+	@# One package at a time, so nothing starves the end-to-end timing.
+	$(GO) test -p 1 -count=1 -timeout 30m ./devstack ./cmd/octflow
 	$(MAKE) fuzz FUZZTIME=15s
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./imaging
+
+## workflowcheck: Temporal's static check that workflow code is deterministic
+workflowcheck:
+	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
 FUZZTIME ?= 2m
 ## fuzz: fuzz the DICOM reader (FUZZTIME, default 2m)

@@ -105,6 +105,9 @@ func dice(got, want []bool) float64 {
 // within 5 µm, and a speckle filter gaining ≥ 6 dB of PSNR. It logs the
 // table the README quotes.
 func TestAccuracyOnFullSizePhantoms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size phantoms: run without -short (make test does)")
+	}
 	cases := []PhantomOptions{
 		{Seed: 1},
 		{Seed: 2, Fluid: true},

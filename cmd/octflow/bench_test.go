@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"octflow/bench"
 	"octflow/exam"
 )
 
@@ -18,14 +19,14 @@ import (
 // Every exam must complete once, resends must be answered 200, and the
 // result must hold the measurements the README describes.
 func TestBenchRunsASmallScenario(t *testing.T) {
-	c := benchConfig{Exams: 30, Nodes: 2, GPUsPerNode: 1, StageTime: 100 * time.Millisecond, FailRate: 0.05,
+	c := bench.Config{Exams: 30, Nodes: 2, GPUsPerNode: 1, StageTime: 100 * time.Millisecond, FailRate: 0.05,
 		Kills: 1, ResendRate: 0.2, Seed: 3, Mix: map[string]int{"urgent": 10, "normal": 60, "low": 30},
-		node: func(args, env []string) *exec.Cmd {
+		Node: func(args, env []string) *exec.Cmd {
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN=gpuworker "+strings.Join(args, " "))
 			return cmd
 		}}
-	res, err := benchRun(context.Background(), c, io.Discard)
+	res, err := runBenchOnDevSystem(context.Background(), c, bench.Policy(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,30 +46,5 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	if res.DispatchLatencyIdleMs.N != 3 || res.MakespanS < 0.5*res.GPUTimeLimitS || res.ExamsPerS <= 0 {
 		t.Errorf("dispatch %+v, makespan %.1f s against a %.1f s limit, %.2f exams/s",
 			res.DispatchLatencyIdleMs, res.MakespanS, res.GPUTimeLimitS, res.ExamsPerS)
-	}
-}
-
-func TestParseMixWantsThreePercentagesOf100(t *testing.T) {
-	cases := []struct {
-		in   string
-		want map[string]int
-	}{
-		{"10/60/30", map[string]int{"urgent": 10, "normal": 60, "low": 30}},
-		{"0/100/0", map[string]int{"urgent": 0, "normal": 100, "low": 0}},
-		{"10/60/20", nil},
-		{"50/60/-10", nil},
-		{"urgent", nil},
-	}
-	for _, c := range cases {
-		got, err := parseMix(c.in)
-		if (err != nil) != (c.want == nil) {
-			t.Errorf("parseMix(%q) error %v", c.in, err)
-			continue
-		}
-		for k, v := range c.want {
-			if got[k] != v {
-				t.Errorf("parseMix(%q)[%s] = %d, want %d", c.in, k, got[k], v)
-			}
-		}
 	}
 }

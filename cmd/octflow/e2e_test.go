@@ -23,17 +23,19 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"octflow/api"
+	"octflow/app"
+	"octflow/contract"
 	"octflow/devstack"
+	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging"
+	"octflow/lifecycle"
 	"octflow/report"
 	"octflow/storage"
 )
@@ -48,22 +50,22 @@ func testPolicy() exam.Policy {
 // harness is one dev system under test.
 type harness struct {
 	t      *testing.T
-	cfg    devConfig
+	cfg    devsystem.Config
 	log    *zap.Logger
-	sys    *devSystem
-	extra  []*app // workers and nodes a test started later
-	device *submitClient
-	clin   *submitClient
+	sys    *devsystem.System
+	extra  []*app.App // workers and nodes a test started later
+	device *api.Client
+	clin   *api.Client
 	store  *storage.Store
 }
 
-func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devConfig)) *harness {
+func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devsystem.Config)) *harness {
 	t.Helper()
 	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cfg: devConfig{
+	h := &harness{t: t, cfg: devsystem.Config{
 		DataDir: t.TempDir(), APIAddr: addrs[0], TemporalAddr: addrs[1], UIAddr: addrs[2],
 		S3Addr: addrs[3], GPUNodes: gpuNodes, Policy: testPolicy(), StopTimeout: 10 * time.Second,
 		NodeReportEvery: time.Second,
@@ -82,15 +84,15 @@ func (h *harness) start() {
 	// ended. go test shows stderr only for a failing package.
 	h.log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 		zapcore.Lock(os.Stderr), zap.WarnLevel))
-	sys, err := startDev(context.Background(), h.cfg, h.log)
+	sys, err := devsystem.Start(context.Background(), h.cfg, h.log)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.sys = sys
-	h.device = &submitClient{base: sys.app.apiURL(), token: sys.secrets.Device, http: http.DefaultClient}
-	h.clin = &submitClient{base: sys.app.apiURL(), token: sys.secrets.Clinician, http: http.DefaultClient}
-	creds := sys.stack.S3Credentials()
-	h.store, err = storage.Open(context.Background(), storage.Config{Endpoint: sys.stack.S3Endpoint(),
+	h.device = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Device}
+	h.clin = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Clinician}
+	creds := sys.Stack.S3Credentials()
+	h.store, err = storage.Open(context.Background(), storage.Config{Endpoint: sys.Stack.S3Endpoint(),
 		AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"})
 	if err != nil {
 		h.t.Fatal(err)
@@ -100,7 +102,7 @@ func (h *harness) start() {
 // startParts starts workers and/or GPU nodes against the running stack.
 func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 	h.t.Helper()
-	a, err := startApp(context.Background(), appOptions{Stack: h.sys.stackCfg, Identity: "test-parts", Logger: h.log,
+	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log,
 		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, NodeReportEvery: h.cfg.NodeReportEvery})
 	if err != nil {
 		h.t.Fatal(err)
@@ -110,11 +112,11 @@ func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 
 func (h *harness) stop() {
 	for _, a := range h.extra {
-		a.stop()
+		a.Stop()
 	}
 	h.extra = nil
 	if h.sys != nil {
-		h.sys.stop()
+		h.sys.Stop()
 		h.sys = nil
 	}
 }
@@ -125,7 +127,7 @@ func (h *harness) waitFor(examID string, timeout time.Duration, cond func(*api.E
 	deadline := time.Now().Add(timeout)
 	var last *api.ExamStatus
 	for time.Now().Before(deadline) {
-		st, err := h.clin.status(context.Background(), examID)
+		st, err := h.clin.Status(context.Background(), examID)
 		if err == nil {
 			last = st
 			if cond(st) {
@@ -145,8 +147,8 @@ func (h *harness) waitTerminal(examID string) *api.ExamStatus {
 // executions counts the workflow runs Temporal holds for an exam.
 func (h *harness) executions(examID string) int {
 	h.t.Helper()
-	resp, err := h.sys.app.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = '%s'", exam.WorkflowID(examID)),
+	resp, err := h.sys.App.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = '%s'", contract.ExamWorkflowID(examID)),
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -157,7 +159,7 @@ func (h *harness) executions(examID string) int {
 // stageRuns counts completed runs of a stage in the exam's history.
 func (h *harness) stageRuns(examID string, stage exam.Stage) int {
 	h.t.Helper()
-	it := h.sys.app.client.GetWorkflowHistory(context.Background(), exam.WorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), contract.ExamWorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
 	n := 0
 	for it.HasNext() {
@@ -195,15 +197,15 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	ctx := context.Background()
 	p, scan := phantomDICOM(t, small(7))
 
-	st, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "e2e-1", Priority: "urgent"}, scan)
+	st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "e2e-1", Priority: "urgent"}, scan)
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	if st.State != exam.Created && st.State != exam.Queued {
+	if st.State != lifecycle.Created && st.State != lifecycle.Queued {
 		t.Errorf("state right after submit = %s, want CREATED or QUEUED", st.State)
 	}
 	final := h.waitTerminal("e2e-1")
-	if final.State != exam.Completed || final.Report == nil {
+	if final.State != lifecycle.Completed || final.Report == nil {
 		t.Fatalf("final status %+v, want COMPLETED with a report", final)
 	}
 
@@ -225,7 +227,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if cst < minT-10 || cst > maxT+10 || cst < 150 || cst > 350 {
 		t.Errorf("central subfield thickness %.1f µm outside the phantom's %.0f–%.0f µm", cst, minT, maxT)
 	}
-	if rep.ExamID != "e2e-1" || rep.DeviceID != h.sys.secrets.DeviceID || rep.Eye != "OD" {
+	if rep.ExamID != "e2e-1" || rep.DeviceID != h.sys.Secrets.DeviceID || rep.Eye != "OD" {
 		t.Errorf("report header = %+v", rep)
 	}
 	if strings.Contains(string(raw), "PATIENT-7") || !strings.HasPrefix(rep.PatientRef, "pt-") {
@@ -234,12 +236,6 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	pdf, err := h.store.ReadAll(ctx, final.Report.PDFKey)
 	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
-	}
-	text := pdfText(t, pdf)
-	for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL", "chiu-graph/v1"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("report.pdf text lacks %q", want)
-		}
 	}
 	keys, err := h.store.List(ctx, "exams/e2e-1/")
 	if err != nil {
@@ -254,32 +250,16 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 		t.Errorf("objects = %v, want scan, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
 	}
 	t.Log(h.waitMetric("temporal_request", `operation="StartWorkflowExecution"`))
-	// OCTFLOW_RECORD_HISTORY=<file> saves this exam's history for the
-	// replay test in workflows/ (see workflows/testdata/README.md).
-	if path := os.Getenv("OCTFLOW_RECORD_HISTORY"); path != "" {
-		h.saveHistory("e2e-1", path)
-	}
-}
-
-func (h *harness) saveHistory(examID, path string) {
-	h.t.Helper()
-	it := h.sys.app.client.GetWorkflowHistory(context.Background(), exam.WorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var history historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			h.t.Fatal(err)
+	// Last, so that a missing pdftotext on a developer's machine skips
+	// only this.
+	t.Run("report PDF text", func(t *testing.T) {
+		text := pdfText(t, pdf)
+		for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL", "chiu-graph/v1"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("report.pdf text lacks %q", want)
+			}
 		}
-		history.Events = append(history.Events, ev)
-	}
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&history)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Logf("recorded %d events of %s to %s", len(history.Events), examID, path)
+	})
 }
 
 func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
@@ -293,7 +273,7 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	codes := make([]int, 20)
 	for i := range codes {
 		wg.Go(func() {
-			_, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+			_, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
 			if err != nil {
 				t.Errorf("submit %d: %v", i, err)
 			}
@@ -312,17 +292,17 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	if accepted != 1 {
 		t.Errorf("%d submissions answered 202, want exactly 1 (codes %v)", accepted, codes)
 	}
-	if st := h.waitTerminal("dup-1"); st.State != exam.Completed {
+	if st := h.waitTerminal("dup-1"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
 
 	// After completion: the same scan is answered from the finished exam.
-	st, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
-	if err != nil || code != http.StatusOK || st.State != exam.Completed {
+	st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+	if err != nil || code != http.StatusOK || st.State != lifecycle.Completed {
 		t.Fatalf("resend after completion: %d %v %+v", code, err, st)
 	}
 	// Another scan under the same exam ID is a conflict and stores nothing.
-	if _, code, _ = h.device.submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, other); code != http.StatusConflict {
+	if _, code, _ = h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, other); code != http.StatusConflict {
 		t.Errorf("other scan under a taken exam ID answered %d, want 409", code)
 	}
 
@@ -360,16 +340,16 @@ func TestBadSubmissionsAreRefusedAndLeaveNothing(t *testing.T) {
 		kind   string
 	}{
 		{"no token", func() *http.Request { return h.rawSubmit("", "bad-1", scan) }, 401, "unauthenticated"},
-		{"clinician may not submit", func() *http.Request { return h.rawSubmit(h.sys.secrets.Clinician, "bad-2", scan) }, 403, "forbidden"},
+		{"clinician may not submit", func() *http.Request { return h.rawSubmit(h.sys.Secrets.Clinician, "bad-2", scan) }, 403, "forbidden"},
 		{"not multipart", func() *http.Request {
-			r, _ := http.NewRequest(http.MethodPost, h.sys.app.apiURL()+"/v1/exams", strings.NewReader("{}"))
+			r, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/v1/exams", strings.NewReader("{}"))
 			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("Authorization", "Bearer "+h.sys.secrets.Device)
+			r.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Device)
 			return r
 		}, 415, "unsupported-media"},
-		{"bad exam id", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "../x", scan) }, 400, "invalid-meta"},
-		{"truncated scan", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "bad-3", corrupt) }, 422, "invalid-volume"},
-		{"not DICOM", func() *http.Request { return h.rawSubmit(h.sys.secrets.Device, "bad-4", []byte("hello")) }, 422, "invalid-volume"},
+		{"bad exam id", func() *http.Request { return h.rawSubmit(h.sys.Secrets.Device, "../x", scan) }, 400, "invalid-meta"},
+		{"truncated scan", func() *http.Request { return h.rawSubmit(h.sys.Secrets.Device, "bad-3", corrupt) }, 422, "invalid-volume"},
+		{"not DICOM", func() *http.Request { return h.rawSubmit(h.sys.Secrets.Device, "bad-4", []byte("hello")) }, 422, "invalid-volume"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -403,9 +383,8 @@ func TestBadSubmissionsAreRefusedAndLeaveNothing(t *testing.T) {
 }
 
 func (h *harness) rawSubmit(token, examID string, scan []byte) *http.Request {
-	c := &submitClient{base: h.sys.app.apiURL(), token: token}
-	req, body := c.multipart(api.SubmitMeta{ExamID: examID}, scan)
-	r, _ := http.NewRequest(http.MethodPost, c.base+"/v1/exams", body)
+	req, body := api.Multipart(api.SubmitMeta{ExamID: examID}, scan)
+	r, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/v1/exams", body)
 	r.Header.Set("Content-Type", req)
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -415,21 +394,21 @@ func (h *harness) rawSubmit(token, examID string, scan []byte) *http.Request {
 
 func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	// No drain: stopping cuts the running stage off, as a crash would.
-	h := newHarness(t, 1, func(c *devConfig) { c.StopTimeout = time.Millisecond })
+	h := newHarness(t, 1, func(c *devsystem.Config) { c.StopTimeout = time.Millisecond })
 	ctx := context.Background()
 	// A full-size cube keeps each stage busy long enough to stop mid-way.
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 31})
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	mid := h.waitFor("restart-1", time.Minute, func(s *api.ExamStatus) bool {
-		return (s.State == exam.Claimed || s.State == exam.Executing) && s.Stage == exam.Layers
+		return (s.State == lifecycle.Claimed || s.State == lifecycle.Executing) && s.Stage == exam.Layers
 	})
 	t.Logf("stopping the stack while %s is %s on %s", mid.Stage, mid.State, mid.Node)
 	h.stop()
 	h.start()
 	final := h.waitTerminal("restart-1")
-	if final.State != exam.Completed {
+	if final.State != lifecycle.Completed {
 		t.Fatalf("after restart the exam ended %s: %+v", final.State, final.LastFailure)
 	}
 	if n := h.executions("restart-1"); n != 1 {
@@ -443,7 +422,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	var mu sync.Mutex
 	failed := false
-	h := newHarness(t, 2, func(c *devConfig) {
+	h := newHarness(t, 2, func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -456,21 +435,21 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(41))
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "retry-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "retry-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	if st := h.waitTerminal("retry-1"); st.State != exam.Completed {
+	if st := h.waitTerminal("retry-1"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s: %+v", st.State, st.LastFailure)
 	}
 
-	var events []api.TimelineEntry
-	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/retry-1/events", http.StatusOK, &events)
-	var retry, rerun *api.TimelineEntry
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/retry-1/events", http.StatusOK, &events)
+	var retry, rerun *lifecycle.Entry
 	for i, e := range events {
-		if e.Stage == exam.Layers && e.To == exam.RetryWait {
+		if e.Stage == exam.Layers && e.To == lifecycle.RetryWait {
 			retry = &events[i]
 		}
-		if e.Stage == exam.Layers && e.To == exam.Executing && e.Info["attempt"] == float64(2) {
+		if e.Stage == exam.Layers && e.To == lifecycle.Executing && e.Info["attempt"] == float64(2) {
 			rerun = &events[i]
 		}
 	}
@@ -483,11 +462,11 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	if rerun == nil || !strings.HasPrefix(rerun.Actor, "sim-gpu-node-") || rerun.Info["node"] != rerun.Actor {
 		t.Errorf("retry attempt without its node: %+v", rerun)
 	}
-	if last := events[len(events)-1]; last.To != exam.Completed {
+	if last := events[len(events)-1]; last.To != lifecycle.Completed {
 		t.Errorf("timeline ends in %s", last.To)
 	}
 	// Devices submit exams; the timeline is for clinicians and admins.
-	h.getJSON(h.sys.secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
+	h.getJSON(h.sys.Secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
 }
 
 // pdfText extracts a PDF's text with pdftotext (poppler-utils, which
@@ -517,7 +496,7 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(h.sys.app.apiURL() + "/metrics")
+		resp, err := http.Get(h.sys.App.APIURL() + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -547,7 +526,7 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 // answer into v (when v is not nil).
 func (h *harness) call(method, token, path string, body io.Reader, status int, v any) {
 	h.t.Helper()
-	req, _ := http.NewRequest(method, h.sys.app.apiURL()+path, body)
+	req, _ := http.NewRequest(method, h.sys.App.APIURL()+path, body)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/lifecycle"
 )
 
 // stageLog records which node started which stage, and when.
@@ -49,7 +51,7 @@ func (l *stageLog) count(node string, after time.Time) int {
 func (h *harness) nodes() map[string]api.NodeView {
 	h.t.Helper()
 	var views []api.NodeView
-	h.getJSON(h.sys.secrets.Admin, "/v1/nodes", http.StatusOK, &views)
+	h.getJSON(h.sys.Secrets.Admin, "/v1/nodes", http.StatusOK, &views)
 	out := map[string]api.NodeView{}
 	for _, v := range views {
 		out[v.NodeID] = v
@@ -72,7 +74,7 @@ func (h *harness) waitNode(node string, cond func(api.NodeView) bool) api.NodeVi
 
 func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	var starts stageLog
-	h := newHarness(t, 0, func(c *devConfig) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Policy.MaxAttempts = 5 // the bad node fails at most 3 before it trips
 		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
@@ -92,12 +94,12 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(101))
 	for i := range 8 {
-		if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit: %d %v", code, err)
 		}
 	}
 	for i := range 8 {
-		if st := h.waitTerminal(fmt.Sprintf("fleet-%d", i)); st.State != exam.Completed {
+		if st := h.waitTerminal(fmt.Sprintf("fleet-%d", i)); st.State != lifecycle.Completed {
 			t.Fatalf("exam %d ended %s: %+v", i, st.State, st.LastFailure)
 		}
 	}
@@ -117,15 +119,15 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 
 	// An operator resets the breaker; the node takes work again.
 	var reset api.BreakerReset
-	h.call(http.MethodPost, h.sys.secrets.Admin, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusAccepted, &reset)
-	h.call(http.MethodPost, h.sys.secrets.Admin, "/v1/nodes/gpu-nowhere/breaker/reset", nil, http.StatusNotFound, nil)
-	h.call(http.MethodPost, h.sys.secrets.Clinician, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusForbidden, nil)
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusAccepted, &reset)
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/nodes/gpu-nowhere/breaker/reset", nil, http.StatusNotFound, nil)
+	h.call(http.MethodPost, h.sys.Secrets.Clinician, "/v1/nodes/gpu-bad/breaker/reset", nil, http.StatusForbidden, nil)
 	h.waitNode("gpu-bad", func(v api.NodeView) bool {
 		return v.ResetsApplied == reset.ResetGeneration && v.Breaker.State == exam.BreakerClosed
 	})
 	resetAt := time.Now()
 	for i := 8; i < 12; i++ {
-		if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit: %d %v", code, err)
 		}
 	}

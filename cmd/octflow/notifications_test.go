@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"octflow/api"
-	"octflow/exam"
+	"octflow/contract"
+	"octflow/lifecycle"
 )
 
 // sseEvent is one event read from the stream.
 type sseEvent struct {
 	id    int64
-	event exam.ReportReadyEvent
+	event contract.ReportReadyEvent
 }
 
 // readEvents connects to GET /v1/notifications (with lastID unless 0)
@@ -26,8 +27,8 @@ func (h *harness) readEvents(lastID int64, n int) []sseEvent {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.sys.app.apiURL()+"/v1/notifications", nil)
-	req.Header.Set("Authorization", "Bearer "+h.sys.secrets.Clinician)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.sys.App.APIURL()+"/v1/notifications", nil)
+	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Clinician)
 	if lastID > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
 	}
@@ -68,22 +69,22 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 	_, scan := phantomDICOM(t, tiny(161))
 	_, other := phantomDICOM(t, tiny(162))
 
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "sse-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "sse-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	first := h.readEvents(0, 1)[0]
-	if first.event.ExamID != "sse-1" || first.event.Campus != h.sys.secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == 0 {
+	if first.event.ExamID != "sse-1" || first.event.Campus != h.sys.Secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == 0 {
 		t.Errorf("first event %+v", first.event)
 	}
 	// The workstation was away while another report became ready; it
 	// reconnects with the last event it saw and gets only the new one.
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "sse-2"}, other); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "sse-2"}, other); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	h.waitFor("sse-2", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Completed })
+	h.waitFor("sse-2", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Completed })
 	next := h.readEvents(first.id, 1)[0]
 	if next.event.ExamID != "sse-2" || next.id != first.id+1 {
 		t.Errorf("after reconnect: event %d %+v, want sse-2 as event %d", next.id, next.event, first.id+1)
 	}
-	h.getJSON(h.sys.secrets.Device, "/v1/notifications", http.StatusForbidden, nil)
+	h.getJSON(h.sys.Secrets.Device, "/v1/notifications", http.StatusForbidden, nil)
 }

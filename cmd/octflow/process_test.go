@@ -19,6 +19,7 @@ import (
 	"octflow/api"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/lifecycle"
 )
 
 // TestMain runs main() instead of the tests when asked to act as the
@@ -42,7 +43,7 @@ type nodeProcess struct {
 
 func (h *harness) spawnNode(id string, drain time.Duration) *nodeProcess {
 	h.t.Helper()
-	sc := h.sys.stackCfg
+	sc := h.sys.StackConfig
 	logPath := filepath.Join(h.t.TempDir(), id+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -86,7 +87,7 @@ func (h *harness) spawnNode(id string, drain time.Duration) *nodeProcess {
 func (h *harness) runningOn(examID string, nodes ...*nodeProcess) (*nodeProcess, *api.ExamStatus) {
 	h.t.Helper()
 	st := h.waitFor(examID, time.Minute, func(s *api.ExamStatus) bool {
-		return s.State == exam.Executing && s.Stage.NeedsGPU()
+		return s.State == lifecycle.Executing && s.Stage.NeedsGPU()
 	})
 	for _, n := range nodes {
 		if n.id == st.Node {
@@ -102,7 +103,7 @@ func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
 	a, b := h.spawnNode("gpu-proc-a", 30*time.Second), h.spawnNode("gpu-proc-b", 30*time.Second)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 111}) // full size: stages last long enough to be caught
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "kill-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "kill-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	victim, st := h.runningOn("kill-1", a, b)
@@ -113,20 +114,20 @@ func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
 	t.Logf("killed %s (-9) during %s", victim.id, st.Stage)
 
 	final := h.waitTerminal("kill-1")
-	if final.State != exam.Completed {
+	if final.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
 	}
 	if n := h.stageRuns("kill-1", exam.Render); n != 1 {
 		t.Errorf("report rendered %d times, want exactly 1", n)
 	}
-	var events []api.TimelineEntry
-	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/kill-1/events", http.StatusOK, &events)
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/kill-1/events", http.StatusOK, &events)
 	var lost, retried bool
 	for _, e := range events {
-		if e.Stage == st.Stage && e.To == exam.RetryWait && e.Info["node"] == victim.id {
+		if e.Stage == st.Stage && e.To == lifecycle.RetryWait && e.Info["node"] == victim.id {
 			lost = true
 		}
-		if e.Stage == st.Stage && e.To == exam.Executing && e.Actor == survivor.id {
+		if e.Stage == st.Stage && e.To == lifecycle.Executing && e.Actor == survivor.id {
 			retried = true
 		}
 	}
@@ -142,7 +143,7 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 	a, b := h.spawnNode("gpu-term-a", drain), h.spawnNode("gpu-term-b", drain)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 121})
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "term-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "term-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	node, st := h.runningOn("term-1", a, b)
@@ -162,17 +163,17 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 	node.done <- nil // for the cleanup
 
 	final := h.waitTerminal("term-1")
-	if final.State != exam.Completed {
+	if final.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", final.State)
 	}
-	var events []api.TimelineEntry
-	h.getJSON(h.sys.secrets.Clinician, "/v1/exams/term-1/events", http.StatusOK, &events)
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/term-1/events", http.StatusOK, &events)
 	ranOnDrainingNode := false
 	for _, e := range events {
-		if e.To == exam.RetryWait {
+		if e.To == lifecycle.RetryWait {
 			t.Errorf("a drained stage was recorded as failed: %+v", e)
 		}
-		if e.Stage == st.Stage && e.To == exam.Executing && e.Actor == node.id && fmt.Sprint(e.Info["attempt"]) == "1" {
+		if e.Stage == st.Stage && e.To == lifecycle.Executing && e.Actor == node.id && fmt.Sprint(e.Info["attempt"]) == "1" {
 			ranOnDrainingNode = true
 		}
 	}

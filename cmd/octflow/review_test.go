@@ -8,8 +8,13 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"octflow/api"
+	"octflow/contract"
+	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
 func (h *harness) review(token, examID, decision, note string, status int) api.ReviewResponse {
@@ -26,7 +31,7 @@ func (h *harness) review(token, examID, decision, note string, status int) api.R
 
 func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	hold := make(chan struct{})
-	h := newHarness(t, 1, func(c *devConfig) {
+	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if examOf(ctx) == "review-1" && stage == exam.Denoise {
 				<-hold
@@ -36,20 +41,31 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(151))
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "review-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "review-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	clin := h.sys.secrets.Clinician
-	h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.Stage == exam.Denoise && s.State == exam.Claimed })
+	clin := h.sys.Secrets.Clinician
+	h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.Stage == exam.Denoise && s.State == lifecycle.Claimed })
 	h.review(clin, "review-1", "approve", "", http.StatusConflict) // no report yet
 	close(hold)
-	st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Completed })
+	st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Completed })
 	if st.Review != exam.ReviewPending || st.Report == nil || st.Report.Summary.CentralSubfieldThicknessUm == 0 {
 		t.Fatalf("completed exam before review: %+v", st)
 	}
+	// The pipeline is over, in Temporal too (the Web UI lists it as
+	// Completed); the review is a workflow of its own.
+	for id, want := range map[string]enumspb.WorkflowExecutionStatus{
+		contract.ExamWorkflowID("review-1"):   enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+		contract.ReviewWorkflowID("review-1"): enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+	} {
+		desc, err := h.sys.App.Client().DescribeWorkflowExecution(ctx, id, "")
+		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != want {
+			t.Fatalf("%s: %v %v, want %v", id, desc.GetWorkflowExecutionInfo().GetStatus(), err, want)
+		}
+	}
 
 	h.review(clin, "review-1", "maybe", "", http.StatusBadRequest)
-	h.review(h.sys.secrets.Device, "review-1", "approve", "", http.StatusForbidden)
+	h.review(h.sys.Secrets.Device, "review-1", "approve", "", http.StatusForbidden)
 	if r := h.review(clin, "review-1", "approve", "no fluid, CST normal", http.StatusOK); r.Review != exam.ReviewApproved {
 		t.Errorf("after approve: %s", r.Review)
 	}
@@ -58,11 +74,11 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	if r := h.review(clin, "review-1", "amend", "drusen nasal, re-check in 6 months", http.StatusOK); r.Review != exam.ReviewAmended {
 		t.Errorf("after amend: %s", r.Review)
 	}
-	if st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return true }); st.Review != exam.ReviewAmended || st.State != exam.Completed {
+	if st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return true }); st.Review != exam.ReviewAmended || st.State != lifecycle.Completed {
 		t.Errorf("status after amend: %+v", st)
 	}
 
-	var events []api.TimelineEntry
+	var events []lifecycle.Entry
 	h.getJSON(clin, "/v1/exams/review-1/events", http.StatusOK, &events)
 	var trail []string
 	for _, e := range events {

@@ -22,9 +22,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
+	"octflow/contract"
+	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging"
+	"octflow/lifecycle"
 )
 
 // examOf is the exam ID of the stage running in ctx.
@@ -38,7 +41,7 @@ func tiny(seed uint64) imaging.PhantomOptions {
 
 func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	claimed, executing := make(chan struct{}), make(chan struct{})
-	h := newHarness(t, 0, func(c *devConfig) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.APIOnly = true
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch id, attempt := examOf(ctx), activity.GetInfo(ctx).Attempt; {
@@ -58,38 +61,38 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(51))
-	seen := map[exam.State]bool{}
-	expect := func(want exam.State) {
+	seen := map[lifecycle.State]bool{}
+	expect := func(want lifecycle.State) {
 		t.Helper()
 		st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == want })
 		seen[st.State] = true
 		t.Logf("%-10s stage=%s attempt=%d node=%s", st.State, st.Stage, st.Attempt, st.Node)
 	}
 
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "states-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "states-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	expect(exam.Created) // no workflow worker yet
+	expect(lifecycle.Created) // no workflow worker yet
 	h.startParts(true)
-	expect(exam.Queued) // no GPU node yet
+	expect(lifecycle.Queued) // no GPU node yet
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-states"})
-	expect(exam.Claimed)
+	expect(lifecycle.Claimed)
 	close(claimed)
-	st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.RetryWait })
+	st := h.waitFor("states-1", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.RetryWait })
 	seen[st.State] = true
 	if st.LastFailure == nil || st.LastFailure.Message != "simulated CUDA out of memory" || st.Attempt != 2 {
 		t.Errorf("RETRY_WAIT status without the failure: %+v", st)
 	}
-	expect(exam.Executing)
+	expect(lifecycle.Executing)
 	close(executing)
-	expect(exam.Completed)
+	expect(lifecycle.Completed)
 
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "dead-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dead-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	dead := h.waitTerminal("dead-1")
 	seen[dead.State] = true
-	if dead.State != exam.Dead || dead.LastFailure == nil || !strings.Contains(dead.LastFailure.Message, "not an OCT volume") {
+	if dead.State != lifecycle.Dead || dead.LastFailure == nil || !strings.Contains(dead.LastFailure.Message, "not an OCT volume") {
 		t.Errorf("dead exam status %+v", dead)
 	}
 	if len(seen) != 7 {
@@ -105,7 +108,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 	var releasedAt time.Time
 	retryStarts := []time.Time{}
 	maxAttempt := int32(0)
-	h := newHarness(t, 1, func(c *devConfig) {
+	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.GPUsPerNode = n // every first attempt in flight at once
 		// The node's breaker would rightly trip on 30 failures; this test
 		// is about the retries' timing, not the breaker.
@@ -138,12 +141,12 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(61))
 	for i := range n {
-		if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("storm-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("storm-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %d: %d %v", i, code, err)
 		}
 	}
 	for i := range n {
-		if st := h.waitTerminal(fmt.Sprintf("storm-%02d", i)); st.State != exam.Completed {
+		if st := h.waitTerminal(fmt.Sprintf("storm-%02d", i)); st.State != lifecycle.Completed {
 			t.Fatalf("exam %d ended %s", i, st.State)
 		}
 	}
@@ -182,7 +185,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	enough := make(chan struct{})
-	h := newHarness(t, 0, func(c *devConfig) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
 				return nil
@@ -200,7 +203,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	for i := range perBucket {
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 			id := fmt.Sprintf("%s-%02d", b, i)
-			if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
+			if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
 				t.Fatalf("submit %s: %d %v", id, code, err)
 			}
 		}
@@ -208,13 +211,13 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	// Every exam's first stage waits on the GPU queue before the one
 	// node with one GPU starts.
 	for _, b := range []string{"urgent", "normal", "low"} {
-		h.waitFor(b+"-29", time.Minute, func(s *api.ExamStatus) bool { return s.State == exam.Queued && s.Stage == exam.Denoise })
+		h.waitFor(b+"-29", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Queued && s.Stage == exam.Denoise })
 	}
 	// Visibility (the per-bucket counts) is eventually consistent, and
 	// Temporal's backlog count approximate: poll until they settle.
 	var queues api.QueuesView
 	settled := func() bool {
-		h.getJSON(h.sys.secrets.Admin, "/v1/queues", http.StatusOK, &queues)
+		h.getJSON(h.sys.Secrets.Admin, "/v1/queues", http.StatusOK, &queues)
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 			if queues.QueuedExams[b] != perBucket {
 				return false
@@ -257,27 +260,27 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 
 func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 	aging := 2 * time.Second
-	h := newHarness(t, 0, func(c *devConfig) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: aging, exam.Normal: aging}
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(81))
 	submitted := time.Now()
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "aging-1", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "aging-1", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	// No GPU node: the stage waits, is promoted to normal, then urgent.
 	st := h.waitFor("aging-1", time.Minute, func(s *api.ExamStatus) bool { return s.EffectivePriority == exam.Urgent })
 	waited := time.Since(submitted)
-	if st.Priority != exam.Low || st.State != exam.Queued || waited < 2*aging {
+	if st.Priority != exam.Low || st.State != lifecycle.Queued || waited < 2*aging {
 		t.Errorf("status %+v after %s: want submitted low, queued as urgent after two thresholds", st, waited)
 	}
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-aging"})
-	if st := h.waitTerminal("aging-1"); st.State != exam.Completed {
+	if st := h.waitTerminal("aging-1"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
-	var events []api.TimelineEntry
-	h.getJSON(h.sys.secrets.Admin, "/v1/exams/aging-1/events", http.StatusOK, &events)
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Admin, "/v1/exams/aging-1/events", http.StatusOK, &events)
 	var promotions []string
 	for _, e := range events {
 		if from, ok := e.Info["promotedFrom"]; ok {
@@ -298,7 +301,7 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 	const lows = 12
 	var mu sync.Mutex
 	lowStarted := map[string]time.Time{}
-	h := newHarness(t, 0, func(c *devConfig) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: aging, exam.Normal: aging}
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
@@ -321,7 +324,7 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 	_, scan := phantomDICOM(t, tiny(91))
 	submit := func(id string, p exam.Priority) time.Time {
 		t.Helper()
-		if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(p)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(p)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 		return time.Now()
@@ -366,10 +369,10 @@ func TestLowPriorityExamsStartWithinTheAgingBoundUnderASteadyStream(t *testing.T
 // after the upload was accepted: the denoise stage finds it unreadable,
 // and the exam ends DEAD at once (no retries) with the reader's reason.
 func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
-	h := newHarness(t, 0, func(c *devConfig) { c.APIOnly = true })
+	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(61))
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	keys, err := h.store.List(ctx, "exams/damaged-1/scan-")
@@ -383,12 +386,12 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 	}
 	h.startParts(true, gpuworker.Config{NodeID: "gpu-damaged"})
 	dead := h.waitTerminal("damaged-1")
-	if dead.State != exam.Dead || dead.Stage != exam.Denoise || dead.LastFailure == nil ||
+	if dead.State != lifecycle.Dead || dead.Stage != exam.Denoise || dead.LastFailure == nil ||
 		!strings.Contains(dead.LastFailure.Message, "invalid OCT volume") {
 		t.Fatalf("status = %+v, want DEAD at denoise with the reader's reason", dead)
 	}
 	// Temporal records the last attempt of an activity: it must be the first.
-	it := h.sys.app.client.GetWorkflowHistory(ctx, exam.WorkflowID("damaged-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := h.sys.App.Client().GetWorkflowHistory(ctx, contract.ExamWorkflowID("damaged-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

@@ -14,7 +14,8 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
-	"octflow/exam"
+	"octflow/devsystem"
+	"octflow/lifecycle"
 )
 
 // receivedEvent is one delivery seen by the workstation stand-in.
@@ -45,10 +46,10 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(131))
-	if _, code, err := h.device.submit(ctx, api.SubmitMeta{ExamID: "hook-1", CallbackURL: ws.URL + "/octflow"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "hook-1", CallbackURL: ws.URL + "/octflow"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	if st := h.waitTerminal("hook-1"); st.State != exam.Completed {
+	if st := h.waitTerminal("hook-1"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
 	mu.Lock()
@@ -56,7 +57,7 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 	if len(got) != 2 {
 		t.Fatalf("%d deliveries, want the refused one and its retry", len(got))
 	}
-	secret := []byte(h.sys.secrets.WebhookSecret)
+	secret := []byte(h.sys.Secrets.WebhookSecret)
 	for i, ev := range got {
 		ts, err := strconv.ParseInt(ev.header.Get(activities.TimestampHeader), 10, 64)
 		if err != nil || time.Since(time.Unix(ts, 0)) > time.Minute {
@@ -76,12 +77,12 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 	if err := json.Unmarshal(got[1].body, &event); err != nil {
 		t.Fatal(err)
 	}
-	if event.ExamID != "hook-1" || event.State != exam.Completed {
+	if event.ExamID != "hook-1" || event.State != lifecycle.Completed {
 		t.Errorf("event %+v", event)
 	}
 	// The link in the event serves the report to a clinician.
 	req, _ := http.NewRequest(http.MethodGet, event.Report.PDF, nil)
-	req.Header.Set("Authorization", "Bearer "+h.sys.secrets.Clinician)
+	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Clinician)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +95,10 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 }
 
 func TestCallbackToAnInternalAddressIsRefusedAtSubmission(t *testing.T) {
-	h := newHarness(t, 0, func(c *devConfig) { c.APIOnly = true })
+	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
 	_, scan := phantomDICOM(t, tiny(141))
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "https://10.0.0.7/hook", "https://192.168.0.2/hook"} {
-		_, code, _ := h.device.submit(context.Background(), api.SubmitMeta{ExamID: "ssrf-1", CallbackURL: u}, scan)
+		_, code, _ := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "ssrf-1", CallbackURL: u}, scan)
 		if code != http.StatusUnprocessableEntity {
 			t.Errorf("callback %s answered %d, want 422", u, code)
 		}

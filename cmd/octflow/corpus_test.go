@@ -1,0 +1,237 @@
+package main
+
+// Recording the replay corpus (workflows/testdata): real runs of every
+// workflow type on the embedded server, down every path a deploy can
+// meet in flight. It runs only when asked:
+//
+//	OCTFLOW_RECORD_HISTORY_DIR=$PWD/workflows/testdata go test ./cmd/octflow -run TestRecordReplayCorpus
+//
+// workflows' replay test replays every file there against today's code,
+// and lifecycle's tests fold them.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"octflow/api"
+	"octflow/contract"
+	"octflow/devsystem"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/lifecycle"
+)
+
+func TestRecordReplayCorpus(t *testing.T) {
+	dir := os.Getenv("OCTFLOW_RECORD_HISTORY_DIR")
+	if dir == "" {
+		t.Skip("set OCTFLOW_RECORD_HISTORY_DIR to record the replay corpus")
+	}
+	t.Run("exams", func(t *testing.T) { recordExams(t, dir) })
+	t.Run("aging", func(t *testing.T) { recordAging(t, dir) })
+	t.Run("review", func(t *testing.T) { recordReview(t, dir) })
+	t.Run("fleet and inbox", func(t *testing.T) { recordLongRunning(t, dir) })
+}
+
+// recordExams records a plain exam, a retried stage, a stage rescheduled
+// after an infrastructure failure, a DEAD exam and its rerun.
+func recordExams(t *testing.T, dir string) {
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	once := func(id string) bool { // true the first time only
+		mu.Lock()
+		defer mu.Unlock()
+		first := !failed[id]
+		failed[id] = true
+		return first
+	}
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+			switch id := examOf(ctx); {
+			case id == "corpus-retry" && stage == exam.Layers && once(id):
+				return errors.New("simulated CUDA out of memory")
+			case id == "corpus-infra" && stage == exam.Lesions && once(id):
+				return temporal.NewApplicationError("unavailable: get exams/corpus-infra/layers.json: connection refused", contract.ErrTypeInfrastructure)
+			case id == "corpus-dead" && stage == exam.Measure && once(id):
+				return temporal.NewNonRetryableApplicationError("measurements impossible on this volume", "InvalidVolume", nil)
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	for i, id := range []string{"corpus-plain", "corpus-retry", "corpus-infra", "corpus-dead"} {
+		_, scan := phantomDICOM(t, tiny(uint64(300+i)))
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", id, code, err)
+		}
+		h.waitTerminal(id)
+	}
+	deadRun := h.runID(contract.ExamWorkflowID("corpus-dead"))
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/corpus-dead/rerun", nil, http.StatusAccepted, nil)
+	if st := h.waitTerminal("corpus-dead"); st.State != lifecycle.Completed {
+		t.Fatalf("rerun ended %s", st.State)
+	}
+	for file, id := range map[string]string{
+		"exam_pipeline_v3.json": "corpus-plain",
+		"exam_retry.json":       "corpus-retry",
+		"exam_infra_retry.json": "corpus-infra",
+		"exam_rerun_2.json":     "corpus-dead",
+	} {
+		h.saveRun(contract.ExamWorkflowID(id), "", filepath.Join(dir, file))
+	}
+	h.saveRun(contract.ExamWorkflowID("corpus-dead"), deadRun, filepath.Join(dir, "exam_rerun_1_dead.json"))
+}
+
+// recordAging records a low exam promoted twice while no GPU node runs.
+func recordAging(t *testing.T, dir string) {
+	h := newHarness(t, 0, func(c *devsystem.Config) {
+		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: 2 * time.Second, exam.Normal: 2 * time.Second}
+	})
+	_, scan := phantomDICOM(t, tiny(310))
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "corpus-aging", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitFor("corpus-aging", time.Minute, func(s *api.ExamStatus) bool { return s.EffectivePriority == exam.Urgent })
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-corpus"})
+	h.waitTerminal("corpus-aging")
+	h.saveRun(contract.ExamWorkflowID("corpus-aging"), "", filepath.Join(dir, "exam_aging.json"))
+}
+
+// recordReview records an urgent exam reminded until its window closed,
+// and a review with decisions, one of them refused after the window.
+func recordReview(t *testing.T, dir string) {
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer ws.Close()
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.Policy.ReviewWindow, c.Policy.ReviewReminder = 7*time.Second, 2*time.Second
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(320))
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "corpus-remind", Priority: "urgent", CallbackURL: ws.URL + "/hook"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	_, scan = phantomDICOM(t, tiny(321))
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "corpus-decide"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitTerminal("corpus-decide")
+	clin := h.sys.Secrets.Clinician
+	h.review(clin, "corpus-decide", "approve", "no fluid", http.StatusOK)
+	h.review(clin, "corpus-decide", "reject", "", http.StatusConflict)
+	h.review(clin, "corpus-decide", "amend", "drusen nasal", http.StatusOK)
+	for _, id := range []string{"corpus-remind", "corpus-decide"} {
+		h.waitClosed(contract.ReviewWorkflowID(id))
+	}
+	h.review(clin, "corpus-decide", "amend", "too late", http.StatusConflict)
+	h.saveRun(contract.ReviewWorkflowID("corpus-remind"), "", filepath.Join(dir, "review_reminders.json"))
+	h.saveRun(contract.ReviewWorkflowID("corpus-decide"), "", filepath.Join(dir, "review_decisions.json"))
+}
+
+// recordLongRunning records a fleet and an inbox run that continue as
+// new, with a history limit low enough to reach it quickly.
+func recordLongRunning(t *testing.T, dir string) {
+	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
+	ctx := context.Background()
+	c := h.sys.App.Client()
+	start := func(id, name string, state any) string {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: exam.WorkflowQueue}, name, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.GetRunID()
+	}
+	fleetRun := start("corpus-fleet", contract.FleetWorkflow, contract.FleetState{HistoryLimit: 30})
+	inboxRun := start("corpus-inbox", contract.InboxWorkflow, contract.InboxState{Campus: "corpus", HistoryLimit: 30})
+	h.startParts(true) // the workflow worker
+	for i := range 20 {
+		report := contract.NodeReport{NodeID: fmt.Sprintf("gpu-%d", i%3), Interval: time.Second}
+		if err := c.SignalWorkflow(ctx, "corpus-fleet", "", contract.NodeReportSignal, report); err != nil {
+			t.Fatal(err)
+		}
+		event := contract.ReportReadyEvent{ExamID: fmt.Sprintf("e-%d", i%15), Campus: "corpus", Priority: exam.Normal}
+		if err := c.SignalWorkflow(ctx, "corpus-inbox", "", contract.InboxEventSignal, event); err != nil {
+			t.Fatal(err)
+		}
+		if i == 5 {
+			handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: "corpus-fleet",
+				UpdateName: contract.ResetBreakerUpdate, Args: []any{"gpu-1"}, WaitForStage: client.WorkflowUpdateStageCompleted})
+			if err != nil || handle.Get(ctx, nil) != nil {
+				t.Fatalf("reset breaker: %v", err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.waitClosedRun("corpus-fleet", fleetRun)
+	h.waitClosedRun("corpus-inbox", inboxRun)
+	h.saveRun("corpus-fleet", fleetRun, filepath.Join(dir, "fleet_continue_as_new.json"))
+	h.saveRun("corpus-inbox", inboxRun, filepath.Join(dir, "inbox_continue_as_new.json"))
+}
+
+func (h *harness) runID(workflowID string) string {
+	h.t.Helper()
+	desc, err := h.sys.App.Client().DescribeWorkflowExecution(context.Background(), workflowID, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+// waitClosed waits until a workflow's latest run has closed.
+func (h *harness) waitClosed(workflowID string) { h.waitClosedRun(workflowID, "") }
+
+func (h *harness) waitClosedRun(workflowID, runID string) {
+	h.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		desc, err := h.sys.App.Client().DescribeWorkflowExecution(context.Background(), workflowID, runID)
+		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Fatalf("%s %s still running", workflowID, runID)
+}
+
+// saveRun writes a run's history as JSON, the format the replayer reads.
+func (h *harness) saveRun(workflowID, runID, path string) {
+	h.t.Helper()
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var history historypb.History
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		history.Events = append(history.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&history)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	// Pretty, stable JSON for review in diffs.
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		h.t.Fatal(err)
+	}
+	if b, err = json.MarshalIndent(v, "", "  "); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Logf("recorded %d events of %s to %s", len(history.Events), workflowID, path)
+}
