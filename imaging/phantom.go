@@ -60,6 +60,20 @@ type Phantom struct {
 	FluidMask, DrusenMask []bool
 	// SubretinalMask marks which fluid voxels are subretinal.
 	SubretinalMask []bool
+	// Geometry is where the phantom put the fovea and how deep the pit is.
+	Geometry PhantomGeometry
+}
+
+// PhantomGeometry is the drawn anatomy a test can check measurements
+// against without trusting the measuring code.
+type PhantomGeometry struct {
+	// FoveaXMm, FoveaYMm locate the centre of the foveal pit in scan
+	// coordinates (Volume.PositionMm): mm from the scan centre, +x toward
+	// higher columns, +y toward later B-scans (inferior).
+	FoveaXMm, FoveaYMm float64
+	// PitDepthUm is how much thinner the retina is at the centre of the
+	// pit than around it.
+	PitDepthUm float64
 }
 
 // Field of view of the macular cube.
@@ -126,7 +140,8 @@ func NewPhantom(o PhantomOptions) *Phantom {
 	geo := rand.New(rand.NewPCG(o.Seed, 1))
 	fovX, fovY := (geo.Float64()-0.5)*0.4, (geo.Float64()-0.5)*0.4 // mm off centre
 	pitDepth := 110 + 30*geo.Float64()                             // µm
-	tilt := (geo.Float64() - 0.5) * 40                             // µm across the field
+	p.Geometry = PhantomGeometry{FoveaXMm: fovX, FoveaYMm: fovY, PitDepthUm: pitDepth}
+	tilt := (geo.Float64() - 0.5) * 40 // µm across the field
 	waveA, waveF, waveP := 6+6*geo.Float64(), 0.8+0.8*geo.Float64(), geo.Float64()*math.Pi
 	nasal := 1.0 // the optic disc, where vessels come from, is nasal
 	if o.Laterality == "OS" {

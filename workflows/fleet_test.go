@@ -36,7 +36,9 @@ func TestFleetKeepsTheLatestReportAndCountsBreakerResets(t *testing.T) {
 			OnComplete: func(v any, err error) { gen, _ = v.(int) },
 		}, "gpu-b")
 	}, 4*time.Second)
+	queried := false
 	env.RegisterDelayedCallback(func() {
+		queried = true
 		v, err := env.QueryWorkflow(contract.FleetQuery)
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +56,9 @@ func TestFleetKeepsTheLatestReportAndCountsBreakerResets(t *testing.T) {
 		env.CancelWorkflow()
 	}, 5*time.Second)
 	env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{})
+	if !queried {
+		t.Fatal("the fleet was never queried: the workflow ended before the checks ran")
+	}
 	if rejected == nil {
 		t.Error("a reset for an unknown node was accepted")
 	}

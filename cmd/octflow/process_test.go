@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -166,6 +167,11 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 	if final.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", final.State)
 	}
+	// The drain is real only if the stage was still running when the
+	// signal came, and finished after it.
+	if done := h.stageCompletedAt("term-1", st.Stage); !done.After(sent) {
+		t.Errorf("%s completed at %s, before SIGTERM at %s: nothing was drained", st.Stage, done, sent)
+	}
 	var events []lifecycle.Entry
 	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/term-1/events", http.StatusOK, &events)
 	ranOnDrainingNode := false
@@ -180,4 +186,26 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 	if !ranOnDrainingNode {
 		t.Errorf("%s did not complete on %s in its first attempt: %+v", st.Stage, node.id, events)
 	}
+}
+
+// stageCompletedAt is when the server recorded the stage's completion in
+// the exam's latest run.
+func (h *harness) stageCompletedAt(examID string, stage exam.Stage) time.Time {
+	h.t.Helper()
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), contract.ExamWorkflowID(examID), "", false, 0)
+	scheduled := map[int64]string{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == stage.ActivityName() {
+			return ev.GetEventTime().AsTime()
+		}
+	}
+	h.t.Fatalf("%s never completed %s", examID, stage)
+	return time.Time{}
 }

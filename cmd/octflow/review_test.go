@@ -32,6 +32,7 @@ func (h *harness) review(token, examID, decision, note string, status int) api.R
 func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	hold := make(chan struct{})
 	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.Policy.ReviewWindow = 8 * time.Second // short, to see it close
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if examOf(ctx) == "review-1" && stage == exam.Denoise {
 				<-hold
@@ -89,5 +90,13 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	want := []string{"approve by demo clinician: no fluid, CST normal", "amend by demo clinician: drusen nasal, re-check in 6 months"}
 	if len(trail) != 2 || trail[0] != want[0] || trail[1] != want[1] {
 		t.Errorf("review trail in the timeline: %q", trail)
+	}
+
+	// After the window nothing more is taken, not even an amendment, and
+	// the decisions stand.
+	h.waitClosed(contract.ReviewWorkflowID("review-1"))
+	h.review(clin, "review-1", "amend", "too late", http.StatusConflict)
+	if st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return true }); st.Review != exam.ReviewAmended {
+		t.Errorf("review after the window: %s, want the amendment to stand", st.Review)
 	}
 }
