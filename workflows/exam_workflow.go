@@ -85,17 +85,21 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
 	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
-	p.move(ctx, lifecycle.Completed, "")
 	switch workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 2) {
 	case 2:
-		// The review is its own workflow and outlives this one.
+		// The review is its own workflow and outlives this one. It runs
+		// before the exam is COMPLETED, so a decision always finds it.
 		if err := p.startReview(ctx); err != nil {
 			return contract.ExamResult{}, err
 		}
+		p.move(ctx, lifecycle.Completed, "")
 	case 1:
 		// Runs from before the split wait for their review here.
+		p.move(ctx, lifecycle.Completed, "")
 		p.awaitLegacyReview(ctx)
 		result.Review, result.Reviews = p.review.status, p.review.reviews
+	default:
+		p.move(ctx, lifecycle.Completed, "")
 	}
 	return result, nil
 }
