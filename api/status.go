@@ -69,8 +69,10 @@ func (s *Server) record(ctx context.Context, desc *workflowservice.DescribeWorkf
 		}
 		runs = append([]lifecycle.Run{{Events: events}}, runs...)
 	}
+	// The review exists once the pipeline completed. Ask the history, not
+	// desc: the run may have completed between the two reads.
 	var review *lifecycle.Run
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if n := len(latest); n > 0 && latest[n-1].GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
 		events, err := s.history(ctx, contract.ReviewWorkflowID(examIDOf(id)), "")
 		switch {
 		case err == nil:

@@ -114,6 +114,7 @@ type folder struct {
 
 	// per run
 	stages    map[int64]exam.Stage  // scheduled event ID → stage
+	open      map[string]bool       // activity IDs scheduled and not yet closed
 	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
 	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
 	retries   map[int64]int         // scheduled event ID → index of its RETRY_WAIT entry
@@ -143,6 +144,8 @@ func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, inf
 
 func (f *folder) pipelineRun(n int, run Run) {
 	f.stages, f.buckets, f.retries = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[int64]int{}
+	f.open = map[string]bool{}
+	activityIDs := map[int64]string{} // scheduled event ID → activity ID
 	f.notifyErr, f.reviewing = "", false
 	r := f.rec
 	for _, ev := range run.Events {
@@ -163,6 +166,8 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskScheduledEventAttributes()
 			stage := exam.StageOfActivity(a.GetActivityType().GetName())
 			f.stages[ev.GetEventId()] = stage
+			activityIDs[ev.GetEventId()] = a.GetActivityId()
+			f.open[a.GetActivityId()] = true
 			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
 			if bucket := a.GetPriority().GetFairnessKey(); bucket != "" {
 				info["bucket"] = bucket
@@ -197,6 +202,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := ev.GetActivityTaskCompletedEventAttributes()
+			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			var out contract.StageOutput
 			if f.decode(a.GetResult(), &out) != nil {
 				continue
@@ -211,9 +217,11 @@ func (f *folder) pipelineRun(n int, run Run) {
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := ev.GetActivityTaskFailedEventAttributes()
+			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			f.stageFailed(at, f.stages[a.GetScheduledEventId()], a.GetIdentity(), a.GetFailure())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := ev.GetActivityTaskTimedOutEventAttributes()
+			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			if a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
 				continue // the stage aged in its queue; the promotion follows
 			}
@@ -256,8 +264,10 @@ func (f *folder) pipelineRun(n int, run Run) {
 			f.dead(at, "temporal", &Failure{Stage: r.Stage, Message: "cancelled", Type: "Cancelled"})
 		}
 	}
-	if run.Pending != nil && !f.reviewing {
-		f.pending(run.Pending)
+	// Describe and history are two reads: a pending activity the
+	// history has already closed is stale.
+	if p := run.Pending; p != nil && !f.reviewing && f.open[p.GetActivityId()] {
+		f.pending(p)
 	}
 }
 
