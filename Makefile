@@ -7,8 +7,9 @@ GO      ?= go
 BIN     := bin/octflow
 DATA    ?= .data
 
-# Packages whose tests need no embedded server: run under the race detector.
-UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack)
+# Packages that do not link the embedded Temporal server: their tests run
+# under the race detector.
+UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack -e /devsystem)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
 .PHONY: dev test build vet workflowcheck fmt-check fuzz bench phantom submit clean
