@@ -89,7 +89,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
-		key := exam.DenoisedKey(in.Exam.ExamID)
+		key := exam.DenoisedKey(in.Exam.Ref())
 		var buf bytes.Buffer
 		// The derived volume carries no patient identifier.
 		if err := imaging.WriteDICOM(&buf, den, imaging.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
@@ -105,7 +105,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Layers, &out, func() error {
-		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.ExamID))
+		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
-		out.Keys = []string{exam.LayersKey(in.Exam.ExamID)}
+		out.Keys = []string{exam.LayersKey(in.Exam.Ref())}
 		return a.putJSON(ctx, out.Keys[0], layers)
 	})
 	return out, err
@@ -124,7 +124,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Lesions, &out, func() error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
 		if err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 		if err := imaging.WriteLabelsNRRD(&labels, v, masks.Labels()); err != nil {
 			return err
 		}
-		out.Keys = []string{exam.LesionsKey(in.Exam.ExamID), exam.LesionLabelsKey(in.Exam.ExamID)}
+		out.Keys = []string{exam.LesionsKey(in.Exam.Ref()), exam.LesionLabelsKey(in.Exam.Ref())}
 		if err := a.put(ctx, out.Keys[1], labels.Bytes(), "application/octet-stream"); err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ type measurementsFile struct {
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Measure, &out, func() error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
-		out.Keys = []string{exam.MeasurementsKey(in.Exam.ExamID)}
+		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
 		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: m.CentralSubfieldThicknessUm,
 			MeanThicknessUm: m.MeanThicknessUm, TotalVolumeMm3: m.TotalVolumeMm3}
 		return a.putJSON(ctx, out.Keys[0], measurementsFile{
@@ -189,17 +189,17 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Render, &out, func() error {
 		var mf measurementsFile
-		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.ExamID), &mf); err != nil {
+		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
 			return err
 		}
 		var lesions []imaging.Lesion
-		if err := a.getJSON(ctx, exam.LesionsKey(in.Exam.ExamID), &lesions); err != nil {
+		if err := a.getJSON(ctx, exam.LesionsKey(in.Exam.Ref()), &lesions); err != nil {
 			return err
 		}
 		if mf.Measurements == nil {
 			return temporal.NewNonRetryableApplicationError("measurements missing", contract.ErrTypeInvalidVolume, nil)
 		}
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.ExamID)
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
 		if err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		if err != nil {
 			return err
 		}
-		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.ExamID), exam.ReportPDFKey(in.Exam.ExamID)
+		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		if err := a.putJSON(ctx, jsonKey, rep); err != nil {
 			return err
 		}
@@ -340,7 +340,15 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 		return nil, unavailable(ctx, err)
 	}
 	defer rc.Close()
-	v, _, err := imaging.ReadDICOM(rc, size)
+	rs, ok := rc.(io.ReadSeeker)
+	if !ok {
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+		}
+		rs = bytes.NewReader(b)
+	}
+	v, _, err := imaging.ReadDICOM(rs, size)
 	if errors.Is(err, imaging.ErrInvalidVolume) {
 		return nil, permanentIfInvalid(err)
 	} else if err != nil {
@@ -351,13 +359,13 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 	return v, nil
 }
 
-func (a *Activities) loadVolumeAndLayers(ctx context.Context, examID string) (*imaging.Volume, *imaging.Layers, error) {
-	v, err := a.loadVolume(ctx, exam.DenoisedKey(examID))
+func (a *Activities) loadVolumeAndLayers(ctx context.Context, r exam.Ref) (*imaging.Volume, *imaging.Layers, error) {
+	v, err := a.loadVolume(ctx, exam.DenoisedKey(r))
 	if err != nil {
 		return nil, nil, err
 	}
 	var layers imaging.Layers
-	if err := a.getJSON(ctx, exam.LayersKey(examID), &layers); err != nil {
+	if err := a.getJSON(ctx, exam.LayersKey(r), &layers); err != nil {
 		return nil, nil, err
 	}
 	return v, &layers, nil

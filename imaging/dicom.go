@@ -32,6 +32,17 @@ type Header struct {
 	// into a keyed pseudonym at once; it is never logged, stored in an
 	// object key or sent to Temporal in clear.
 	PatientID string
+	// Identity is what a device also writes about the patient and the
+	// visit (WriteDICOM writes it when set, as a device would; the
+	// gateway never keeps it).
+	Identity *Identity
+}
+
+// Identity is the identifying data a device writes into a scan.
+type Identity struct {
+	PatientName, PatientBirthDate, OtherPatientIDs, AccessionNumber string
+	InstitutionName, ReferringPhysician, OperatorsName, StudyDescription string
+	StudyDate, DeviceSerialNumber                                        string
 }
 
 // WriteDICOM writes v as an Ophthalmic Tomography Image (Explicit VR
@@ -65,7 +76,7 @@ func otElements(v *Volume, h Header) []dicomElement {
 		}}
 	}
 	mm := func(um float64) string { return strconv.FormatFloat(um/1000, 'g', 8, 64) }
-	return []dicomElement{
+	return append([]dicomElement{
 		{tag.MediaStorageSOPClassUID, []string{OphthalmicTomographySOPClass}},
 		{tag.MediaStorageSOPInstanceUID, []string{h.SOPInstanceUID}},
 		{tag.TransferSyntaxUID, []string{uid.ExplicitVRLittleEndian}},
@@ -89,10 +100,33 @@ func otElements(v *Volume, h Header) []dicomElement {
 		{tag.HighBit, []int{15}},
 		{tag.PixelRepresentation, []int{0}},
 		{tag.PixelData, dicom.PixelDataInfo{Frames: frames}},
-	}
+	}, identityElements(h.Identity)...)
 }
 
-// writeElements writes elements as one DICOM object.
+// identityElements are the identifying elements of id.
+func identityElements(id *Identity) []dicomElement {
+	if id == nil {
+		return nil
+	}
+	var out []dicomElement
+	for _, e := range []struct {
+		t tag.Tag
+		v string
+	}{
+		{tag.StudyDate, id.StudyDate}, {tag.AccessionNumber, id.AccessionNumber},
+		{tag.InstitutionName, id.InstitutionName}, {tag.ReferringPhysicianName, id.ReferringPhysician},
+		{tag.StudyDescription, id.StudyDescription}, {tag.OperatorsName, id.OperatorsName},
+		{tag.PatientName, id.PatientName}, {tag.PatientBirthDate, id.PatientBirthDate},
+		{tag.OtherPatientIDs, id.OtherPatientIDs}, {tag.DeviceSerialNumber, id.DeviceSerialNumber},
+	} {
+		if e.v != "" {
+			out = append(out, dicomElement{e.t, []string{e.v}})
+		}
+	}
+	return out
+}
+
+// writeElements writes elements as one DICOM object, in tag order.
 func writeElements(w io.Writer, elems []dicomElement) error {
 	ds := dicom.Dataset{}
 	for _, e := range elems {
@@ -102,6 +136,7 @@ func writeElements(w io.Writer, elems []dicomElement) error {
 		}
 		ds.Elements = append(ds.Elements, el)
 	}
+	sortElements(ds.Elements)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if err := dicom.Write(bw, ds); err != nil {
 		return fmt.Errorf("write dicom: %w", err)
@@ -114,48 +149,65 @@ func writeElements(w io.Writer, elems []dicomElement) error {
 
 // ReadDICOM parses an Ophthalmic Tomography Image of size bytes. Anything
 // that is not a readable OCT volume yields an error wrapping
-// ErrInvalidVolume; only I/O failures of r are returned unwrapped. When r
-// can seek, declared element lengths are checked against size before
-// parsing, so a damaged or hostile file cannot make the parser allocate
-// more than the file holds.
-func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
+// ErrInvalidVolume; only I/O failures of r are returned unwrapped. The
+// file is walked once before parsing (checkLengths), so a damaged or
+// hostile file cannot make the parser recurse too deep or allocate more
+// than the file holds.
+func ReadDICOM(r io.ReadSeeker, size int64) (*Volume, Header, error) {
+	s, err := ParseScan(r, size)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	return s.Volume, s.Header, nil
+}
+
+// Scan is a parsed Ophthalmic Tomography Image: the volume the stages
+// read, the header fields octflow needs, and the DICOM dataset a
+// de-identified copy is made from (WriteDeidentified).
+type Scan struct {
+	Volume *Volume
+	Header Header
+	ds     dicom.Dataset
+}
+
+// ParseScan is ReadDICOM that keeps the whole dataset.
+func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
+	var v *Volume
+	var h Header
 	defer func() {
 		// The parser trusts lengths in the file; a hostile or damaged
 		// file must not take the process down.
 		if p := recover(); p != nil {
-			v, err = nil, invalidf("dicom parser failed: %v", p)
+			scan, err = nil, invalidf("dicom parser failed: %v", p)
 		}
 	}()
-	if rs, ok := r.(io.ReadSeeker); ok {
-		// Check declared lengths first (see checkLengths), then rewind.
-		if err := checkLengths(rs, size); err != nil {
-			return nil, h, err
-		}
-		if _, err := rs.Seek(0, io.SeekStart); err != nil {
-			return nil, h, fmt.Errorf("read DICOM: rewind: %w", err)
-		}
+	if err := checkLengths(r, size); err != nil {
+		return nil, err
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read DICOM: rewind: %w", err)
 	}
 	src := &ioErrReader{r: r}
 	ds, err := dicom.Parse(bufio.NewReaderSize(src, 1<<20), size, nil)
 	if src.err != nil {
 		// The source failed (a cancelled or broken download), not the
 		// file: that is worth retrying, unlike a bad volume.
-		return nil, h, fmt.Errorf("read DICOM: %w", src.err)
+		return nil, fmt.Errorf("read DICOM: %w", src.err)
 	}
 	if err != nil {
-		return nil, h, invalidf("not a readable DICOM object: %v", err)
+		return nil, invalidf("not a readable DICOM object: %v", err)
 	}
 	if sop := str(ds, tag.SOPClassUID); sop != OphthalmicTomographySOPClass {
 		if sop == "" {
 			sop = str(ds, tag.MediaStorageSOPClassUID)
 		}
-		return nil, h, invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)
+		return nil, invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)
 	}
 	if m := str(ds, tag.Modality); m != "OPT" {
-		return nil, h, invalidf("modality %q is not OPT (ophthalmic tomography)", m)
+		return nil, invalidf("modality %q is not OPT (ophthalmic tomography)", m)
 	}
 	if err := checkTransferSyntax(str(ds, tag.TransferSyntaxUID)); err != nil {
-		return nil, h, err
+		return nil, err
 	}
 	h = Header{
 		SOPInstanceUID:    str(ds, tag.SOPInstanceUID),
@@ -169,69 +221,72 @@ func ReadDICOM(r io.Reader, size int64) (v *Volume, h Header, err error) {
 		nframes = 1
 	}
 	if bits := integer(ds, tag.BitsAllocated); bits != 8 && bits != 16 {
-		return nil, h, invalidf("%d bits allocated; want 8 or 16", bits)
+		return nil, invalidf("%d bits allocated; want 8 or 16", bits)
 	}
 	if spp := integer(ds, tag.SamplesPerPixel); spp != 1 {
-		return nil, h, invalidf("%d samples per pixel; want 1 (grayscale)", spp)
+		return nil, invalidf("%d samples per pixel; want 1 (grayscale)", spp)
 	}
 	pixEl, err := ds.FindElementByTag(tag.PixelData)
 	if err != nil {
-		return nil, h, invalidf("no pixel data")
+		return nil, invalidf("no pixel data")
 	}
 	pix, ok := pixEl.Value.GetValue().(dicom.PixelDataInfo)
 	if !ok {
-		return nil, h, invalidf("pixel data is not image data")
+		return nil, invalidf("pixel data is not image data")
 	}
 	if pix.ParseErr != nil {
-		return nil, h, invalidf("pixel data: %v", pix.ParseErr)
+		return nil, invalidf("pixel data: %v", pix.ParseErr)
 	}
 	if pix.IsEncapsulated {
-		return nil, h, invalidf("compressed (encapsulated) pixel data is not supported")
+		return nil, invalidf("compressed (encapsulated) pixel data is not supported")
 	}
 	if len(pix.Frames) == 0 {
-		return nil, h, invalidf("no frames")
+		return nil, invalidf("no frames")
 	}
 	if len(pix.Frames) != nframes {
-		return nil, h, invalidf("header says %d frames, pixel data holds %d", nframes, len(pix.Frames))
+		return nil, invalidf("header says %d frames, pixel data holds %d", nframes, len(pix.Frames))
 	}
 	spacing, err := readSpacing(ds)
 	if err != nil {
-		return nil, h, err
+		return nil, err
 	}
 	if rows < 8 || cols < 8 || int64(nframes)*int64(rows)*int64(cols) > maxSamples {
-		return nil, h, invalidf("volume of %d×%d×%d samples is out of range", nframes, rows, cols)
+		return nil, invalidf("volume of %d×%d×%d samples is out of range", nframes, rows, cols)
 	}
 	v = NewVolume(nframes, rows, cols, spacing)
 	v.Laterality = lateralityFromCode(str(ds, tag.ImageLaterality), str(ds, tag.Laterality))
 	for f, fr := range pix.Frames {
 		nf, err := fr.GetNativeFrame()
 		if err != nil {
-			return nil, h, invalidf("frame %d: %v", f, err)
+			return nil, invalidf("frame %d: %v", f, err)
 		}
 		if nf.Rows() != rows || nf.Cols() != cols {
-			return nil, h, invalidf("frame %d is %d×%d, header says %d×%d", f, nf.Rows(), nf.Cols(), rows, cols)
+			return nil, invalidf("frame %d is %d×%d, header says %d×%d", f, nf.Rows(), nf.Cols(), rows, cols)
 		}
 		dst := v.Frame(f)
 		switch raw := nf.RawDataSlice().(type) {
 		case []uint16:
 			if len(raw) < len(dst) {
-				return nil, h, invalidf("frame %d is truncated", f)
+				return nil, invalidf("frame %d is truncated", f)
 			}
 			for i := range dst {
 				dst[i] = float32(raw[i])
 			}
 		case []uint8:
 			if len(raw) < len(dst) {
-				return nil, h, invalidf("frame %d is truncated", f)
+				return nil, invalidf("frame %d is truncated", f)
 			}
 			for i := range dst {
 				dst[i] = float32(raw[i])
 			}
 		default:
-			return nil, h, invalidf("frame %d has unsupported sample type %T", f, raw)
+			return nil, invalidf("frame %d has unsupported sample type %T", f, raw)
 		}
 	}
-	return v, h, v.Validate()
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	return &Scan{Volume: v, Header: h, ds: ds}, nil
 }
 
 // readSpacing takes Pixel Spacing and Spacing Between Slices from the top

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -153,19 +154,29 @@ func TestSubfieldFollowsETDRSGeometry(t *testing.T) {
 	}
 }
 
-// failingReader serves some bytes, then fails as a dropped connection would.
+// failingReader serves some bytes, then fails as a dropped connection
+// would; it can seek within the bytes it has.
 type failingReader struct {
 	data []byte
+	pos  int
 	err  error
 }
 
 func (f *failingReader) Read(p []byte) (int, error) {
-	if len(f.data) == 0 {
+	if f.pos >= len(f.data) {
 		return 0, f.err
 	}
-	n := copy(p, f.data)
-	f.data = f.data[n:]
+	n := copy(p, f.data[f.pos:])
+	f.pos += n
 	return n, nil
+}
+
+func (f *failingReader) Seek(offset int64, whence int) (int64, error) {
+	if whence != io.SeekStart {
+		return 0, errors.New("failingReader seeks from the start only")
+	}
+	f.pos = int(offset)
+	return offset, nil
 }
 
 func TestReadDICOMReportsASourceFailureAsSuchNotAsABadVolume(t *testing.T) {

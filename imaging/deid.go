@@ -1,0 +1,204 @@
+package imaging
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/suyashkumar/dicom"
+	"github.com/suyashkumar/dicom/pkg/tag"
+)
+
+// Deidentification says how a scan is de-identified.
+type Deidentification struct {
+	// PatientID replaces the Patient ID: the site's pseudonym for the
+	// patient.
+	PatientID string
+	// UID maps an instance UID (study, series, SOP instance, frame of
+	// reference, referenced instances) to its replacement. It must give
+	// the same replacement for the same UID every time, so that scans of
+	// one study still belong together.
+	UID func(string) string
+}
+
+// WriteDeidentified writes the scan de-identified per DICOM PS3.15
+// Annex E, the Basic Application Level Confidentiality Profile. It keeps
+// only what an OCT image needs and identifies nobody (deidKeep: the
+// image's geometry, pixels and their encoding, the acquisition's
+// optics, the functional groups, the device's make and model) and drops
+// everything else: names, IDs, birth date, accession number, other
+// patient IDs, institution and physician names, dates and times,
+// descriptions and comments, private tags. Attributes the image's IOD
+// requires get an empty or dummy value; instance UIDs are remapped
+// (d.UID); the Patient ID is the pseudonym; Patient Identity Removed is
+// YES and the De-identification Method (Code Sequence) says how. The
+// pixel data are written as they came.
+func (s *Scan) WriteDeidentified(w io.Writer, d Deidentification) error {
+	keep := deidKeep()
+	out := dicom.Dataset{Elements: deidElements(s.ds.Elements, keep, d)}
+	add := func(t tag.Tag, v any) error {
+		el, err := dicom.NewElement(t, v)
+		if err != nil {
+			return fmt.Errorf("de-identify: %v: %w", t, err)
+		}
+		out.Elements = append(out.Elements, el)
+		return nil
+	}
+	method, err := codeItem("113100", "DCM", "Basic Application Confidentiality Profile")
+	if err != nil {
+		return err
+	}
+	for _, a := range []struct {
+		t tag.Tag
+		v any
+	}{
+		// Type 2 (present, may be empty) attributes of the patient and study.
+		{tag.PatientName, []string{""}},
+		{tag.PatientID, []string{d.PatientID}},
+		{tag.PatientBirthDate, []string{""}},
+		{tag.PatientSex, []string{""}},
+		{tag.StudyDate, []string{""}},
+		{tag.StudyTime, []string{""}},
+		{tag.ReferringPhysicianName, []string{""}},
+		{tag.StudyID, []string{""}},
+		{tag.AccessionNumber, []string{""}},
+		// Type 1 dates of the OPT image: a dummy (Annex E action D).
+		{tag.ContentDate, []string{"19000101"}},
+		{tag.ContentTime, []string{"000000"}},
+		{tag.AcquisitionDateTime, []string{"19000101000000"}},
+		{tag.PatientIdentityRemoved, []string{"YES"}},
+		{tag.DeidentificationMethod, []string{"PS3.15 Annex E Basic Application Level Confidentiality Profile; instance UIDs remapped; Patient ID replaced by a keyed pseudonym"}},
+		{tag.DeidentificationMethodCodeSequence, [][]*dicom.Element{method}},
+		{tag.LongitudinalTemporalInformationModified, []string{"REMOVED"}},
+	} {
+		if err := add(a.t, a.v); err != nil {
+			return err
+		}
+	}
+	sortElements(out.Elements)
+	if err := dicom.Write(w, out); err != nil {
+		return fmt.Errorf("de-identify: write: %w", err)
+	}
+	return nil
+}
+
+// deidElements keeps the elements on the keep list, remaps their
+// instance UIDs and filters sequence items the same way.
+func deidElements(in []*dicom.Element, keep map[tag.Tag]bool, d Deidentification) []*dicom.Element {
+	var out []*dicom.Element
+	for _, el := range in {
+		if !keep[el.Tag] {
+			continue
+		}
+		cp := *el
+		switch el.Value.ValueType() {
+		case dicom.Sequences:
+			var items [][]*dicom.Element
+			for _, item := range el.Value.GetValue().([]*dicom.SequenceItemValue) {
+				items = append(items, deidElements(item.GetValue().([]*dicom.Element), keep, d))
+			}
+			v, err := dicom.NewValue(items)
+			if err != nil {
+				continue
+			}
+			cp.Value = v
+		case dicom.Strings:
+			if el.RawValueRepresentation != "UI" || el.Tag.Group == 0x0002 && el.Tag != tag.MediaStorageSOPInstanceUID {
+				break
+			}
+			var uids []string
+			for _, u := range el.Value.GetValue().([]string) {
+				u = strings.TrimRight(u, "\x00 ")
+				// Well-known UIDs (classes, transfer syntaxes, coding
+				// schemes) identify no instance and stay.
+				if !strings.HasPrefix(u, "1.2.840.10008.") {
+					u = d.UID(u)
+				}
+				uids = append(uids, u)
+			}
+			v, err := dicom.NewValue(uids)
+			if err != nil {
+				continue
+			}
+			cp.Value = v
+		}
+		cp.ValueLength = 0 // the writer computes it
+		out = append(out, &cp)
+	}
+	return out
+}
+
+// codeItem is one coded-entry sequence item.
+func codeItem(value, scheme, meaning string) ([]*dicom.Element, error) {
+	var item []*dicom.Element
+	for _, a := range []struct {
+		t tag.Tag
+		v string
+	}{{tag.CodeValue, value}, {tag.CodingSchemeDesignator, scheme}, {tag.CodeMeaning, meaning}} {
+		el, err := dicom.NewElement(a.t, []string{a.v})
+		if err != nil {
+			return nil, fmt.Errorf("de-identify: %w", err)
+		}
+		item = append(item, el)
+	}
+	return item, nil
+}
+
+// sortElements orders elements by tag, as a dataset must be written.
+func sortElements(els []*dicom.Element) {
+	less := func(a, b tag.Tag) bool {
+		return a.Group < b.Group || a.Group == b.Group && a.Element < b.Element
+	}
+	for i := 1; i < len(els); i++ {
+		for j := i; j > 0 && less(els[j].Tag, els[j-1].Tag); j-- {
+			els[j], els[j-1] = els[j-1], els[j]
+		}
+	}
+}
+
+// deidKeep is the allow-list of attributes a de-identified scan keeps,
+// by DICOM keyword. Anything absent is dropped, so an attribute a device
+// adds (free text, a private tag, a new identifier) can never carry PHI
+// through. UIDs on it are remapped; none of the rest identifies a person.
+var deidKeep = sync.OnceValue(func() map[tag.Tag]bool {
+	keep := map[tag.Tag]bool{}
+	for _, name := range []string{
+		// File meta information (instance UID remapped).
+		"FileMetaInformationVersion", "MediaStorageSOPClassUID", "MediaStorageSOPInstanceUID", "TransferSyntaxUID",
+		"ImplementationClassUID", "ImplementationVersionName",
+		// SOP, series, frame of reference, equipment: what and how, not who.
+		"SpecificCharacterSet", "SOPClassUID", "SOPInstanceUID", "ImageType", "Modality",
+		"StudyInstanceUID", "SeriesInstanceUID", "SeriesNumber", "InstanceNumber", "AcquisitionNumber",
+		"FrameOfReferenceUID", "PositionReferenceIndicator", "Manufacturer", "ManufacturerModelName", "SoftwareVersions",
+		"Laterality", "ImageLaterality", "AcquisitionDuration",
+		// Image pixel and its encoding (normalisation reads these).
+		"SamplesPerPixel", "PhotometricInterpretation", "Rows", "Columns", "BitsAllocated", "BitsStored", "HighBit",
+		"PixelRepresentation", "PlanarConfiguration", "NumberOfFrames", "PixelData", "PixelSpacing", "SliceThickness",
+		"SpacingBetweenSlices", "RescaleIntercept", "RescaleSlope", "RescaleType", "WindowCenter", "WindowWidth",
+		"VOILUTFunction", "PresentationLUTShape", "LossyImageCompression", "BurnedInAnnotation",
+		// Multi-frame functional groups and dimensions.
+		"SharedFunctionalGroupsSequence", "PerFrameFunctionalGroupsSequence", "PixelMeasuresSequence",
+		"FrameContentSequence", "StackID", "InStackPositionNumber", "DimensionIndexValues", "PlanePositionSequence",
+		"ImagePositionPatient", "PlaneOrientationSequence", "ImageOrientationPatient", "FrameAnatomySequence",
+		"FrameLaterality", "DimensionOrganizationSequence", "DimensionOrganizationUID", "DimensionIndexSequence",
+		"DimensionIndexPointer", "FunctionalGroupPointer", "DimensionDescriptionLabel",
+		"OphthalmicFrameLocationSequence", "ReferenceCoordinates", "DepthOfTransverseImage", "OphthalmicImageOrientation",
+		"ReferencedSOPClassUID", "ReferencedSOPInstanceUID",
+		// Coded entries (anatomy, device type) and the acquisition's optics.
+		"AnatomicRegionSequence", "AnatomicRegionModifierSequence", "AcquisitionDeviceTypeCodeSequence",
+		"LightPathFilterTypeStackCodeSequence", "CodeValue", "CodingSchemeDesignator", "CodingSchemeVersion", "CodeMeaning",
+		"AxialLengthOfTheEye", "HorizontalFieldOfView", "EmmetropicMagnification", "IntraOcularPressure", "PupilDilated",
+		"DegreeOfDilation", "RefractiveStateSequence", "SphericalLensPower", "CylinderLensPower", "CylinderAxis",
+		"DetectorType", "IlluminationWaveLength", "IlluminationPower", "IlluminationBandwidth",
+		"DepthSpatialResolution", "MaximumDepthDistortion", "AlongScanSpatialResolution", "MaximumAlongScanDistortion",
+		"AcrossScanSpatialResolution", "MaximumAcrossScanDistortion",
+	} {
+		info, err := tag.FindByName(name)
+		if err != nil {
+			panic("imaging: de-identification keeps an unknown attribute " + name) // a typo in the list above
+		}
+		keep[info.Tag] = true
+	}
+	return keep
+})

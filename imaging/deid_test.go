@@ -1,0 +1,121 @@
+package imaging
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// identified is a scan as a device writes it, with the patient and the
+// visit named.
+func identified(t *testing.T) ([]byte, *Phantom, Header) {
+	t.Helper()
+	p := smallPhantom(5, false)
+	h := Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
+		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982",
+		Identity: &Identity{PatientName: "DOE^JANE^Q", PatientBirthDate: "19580214", OtherPatientIDs: "NHS-943 476 5919",
+			AccessionNumber: "ACC-20261130-0042", InstitutionName: "St Elsewhere Eye Hospital", ReferringPhysician: "HOUSE^GREGORY",
+			OperatorsName: "NURSE^RATCHED", StudyDescription: "Jane Doe follow-up, left eye", StudyDate: "20261130",
+			DeviceSerialNumber: "SN-77-1234"}}
+	var buf bytes.Buffer
+	if err := WriteDICOM(&buf, p.Volume, h); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), p, h
+}
+
+// identifyingValues are the values of h no de-identified copy may hold.
+func identifyingValues(h Header) []string {
+	id := h.Identity
+	return []string{h.PatientID, h.SOPInstanceUID, h.StudyInstanceUID, h.SeriesInstanceUID, id.PatientName, "DOE", "JANE",
+		id.PatientBirthDate, id.OtherPatientIDs, id.AccessionNumber, id.InstitutionName, id.ReferringPhysician, "HOUSE",
+		id.OperatorsName, id.StudyDescription, id.StudyDate, id.DeviceSerialNumber}
+}
+
+func TestDeidentifiedCopyKeepsTheImageAndNoneOfTheIdentity(t *testing.T) {
+	raw, p, h := identified(t)
+	scan, err := ParseScan(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	remapped := map[string]string{}
+	err = scan.WriteDeidentified(&out, Deidentification{PatientID: "pt-5f3c9a", UID: func(u string) string {
+		r := "2.25." + strings.Repeat("7", len(remapped)+1)
+		remapped[u] = r
+		return r
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range identifyingValues(h) {
+		if bytes.Contains(out.Bytes(), []byte(v)) {
+			t.Errorf("the de-identified copy still holds %q", v)
+		}
+	}
+	for _, want := range []string{"pt-5f3c9a", "YES", "113100", "Basic Application Confidentiality Profile"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("the de-identified copy lacks %q", want)
+		}
+	}
+	// Every instance UID went through the mapping, the SOP instance's in
+	// the file meta and the dataset alike.
+	for _, u := range []string{h.SOPInstanceUID, h.StudyInstanceUID, h.SeriesInstanceUID} {
+		if remapped[u] == "" {
+			t.Errorf("UID %s was not remapped", u)
+		}
+	}
+	back, bh, err := ReadDICOM(bytes.NewReader(out.Bytes()), int64(out.Len()))
+	if err != nil {
+		t.Fatalf("the de-identified copy does not read back: %v", err)
+	}
+	if bh.PatientID != "pt-5f3c9a" || bh.SOPInstanceUID != remapped[h.SOPInstanceUID] || bh.Identity != nil {
+		t.Errorf("read back header %+v", bh)
+	}
+	if back.Frames != p.Volume.Frames || back.Rows != p.Volume.Rows || back.Cols != p.Volume.Cols ||
+		back.Spacing != scan.Volume.Spacing || back.Laterality != scan.Volume.Laterality {
+		t.Fatalf("geometry changed: %d×%d×%d %+v %s", back.Frames, back.Rows, back.Cols, back.Spacing, back.Laterality)
+	}
+	for i, x := range scan.Volume.Data {
+		if back.Data[i] != x {
+			t.Fatalf("sample %d changed: %v → %v", i, x, back.Data[i])
+		}
+	}
+}
+
+func TestDeidentifiedRealScansReadBackTheSame(t *testing.T) {
+	for _, name := range []string{"spectralis-circle-2.dcm", "spectralis-circle-4.dcm"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "realdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scan, err := ParseScan(bytes.NewReader(raw), int64(len(raw)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := scan.WriteDeidentified(&out, Deidentification{PatientID: "pt-1", UID: func(u string) string { return "2.25.42" }}); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"REALDATA-0001", "ANONYMOUS", "HEYEX", "uint8 = round"} {
+				if bytes.Contains(out.Bytes(), []byte(v)) {
+					t.Errorf("the de-identified copy still holds %q", v)
+				}
+			}
+			back, _, err := ReadDICOM(bytes.NewReader(out.Bytes()), int64(out.Len()))
+			if err != nil {
+				t.Fatalf("does not read back: %v", err)
+			}
+			if back.Spacing != scan.Volume.Spacing || back.Rows != 496 || back.Cols != 768 || back.Laterality != "OD" {
+				t.Errorf("read back %d×%d %+v %s, want the original's %+v", back.Rows, back.Cols, back.Spacing, back.Laterality, scan.Volume.Spacing)
+			}
+			if !slices.Equal(back.Data, scan.Volume.Data) {
+				t.Error("samples changed")
+			}
+		})
+	}
+}
