@@ -33,7 +33,7 @@ import (
 const (
 	SignatureHeader = "X-Octflow-Signature" // "v1=" + hex HMAC
 	TimestampHeader = "X-Octflow-Timestamp" // Unix seconds
-	IdempotencyKey  = "Idempotency-Key"     // the exam ID: one event per exam, however often delivered
+	IdempotencyKey  = "Idempotency-Key"     // "<campus>/<examId>": one event per exam, however often delivered
 )
 
 // Sign returns the signature header value for body sent at ts.
@@ -173,6 +173,7 @@ func (w *Webhooks) client(allowHost bool) *http.Client {
 // ReportReady is the event pushed to the clinician's workstation.
 type ReportReady struct {
 	ExamID string          `json:"examId"`
+	Campus string          `json:"campus"`
 	State  lifecycle.State `json:"state"`
 	Eye    exam.Eye        `json:"eye,omitempty"`
 	// Priority is the bucket the exam was submitted in.
@@ -220,8 +221,9 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInp
 	if secret == "" {
 		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("no webhook secret for campus "+in.Exam.Campus, "CallbackRejected", nil)
 	}
-	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) + "/report?format="
-	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, State: lifecycle.Completed, Eye: in.Exam.Eye,
+	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) +
+		"/report?campus=" + url.QueryEscape(in.Exam.Campus) + "&format="
+	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, State: lifecycle.Completed, Eye: in.Exam.Eye,
 		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder})
 	if err != nil {
 		return contract.StageOutput{}, fmt.Errorf("encode event: %w", err)
@@ -232,7 +234,8 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInp
 		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("bad callback URL", "CallbackRejected", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	key := in.Exam.ExamID
+	// Exam IDs are unique within a campus only.
+	key := in.Exam.Ref().String()
 	if in.Reminder > 0 { // a reminder is a new event; its retries share its key
 		key += "/reminder-" + strconv.Itoa(in.Reminder)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"octflow/exam"
 )
 
 // Role is what a token may do.
@@ -23,14 +25,42 @@ const (
 	RoleAdmin     Role = "admin"
 )
 
-// Principal is who a request comes from.
+// Principal is who a request comes from. A campus is a tenant: a device
+// belongs to one campus, a clinician works for one or more, an admin
+// sees all.
 type Principal struct {
 	Name     string `json:"name"`
 	Role     Role   `json:"role"`
 	DeviceID string `json:"deviceId,omitempty"` // devices only
-	// Campus is a device's campus (required) or a clinician's home campus
-	// (optional: the default of their event stream).
+	// Campus is a device's campus, or a clinician's home campus (the
+	// default of their requests).
 	Campus string `json:"campus,omitempty"`
+	// Campuses are the further campuses a clinician may read and review.
+	Campuses []string `json:"campuses,omitempty"`
+}
+
+// CanSee reports whether the principal may see campus's exams.
+func (p Principal) CanSee(campus string) bool {
+	switch p.Role {
+	case RoleAdmin:
+		return true
+	case RoleDevice:
+		return campus == p.Campus
+	}
+	return campus == p.Campus || slices.Contains(p.Campuses, campus)
+}
+
+// scope lists the campuses a device or clinician may see (nil for an
+// admin: every campus).
+func (p Principal) scope() []string {
+	if p.Role == RoleAdmin {
+		return nil
+	}
+	out := slices.Clone(p.Campuses)
+	if p.Campus != "" && !slices.Contains(out, p.Campus) {
+		out = append([]string{p.Campus}, out...)
+	}
+	return out
 }
 
 // TokenEntry is one configured token: only its SHA-256 is kept.
@@ -54,12 +84,24 @@ func NewTokens(entries []TokenEntry) (*Tokens, error) {
 		}
 		switch e.Role {
 		case RoleDevice:
-			if e.DeviceID == "" || e.Campus == "" {
-				return nil, fmt.Errorf("token %d: a device token needs deviceId and campus", i)
+			if e.DeviceID == "" || e.Campus == "" || len(e.Campuses) > 0 {
+				return nil, fmt.Errorf("token %d: a device token needs a deviceId and one campus", i)
 			}
-		case RoleClinician, RoleAdmin:
+		case RoleClinician:
+			if e.Campus == "" && len(e.Campuses) == 0 {
+				return nil, fmt.Errorf("token %d: a clinician token needs a campus or campuses", i)
+			}
+		case RoleAdmin:
 		default:
 			return nil, fmt.Errorf("token %d: unknown role %q", i, e.Role)
+		}
+		for _, c := range append([]string{e.Campus}, e.Campuses...) {
+			if c == "" {
+				continue
+			}
+			if err := exam.ValidateCampus(c); err != nil {
+				return nil, fmt.Errorf("token %d: %w", i, err)
+			}
 		}
 		t.byHash[[32]byte(raw)] = e.Principal
 	}

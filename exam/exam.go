@@ -70,6 +70,35 @@ func ValidateID(id string) error {
 	return nil
 }
 
+var campusPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidateCampus checks a campus name: 1–63 lower-case letters, digits
+// and dashes, starting with a letter or digit. Campus names appear in
+// object keys and workflow IDs.
+func ValidateCampus(c string) error {
+	if !campusPattern.MatchString(c) {
+		return fmt.Errorf("campus %q: want 1-63 of [a-z0-9-], starting with a letter or digit", c)
+	}
+	return nil
+}
+
+// Ref names one exam. A campus is a tenant: exam IDs are unique within a
+// campus, and two campuses may both use E-0001 for different exams.
+type Ref struct {
+	Campus string `json:"campus"`
+	ID     string `json:"examId"`
+}
+
+// Validate checks both parts of the reference.
+func (r Ref) Validate() error {
+	if err := ValidateCampus(r.Campus); err != nil {
+		return err
+	}
+	return ValidateID(r.ID)
+}
+
+func (r Ref) String() string { return r.Campus + "/" + r.ID }
+
 // Task queues. GPU stages run only on gpuworker nodes.
 const (
 	WorkflowQueue = "oct-workflows"
@@ -92,6 +121,9 @@ type Submission struct {
 	ScanDigest  string    `json:"scanDigest"`
 	SubmittedAt time.Time `json:"submittedAt"`
 }
+
+// Ref is the submitted exam's reference.
+func (s Submission) Ref() Ref { return Ref{Campus: s.Campus, ID: s.ExamID} }
 
 // Summary carries the headline measurements so status can show them
 // without reading the report object.

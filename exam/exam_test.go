@@ -20,13 +20,30 @@ func TestValidateIDRefusesWhatCannotBeAKey(t *testing.T) {
 	}
 }
 
-func TestScanKeyDependsOnDigestAndNeverOnPatient(t *testing.T) {
-	a, b := ScanKey("E1", "aaaaaaaaaaaaaaaaaaaa"), ScanKey("E1", "bbbbbbbbbbbbbbbbbbbb")
+func TestKeysSeparateCampusesAndScans(t *testing.T) {
+	north, south := Ref{Campus: "north", ID: "E1"}, Ref{Campus: "south", ID: "E1"}
+	a, b := ScanKey(north, "aaaaaaaaaaaaaaaaaaaa"), ScanKey(north, "bbbbbbbbbbbbbbbbbbbb")
 	if a == b {
 		t.Fatalf("different scans share key %s", a)
 	}
-	if a != "exams/E1/scan-aaaaaaaaaaaaaaaa.dcm" {
+	if a != "exams/north/E1/scan-aaaaaaaaaaaaaaaa.dcm" {
 		t.Errorf("ScanKey = %s", a)
+	}
+	if ReportJSONKey(north) == ReportJSONKey(south) {
+		t.Error("two campuses' E1 share a report key")
+	}
+}
+
+func TestCampusNamesCannotEscapeAKey(t *testing.T) {
+	for _, c := range []string{"north", "campus-2", "a"} {
+		if err := ValidateCampus(c); err != nil {
+			t.Errorf("ValidateCampus(%q) = %v", c, err)
+		}
+	}
+	for _, c := range []string{"", "North", "../x", "a/b", "-x", "a b", "a_b", string(make([]byte, 64))} {
+		if ValidateCampus(c) == nil {
+			t.Errorf("ValidateCampus(%q) accepted", c)
+		}
 	}
 }
 

@@ -40,7 +40,7 @@ type Header struct {
 
 // Identity is the identifying data a device writes into a scan.
 type Identity struct {
-	PatientName, PatientBirthDate, OtherPatientIDs, AccessionNumber string
+	PatientName, PatientBirthDate, OtherPatientIDs, AccessionNumber      string
 	InstitutionName, ReferringPhysician, OperatorsName, StudyDescription string
 	StudyDate, DeviceSerialNumber                                        string
 }

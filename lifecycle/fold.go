@@ -74,6 +74,9 @@ type Record struct {
 	LastFailure       *Failure
 	// Summary is the headline result, once the measure stage has run.
 	Summary *exam.Summary
+	// Report is where the report stage wrote the report: runs from before
+	// campuses were tenants wrote it under other keys than today's.
+	Report *contract.ReportKeys
 	// Result is the pipeline's result once it completed.
 	Result *contract.ExamResult
 	// Review is the clinician's review once the report exists.
@@ -156,7 +159,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			var in contract.ExamInput
 			_ = f.decode(a.GetInput(), &in)
 			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
-			r.LastFailure, r.Result, r.Summary, r.Attempt, r.Node = nil, nil, nil, 0, ""
+			r.LastFailure, r.Result, r.Summary, r.Report, r.Attempt, r.Node = nil, nil, nil, nil, 0, ""
 			if n == 0 || in.Rerun == nil {
 				f.add(at, Created, "", f.memoString(a.GetMemo(), MemoSubmitter), nil)
 				continue
@@ -209,6 +212,9 @@ func (f *folder) pipelineRun(n int, run Run) {
 			}
 			if out.Summary != nil {
 				r.Summary = out.Summary
+			}
+			if f.stages[a.GetScheduledEventId()] == exam.Render && len(out.Keys) == 2 {
+				r.Report = &contract.ReportKeys{JSONKey: out.Keys[0], PDFKey: out.Keys[1]}
 			}
 			// A stage lost with its node names that node in its result.
 			if i, ok := f.retries[a.GetScheduledEventId()]; ok && out.RecoveredFrom != nil && out.RecoveredFrom.Node != "" {

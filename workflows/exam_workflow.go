@@ -84,7 +84,7 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 		}
 		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
-	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.ExamID), PDFKey: exam.ReportPDFKey(in.Submission.ExamID)}
+	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.Ref()), PDFKey: exam.ReportPDFKey(in.Submission.Ref())}
 	switch workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 2) {
 	case 2:
 		// The review is its own workflow and outlives this one. It runs
@@ -226,7 +226,7 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 func (p *pipeline) startReview(ctx workflow.Context) error {
 	sub := p.in.Submission
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            contract.ReviewWorkflowID(sub.ExamID),
+		WorkflowID:            contract.ReviewWorkflowID(sub.Ref()),
 		TaskQueue:             exam.WorkflowQueue,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
