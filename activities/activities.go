@@ -52,6 +52,9 @@ type Activities struct {
 	// Backends run the image stages: the pure-Go reference algorithms,
 	// unless a stage is pointed at a served model.
 	Backends inference.Backends
+	// Scans and Index serve the scan sweep (CPU workers only).
+	Scans ScanStore
+	Index ScanIndex
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -223,11 +226,22 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			Quality:      report.ScanQuality(figs),
 			Algorithms:   a.algorithms(),
 		}
+		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
+		// A report stands once written: a retry of the same run rewrites
+		// the same report, another run never replaces it.
+		rep.Run = info.WorkflowExecution.RunID
+		var existing report.Report
+		switch err := a.getJSON(ctx, jsonKey, &existing); {
+		case err == nil && existing.Run != "" && existing.Run != rep.Run:
+			return temporal.NewNonRetryableApplicationError("the exam already has a report, from another run; it is not overwritten",
+				contract.ErrTypeReportExists, nil)
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return err
+		}
 		pdf, err := report.PDF(rep, figs)
 		if err != nil {
 			return err
 		}
-		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		if err := a.putJSON(ctx, jsonKey, rep); err != nil {
 			return err
 		}

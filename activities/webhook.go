@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,16 +54,25 @@ func Sign(secret []byte, ts int64, body []byte) string {
 type CallbackGuard struct {
 	hosts    map[string]bool
 	prefixes []netip.Prefix
+	ports    map[string]bool // ports besides 443 that any callback may use
 }
 
-// NewCallbackGuard parses an allow-list of host names and CIDR prefixes,
-// e.g. "ws.radiology.example, 10.20.0.0/16, 127.0.0.0/8".
+// NewCallbackGuard parses an allow-list of host names, CIDR prefixes and
+// ports, e.g. "ws.radiology.example, 10.20.0.0/16, 127.0.0.0/8, :8443".
+// An allow-listed host or range may be reached on any port and over
+// plain http; any other host only over https, on 443 or an allow-listed
+// port.
 func NewCallbackGuard(allow string) (*CallbackGuard, error) {
-	g := &CallbackGuard{hosts: map[string]bool{}}
+	g := &CallbackGuard{hosts: map[string]bool{}, ports: map[string]bool{}}
 	for _, item := range strings.Split(allow, ",") {
 		item = strings.TrimSpace(item)
 		switch {
 		case item == "":
+		case strings.HasPrefix(item, ":") && !strings.HasPrefix(item, "::"):
+			if n, err := strconv.Atoi(item[1:]); err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("callback allow-list entry %q: want :<port>", item)
+			}
+			g.ports[item[1:]] = true
 		case strings.Contains(item, "/"):
 			p, err := netip.ParsePrefix(item)
 			if err != nil {
@@ -102,8 +112,14 @@ func (g *CallbackGuard) Check(raw string) error {
 	} else if host == "localhost" || strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".internal") {
 		return fmt.Errorf("%w: %s is a local name", ErrCallbackRefused, host)
 	}
-	if u.Scheme != "https" && !g.allowedIP(host) {
+	if g.allowedIP(host) {
+		return nil
+	}
+	if u.Scheme != "https" {
 		return fmt.Errorf("%w: plain http only to allow-listed hosts", ErrCallbackRefused)
+	}
+	if port := u.Port(); port != "" && port != "443" && !g.ports[port] {
+		return fmt.Errorf("%w: port %s is not allowed (443, or one on the allow-list)", ErrCallbackRefused, port)
 	}
 	return nil
 }
@@ -122,14 +138,38 @@ func (g *CallbackGuard) allowed(ip netip.Addr) bool {
 	return false
 }
 
+// notPublic are ranges no callback may reach unless allow-listed, on top
+// of what netip classifies: ranges that are not public, and IPv6 ranges
+// that embed an IPv4 address (which may be an internal one) and would
+// reach it through a translator or a tunnel.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible IPv6
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+	netip.MustParsePrefix("2001::/32"),       // Teredo
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("2002::/16"),       // 6to4
+	netip.MustParsePrefix("100::/64"),        // discard
+}
+
 // checkIP refuses internal addresses that are not allow-listed.
 func (g *CallbackGuard) checkIP(ip netip.Addr) error {
 	ip = ip.Unmap()
 	internal := ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) // carrier-grade NAT
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast()
+	for _, p := range notPublic {
+		internal = internal || p.Contains(ip)
+	}
 	if internal && !g.allowed(ip) {
-		return fmt.Errorf("%w: %s is an internal address", ErrCallbackRefused, ip)
+		return fmt.Errorf("%w: %s is not a public address", ErrCallbackRefused, ip)
 	}
 	return nil
 }
@@ -145,29 +185,45 @@ type Webhooks struct {
 	PublicURL string
 	// Timeout bounds one delivery (default 10 s).
 	Timeout time.Duration
+
+	once    sync.Once
+	clients [2]*http.Client // [0] guarded, [1] for allow-listed hosts
 }
 
-// client is an HTTP client whose dialer refuses internal addresses after
-// DNS resolution, so a name that resolves (or re-resolves) to an internal
-// address is caught too.
+// client is the HTTP client of a delivery: one per guard for the life of
+// the process, so connections are reused and bounded. Its dialer refuses
+// internal addresses after DNS resolution, so a name that resolves (or
+// re-resolves) to an internal address is caught too; an allow-listed
+// host skips that check.
 func (w *Webhooks) client(allowHost bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	if !allowHost {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("%w: %v", ErrCallbackRefused, err)
-			}
-			return w.Guard.checkIP(ap.Addr())
+	w.once.Do(func() {
+		timeout := w.Timeout
+		if timeout == 0 {
+			timeout = 10 * time.Second
 		}
+		for i, guarded := range []bool{true, false} {
+			dialer := &net.Dialer{Timeout: 5 * time.Second}
+			if guarded {
+				dialer.Control = func(_, address string, _ syscall.RawConn) error {
+					ap, err := netip.ParseAddrPort(address)
+					if err != nil {
+						return fmt.Errorf("%w: %v", ErrCallbackRefused, err)
+					}
+					return w.Guard.checkIP(ap.Addr())
+				}
+			}
+			w.clients[i] = &http.Client{Timeout: timeout,
+				Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil,
+					MaxIdleConns: 32, MaxIdleConnsPerHost: 2, MaxConnsPerHost: 8, IdleConnTimeout: 30 * time.Second,
+					TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: timeout},
+				// A redirect could lead anywhere; workstations answer directly.
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+	})
+	if allowHost {
+		return w.clients[1]
 	}
-	timeout := w.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil},
-		// A redirect could lead anywhere; workstations answer directly.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return w.clients[0]
 }
 
 // ReportReady is the event pushed to the clinician's workstation.

@@ -21,12 +21,17 @@ import (
 // event after it. Without Last-Event-ID the stream starts with the
 // events the inbox still holds (its last 1000).
 func (s *Server) notifications(c echo.Context) error {
+	who := principal(c)
 	campus := c.QueryParam("campus")
 	if campus == "" {
-		campus = principal(c).Campus
+		campus = who.Campus
 	}
 	if campus == "" {
 		return problem(http.StatusBadRequest, "malformed-request", "campus is required (?campus=)")
+	}
+	if !campusAllowed(who, campus) {
+		// Not 403: nobody learns which campuses exist.
+		return problem(http.StatusNotFound, "not-found", "no campus "+campus)
 	}
 	var last int64
 	if h := c.Request().Header.Get("Last-Event-ID"); h != "" {

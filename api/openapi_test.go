@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"octflow/codec"
 )
 
 func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
@@ -23,11 +25,20 @@ func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
 		}
 	}
 	tokens, _ := NewTokens(nil)
-	srv := newServer(t, Config{Tokens: tokens})
+	keys, _ := codec.NewKeys("k")
+	sealer, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, PayloadCodec: sealer})
 	param := regexp.MustCompile(`:(\w+)`)
+	wildcard := regexp.MustCompile(`\*$`)
 	var routed []string
 	for _, r := range srv.echo.Routes() {
-		routed = append(routed, r.Method+" "+param.ReplaceAllString(r.Path, "{$1}"))
+		if strings.HasPrefix(r.Method, "echo_") { // Echo's own not-found routes of a group
+			continue
+		}
+		routed = append(routed, r.Method+" "+wildcard.ReplaceAllString(param.ReplaceAllString(r.Path, "{$1}"), "{path}"))
 	}
 	// /metrics is routed only when a registry is given.
 	routed = append(routed, "GET /metrics")

@@ -44,6 +44,8 @@ var titles = map[string]string{
 	"internal":           "Internal error",
 	"method-not-allowed": "Method not allowed",
 	"rate-limited":       "Too many requests",
+	"too-slow":           "The upload arrives too slowly",
+	"ambiguous-exam":     "The exam ID is used in several of your campuses",
 	"not-ready":          "Not ready",
 }
 

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,13 +20,14 @@ import (
 // under the policy in force now. The new run names the one it follows,
 // so the exam's timeline shows both. Anything but a DEAD exam is 409.
 func (s *Server) rerunExam(c echo.Context) error {
-	desc, err := s.examFromPath(c)
+	f, err := s.findExam(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
+	desc := f.desc
 	info := desc.GetWorkflowExecutionInfo()
-	id := examIDOf(info.GetExecution().GetWorkflowId())
+	id := f.ref.ID
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
 		enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
@@ -63,15 +63,15 @@ func (s *Server) rerunExam(c echo.Context) error {
 	if err != nil && !errors.As(err, &started) {
 		return unavailable(ctx, err)
 	}
-	s.cfg.Logger.Info("exam rerun", zap.String("examId", id), zap.String("by", who.Name))
-	desc, err = s.describe(ctx, id)
-	if err != nil {
+	s.cfg.Logger.Info("exam rerun", zap.String("campus", f.ref.Campus), zap.String("examId", id), zap.String("by", who.Name))
+	s.audit(c, "rerun", f.ref, http.StatusAccepted)
+	if f.desc, err = s.cfg.Temporal.DescribeWorkflowExecution(ctx, f.workflowID(), ""); err != nil {
 		return unavailable(ctx, err)
 	}
-	st, err := s.status(ctx, desc)
+	st, err := s.status(ctx, f)
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, "/v1/exams/"+url.PathEscape(id))
+	c.Response().Header().Set(echo.HeaderLocation, examLocation(f.ref))
 	return c.JSON(http.StatusAccepted, st)
 }

@@ -24,6 +24,7 @@ type ReviewRequest struct {
 // ReviewResponse says where the review stands after the decision.
 type ReviewResponse struct {
 	ExamID string            `json:"examId"`
+	Campus string            `json:"campus"`
 	Review exam.ReviewStatus `json:"review"`
 }
 
@@ -34,7 +35,7 @@ type ReviewResponse struct {
 // (it refuses, or, for an exam from before the review had its own
 // workflow, takes the decision).
 func (s *Server) postReview(c echo.Context) error {
-	desc, err := s.examFromPath(c)
+	f, err := s.findExam(c)
 	if err != nil {
 		return err
 	}
@@ -52,31 +53,31 @@ func (s *Server) postReview(c echo.Context) error {
 		return problem(http.StatusBadRequest, "malformed-request", "note is longer than 4000 characters")
 	}
 	ctx := c.Request().Context()
-	run := desc.GetWorkflowExecutionInfo().GetExecution()
-	id := examIDOf(run.GetWorkflowId())
 	req := contract.ReviewRequest{Decision: decision, Note: body.Note, By: principal(c).Name}
 	refused := func(detail string) error {
+		s.audit(c, "review", f.ref, http.StatusConflict)
 		p := problem(http.StatusConflict, "review-refused", detail)
-		p.ExamID = id
+		p.ExamID = f.ref.ID
 		return p
 	}
 
-	status, err := s.review(ctx, contract.ReviewWorkflowID(id), "", req)
+	status, err := s.review(ctx, contract.ReviewWorkflowID(f.ref), "", req)
 	if isNotFound(err) {
-		status, err = s.review(ctx, run.GetWorkflowId(), run.GetRunId(), req)
+		status, err = s.review(ctx, f.workflowID(), f.runID(), req)
 	}
 	var app *temporal.ApplicationError
 	switch {
 	case errors.As(err, &app): // the validator's refusal
 		return refused(app.Error())
-	case isNotFound(err) && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+	case isNotFound(err) && f.desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 		return refused("the exam's review window has closed")
 	case isNotFound(err):
 		return refused("the exam has no report to review")
 	case err != nil:
 		return unavailable(ctx, err)
 	}
-	return c.JSON(http.StatusOK, ReviewResponse{ExamID: id, Review: status})
+	s.audit(c, "review", f.ref, http.StatusOK)
+	return c.JSON(http.StatusOK, ReviewResponse{ExamID: f.ref.ID, Campus: f.ref.Campus, Review: status})
 }
 
 // review sends req to the workflow that holds the exam's review.

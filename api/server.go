@@ -7,16 +7,19 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"octflow/activities"
@@ -28,7 +31,7 @@ import (
 type ObjectStore interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
 	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
-	Delete(ctx context.Context, key string) error
+	Exists(ctx context.Context, key string) (bool, error)
 	Ping(ctx context.Context) error
 }
 
@@ -41,6 +44,10 @@ type Config struct {
 	Tokens        *Tokens
 	Pseudonymizer *Pseudonymizer
 	Logger        *zap.Logger
+	// Audit receives one entry per read or change of an exam: who, which
+	// exam, what, the answer. No patient data. Default: Logger named
+	// "audit".
+	Audit *zap.Logger
 	// Codec decodes what Temporal stores: the converters the Temporal
 	// client was built with (default: Temporal's own).
 	Codec lifecycle.Codec
@@ -61,12 +68,31 @@ type Config struct {
 	NotifyPoll time.Duration
 	// DeviceRate limits each device's submissions.
 	DeviceRate RateLimit
-	// MaxConcurrentUploads bounds the uploads being received and
-	// validated at once (default 4): validation holds a whole volume in
-	// memory. UploadWait is how long a submission may wait for a turn
-	// (default 30 s) before it is answered 503 with Retry-After.
-	MaxConcurrentUploads int
-	UploadWait           time.Duration
+	// Uploads bounds what uploads may take of the gateway.
+	Uploads UploadLimits
+	// PayloadCodec, when set, is served at /codec/encode and
+	// /codec/decode for admins and clinicians, so the Temporal Web UI
+	// can show sealed payloads; CodecOrigins are the Web UI origins that
+	// may call it from a browser.
+	PayloadCodec converter.PayloadCodec
+	CodecOrigins []string
+}
+
+// UploadLimits bound what uploads may take of the gateway. Zero fields
+// take the defaults.
+type UploadLimits struct {
+	// Validating bounds the scans being validated at once (default 4):
+	// validation holds a whole volume in memory. A scan takes a turn only
+	// once it has been received in full. Wait is how long it may wait
+	// for a turn (default 30 s) before it is answered 503 with
+	// Retry-After.
+	Validating int
+	Wait       time.Duration
+	// PerDevice bounds one device's uploads in flight (default 2); over
+	// it a device gets 429.
+	PerDevice int
+	// Pace bounds how slowly an upload may arrive (408 below it).
+	Pace UploadPace
 }
 
 // Server is the HTTP gateway.
@@ -76,6 +102,9 @@ type Server struct {
 	uploads chan struct{} // one token per upload in progress
 	// illegal counts forbidden moves found while folding histories.
 	illegal prometheus.Counter
+	// deviceUploads counts each device's uploads in flight.
+	deviceMu      sync.Mutex
+	deviceUploads map[string]int
 }
 
 // New builds the gateway and its routes.
@@ -98,13 +127,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.NotifyPoll == 0 {
 		cfg.NotifyPoll = time.Second
 	}
-	if cfg.MaxConcurrentUploads <= 0 {
-		cfg.MaxConcurrentUploads = 4
+	u := &cfg.Uploads
+	u.Validating = cmp.Or(max(u.Validating, 0), 4)
+	u.Wait = cmp.Or(u.Wait, 30*time.Second)
+	u.PerDevice = cmp.Or(max(u.PerDevice, 0), 2)
+	u.Pace.Idle = cmp.Or(u.Pace.Idle, 30*time.Second)
+	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
+	u.Pace.MinRate = cmp.Or(u.Pace.MinRate, 16<<10)
+	if cfg.Audit == nil {
+		cfg.Audit = cfg.Logger.Named("audit")
 	}
-	if cfg.UploadWait == 0 {
-		cfg.UploadWait = 30 * time.Second
-	}
-	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
+	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), deviceUploads: map[string]int{},
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octflow_timeline_illegal_transitions_total",
 			Help: "State transitions the lifecycle table forbids, found while folding an exam's history.",
@@ -126,6 +159,9 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/openapi.yaml", serveOpenAPI)
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
+	}
+	if cfg.PayloadCodec != nil {
+		s.codecRoutes(e)
 	}
 	v1 := e.Group("/v1")
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate))
@@ -179,4 +215,14 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			zap.String("principal", principal(c).Name))
 		return nil
 	}
+}
+
+// audit records one read or change of an exam in the audit log: who,
+// with what role, which exam, what, and the answer's status. It names
+// exams by campus and ID, never a patient.
+func (s *Server) audit(c echo.Context, action string, ref exam.Ref, status int) {
+	who := principal(c)
+	s.cfg.Audit.Info(action, zap.String("principal", who.Name), zap.String("role", string(who.Role)),
+		zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Int("status", status),
+		zap.String("requestId", c.Response().Header().Get(echo.HeaderXRequestID)))
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
 	"octflow/contract"
@@ -20,6 +18,7 @@ import (
 // ExamStatus is the body of GET /v1/exams/{examId}.
 type ExamStatus struct {
 	ExamID            string             `json:"examId"`
+	Campus            string             `json:"campus"`
 	State             lifecycle.State    `json:"state"`
 	Stage             exam.Stage         `json:"stage,omitempty"`
 	Priority          exam.Priority      `json:"priority"`
@@ -47,10 +46,11 @@ type ReportInfo struct {
 // maxRuns bounds how many earlier runs of a rerun exam are read.
 const maxRuns = 20
 
-// record folds everything Temporal holds about the exam that desc
-// describes (its latest pipeline run) into its lifecycle.Record: the
-// earlier runs a rerun follows, the pending stage, and the review.
-func (s *Server) record(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (*lifecycle.Record, error) {
+// record folds everything Temporal holds about an exam (its latest
+// pipeline run, the earlier runs a rerun follows, the pending stage and
+// the review) into its lifecycle.Record.
+func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, error) {
+	desc := f.desc
 	info := desc.GetWorkflowExecutionInfo()
 	id := info.GetExecution().GetWorkflowId()
 	latest, err := s.history(ctx, id, info.GetExecution().GetRunId())
@@ -73,7 +73,7 @@ func (s *Server) record(ctx context.Context, desc *workflowservice.DescribeWorkf
 	// desc: the run may have completed between the two reads.
 	var review *lifecycle.Run
 	if n := len(latest); n > 0 && latest[n-1].GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
-		events, err := s.history(ctx, contract.ReviewWorkflowID(examIDOf(id)), "")
+		events, err := s.history(ctx, contract.ReviewWorkflowID(f.ref), "")
 		switch {
 		case err == nil:
 			review = &lifecycle.Run{Events: events}
@@ -105,19 +105,18 @@ func (s *Server) history(ctx context.Context, workflowID, runID string) ([]*hist
 }
 
 // status is an exam's status: where its lifecycle.Record ends.
-func (s *Server) status(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (*ExamStatus, error) {
-	rec, err := s.record(ctx, desc)
+func (s *Server) status(ctx context.Context, f *examFound) (*ExamStatus, error) {
+	rec, err := s.record(ctx, f)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	id := examIDOf(desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId())
 	st := &ExamStatus{
-		ExamID: id, State: rec.State, Stage: rec.Stage, Priority: rec.Priority, EffectivePriority: rec.EffectivePriority,
+		ExamID: f.ref.ID, Campus: f.ref.Campus, State: rec.State, Stage: rec.Stage, Priority: rec.Priority, EffectivePriority: rec.EffectivePriority,
 		Attempt: rec.Attempt, Node: rec.Node, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,
 		LastFailure: rec.LastFailure, Runs: rec.Runs,
 	}
-	if rec.State == lifecycle.Completed {
-		st.Report = &ReportInfo{JSONKey: exam.ReportJSONKey(id), PDFKey: exam.ReportPDFKey(id)}
+	if rec.State == lifecycle.Completed && rec.Report != nil {
+		st.Report = &ReportInfo{JSONKey: rec.Report.JSONKey, PDFKey: rec.Report.PDFKey}
 		if rec.Summary != nil {
 			st.Report.Summary = *rec.Summary
 		}
@@ -138,9 +137,4 @@ func unavailable(ctx context.Context, err error) error {
 		return problem(http.StatusServiceUnavailable, "unavailable", "the request ended before Temporal answered")
 	}
 	return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
-}
-
-// examIDOf is the exam ID in a pipeline's workflow ID.
-func examIDOf(workflowID string) string {
-	return strings.TrimPrefix(workflowID, contract.ExamWorkflowID(""))
 }

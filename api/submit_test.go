@@ -23,7 +23,7 @@ import (
 func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	tokens, err := NewTokens([]TokenEntry{
 		{SHA256: HashToken("dev-token"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("clin-token"), Principal: Principal{Name: "c", Role: RoleClinician}},
+		{SHA256: HashToken("clin-token"), Principal: Principal{Name: "c", Role: RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,20 +100,28 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	}
 }
 
-func TestPseudonymIsStableKeyedAndHidesTheID(t *testing.T) {
+func TestPseudonymIsStableKeyedPerCampusAndHidesTheID(t *testing.T) {
 	a, b := NewPseudonymizer([]byte("key-one-0123456789")), NewPseudonymizer([]byte("key-two-0123456789"))
-	ref := a.Ref("PAT-0042")
-	if ref != a.Ref("PAT-0042") {
+	ref := a.Ref("north", "PAT-0042")
+	if ref != a.Ref("north", "PAT-0042") {
 		t.Error("pseudonym not stable")
 	}
-	if ref == b.Ref("PAT-0042") {
+	if ref == b.Ref("north", "PAT-0042") {
 		t.Error("pseudonym does not depend on the key")
+	}
+	if ref == a.Ref("south", "PAT-0042") {
+		t.Error("two campuses share a pseudonym: a campus is a tenant")
 	}
 	if strings.Contains(ref, "0042") || !strings.HasPrefix(ref, "pt-") || len(ref) != 27 {
 		t.Errorf("pseudonym %q", ref)
 	}
-	if a.Ref("") != "" {
+	if a.Ref("north", "") != "" {
 		t.Error("empty ID must give no pseudonym")
+	}
+	uid := a.UID("1.3.6.1.4.1.9590.100.1.2.1111")
+	if uid != a.UID("1.3.6.1.4.1.9590.100.1.2.1111") || uid == b.UID("1.3.6.1.4.1.9590.100.1.2.1111") ||
+		!strings.HasPrefix(uid, "2.25.") || len(uid) > 64 || strings.Contains(uid, "9590") {
+		t.Errorf("UID replacement %q", uid)
 	}
 }
 
@@ -122,6 +130,9 @@ func TestNewTokensRejectsIncompleteEntries(t *testing.T) {
 		{SHA256: "abc", Principal: Principal{Role: RoleAdmin}},
 		{SHA256: HashToken("t"), Principal: Principal{Role: "root"}},
 		{SHA256: HashToken("t"), Principal: Principal{Role: RoleDevice, DeviceID: "d"}},
+		{SHA256: HashToken("t"), Principal: Principal{Role: RoleDevice, DeviceID: "d", Campus: "north", Campuses: []string{"south"}}},
+		{SHA256: HashToken("t"), Principal: Principal{Role: RoleClinician}},
+		{SHA256: HashToken("t"), Principal: Principal{Role: RoleClinician, Campuses: []string{"North Campus"}}},
 	} {
 		if _, err := NewTokens([]TokenEntry{e}); err == nil {
 			t.Errorf("NewTokens accepted %+v", e)
@@ -162,52 +173,124 @@ func TestADeviceOverItsRateGets429WithRetryAfter(t *testing.T) {
 	}
 }
 
-func TestUploadsBeyondTheConcurrencyLimitWaitThenGet503(t *testing.T) {
+// stall starts an upload from token that sends part of its scan and
+// then waits; finish ends it with err and returns its status.
+func stall(srv *Server, token string) (finish func(error) int) {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	req := httptest.NewRequest(http.MethodPost, "/v1/exams", pr)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		done <- rec.Code
+	}()
+	part, _ := mw.CreateFormFile("scan", "scan.dcm")
+	part.Write([]byte("partial")) // returns once the server has read it
+	return func(err error) int {
+		pw.CloseWithError(err)
+		return <-done
+	}
+}
+
+func twoDevices(t testing.TB, cfg Config) *Server {
+	t.Helper()
 	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
+		{SHA256: HashToken("dev-b"), Principal: Principal{Name: "b", Role: RoleDevice, DeviceID: "oct-b", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
-		MaxConcurrentUploads: 1, UploadWait: 100 * time.Millisecond})
-	// The first upload stalls mid-body and holds the only slot.
+	cfg.Tokens, cfg.Pseudonymizer = tokens, NewPseudonymizer([]byte("0123456789abcdef"))
+	return newServer(t, cfg)
+}
+
+func postScan(srv *Server, token, scan string) *httptest.ResponseRecorder {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, _ := mw.CreateFormFile("meta", "meta")
+	w.Write([]byte(`{"examId":"E1"}`))
+	w, _ = mw.CreateFormFile("scan", "scan.dcm")
+	w.Write([]byte(scan))
+	mw.Close()
+	req := httptest.NewRequest(http.MethodPost, "/v1/exams", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestAStalledUploadHoldsNoValidationSlot(t *testing.T) {
+	srv := twoDevices(t, Config{Uploads: UploadLimits{Validating: 1, Wait: 100 * time.Millisecond}})
+	finish := stall(srv, "dev-a")
+	// The only validation slot is free: b's scan is received, validated
+	// and refused on its merits, not turned away.
+	if rec := postScan(srv, "dev-b", "not a dicom file"); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("another device's upload while one stalls: %d, want 422 (validated)", rec.Code)
+	}
+	if code := finish(errors.New("device went away")); code != http.StatusBadRequest {
+		t.Errorf("the stalled upload ended with %d, want 400", code)
+	}
+}
+
+func TestADeviceOverItsConcurrentUploadsGets429(t *testing.T) {
+	srv := twoDevices(t, Config{Uploads: UploadLimits{PerDevice: 1}})
+	finish := stall(srv, "dev-a")
+	rec := postScan(srv, "dev-a", "x")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a's second upload while its first runs: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := postScan(srv, "dev-b", "x"); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("device b was limited by a's upload: %d", rec.Code)
+	}
+	finish(errors.New("device went away"))
+	if rec := postScan(srv, "dev-a", "x"); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("a's upload once its first ended: %d", rec.Code)
+	}
+}
+
+func TestATrickledUploadIsCutOffWith408(t *testing.T) {
+	srv := twoDevices(t, Config{Uploads: UploadLimits{Pace: UploadPace{Idle: time.Minute, Grace: 200 * time.Millisecond, MinRate: 1 << 20}}})
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
-	first := httptest.NewRequest(http.MethodPost, "/v1/exams", pr)
-	first.Header.Set("Content-Type", mw.FormDataContentType())
-	first.Header.Set("Authorization", "Bearer dev")
-	done := make(chan int)
+	req := httptest.NewRequest(http.MethodPost, "/v1/exams", pr)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer dev-a")
+	done := make(chan *httptest.ResponseRecorder)
 	go func() {
 		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, first)
-		done <- rec.Code
+		srv.ServeHTTP(rec, req)
+		done <- rec
 	}()
-	part, _ := mw.CreateFormFile("scan", "scan.dcm")
-	part.Write([]byte("partial")) // blocks until the server reads it
-	second := httptest.NewRequest(http.MethodPost, "/v1/exams", strings.NewReader("{}"))
-	second.Header.Set("Content-Type", "application/json")
-	second.Header.Set("Authorization", "Bearer dev")
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, second)
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("second upload while the first holds the slot: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	go func() { // a byte every 20 ms: 50 B/s against 1 MiB/s
+		part, _ := mw.CreateFormFile("scan", "scan.dcm")
+		for range 1000 {
+			if _, err := part.Write([]byte("x")); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	select {
+	case rec := <-done:
+		var p Problem
+		json.Unmarshal(rec.Body.Bytes(), &p)
+		if rec.Code != http.StatusRequestTimeout || p.Type != "urn:octflow:problem:too-slow" {
+			t.Errorf("trickle answered %d %s, want 408 too-slow", rec.Code, p.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a trickle held the upload for 10 s")
 	}
-	pw.CloseWithError(errors.New("device went away"))
-	if code := <-done; code != http.StatusBadRequest {
-		t.Errorf("stalled upload ended with %d, want 400", code)
-	}
-	// The slot is free again.
-	rec = httptest.NewRecorder()
-	srv.ServeHTTP(rec, second)
-	if rec.Code != http.StatusUnsupportedMediaType {
-		t.Errorf("after the slot freed: %d", rec.Code)
-	}
+	pw.Close()
 }
 
 // newServer builds a gateway for a test, under the production policy
 // unless the test sets one.
-func newServer(t *testing.T, cfg Config) *Server {
+func newServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Policy.MaxAttempts == 0 {
 		cfg.Policy = exam.DefaultPolicy()

@@ -10,13 +10,14 @@ import (
 // folded by lifecycle from the workflow histories (Temporal's
 // append-only event log) of every run of the exam and of its review.
 func (s *Server) getEvents(c echo.Context) error {
-	desc, err := s.examFromPath(c)
+	f, err := s.findExam(c)
 	if err != nil {
 		return err
 	}
-	rec, err := s.record(c.Request().Context(), desc)
+	rec, err := s.record(c.Request().Context(), f)
 	if err != nil {
 		return unavailable(c.Request().Context(), err)
 	}
+	s.audit(c, "read-events", f.ref, http.StatusOK)
 	return c.JSON(http.StatusOK, rec.Timeline)
 }

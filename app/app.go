@@ -6,7 +6,9 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,10 +21,12 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/codec"
 	"octflow/config"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
+	"octflow/lifecycle"
 	"octflow/storage"
 	"octflow/workers"
 )
@@ -60,6 +64,28 @@ type Options struct {
 	Faults activities.FaultFunc
 	// Backends run the image stages (default: the reference algorithms).
 	Backends inference.Backends
+	// Codec seals what this process sends through Temporal (nil: nothing
+	// is sealed, which only the dev stack allows).
+	Codec *codec.Codec
+	// TemporalTLS secures the connection to Temporal (nil: plain).
+	TemporalTLS *tls.Config
+	// APITLS, when set, serves the gateway over HTTPS.
+	APITLS *tls.Config
+	// CodecOrigins are the Web UI origins that may call the gateway's
+	// codec endpoint from a browser.
+	CodecOrigins []string
+	// SweepEvery and SweepGrace schedule the scan sweep (workers only;
+	// 0: none).
+	SweepEvery, SweepGrace time.Duration
+	// Uploads bounds the gateway's uploads (zero fields: defaults), and
+	// MaxScanBytes the size of a scan (0: 512 MiB).
+	Uploads      api.UploadLimits
+	MaxScanBytes int64
+	// Audit receives the gateway's audit log (default: Logger's "audit").
+	Audit *zap.Logger
+	// GatewayTemporal, when set, wraps the gateway's Temporal client:
+	// fault injection for the tests. Always nil in production.
+	GatewayTemporal func(client.Client) client.Client
 }
 
 // App is a running set of octflow parts.
@@ -71,6 +97,7 @@ type App struct {
 	nodes   []*gpuworker.Node
 	http    *http.Server
 	apiAddr string
+	scheme  string // "https" when the gateway serves TLS
 	served  chan error
 	metrics *workers.Metrics
 	mhttp   *http.Server
@@ -91,7 +118,10 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.metrics == nil {
 		a.metrics = workers.NewMetrics()
 	}
-	if a.client, err = workers.Dial(ctx, opts.Stack.TemporalAddr, opts.Stack.Namespace, opts.Identity, opts.Logger.Named("sdk"), a.metrics.SDK); err != nil {
+	dc, fc := codec.Converters(opts.Codec)
+	conv := lifecycle.Codec{Data: dc, Failure: fc}
+	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
+		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Codec: conv, TLS: opts.TemporalTLS}); err != nil {
 		return nil, err
 	}
 	if opts.MetricsAddr != "" {
@@ -104,11 +134,12 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go a.mhttp.Serve(ln)
 	}
-	acts := &activities.Activities{Store: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults,
+	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults,
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
 
 	if opts.Workers {
-		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout}); err != nil {
+		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
+			Codec: conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
 			return nil, err
 		}
 	}
@@ -127,11 +158,20 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.nodes = append(a.nodes, n)
 	}
 	if opts.APIAddr != "" {
-		gw, err := api.New(api.Config{
-			Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Policy: opts.Policy, Metrics: a.metrics.Handler(), Registerer: a.metrics.Registry,
-			Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate,
-		})
+		tc := a.client
+		if opts.GatewayTemporal != nil {
+			tc = opts.GatewayTemporal(tc)
+		}
+		gwCfg := api.Config{
+			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
+			Logger: opts.Logger.Named("api"), Audit: opts.Audit, Policy: opts.Policy, Metrics: a.metrics.Handler(),
+			Registerer: a.metrics.Registry, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
+			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins,
+		}
+		if opts.Codec != nil {
+			gwCfg.PayloadCodec = opts.Codec
+		}
+		gw, err := api.New(gwCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +180,13 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			return nil, fmt.Errorf("api listen: %w", err)
 		}
 		a.apiAddr = ln.Addr().String()
-		a.http = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+		if opts.APITLS != nil {
+			ln, a.scheme = tls.NewListener(ln, opts.APITLS), "https"
+		}
+		// Bodies are paced by the gateway (a deadline between reads and
+		// a minimum rate); headers must come at once, idle connections go.
+		a.http = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10}
 		a.served = make(chan error, 1)
 		go func() { a.served <- a.http.Serve(ln) }()
 	}
@@ -148,7 +194,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 }
 
 // APIURL is the gateway's base URL.
-func (a *App) APIURL() string { return "http://" + a.apiAddr }
+func (a *App) APIURL() string { return cmp.Or(a.scheme, "http") + "://" + a.apiAddr }
 
 // Client is the process's Temporal client.
 func (a *App) Client() client.Client { return a.client }

@@ -34,6 +34,10 @@ import (
 	"octflow/lifecycle"
 )
 
+// Uploaders is how many devices send the burst at once; the gateway
+// under test must admit that many uploads from the benchmark's token.
+const Uploaders = 8
+
 // Config is the scenario `octflow bench` runs (DESIGN §6): a burst
 // of exams through the real HTTP API of an embedded system whose GPU
 // nodes are separate processes in simulated GPU mode (each stage sleeps a
@@ -114,6 +118,8 @@ type System interface {
 	APIURL() string
 	// Tokens are a device's, a clinician's and an admin's.
 	Tokens() (device, clinician, admin string)
+	// Campus is the device's campus.
+	Campus() string
 	// Temporal is a client of the system's Temporal, to count runs.
 	Temporal() client.Client
 	// NodeEnv is the OCTFLOW_* environment a GPU node needs to join.
@@ -165,7 +171,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
-		if err := waitExams(ctx, sys.Temporal(), "probe-", i+1, 2*time.Minute); err != nil {
+		if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "probe-"}, i+1, 2*time.Minute); err != nil {
 			return nil, err
 		}
 		var tl []lifecycle.Entry
@@ -209,7 +215,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	var submitErr error
 	jobs := make(chan sent)
 	var wg sync.WaitGroup
-	for range 8 {
+	for range Uploaders {
 		wg.Go(func() {
 			for e := range jobs {
 				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
@@ -243,7 +249,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	fmt.Fprintf(w, "submitted %d exams in %.1f s; waiting for them (GPU-time limit %.0f s)\n",
 		c.Exams, time.Since(res.StartedAt).Seconds(), estimate.Seconds())
-	if err := waitExams(ctx, sys.Temporal(), "bench-", c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
+	if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "bench-"}, c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
 		return nil, err
 	}
 	res.NodeKills = <-killsDone
@@ -288,7 +294,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	for p, ws := range waits {
 		res.QueueWaitS[string(p)] = newWaitStats(ws)
 	}
-	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID("bench-"))
+	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: sys.Campus(), ID: "bench-"}))
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +354,7 @@ func waitNodesUp(ctx context.Context, admin *api.Client, n int) error {
 
 // waitExams waits until n exams whose IDs start with prefix are COMPLETED
 // or DEAD, as Temporal's visibility counts them.
-func waitExams(ctx context.Context, tc client.Client, prefix string, n int, timeout time.Duration) error {
+func waitExams(ctx context.Context, tc client.Client, prefix exam.Ref, n int, timeout time.Duration) error {
 	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
 		contract.ExamWorkflowID(prefix), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
 	deadline := time.Now().Add(timeout)
@@ -358,7 +364,7 @@ func waitExams(ctx context.Context, tc client.Client, prefix string, n int, time
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, prefix, timeout, err)
+			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, prefix.ID, timeout, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -36,6 +36,7 @@ func BindStack(s *Set) *Stack {
 	s.String(&c.S3.Endpoint, "s3-endpoint", "OCTFLOW_S3_ENDPOINT", "127.0.0.1:9000", "S3 endpoint host:port")
 	s.String(&c.S3.Bucket, "s3-bucket", "OCTFLOW_S3_BUCKET", "octflow", "S3 bucket")
 	s.Bool(&c.S3.UseTLS, "s3-tls", "OCTFLOW_S3_TLS", false, "use https for S3")
+	s.String(&c.S3.CAFile, "s3-ca-file", "OCTFLOW_S3_CA_FILE", "", "CA certificate(s) of the S3 endpoint (PEM; default: the system's)")
 	s.String(&c.S3.Region, "s3-region", "OCTFLOW_S3_REGION", "us-east-1", "S3 region")
 	s.Secret(&c.S3.AccessKey, "OCTFLOW_S3_ACCESS_KEY")
 	s.Secret(&c.S3.SecretKey, "OCTFLOW_S3_SECRET_KEY")

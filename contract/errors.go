@@ -16,6 +16,9 @@ const (
 	// time, without spending the stage's attempts, and the node's breaker
 	// does not count it.
 	ErrTypeInfrastructure = "Infrastructure"
+	// ErrTypeReportExists is a report stage that would overwrite the
+	// report another run of the exam wrote: reports are never replaced.
+	ErrTypeReportExists = "ReportExists"
 	// ErrTypeStageFailed is any other stage failure: retried with a
 	// jittered backoff up to the policy's attempts, and counted by the
 	// node's breaker.

@@ -13,7 +13,20 @@ const (
 	FleetWorkflow = "FleetWorkflow"
 	// InboxWorkflow keeps a campus's recent report-ready events.
 	InboxWorkflow = "InboxWorkflow"
+	// ScanSweepWorkflow removes stored scans no exam took.
+	ScanSweepWorkflow = "ScanSweepWorkflow"
 )
+
+// Activities other than the stages (whose names are exam.Stage's).
+const (
+	// ArchiveReview writes a review to the exam's objects.
+	ArchiveReview = "ArchiveReview"
+	// SweepScans removes stored scans no exam references.
+	SweepScans = "SweepScans"
+)
+
+// ScanSweepScheduleID is the Temporal schedule that runs the sweep.
+const ScanSweepScheduleID = "octflow-scan-sweep"
 
 // Queries, updates and signals.
 const (
@@ -55,3 +68,16 @@ const FleetWorkflowID = "octflow-fleet"
 
 // InboxWorkflowID is the workflow ID of a campus's inbox.
 func InboxWorkflowID(campus string) string { return "inbox-" + campus }
+
+// Memo fields of an exam's pipeline run, written by the gateway. They
+// identify no patient.
+const (
+	// MemoScanDigest is the SHA-256 of the scan as the device sent it.
+	MemoScanDigest = "scanDigest"
+	// MemoSubmissionID tells two racing submissions of one exam apart.
+	MemoSubmissionID = "submissionId"
+	// MemoDeviceID is the submitting device.
+	MemoDeviceID = "deviceId"
+	// MemoSubmitter names the principal who submitted the exam.
+	MemoSubmitter = "submittedBy"
+)

@@ -56,3 +56,26 @@ type InboxState struct {
 	// continues as new (0: the default, 2000).
 	HistoryLimit int `json:"historyLimit,omitempty"`
 }
+
+// ReviewArchive is what ArchiveReview writes to the exam's review.json:
+// every decision, kept with the report beyond Temporal's retention.
+type ReviewArchive struct {
+	Exam     exam.Ref          `json:"exam"`
+	Status   exam.ReviewStatus `json:"status"`
+	Reviews  []exam.Review     `json:"reviews"`
+	ClosesAt time.Time         `json:"closesAt"`
+	// Closed is set once the window has closed: the file is final.
+	Closed bool `json:"closed"`
+}
+
+// SweepInput tells the scan sweep how old a stored scan must be before
+// it may go: younger ones may belong to a submission still starting.
+type SweepInput struct {
+	Grace time.Duration `json:"grace"`
+}
+
+// SweepResult counts what a sweep saw and removed.
+type SweepResult struct {
+	Scans   int `json:"scans"`
+	Removed int `json:"removed"`
+}

@@ -41,7 +41,8 @@ type Config struct {
 	Namespace string
 	// Retention is how long closed exams stay in Temporal. Default 30 days.
 	Retention time.Duration
-	// CodecEndpoint, when set, lets the Web UI decode encrypted payloads.
+	// CodecEndpoint, when set, lets the Web UI decode encrypted payloads:
+	// the browser calls it with its cookies (the codec's sign-in).
 	CodecEndpoint string
 	// DynamicConfig overrides or adds server dynamic config keys on top of
 	// octflow's (see DefaultDynamicConfig).
@@ -221,7 +222,7 @@ func (s *Stack) startUI() error {
 		Port:                port,
 		TemporalGRPCAddress: s.cfg.TemporalAddr,
 		EnableUI:            true,
-		Codec:               uiconfig.Codec{Endpoint: s.cfg.CodecEndpoint},
+		Codec:               uiconfig.Codec{Endpoint: s.cfg.CodecEndpoint, IncludeCredentials: s.cfg.CodecEndpoint != ""},
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
 		DisableNewsFetch:    true,

@@ -18,12 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"octflow/activities"
 	"octflow/api"
 	"octflow/app"
+	"octflow/codec"
 	"octflow/config"
 	"octflow/devstack"
 	"octflow/exam"
@@ -59,21 +61,38 @@ type Config struct {
 	// default, 6000 a minute with bursts of 1000, for demos and tests
 	// that submit in bursts from the one demo device).
 	DeviceRate api.RateLimit
+	// Uploads bounds the gateway's uploads (zero fields: defaults).
+	Uploads api.UploadLimits
+	// SweepEvery and SweepGrace schedule the scan sweep (zero: every
+	// 10 minutes, scans older than an hour).
+	SweepEvery, SweepGrace time.Duration
+	// GatewayTemporal wraps the gateway's Temporal client: fault
+	// injection, tests only.
+	GatewayTemporal func(client.Client) client.Client
+	// Audit receives the gateway's audit log (default: the log's "audit").
+	Audit *zap.Logger
 }
 
 // Secrets are the demo credentials kept in the data dir so that they
-// survive restarts.
+// survive restarts. Two campuses are set up, each a tenant: the first
+// keeps the single keys (device, clinician, campus) older data dirs
+// had, and Devices and Clinicians list every token of both.
 type Secrets struct {
 	Device    string `json:"device"`
 	Clinician string `json:"clinician"`
 	Admin     string `json:"admin"`
 	DeviceID  string `json:"deviceId"`
 	Campus    string `json:"campus"`
+	// Devices and Clinicians are the demo tokens of both campuses.
+	Devices    []DeviceToken    `json:"devices"`
+	Clinicians []ClinicianToken `json:"clinicians"`
 	// WebhookSecret signs report-ready events to workstations.
 	WebhookSecret string `json:"webhookSecret"`
 	PseudonymKey  string `json:"-"`
 	TokensFile    string `json:"-"`
 	PseudonymFile string `json:"-"`
+	// CodecKeysFile holds the keys that seal Temporal payloads.
+	CodecKeysFile string `json:"-"`
 }
 
 // atLeast returns log raised to level, unless it is already stricter.
@@ -100,6 +119,8 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	stack, err := devstack.Start(ctx, devstack.Config{
 		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr,
+		// The Web UI shows sealed payloads through the gateway's codec.
+		CodecEndpoint: "http://" + cfg.APIAddr + "/codec",
 		// Temporal's own logs are verbose; warnings and errors are enough here.
 		Logger: atLeast(log.Named("temporal"), zapcore.WarnLevel),
 	})
@@ -119,6 +140,16 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		return nil, err
 	}
 	tokens, err := api.LoadTokens(secrets.TokensFile)
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	keys, err := codec.LoadKeys(secrets.CodecKeysFile)
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
+	sealer, err := codec.New(keys)
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -148,6 +179,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
 		Backends:        cfg.Backends,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+		Codec:           sealer, CodecOrigins: []string{stack.UIURL()},
+		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
+		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit,
 	})
 	if err != nil {
 		stack.Stop()
@@ -162,12 +196,32 @@ func (d *System) Stop() {
 	d.Stack.Stop()
 }
 
+// DeviceToken is a demo device's token.
+type DeviceToken struct {
+	Token    string `json:"token"`
+	DeviceID string `json:"deviceId"`
+	Campus   string `json:"campus"`
+}
+
+// ClinicianToken is a demo clinician's token.
+type ClinicianToken struct {
+	Token  string `json:"token"`
+	Campus string `json:"campus"`
+}
+
+// The demo campuses: the first one is the one data dirs always had.
+const (
+	FirstCampus  = "demo-campus"
+	SecondCampus = "north-campus"
+)
+
 // ensureDevSecrets creates, once, one token per role, the token-hash file
 // the API reads and the pseudonym key, all under dataDir.
 func ensureDevSecrets(dataDir string) (Secrets, error) {
 	s := Secrets{
 		TokensFile:    filepath.Join(dataDir, "tokens.json"),
 		PseudonymFile: filepath.Join(dataDir, "pseudonym.key"),
+		CodecKeysFile: filepath.Join(dataDir, "codec-keys.json"),
 	}
 	clearPath := filepath.Join(dataDir, "dev-tokens.json")
 	if b, err := os.ReadFile(clearPath); err == nil {
@@ -176,23 +230,45 @@ func ensureDevSecrets(dataDir string) (Secrets, error) {
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
 		s.Device, s.Clinician, s.Admin = "dev-device-"+randomHex(16), "dev-clinician-"+randomHex(16), "dev-admin-"+randomHex(16)
-		s.DeviceID, s.Campus = "demo-oct-1", "demo-campus"
+		s.DeviceID, s.Campus = "demo-oct-1", FirstCampus
 		if err := writeJSON(clearPath, s); err != nil {
 			return s, err
 		}
 	} else {
 		return s, fmt.Errorf("read dev tokens: %w", err)
 	}
+	changed := false
 	if s.WebhookSecret == "" { // data dirs from before webhooks were signed
-		s.WebhookSecret = "dev-webhook-" + randomHex(16)
+		s.WebhookSecret, changed = "dev-webhook-"+randomHex(16), true
+	}
+	if len(s.Devices) == 0 { // data dirs from before campuses were tenants
+		s.Devices = []DeviceToken{{s.Device, s.DeviceID, s.Campus},
+			{"dev-device-" + randomHex(16), "north-oct-1", SecondCampus}}
+		s.Clinicians = []ClinicianToken{{s.Clinician, s.Campus}, {"dev-clinician-" + randomHex(16), SecondCampus}}
+		changed = true
+	}
+	if changed {
 		if err := writeJSON(clearPath, s); err != nil {
 			return s, err
 		}
 	}
 	entries := []api.TokenEntry{
-		{SHA256: api.HashToken(s.Device), Principal: api.Principal{Name: "demo device", Role: api.RoleDevice, DeviceID: s.DeviceID, Campus: s.Campus}},
-		{SHA256: api.HashToken(s.Clinician), Principal: api.Principal{Name: "demo clinician", Role: api.RoleClinician, Campus: s.Campus}},
 		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},
+	}
+	// The first campus's principals keep the names they always had.
+	name := func(role, campus string) string {
+		if campus == s.Campus {
+			return "demo " + role
+		}
+		return campus + " " + role
+	}
+	for _, d := range s.Devices {
+		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(d.Token),
+			Principal: api.Principal{Name: name("device", d.Campus), Role: api.RoleDevice, DeviceID: d.DeviceID, Campus: d.Campus}})
+	}
+	for _, c := range s.Clinicians {
+		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(c.Token),
+			Principal: api.Principal{Name: name("clinician", c.Campus), Role: api.RoleClinician, Campus: c.Campus}})
 	}
 	if err := writeJSON(s.TokensFile, entries); err != nil {
 		return s, err
@@ -206,6 +282,15 @@ func ensureDevSecrets(dataDir string) (Secrets, error) {
 		return s, fmt.Errorf("pseudonym key: %w", err)
 	}
 	s.PseudonymKey = strings.TrimSpace(string(key))
+	if _, err := os.Stat(s.CodecKeysFile); errors.Is(err, os.ErrNotExist) {
+		keys, err := codec.NewKeys("dev-1")
+		if err != nil {
+			return s, err
+		}
+		if err := writeJSON(s.CodecKeysFile, keys); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -223,6 +308,7 @@ func joinEnv(sc config.Stack, s Secrets) []string {
 		"OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
 		"OCTFLOW_TOKENS_FILE=" + s.TokensFile,
 		"OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
+		"OCTFLOW_CODEC_KEYS_FILE=" + s.CodecKeysFile,
 		"OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
 		"OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
 	}

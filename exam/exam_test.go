@@ -77,3 +77,16 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 		t.Errorf("zeros that mean 'off' were refused: %v", err)
 	}
 }
+
+func TestParseScanKeyReadsBackWhatScanKeyWrote(t *testing.T) {
+	ref := Ref{Campus: "north", ID: "E-1.2"}
+	got, digest, ok := ParseScanKey(ScanKey(ref, "0123456789abcdef0123"))
+	if !ok || got != ref || digest != "0123456789abcdef" {
+		t.Errorf("ParseScanKey = %+v %q %v", got, digest, ok)
+	}
+	for _, k := range []string{"exams/E1/scan-0123.dcm", "exams/north/E1/report.json", "other/north/E1/scan-1.dcm", "exams/North/E1/scan-1.dcm"} {
+		if _, _, ok := ParseScanKey(k); ok {
+			t.Errorf("ParseScanKey(%q) accepted", k)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package exam
 
+import "strings"
+
 // Object keys. Every key is a pure function of the exam (and, for the
 // scan, of its digest), so a re-executed stage overwrites its own output
 // instead of leaving a second copy. Keys start with the exam's campus, so
@@ -46,3 +48,22 @@ func ReviewKey(r Ref) string { return r.prefix() + "review.json" }
 const ScansPrefix = "exams/"
 
 func (r Ref) prefix() string { return ScansPrefix + r.Campus + "/" + r.ID + "/" }
+
+// ParseScanKey reads the exam and the digest prefix out of a scan's key.
+// Keys from before campuses were tenants, and every other key, are not
+// scan keys.
+func ParseScanKey(key string) (r Ref, digest string, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(key, ScansPrefix), "/")
+	if !strings.HasPrefix(key, ScansPrefix) || len(parts) != 3 {
+		return Ref{}, "", false
+	}
+	name, found := strings.CutPrefix(parts[2], "scan-")
+	if digest, found = strings.CutSuffix(name, ".dcm"); !found || digest == "" {
+		return Ref{}, "", false
+	}
+	r = Ref{Campus: parts[0], ID: parts[1]}
+	if r.Validate() != nil {
+		return Ref{}, "", false
+	}
+	return r, digest, true
+}

@@ -161,7 +161,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
 			r.LastFailure, r.Result, r.Summary, r.Report, r.Attempt, r.Node = nil, nil, nil, nil, 0, ""
 			if n == 0 || in.Rerun == nil {
-				f.add(at, Created, "", f.memoString(a.GetMemo(), MemoSubmitter), nil)
+				f.add(at, Created, "", f.memoString(a.GetMemo(), contract.MemoSubmitter), nil)
 				continue
 			}
 			f.add(at, Created, "", in.Rerun.By, map[string]any{"rerun": n + 1, "previousRunId": in.Rerun.PreviousRunID})
@@ -523,6 +523,3 @@ func (c Codec) Input(run Run) (contract.ExamInput, error) {
 	}
 	return in, errors.New("the run has no start event")
 }
-
-// MemoSubmitter is the memo field naming who submitted the exam.
-const MemoSubmitter = "submittedBy"

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -40,7 +41,7 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 		{"exam_workflow_v2.json", "demo device"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			rec := Fold(DefaultCodec(), time.Now(), []Run{{Events: history(t, c.file)}}, nil)
+			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: history(t, c.file)}}, nil)
 			got := rec.Timeline
 			type step struct {
 				to    State
@@ -90,7 +91,7 @@ func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 				LastFailure: &failurepb.Failure{Message: "CUDA out of memory",
 					FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}},
 	}
-	got := Fold(DefaultCodec(), t0, []Run{{Events: events}}, nil).Timeline
+	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil).Timeline
 	if len(got) != 4 {
 		t.Fatalf("timeline %+v", got)
 	}
@@ -120,7 +121,7 @@ func TestFoldTimelineShowsAnAgingPromotion(t *testing.T) {
 					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
 		scheduled(10, 1802, "normal"),
 	}
-	got := Fold(DefaultCodec(), t0, []Run{{Events: events}}, nil).Timeline
+	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil).Timeline
 	if len(got) != 3 {
 		t.Fatalf("timeline %+v", got)
 	}
@@ -212,7 +213,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Fold(DefaultCodec(), time.Now(), c.runs, c.review)
+			r := Fold(corpusCodec(t), time.Now(), c.runs, c.review)
 			if len(r.Illegal) != 0 {
 				t.Errorf("illegal moves %v", r.Illegal)
 			}
@@ -253,7 +254,7 @@ func TestFoldPendingStageStates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
-			r := Fold(DefaultCodec(), t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
+			r := Fold(corpusCodec(t), t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
 			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 {
 				t.Errorf("state %s at %s (illegal %v), want %s", r.State, r.Stage, r.Illegal, c.want)
 			}
@@ -271,7 +272,7 @@ func TestFoldCountsAMoveTheTableForbids(t *testing.T) {
 	events := history(t, "exam_pipeline_v3.json")
 	late := &historypb.HistoryEvent{EventId: 999, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{}}}
-	r := Fold(DefaultCodec(), t0, []Run{{Events: append(events, late)}}, nil)
+	r := Fold(corpusCodec(t), t0, []Run{{Events: append(events, late)}}, nil)
 	if len(r.Illegal) != 1 || r.Illegal[0] != (ErrIllegalTransition{From: Completed, To: Dead}) {
 		t.Errorf("illegal moves %v, want COMPLETED → DEAD", r.Illegal)
 	}
@@ -287,3 +288,19 @@ func findEntry(r *Record, to State, stage exam.Stage) *Entry {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// corpusCodec opens the replay corpus's sealed payloads (see
+// workflows/testdata/README.md).
+func corpusCodec(t *testing.T) Codec {
+	t.Helper()
+	keys, err := codec.LoadKeys("../workflows/testdata/codec-keys.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, fc := codec.Converters(c)
+	return Codec{Data: dc, Failure: fc}
+}

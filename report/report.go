@@ -38,6 +38,9 @@ type Report struct {
 	Quality Quality `json:"quality"`
 	// Algorithms names the version of each stage that produced the result.
 	Algorithms map[string]string `json:"algorithms"`
+	// Run is the pipeline run that wrote the report: a report is never
+	// overwritten by another run.
+	Run string `json:"run,omitempty"`
 }
 
 // VolumeInfo describes the scan that was analysed.

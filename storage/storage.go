@@ -5,9 +5,13 @@ package storage
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -22,6 +26,9 @@ type Config struct {
 	Bucket    string
 	UseTLS    bool
 	Region    string // default us-east-1
+	// CAFile holds the endpoint's CA certificates (PEM) when they are not
+	// the system's.
+	CAFile string
 }
 
 // Store reads and writes objects in one bucket.
@@ -38,11 +45,25 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	client, err := minio.New(cfg.Endpoint, &minio.Options{
+	opts := &minio.Options{
 		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure: cfg.UseTLS,
 		Region: cfg.Region,
-	})
+	}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("s3 CA: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("s3 CA: %s holds no PEM certificate", cfg.CAFile)
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+		opts.Transport = t
+	}
+	client, err := minio.New(cfg.Endpoint, opts)
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
 	}
@@ -103,6 +124,36 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
+}
+
+// Exists reports whether key holds an object.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case minio.ToErrorResponse(err).Code == "NoSuchKey":
+		return false, nil
+	}
+	return false, fmt.Errorf("stat %s: %w", key, err)
+}
+
+// Object is a key and when its object was last written.
+type Object struct {
+	Key      string
+	Modified time.Time
+}
+
+// Objects lists the objects under prefix with their write times.
+func (s *Store) Objects(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, obj.Err)
+		}
+		out = append(out, Object{Key: obj.Key, Modified: obj.LastModified})
+	}
+	return out, nil
 }
 
 // List returns the keys under prefix.

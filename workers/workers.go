@@ -6,35 +6,59 @@ package workers
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"octflow/activities"
+	"octflow/contract"
 	"octflow/exam"
+	"octflow/lifecycle"
 	"octflow/workflows"
 )
 
+// DialOptions say how a process reaches Temporal.
+type DialOptions struct {
+	HostPort, Namespace, Identity string
+	Logger                        *zap.Logger
+	// Metrics may be nil.
+	Metrics client.MetricsHandler
+	// Codec holds the data and failure converters (which seal payloads
+	// when encryption is on); zero: Temporal's defaults.
+	Codec lifecycle.Codec
+	// TLS, when set, secures the connection (and, with a client
+	// certificate, authenticates it: mTLS).
+	TLS *tls.Config
+}
+
 // Dial connects to Temporal, waiting up to a minute for it to answer.
-// metrics may be nil.
-func Dial(ctx context.Context, hostPort, namespace, identity string, logger *zap.Logger, metrics client.MetricsHandler) (client.Client, error) {
+func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var lastErr error
 	for {
 		c, err := client.DialContext(ctx, client.Options{
-			HostPort:       hostPort,
-			Namespace:      namespace,
-			Identity:       identity,
-			Logger:         SDKLogger(logger),
-			MetricsHandler: metrics,
+			HostPort:          o.HostPort,
+			Namespace:         o.Namespace,
+			Identity:          o.Identity,
+			Logger:            SDKLogger(o.Logger),
+			MetricsHandler:    o.Metrics,
+			DataConverter:     o.Codec.Data,
+			FailureConverter:  o.Codec.Failure,
+			ConnectionOptions: client.ConnectionOptions{TLS: o.TLS},
 		})
 		if err == nil {
 			return c, nil
@@ -42,7 +66,7 @@ func Dial(ctx context.Context, hostPort, namespace, identity string, logger *zap
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dial temporal at %s: %w", hostPort, lastErr)
+			return nil, fmt.Errorf("dial temporal at %s: %w", o.HostPort, lastErr)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -54,6 +78,12 @@ type Options struct {
 	Identity string
 	// StopTimeout is how long Stop lets running stages finish (default 90 s).
 	StopTimeout time.Duration
+	// Codec decodes what Temporal stores: the converters the client was
+	// built with.
+	Codec lifecycle.Codec
+	// SweepEvery is how often the scan sweep runs (0: no schedule is
+	// made); SweepGrace how old a scan must be before it may go.
+	SweepEvery, SweepGrace time.Duration
 }
 
 // Start runs the workflow worker and the CPU stage worker until Stop.
@@ -73,6 +103,9 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs.Inbox = InboxPublisher{Client: c}
 	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
 	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
+	cpuActs.Index = ScanIndex{Client: c, Codec: opts.Codec}
+	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
+	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
 
 	if err := wf.Start(); err != nil {
 		return nil, fmt.Errorf("start workflow worker: %w", err)
@@ -81,7 +114,52 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		wf.Stop()
 		return nil, fmt.Errorf("start cpu worker: %w", err)
 	}
+	if opts.SweepEvery > 0 {
+		if err := scheduleSweep(c, opts.SweepEvery, opts.SweepGrace); err != nil {
+			wf.Stop()
+			cpu.Stop()
+			return nil, err
+		}
+	}
 	return &Workers{all: []worker.Worker{wf, cpu}}, nil
+}
+
+// scheduleSweep makes the schedule that runs the scan sweep, once: every
+// worker asks, the first one's schedule stands.
+func scheduleSweep(c client.Client, every, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      contract.ScanSweepScheduleID,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{ID: "octflow-scan-sweep", Workflow: contract.ScanSweepWorkflow,
+			Args: []any{contract.SweepInput{Grace: grace}}, TaskQueue: exam.WorkflowQueue},
+	})
+	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("schedule the scan sweep: %w", err)
+	}
+	return nil
+}
+
+// ScanIndex looks up, in Temporal, whether an exam took a stored scan.
+type ScanIndex struct {
+	Client client.Client
+	Codec  lifecycle.Codec
+}
+
+// ScanInUse reports whether the exam's latest run was submitted with the
+// scan whose digest starts with digest.
+func (x ScanIndex) ScanInUse(ctx context.Context, ref exam.Ref, digest string) (bool, error) {
+	desc, err := x.Codec.Describe(ctx, x.Client, ref)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return strings.HasPrefix(x.Codec.MemoString(desc, contract.MemoScanDigest), digest), nil
 }
 
 // Workers are running workers.

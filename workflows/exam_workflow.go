@@ -250,7 +250,7 @@ func (p *pipeline) startReview(ctx workflow.Context) error {
 // timeouts, retry policy, its bucket's fair share and, for a bucket that
 // ages, the schedule-to-start timeout.
 func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucket exam.Priority, aging time.Duration) workflow.Context {
-	final := []string{contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic}
+	final := []string{contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeReportExists}
 	if pol.InfraRetryFor > 0 {
 		// The workflow reschedules these itself, without spending attempts.
 		final = append(final, contract.ErrTypeInfrastructure)

@@ -27,7 +27,7 @@ func testInput() contract.ExamInput {
 	pol.RetryBase, pol.RetryCap, pol.HeartbeatTimeout = time.Second, 4*time.Second, time.Minute
 	return contract.ExamInput{
 		Submission: exam.Submission{ExamID: "E1", Priority: exam.Low, DeviceID: "dev-1", Campus: "north",
-			ScanKey: exam.ScanKey("E1", "abcdef0123456789abcdef"), ScanDigest: "abcdef0123456789abcdef",
+			ScanKey: exam.ScanKey(exam.Ref{Campus: "north", ID: "E1"}, "abcdef0123456789abcdef"), ScanDigest: "abcdef0123456789abcdef",
 			CallbackURL: "https://ws.example/hook"},
 		Policy: pol,
 	}
@@ -51,10 +51,18 @@ type stages struct {
 	// scheduled holds the options each stage was last scheduled with.
 	scheduled map[exam.Stage]workflow.ActivityOptions
 	timeouts  []time.Duration // every schedule-to-start timeout given, in order
+	// archives are the reviews written to review.json, in order.
+	archives []contract.ReviewArchive
 }
 
 func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{r}})
+	env.RegisterActivityWithOptions(func(_ context.Context, a contract.ReviewArchive) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.archives = append(r.archives, a)
+		return nil
+	}, activity.RegisterOptions{Name: contract.ArchiveReview})
 	for _, stage := range exam.Pipeline {
 		env.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 			r.mu.Lock()
@@ -147,7 +155,7 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Report.JSONKey != "exams/E1/report.json" || res.Report.PDFKey != "exams/E1/report.pdf" {
+	if res.Report.JSONKey != "exams/north/E1/report.json" || res.Report.PDFKey != "exams/north/E1/report.pdf" {
 		t.Errorf("report keys = %+v", res.Report)
 	}
 	if res.Summary.CentralSubfieldThicknessUm != 250 {

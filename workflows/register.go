@@ -14,4 +14,5 @@ func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	r.RegisterWorkflowWithOptions(FleetWorkflow, workflow.RegisterOptions{Name: contract.FleetWorkflow})
 	r.RegisterWorkflowWithOptions(InboxWorkflow, workflow.RegisterOptions{Name: contract.InboxWorkflow})
+	r.RegisterWorkflowWithOptions(ScanSweepWorkflow, workflow.RegisterOptions{Name: contract.ScanSweepWorkflow})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"octflow/contract"
@@ -25,6 +26,7 @@ var ErrReviewRefused = errors.New("review refused")
 // exists, and outlives it.
 func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
 	b := newReviewBook(in.Submission, in.Policy, in.Summary)
+	b.archive, b.archiving = true, workflow.NewMutex(ctx)
 	if err := workflow.SetQueryHandler(ctx, contract.ReviewQuery, func() (contract.ReviewState, error) { return b.state(), nil }); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register query: %w", err)
 	}
@@ -33,6 +35,10 @@ func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.Rev
 		return contract.ReviewState{}, fmt.Errorf("register review: %w", err)
 	}
 	b.await(ctx)
+	// The final review.json must exist: retried until the store answers.
+	if err := b.archiveTo(ctx, true); err != nil {
+		return b.state(), err
+	}
 	return b.state(), nil
 }
 
@@ -47,6 +53,12 @@ type reviewBook struct {
 	reminders int
 	closesAt  time.Time
 	closed    bool
+	// archive writes every decision to the exam's review.json; runs from
+	// before the review had its own workflow did not, and replay so.
+	// Writes go one at a time (archiving), each with the review as it
+	// stands then, so the last one written holds every decision.
+	archive   bool
+	archiving workflow.Mutex
 }
 
 func newReviewBook(sub exam.Submission, pol exam.Policy, summary exam.Summary) *reviewBook {
@@ -66,6 +78,19 @@ func (b *reviewBook) register(ctx workflow.Context, ready func() error) error {
 			b.reviews = append(b.reviews, exam.Review{At: workflow.Now(ctx), Decision: req.Decision, Note: req.Note, By: req.By})
 			b.status = b.status.After(req.Decision)
 			workflow.GetLogger(ctx).Info("review recorded", "decision", req.Decision, "status", b.status)
+			if b.archive {
+				// The decision stands in the workflow either way; if the
+				// store cannot take it now, the archive at the window's
+				// close will.
+				if err := b.archiving.Lock(ctx); err != nil {
+					return b.status, err
+				}
+				err := b.archiveTo(ctx, false)
+				b.archiving.Unlock()
+				if err != nil {
+					workflow.GetLogger(ctx).Warn("review not archived yet", "error", failureMessage(err))
+				}
+			}
 			return b.status, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.ReviewRequest) error {
@@ -75,6 +100,24 @@ func (b *reviewBook) register(ctx workflow.Context, ready func() error) error {
 			return b.refuse(req, workflow.Now(ctx))
 		}},
 	)
+}
+
+// archiveTo writes the review as it stands to the exam's review.json.
+// The last write, when the window has closed, is retried until the
+// store takes it.
+func (b *reviewBook) archiveTo(ctx workflow.Context, final bool) error {
+	opts := workflow.ActivityOptions{
+		TaskQueue:           exam.CPUQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5},
+	}
+	if final {
+		opts.ScheduleToCloseTimeout = 24 * time.Hour
+		opts.RetryPolicy.MaximumAttempts = 0
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ArchiveReview, contract.ReviewArchive{
+		Exam: b.sub.Ref(), Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Closed: final,
+	}).Get(ctx, nil)
 }
 
 // refuse says why a decision cannot be taken at now, or nil.

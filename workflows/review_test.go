@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func reviewStart(priority exam.Priority, window, reminder time.Duration) contrac
 }
 
 func TestReviewAcceptsOneFinalDecisionThenOnlyAmendments(t *testing.T) {
-	env, _ := newEnv(t, nil)
+	env, rec := newEnv(t, nil)
 	in := reviewStart(exam.Normal, time.Hour, 0)
 	env.SetStartTime(in.ReportAt)
 	outcomes := map[string]error{}
@@ -50,6 +52,14 @@ func TestReviewAcceptsOneFinalDecisionThenOnlyAmendments(t *testing.T) {
 	}
 	if res.Status != exam.ReviewAmended || len(res.Reviews) != 2 || res.Reviews[1].Decision != exam.Amend || res.Reviews[0].By != "dr test" {
 		t.Errorf("result = %s %+v", res.Status, res.Reviews)
+	}
+	// Each accepted decision, and the close, reached review.json.
+	var written []string
+	for _, a := range rec.archives {
+		written = append(written, fmt.Sprintf("%s/%d/%v", a.Status, len(a.Reviews), a.Closed))
+	}
+	if want := "approved/1/false amended/2/false amended/2/true"; strings.Join(written, " ") != want {
+		t.Errorf("archived %v, want %s", written, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/api"
 	"octflow/bench"
 	"octflow/config"
 	"octflow/devstack"
@@ -83,7 +84,9 @@ func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 		return nil, err
 	}
 	cfg := devsystem.Config{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
-		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second}
+		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second,
+		// One token stands for the campus's devices.
+		Uploads: api.UploadLimits{PerDevice: bench.Uploaders}}
 	d, err := devsystem.Start(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -99,5 +102,6 @@ func (b benchSystem) APIURL() string { return b.d.App.APIURL() }
 func (b benchSystem) Tokens() (device, clinician, admin string) {
 	return b.d.Secrets.Device, b.d.Secrets.Clinician, b.d.Secrets.Admin
 }
+func (b benchSystem) Campus() string          { return b.d.Secrets.Campus }
 func (b benchSystem) Temporal() client.Client { return b.d.App.Client() }
 func (b benchSystem) NodeEnv() []string       { return b.d.NodeEnv() }

@@ -41,6 +41,7 @@ func TestRecordReplayCorpus(t *testing.T) {
 	if dir == "" {
 		t.Skip("set OCTFLOW_RECORD_HISTORY_DIR to record the replay corpus")
 	}
+
 	t.Run("exams", func(t *testing.T) { recordExams(t, dir) })
 	t.Run("aging", func(t *testing.T) { recordAging(t, dir) })
 	t.Run("review", func(t *testing.T) { recordReview(t, dir) })
@@ -49,6 +50,21 @@ func TestRecordReplayCorpus(t *testing.T) {
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled
 // after an infrastructure failure, a DEAD exam and its rerun.
+// corpusKeys seals a harness's payloads as in production, with the
+// corpus's own test key (dir/codec-keys.json), so the replay test can
+// open what it replays.
+func corpusKeys(t *testing.T, dir string) func(*devsystem.Config) {
+	keys, err := os.ReadFile(filepath.Join(dir, "codec-keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(c *devsystem.Config) {
+		if err := os.WriteFile(filepath.Join(c.DataDir, "codec-keys.json"), keys, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func recordExams(t *testing.T, dir string) {
 	var mu sync.Mutex
 	failed := map[string]bool{}
@@ -59,7 +75,7 @@ func recordExams(t *testing.T, dir string) {
 		failed[id] = true
 		return first
 	}
-	h := newHarness(t, 1, func(c *devsystem.Config) {
+	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch id := examOf(ctx); {
 			case id == "corpus-retry" && stage == exam.Layers && once(id):
@@ -80,8 +96,8 @@ func recordExams(t *testing.T, dir string) {
 		}
 		h.waitTerminal(id)
 	}
-	deadRun := h.runID(contract.ExamWorkflowID("corpus-dead"))
-	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/corpus-dead/rerun", nil, http.StatusAccepted, nil)
+	deadRun := h.runID(h.examWF("corpus-dead"))
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/corpus-dead/rerun?campus="+h.sys.Secrets.Campus, nil, http.StatusAccepted, nil)
 	if st := h.waitTerminal("corpus-dead"); st.State != lifecycle.Completed {
 		t.Fatalf("rerun ended %s", st.State)
 	}
@@ -91,14 +107,14 @@ func recordExams(t *testing.T, dir string) {
 		"exam_infra_retry.json": "corpus-infra",
 		"exam_rerun_2.json":     "corpus-dead",
 	} {
-		h.saveRun(contract.ExamWorkflowID(id), "", filepath.Join(dir, file))
+		h.saveRun(h.examWF(id), "", filepath.Join(dir, file))
 	}
-	h.saveRun(contract.ExamWorkflowID("corpus-dead"), deadRun, filepath.Join(dir, "exam_rerun_1_dead.json"))
+	h.saveRun(h.examWF("corpus-dead"), deadRun, filepath.Join(dir, "exam_rerun_1_dead.json"))
 }
 
 // recordAging records a low exam promoted twice while no GPU node runs.
 func recordAging(t *testing.T, dir string) {
-	h := newHarness(t, 0, func(c *devsystem.Config) {
+	h := newHarness(t, 0, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: 2 * time.Second, exam.Normal: 2 * time.Second}
 	})
 	_, scan := phantomDICOM(t, tiny(310))
@@ -108,7 +124,7 @@ func recordAging(t *testing.T, dir string) {
 	h.waitFor("corpus-aging", time.Minute, func(s *api.ExamStatus) bool { return s.EffectivePriority == exam.Urgent })
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-corpus"})
 	h.waitTerminal("corpus-aging")
-	h.saveRun(contract.ExamWorkflowID("corpus-aging"), "", filepath.Join(dir, "exam_aging.json"))
+	h.saveRun(h.examWF("corpus-aging"), "", filepath.Join(dir, "exam_aging.json"))
 }
 
 // recordReview records an urgent exam reminded until its window closed,
@@ -116,7 +132,7 @@ func recordAging(t *testing.T, dir string) {
 func recordReview(t *testing.T, dir string) {
 	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer ws.Close()
-	h := newHarness(t, 1, func(c *devsystem.Config) {
+	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Policy.ReviewWindow, c.Policy.ReviewReminder = 7*time.Second, 2*time.Second
 	})
 	ctx := context.Background()
@@ -134,17 +150,17 @@ func recordReview(t *testing.T, dir string) {
 	h.review(clin, "corpus-decide", "reject", "", http.StatusConflict)
 	h.review(clin, "corpus-decide", "amend", "drusen nasal", http.StatusOK)
 	for _, id := range []string{"corpus-remind", "corpus-decide"} {
-		h.waitClosed(contract.ReviewWorkflowID(id))
+		h.waitClosed(h.reviewWF(id))
 	}
 	h.review(clin, "corpus-decide", "amend", "too late", http.StatusConflict)
-	h.saveRun(contract.ReviewWorkflowID("corpus-remind"), "", filepath.Join(dir, "review_reminders.json"))
-	h.saveRun(contract.ReviewWorkflowID("corpus-decide"), "", filepath.Join(dir, "review_decisions.json"))
+	h.saveRun(h.reviewWF("corpus-remind"), "", filepath.Join(dir, "review_reminders.json"))
+	h.saveRun(h.reviewWF("corpus-decide"), "", filepath.Join(dir, "review_decisions.json"))
 }
 
 // recordLongRunning records a fleet and an inbox run that continue as
 // new, with a history limit low enough to reach it quickly.
 func recordLongRunning(t *testing.T, dir string) {
-	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
+	h := newHarness(t, 0, corpusKeys(t, dir), func(c *devsystem.Config) { c.APIOnly = true })
 	ctx := context.Background()
 	c := h.sys.App.Client()
 	start := func(id, name string, state any) string {

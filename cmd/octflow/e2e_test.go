@@ -31,6 +31,7 @@ import (
 
 	"octflow/api"
 	"octflow/app"
+	"octflow/codec"
 	"octflow/contract"
 	"octflow/devstack"
 	"octflow/devsystem"
@@ -54,6 +55,7 @@ type harness struct {
 	t      *testing.T
 	cfg    devsystem.Config
 	log    *zap.Logger
+	logs   *syncBuffer // every line logged, at debug level
 	sys    *devsystem.System
 	extra  []*app.App // workers and nodes a test started later
 	device *api.Client
@@ -84,8 +86,12 @@ func (h *harness) start() {
 	h.t.Helper()
 	// Not zaptest: the server's goroutines may still log after a test has
 	// ended. go test shows stderr only for a failing package.
-	h.log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
-		zapcore.Lock(os.Stderr), zap.WarnLevel))
+	if h.logs == nil {
+		h.logs = &syncBuffer{}
+	}
+	h.log = zap.New(zapcore.NewTee(
+		zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel),
+		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(h.logs), zap.DebugLevel)))
 	sys, err := devsystem.Start(context.Background(), h.cfg, h.log)
 	if err != nil {
 		h.t.Fatal(err)
@@ -104,8 +110,17 @@ func (h *harness) start() {
 // startParts starts workers and/or GPU nodes against the running stack.
 func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 	h.t.Helper()
+	keys, err := codec.LoadKeys(h.sys.Secrets.CodecKeysFile)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sealer, err := codec.New(keys)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log,
-		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, NodeReportEvery: h.cfg.NodeReportEvery})
+		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, NodeReportEvery: h.cfg.NodeReportEvery,
+		Codec: sealer})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -146,11 +161,21 @@ func (h *harness) waitTerminal(examID string) *api.ExamStatus {
 	return h.waitFor(examID, 2*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
 }
 
+// examWF and reviewWF are the workflow IDs of an exam of the demo
+// device's campus.
+func (h *harness) examWF(examID string) string {
+	return contract.ExamWorkflowID(exam.Ref{Campus: h.sys.Secrets.Campus, ID: examID})
+}
+
+func (h *harness) reviewWF(examID string) string {
+	return contract.ReviewWorkflowID(exam.Ref{Campus: h.sys.Secrets.Campus, ID: examID})
+}
+
 // executions counts the workflow runs Temporal holds for an exam.
 func (h *harness) executions(examID string) int {
 	h.t.Helper()
 	resp, err := h.sys.App.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = '%s'", contract.ExamWorkflowID(examID)),
+		Query: fmt.Sprintf("WorkflowId = '%s'", h.examWF(examID)),
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -161,7 +186,7 @@ func (h *harness) executions(examID string) int {
 // stageRuns counts completed runs of a stage in the exam's history.
 func (h *harness) stageRuns(examID string, stage exam.Stage) int {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), contract.ExamWorkflowID(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
 	n := 0
 	for it.HasNext() {
@@ -248,7 +273,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
 	}
-	keys, err := h.store.List(ctx, "exams/e2e-1/")
+	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/e2e-1/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +299,8 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 }
 
 func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
-	h := newHarness(t, 2)
+	// One token stands for the 20 devices.
+	h := newHarness(t, 2, func(c *devsystem.Config) { c.Uploads.PerDevice = 20 })
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(11))
 	_, other := phantomDICOM(t, small(12))
@@ -323,7 +349,7 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	if n := h.stageRuns("dup-1", exam.Render); n != 1 {
 		t.Errorf("report rendered %d times, want 1", n)
 	}
-	keys, err := h.store.List(ctx, "exams/dup-1/")
+	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/dup-1/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,4 +614,22 @@ func (h *harness) call(method, token, path string, body io.Reader, status int, v
 func (h *harness) getJSON(token, path string, status int, v any) {
 	h.t.Helper()
 	h.call(http.MethodGet, token, path, nil, status, v)
+}
+
+// syncBuffer is a bytes.Buffer many goroutines may log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

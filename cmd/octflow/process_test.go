@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"octflow/api"
-	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -44,21 +43,14 @@ type nodeProcess struct {
 
 func (h *harness) spawnNode(id string, drain time.Duration) *nodeProcess {
 	h.t.Helper()
-	sc := h.sys.StackConfig
 	logPath := filepath.Join(h.t.TempDir(), id+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(), h.sys.NodeEnv()...),
 		"OCTFLOW_TEST_AS_MAIN=gpuworker --node-id "+id,
-		"OCTFLOW_TEMPORAL_ADDR="+sc.TemporalAddr,
-		"OCTFLOW_NAMESPACE="+sc.Namespace,
-		"OCTFLOW_S3_ENDPOINT="+sc.S3.Endpoint,
-		"OCTFLOW_S3_BUCKET="+sc.S3.Bucket,
-		"OCTFLOW_S3_ACCESS_KEY="+sc.S3.AccessKey,
-		"OCTFLOW_S3_SECRET_KEY="+sc.S3.SecretKey,
 		"OCTFLOW_DRAIN_TIMEOUT="+drain.String(),
 		"OCTFLOW_REPORT_EVERY=1s",
 	)
@@ -192,7 +184,7 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 // the exam's latest run.
 func (h *harness) stageCompletedAt(examID string, stage exam.Stage) time.Time {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), contract.ExamWorkflowID(examID), "", false, 0)
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, 0)
 	scheduled := map[int64]string{}
 	for it.HasNext() {
 		ev, err := it.Next()

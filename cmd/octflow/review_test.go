@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"octflow/api"
-	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/lifecycle"
@@ -56,8 +55,8 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	// The pipeline is over, in Temporal too (the Web UI lists it as
 	// Completed); the review is a workflow of its own.
 	for id, want := range map[string]enumspb.WorkflowExecutionStatus{
-		contract.ExamWorkflowID("review-1"):   enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
-		contract.ReviewWorkflowID("review-1"): enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		h.examWF("review-1"):   enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+		h.reviewWF("review-1"): enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
 	} {
 		desc, err := h.sys.App.Client().DescribeWorkflowExecution(ctx, id, "")
 		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != want {
@@ -94,7 +93,7 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 
 	// After the window nothing more is taken, not even an amendment, and
 	// the decisions stand.
-	h.waitClosed(contract.ReviewWorkflowID("review-1"))
+	h.waitClosed(h.reviewWF("review-1"))
 	h.review(clin, "review-1", "amend", "too late", http.StatusConflict)
 	if st := h.waitFor("review-1", time.Minute, func(s *api.ExamStatus) bool { return true }); st.Review != exam.ReviewAmended {
 		t.Errorf("review after the window: %s, want the amendment to stand", st.Review)

@@ -153,7 +153,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 	}
 	admin, clin := h.sys.Secrets.Admin, h.sys.Secrets.Clinician
 	// Only admins rerun, and only dead exams; a resend does not rerun.
-	h.call(http.MethodPost, clin, "/v1/exams/rerun-1/rerun", nil, http.StatusForbidden, nil)
+	h.call(http.MethodPost, clin, "/v1/exams/rerun-1/rerun?campus="+h.sys.Secrets.Campus, nil, http.StatusForbidden, nil)
 	if st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "rerun-1"}, scan); err != nil || code != http.StatusOK || st.State != lifecycle.Dead {
 		t.Fatalf("resend of a dead exam: %d %v %+v, want 200 DEAD", code, err, st)
 	}
@@ -161,12 +161,12 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 	broken = false
 	mu.Unlock()
 	var st api.ExamStatus
-	h.call(http.MethodPost, admin, "/v1/exams/rerun-1/rerun", nil, http.StatusAccepted, &st)
+	h.call(http.MethodPost, admin, "/v1/exams/rerun-1/rerun?campus="+h.sys.Secrets.Campus, nil, http.StatusAccepted, &st)
 	final := h.waitTerminal("rerun-1")
 	if final.State != lifecycle.Completed || final.Runs != 2 || final.Report == nil {
 		t.Fatalf("after the rerun: %+v, want COMPLETED in a second run with a report", final)
 	}
-	h.call(http.MethodPost, admin, "/v1/exams/rerun-1/rerun", nil, http.StatusConflict, nil)
+	h.call(http.MethodPost, admin, "/v1/exams/rerun-1/rerun?campus="+h.sys.Secrets.Campus, nil, http.StatusConflict, nil)
 
 	var events []lifecycle.Entry
 	h.getJSON(clin, "/v1/exams/rerun-1/events", http.StatusOK, &events)
@@ -217,7 +217,7 @@ func TestABadSettingStopsTheProcessNamingItsVariable(t *testing.T) {
 // latest run.
 func (h *harness) stageAttempts(examID string, stage exam.Stage) int32 {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), contract.ExamWorkflowID(examID), "", false, 0)
+	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, 0)
 	scheduled := map[int64]string{}
 	var n int32
 	for it.HasNext() {

@@ -22,7 +22,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
-	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -32,7 +31,8 @@ import (
 
 // examOf is the exam ID of the stage running in ctx.
 func examOf(ctx context.Context) string {
-	return strings.TrimPrefix(activity.GetInfo(ctx).WorkflowExecution.ID, "exam-")
+	id := activity.GetInfo(ctx).WorkflowExecution.ID
+	return id[strings.LastIndex(id, "/")+1:]
 }
 
 func tiny(seed uint64) imaging.PhantomOptions {
@@ -280,7 +280,7 @@ func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 		t.Fatalf("exam ended %s", st.State)
 	}
 	var events []lifecycle.Entry
-	h.getJSON(h.sys.Secrets.Admin, "/v1/exams/aging-1/events", http.StatusOK, &events)
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/aging-1/events", http.StatusOK, &events)
 	var promotions []string
 	for _, e := range events {
 		if from, ok := e.Info["promotedFrom"]; ok {
@@ -349,7 +349,7 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 					t.Fatalf("%s ended %s", id, st.State)
 				}
 				var events []lifecycle.Entry
-				h.getJSON(h.sys.Secrets.Admin, "/v1/exams/"+id+"/events", http.StatusOK, &events)
+				h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/"+id+"/events", http.StatusOK, &events)
 				queued, started := firstEntry(events, lifecycle.Queued, exam.Denoise), firstEntry(events, lifecycle.Executing, exam.Denoise)
 				if queued == nil || started == nil {
 					t.Fatalf("%s: no first GPU stage in its timeline: %+v", id, events)
@@ -411,7 +411,7 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	keys, err := h.store.List(ctx, "exams/damaged-1/scan-")
+	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/damaged-1/scan-")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("stored scan: %v %v", keys, err)
 	}
@@ -427,7 +427,7 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 		t.Fatalf("status = %+v, want DEAD at denoise with the reader's reason", dead)
 	}
 	// Temporal records the last attempt of an activity: it must be the first.
-	it := h.sys.App.Client().GetWorkflowHistory(ctx, contract.ExamWorkflowID("damaged-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := h.sys.App.Client().GetWorkflowHistory(ctx, h.examWF("damaged-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

@@ -35,6 +35,10 @@ func runAPI(ctx context.Context, args []string) error {
 	hooks := config.BindWebhooks(s)
 	rate := config.BindDeviceRate(s, api.RateLimit{PerMinute: 60, Burst: 20})
 	key := config.BindPseudonymKey(s)
+	sealing := config.BindCodec(s)
+	temporalTLS := config.BindTemporalTLS(s)
+	serverTLS := config.BindServerTLS(s)
+	gateway := config.BindGateway(s)
 	var addr, tokensFile string
 	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
 	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
@@ -56,10 +60,16 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync()
+	audit, err := gateway.Audit(log)
+	if err != nil {
+		return err
+	}
+	defer audit.Sync()
 	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: "api@" + hostname(), Logger: log,
+		Stack: *stack, Identity: "api@" + hostname(), Logger: log, Audit: audit,
 		APIAddr: addr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer(*key), Policy: *policy,
-		Callbacks: hooks.Guard(), DeviceRate: *rate,
+		Callbacks: hooks.Guard(), DeviceRate: *rate, Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
+		APITLS: serverTLS.Config(), CodecOrigins: gateway.CodecOrigins(), Uploads: gateway.Uploads, MaxScanBytes: gateway.MaxScanBytes,
 	})
 }
 
@@ -71,6 +81,9 @@ func runWorker(ctx context.Context, args []string) error {
 	hooks := config.BindWebhooks(s)
 	// The worker renders reports, which name the model of each stage.
 	models := config.BindModels(s)
+	sealing := config.BindCodec(s)
+	temporalTLS := config.BindTemporalTLS(s)
+	sweep := config.BindSweep(s)
 	var drain time.Duration
 	var metricsAddr string
 	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
@@ -86,6 +99,7 @@ func runWorker(ctx context.Context, args []string) error {
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: drain,
 		MetricsAddr: metricsAddr, Webhooks: hooks.Deliverer(), Backends: models.Backends(),
+		Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
 	})
 }
 
@@ -95,6 +109,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
 	models := config.BindModels(s)
+	sealing := config.BindCodec(s)
+	temporalTLS := config.BindTemporalTLS(s)
 	var (
 		nodeID, model, queue, metricsAddr string
 		gpus                              int
@@ -152,7 +168,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, Faults: faults, MetricsAddr: metricsAddr,
-		Backends: models.Backends(),
+		Backends: models.Backends(), Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery}},
 	})
 }

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"octflow/imaging"
+	"octflow/imaging/hostile"
+)
+
+// FuzzSubmitIntake fuzzes what the gateway does with an upload before it
+// asks Temporal anything: the multipart body, the metadata and the DICOM
+// scan are read, checked, validated and de-identified. Every input must
+// end in a de-identified scan or a 4xx problem, never a panic, a hang or
+// a 5xx; a de-identified scan reads back as a volume whose Patient ID is
+// the pseudonym.
+func FuzzSubmitIntake(f *testing.F) {
+	var identified bytes.Buffer
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 2, Rows: 64, Cols: 16})
+	if err := imaging.WriteDICOM(&identified, p.Volume, imaging.Header{PatientID: "MRN-4471982",
+		SOPInstanceUID: "1.2.3.4", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.5",
+		Identity: &imaging.Identity{PatientName: "DOE^JANE", PatientBirthDate: "19580214", InstitutionName: "St Elsewhere"}}); err != nil {
+		f.Fatal(err)
+	}
+	good := `{"examId":"E-1","priority":"urgent","eye":"OD","patientRef":"ref-9"}`
+	f.Add([]byte(good), identified.Bytes(), []byte(nil))
+	f.Add([]byte(`{"examId":"E-2"}`), identified.Bytes()[:identified.Len()/2], []byte(nil))
+	f.Add([]byte(`{"examId":"../x","extra":1}`), []byte("DICM"), []byte(nil))
+	for _, h := range hostile.Files() {
+		if len(h.Data) < 64<<10 { // the fuzzer mutates small inputs best
+			f.Add([]byte(good), h.Data, []byte(nil))
+		}
+	}
+	f.Add([]byte(nil), []byte(nil), []byte("--fuzz\r\nContent-Disposition: form-data; name=\"meta\"\r\n\r\n{}\r\n--fuzz--\r\n"))
+
+	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := newServer(f, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+		MaxScanBytes: 4 << 20, SpoolDir: f.TempDir()})
+	e := echo.New()
+	f.Fuzz(func(t *testing.T, meta, scan, raw []byte) {
+		body, contentType := raw, "multipart/form-data; boundary=fuzz"
+		if len(raw) == 0 {
+			var b bytes.Buffer
+			mw := multipart.NewWriter(&b)
+			w, _ := mw.CreateFormField("meta")
+			w.Write(meta)
+			w, _ = mw.CreateFormFile("scan", "scan.dcm")
+			w.Write(scan)
+			mw.Close()
+			body, contentType = b.Bytes(), mw.FormDataContentType()
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/exams", bytes.NewReader(body))
+		req.Header.Set(echo.HeaderContentType, contentType)
+		c := e.NewContext(req, httptest.NewRecorder())
+		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
+
+		up, clean, err := srv.intake(c)
+		defer up.close()
+		defer clean.close()
+		if err != nil {
+			var p *Problem
+			if !errors.As(err, &p) || p.Status < 400 || p.Status >= 500 {
+				t.Fatalf("intake failed without a 4xx problem: %v", err)
+			}
+			return
+		}
+		got, err := imaging.ParseScan(clean.file, clean.size)
+		if err != nil {
+			t.Fatalf("the de-identified copy does not read back: %v", err)
+		}
+		if got.Header.PatientID != clean.patientRef || !strings.HasPrefix(clean.patientRef, "pt-") && clean.patientRef != "" {
+			t.Fatalf("de-identified Patient ID %q, pseudonym %q", got.Header.PatientID, clean.patientRef)
+		}
+	})
+}

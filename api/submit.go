@@ -1,0 +1,421 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"octflow/contract"
+	"octflow/exam"
+	"octflow/imaging"
+)
+
+// SubmitMeta is the JSON "meta" part of POST /v1/exams.
+type SubmitMeta struct {
+	ExamID      string `json:"examId"`
+	Priority    string `json:"priority"`
+	Eye         string `json:"eye"`
+	CallbackURL string `json:"callbackUrl"`
+	// PatientRef, if given, is pseudonymised like the DICOM Patient ID.
+	PatientRef string `json:"patientRef"`
+}
+
+// upload is a submission received: its metadata, and the scan as sent,
+// spooled encrypted while it is checked.
+type upload struct {
+	meta   SubmitMeta
+	scan   *spool
+	size   int64
+	digest string // of the scan as sent: a resend of the same bytes is the same exam
+}
+
+func (u *upload) close() {
+	if u.scan != nil {
+		u.scan.remove()
+	}
+}
+
+// cleanScan is an upload's scan, validated and de-identified, ready to
+// store.
+type cleanScan struct {
+	file       *os.File
+	size       int64
+	laterality string
+	patientRef string // the pseudonym, or ""
+}
+
+func (c *cleanScan) close() {
+	if c != nil && c.file != nil {
+		c.file.Close()
+		os.Remove(c.file.Name())
+	}
+}
+
+// submitExam accepts a scan. New exam → 202; the same scan again → 200
+// with the existing exam; another scan under a taken exam ID → 409.
+// Nothing is stored and no workflow starts unless the whole request is
+// valid; what is stored is a de-identified copy of the scan.
+//
+// Its order is its defence: a device may hold only a few uploads open at
+// once; the body is spooled to disk (encrypted, with a deadline between
+// reads and a minimum rate) before it may take one of the few validation
+// slots, so a slow sender holds a connection, not the gateway; the scan
+// is validated and de-identified before anything else; and nothing
+// stored is ever deleted here, where a start's outcome may be unknown
+// (the scan sweep removes scans no exam took).
+func (s *Server) submitExam(c echo.Context) error {
+	who := principal(c)
+	release, err := s.takeDeviceTurn(c, who)
+	if err != nil {
+		return err
+	}
+	defer release()
+	up, clean, err := s.intake(c)
+	defer up.close()
+	defer clean.close()
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	ref := exam.Ref{Campus: who.Campus, ID: up.meta.ExamID}
+
+	// A repeat of a known exam is answered from Temporal.
+	if desc, err := s.describeExam(ctx, ref); err == nil {
+		return s.answerExisting(c, &examFound{ref: ref, desc: desc}, up, clean)
+	} else if !isNotFound(err) {
+		return unavailable(ctx, err)
+	}
+
+	prio, _ := exam.ParsePriority(up.meta.Priority)
+	eye, _ := exam.ParseEye(up.meta.Eye)
+	if eye == "" {
+		eye = exam.Eye(clean.laterality)
+	}
+	sub := exam.Submission{
+		ExamID: ref.ID, Priority: prio, Eye: eye, CallbackURL: up.meta.CallbackURL,
+		PatientRef: clean.patientRef, DeviceID: who.DeviceID, Campus: ref.Campus,
+		ScanKey: exam.ScanKey(ref, up.digest), ScanDigest: up.digest,
+		SubmittedAt: time.Now().UTC(),
+	}
+	if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
+		return err
+	}
+
+	submissionID := randomID()
+	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        contract.ExamWorkflowID(ref),
+		TaskQueue: exam.WorkflowQueue,
+		// Temporal's uniqueness on the workflow ID is the lock: a running
+		// exam is returned as is, a finished one is never run again.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Memo: map[string]any{
+			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: who.DeviceID,
+			memoSubmitter: who.Name,
+		},
+		TypedSearchAttributes: examSearchAttributes(sub),
+	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if startErr != nil && !errors.As(startErr, &already) {
+		// The start's outcome is unknown: a timeout, or this request
+		// cancelled, may come after Temporal created the workflow. Look,
+		// with a context of our own. The stored scan stays either way.
+		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.describeExam(lctx, ref); err != nil {
+			s.cfg.Logger.Warn("exam start failed; its scan waits for a resend or the sweep",
+				zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Error(startErr))
+			return unavailable(ctx, startErr)
+		}
+		ctx = lctx
+	}
+	desc, err := s.describeExam(ctx, ref)
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	f := &examFound{ref: ref, desc: desc}
+	if s.memoString(desc, memoSubmissionID) != submissionID {
+		// Another request won the race for this exam ID.
+		return s.answerExisting(c, f, up, clean)
+	}
+	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
+		zap.String("priority", string(prio)), zap.String("deviceId", who.DeviceID))
+	s.audit(c, "submit", ref, http.StatusAccepted)
+	st, err := s.status(ctx, f)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, examLocation(ref))
+	return c.JSON(http.StatusAccepted, st)
+}
+
+// answerExisting replies to a submission whose exam ID is taken in its
+// campus: the same scan is answered 200 with the exam (storing the scan
+// again if it went missing, so the exam can still run), another scan is
+// a conflict.
+func (s *Server) answerExisting(c echo.Context, f *examFound, up *upload, clean *cleanScan) error {
+	ctx := c.Request().Context()
+	if s.memoString(f.desc, memoDigest) != up.digest {
+		p := problem(http.StatusConflict, "exam-conflict", "exam "+f.ref.ID+" was submitted with a different scan")
+		p.ExamID = f.ref.ID
+		return p
+	}
+	key := exam.ScanKey(f.ref, up.digest)
+	switch ok, err := s.cfg.Store.Exists(ctx, key); {
+	case err != nil:
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	case !ok:
+		s.cfg.Logger.Warn("a resent exam's scan was missing; storing it again",
+			zap.String("campus", f.ref.Campus), zap.String("examId", f.ref.ID))
+		if err := s.storeClean(ctx, key, clean); err != nil {
+			return err
+		}
+	}
+	st, err := s.status(ctx, f)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, examLocation(f.ref))
+	return c.JSON(http.StatusOK, st)
+}
+
+func examLocation(ref exam.Ref) string {
+	return "/v1/exams/" + url.PathEscape(ref.ID) + "?campus=" + url.QueryEscape(ref.Campus)
+}
+
+// takeDeviceTurn admits one more upload from the device, or answers 429:
+// one device cannot hold every connection.
+func (s *Server) takeDeviceTurn(c echo.Context, who Principal) (func(), error) {
+	key := who.Campus + "/" + who.DeviceID
+	s.deviceMu.Lock()
+	defer s.deviceMu.Unlock()
+	if s.deviceUploads[key] >= s.cfg.Uploads.PerDevice {
+		c.Response().Header().Set("Retry-After", "5")
+		return func() {}, problem(http.StatusTooManyRequests, "rate-limited",
+			fmt.Sprintf("this device already sends %d scans at once", s.cfg.Uploads.PerDevice))
+	}
+	s.deviceUploads[key]++
+	return func() {
+		s.deviceMu.Lock()
+		defer s.deviceMu.Unlock()
+		if s.deviceUploads[key]--; s.deviceUploads[key] <= 0 {
+			delete(s.deviceUploads, key)
+		}
+	}, nil
+}
+
+// takeUploadTurn waits for one of the validation slots, or answers 503.
+func (s *Server) takeUploadTurn(c echo.Context) (func(), error) {
+	wait := time.NewTimer(s.cfg.Uploads.Wait)
+	defer wait.Stop()
+	select {
+	case s.uploads <- struct{}{}:
+		return func() { <-s.uploads }, nil
+	case <-wait.C:
+	case <-c.Request().Context().Done():
+	}
+	c.Response().Header().Set("Retry-After", "10")
+	return func() {}, problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
+}
+
+// intake is everything the gateway does with an upload before it asks
+// Temporal or the object store anything: receive the body, then validate
+// and de-identify the scan. The caller closes both results.
+func (s *Server) intake(c echo.Context) (*upload, *cleanScan, error) {
+	up, err := s.receive(c)
+	if err != nil {
+		return up, nil, err
+	}
+	clean, err := s.cleanUpload(c, up)
+	return up, clean, err
+}
+
+// receive reads the multipart body: the metadata, checked, and the scan,
+// spooled encrypted and hashed as sent. Every failure is a 4xx problem.
+func (s *Server) receive(c echo.Context) (*upload, error) {
+	up := &upload{}
+	req := c.Request()
+	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || mediaType != "multipart/form-data" {
+		return up, problem(http.StatusUnsupportedMediaType, "unsupported-media",
+			"POST /v1/exams takes multipart/form-data with parts meta (JSON) and scan (DICOM)")
+	}
+	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxScanBytes+1<<20)
+	req.Body = newPacedReader(body, http.NewResponseController(c.Response()), s.cfg.Uploads.Pace)
+	mr, err := req.MultipartReader()
+	if err != nil {
+		return up, problem(http.StatusBadRequest, "malformed-request", "multipart body: "+err.Error())
+	}
+	var metaSeen bool
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return up, readProblem(err, s.cfg.MaxScanBytes)
+		}
+		switch part.FormName() {
+		case "meta":
+			if metaSeen {
+				return up, problem(http.StatusBadRequest, "malformed-request", "more than one meta part")
+			}
+			dec := json.NewDecoder(io.LimitReader(part, 64<<10))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&up.meta); err != nil {
+				if p := readProblem(err, s.cfg.MaxScanBytes); !isMalformed(p) {
+					return up, p
+				}
+				return up, problem(http.StatusBadRequest, "malformed-request", "meta part is not valid JSON: "+err.Error())
+			}
+			metaSeen = true
+		case "scan":
+			if up.scan != nil {
+				return up, problem(http.StatusBadRequest, "malformed-request", "more than one scan part")
+			}
+			if up.scan, err = newSpool(s.cfg.SpoolDir); err != nil {
+				return up, fmt.Errorf("spool upload: %w", err)
+			}
+			h := sha256.New()
+			n, err := io.Copy(io.MultiWriter(up.scan, h), io.LimitReader(part, s.cfg.MaxScanBytes+1))
+			if err != nil {
+				return up, readProblem(err, s.cfg.MaxScanBytes)
+			}
+			if n > s.cfg.MaxScanBytes {
+				return up, problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("scan exceeds %d bytes", s.cfg.MaxScanBytes))
+			}
+			up.size, up.digest = n, hex.EncodeToString(h.Sum(nil))
+		default:
+			return up, problem(http.StatusBadRequest, "malformed-request", fmt.Sprintf("unexpected part %q", part.FormName()))
+		}
+	}
+	if !metaSeen {
+		return up, problem(http.StatusBadRequest, "malformed-request", "missing meta part")
+	}
+	if up.scan == nil || up.size == 0 {
+		return up, problem(http.StatusBadRequest, "malformed-request", "missing scan part")
+	}
+	if err := validateMeta(up.meta); err != nil {
+		return up, err
+	}
+	if up.meta.CallbackURL != "" {
+		if s.cfg.Callbacks == nil {
+			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", "this gateway accepts no callback URLs")
+		}
+		if err := s.cfg.Callbacks.Check(up.meta.CallbackURL); err != nil {
+			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", err.Error())
+		}
+	}
+	return up, nil
+}
+
+// cleanUpload validates the spooled scan as an OCT volume and writes its
+// de-identified copy, in one of the few validation slots (a volume is
+// held in memory). A scan that is not a valid OCT volume is 422.
+func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
+	release, err := s.takeUploadTurn(c)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	r, err := up.scan.reader()
+	if err != nil {
+		return nil, fmt.Errorf("read spooled upload: %w", err)
+	}
+	scan, err := imaging.ParseScan(r, up.size)
+	if err != nil {
+		if errors.Is(err, imaging.ErrInvalidVolume) {
+			p := problem(http.StatusUnprocessableEntity, "invalid-volume", err.Error())
+			p.ExamID = up.meta.ExamID
+			return nil, p
+		}
+		return nil, fmt.Errorf("read upload: %w", err)
+	}
+	if up.meta.Eye != "" && scan.Volume.Laterality != "" && up.meta.Eye != scan.Volume.Laterality {
+		return nil, problem(http.StatusUnprocessableEntity, "invalid-meta",
+			fmt.Sprintf("meta says eye %s but the scan's laterality is %s", up.meta.Eye, scan.Volume.Laterality))
+	}
+	patient := up.meta.PatientRef
+	if patient == "" {
+		patient = scan.Header.PatientID
+	}
+	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient)}
+	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
+		return nil, fmt.Errorf("spool de-identified scan: %w", err)
+	}
+	err = scan.WriteDeidentified(clean.file, imaging.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UID})
+	if err != nil {
+		clean.close()
+		return nil, err
+	}
+	if clean.size, err = clean.file.Seek(0, io.SeekCurrent); err == nil {
+		_, err = clean.file.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		clean.close()
+		return nil, fmt.Errorf("rewind de-identified scan: %w", err)
+	}
+	return clean, nil
+}
+
+// storeClean puts the de-identified scan under key. S3 makes an object
+// visible only once it is complete, so a failed put leaves nothing.
+func (s *Server) storeClean(ctx context.Context, key string, clean *cleanScan) error {
+	if _, err := clean.file.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind de-identified scan: %w", err)
+	}
+	if err := s.cfg.Store.Put(ctx, key, clean.file, clean.size, "application/dicom"); err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	}
+	return nil
+}
+
+func validateMeta(m SubmitMeta) error {
+	bad := func(detail string) error { return problem(http.StatusBadRequest, "invalid-meta", detail) }
+	if err := exam.ValidateID(m.ExamID); err != nil {
+		return bad(err.Error())
+	}
+	if _, err := exam.ParsePriority(m.Priority); err != nil {
+		return bad(err.Error())
+	}
+	if _, err := exam.ParseEye(m.Eye); err != nil {
+		return bad(err.Error())
+	}
+	if len(m.PatientRef) > 256 || len(m.CallbackURL) > 2048 {
+		return bad("patientRef or callbackUrl is too long")
+	}
+	return nil
+}
+
+// readProblem is the problem for a body that could not be read: too
+// large (413), too slow (408) or broken (400).
+func readProblem(err error, limit int64) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("request exceeds %d bytes", limit))
+	case errors.Is(err, errUploadTooSlow):
+		return problem(http.StatusRequestTimeout, "too-slow", err.Error())
+	}
+	return problem(http.StatusBadRequest, "malformed-request", "reading body: "+err.Error())
+}
+
+func isMalformed(err error) bool {
+	var p *Problem
+	return errors.As(err, &p) && p.Status == http.StatusBadRequest
+}

@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"octflow/exam"
+)
+
+// examFound is an exam a request named and may see: its reference and
+// Temporal's description of its latest pipeline run.
+type examFound struct {
+	ref  exam.Ref
+	desc *workflowservice.DescribeWorkflowExecutionResponse
+}
+
+func (f *examFound) workflowID() string {
+	return f.desc.GetWorkflowExecutionInfo().GetExecution().GetWorkflowId()
+}
+func (f *examFound) runID() string {
+	return f.desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+// findExam resolves the exam a request names: the path's exam ID in the
+// campus of ?campus= or, without it, in the caller's campuses. A campus
+// is a tenant, so an exam outside the caller's campuses answers exactly
+// like a missing one: 404, never 403, so nobody learns which IDs
+// another campus uses.
+func (s *Server) findExam(c echo.Context) (*examFound, error) {
+	id := c.Param("examId")
+	notFound := problem(http.StatusNotFound, "not-found", "no exam "+id)
+	if exam.ValidateID(id) != nil {
+		return nil, notFound
+	}
+	campuses, err := s.campusesFor(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.Request().Context()
+	var found []*examFound
+	for _, campus := range campuses {
+		ref := exam.Ref{Campus: campus, ID: id}
+		desc, err := s.describeExam(ctx, ref)
+		if isNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, unavailable(ctx, err)
+		}
+		found = append(found, &examFound{ref: ref, desc: desc})
+	}
+	switch len(found) {
+	case 0:
+		return nil, notFound
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, f := range found {
+		names = append(names, f.ref.Campus)
+	}
+	p := problem(http.StatusConflict, "ambiguous-exam",
+		"exam "+id+" exists in campuses "+strings.Join(names, ", ")+"; say which with ?campus=")
+	p.ExamID = id
+	return nil, p
+}
+
+// campusesFor lists the campuses a request's exam ID is looked up in:
+// ?campus= if the caller may see it, else every campus of the caller's.
+// An admin sees every campus and so must say which, unless their token
+// names a home campus.
+func (s *Server) campusesFor(c echo.Context) ([]string, error) {
+	who := principal(c)
+	if q := c.QueryParam("campus"); q != "" {
+		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
+			return nil, problem(http.StatusNotFound, "not-found", "no exam "+c.Param("examId"))
+		}
+		return []string{q}, nil
+	}
+	if scope := who.scope(); scope != nil {
+		return scope, nil
+	}
+	if who.Campus != "" {
+		return []string{who.Campus}, nil
+	}
+	return nil, problem(http.StatusBadRequest, "malformed-request", "an admin must say which campus: ?campus=")
+}
+
+// describeExam describes an exam's latest pipeline run (see
+// lifecycle.Codec.Describe).
+func (s *Server) describeExam(ctx context.Context, ref exam.Ref) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return s.cfg.Codec.Describe(ctx, s.cfg.Temporal, ref)
+}
+
+// campusAllowed checks a ?campus= for a request about a whole campus
+// (the event stream): it must be one the caller may see.
+func campusAllowed(who Principal, campus string) bool {
+	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.scope(), campus))
+}

@@ -1,0 +1,315 @@
+package main
+
+// The gateway against hostile and unlucky clients: hostile files, slow
+// uploads, a start whose outcome is unknown, a lost scan, the scan
+// sweep.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"octflow/api"
+	"octflow/devstack"
+	"octflow/devsystem"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/imaging/hostile"
+	"octflow/lifecycle"
+)
+
+// TestHostileFilesAreRefusedAndTheGatewayStaysSmall sends each hostile
+// file to a real `octflow dev` process and reads the process's peak
+// memory afterwards.
+func TestHostileFilesAreRefusedAndTheGatewayStaysSmall(t *testing.T) {
+	dir := t.TempDir()
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN=dev --data-dir "+dir+" --api-addr "+addrs[0]+
+		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --ui-addr off --gpu-nodes 0 --log-level warn")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("octflow dev:\n%s", out.String())
+		}
+	}()
+	base := "http://" + addrs[0]
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("octflow dev did not come up")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var secrets devsystem.Secrets
+	b, err := os.ReadFile(filepath.Join(dir, "dev-tokens.json"))
+	if err != nil || json.Unmarshal(b, &secrets) != nil {
+		t.Fatalf("dev tokens: %v", err)
+	}
+	before := peakRSS(t, cmd.Process.Pid)
+	device := &api.Client{Base: base, Token: secrets.Device}
+	for _, f := range hostile.Files() {
+		_, code, err := device.Submit(context.Background(), api.SubmitMeta{ExamID: "hostile-" + f.Name}, f.Data)
+		if code != http.StatusUnprocessableEntity || err == nil || !strings.Contains(err.Error(), "not a valid OCT volume") {
+			t.Errorf("%s (%s): %d %v, want 422 invalid-volume", f.Name, f.Attack, code, err)
+		}
+	}
+	after := peakRSS(t, cmd.Process.Pid)
+	t.Logf("gateway peak memory: %d MiB before the hostile files, %d MiB after", before>>20, after>>20)
+	if after > 1<<30 {
+		t.Errorf("the gateway's peak memory reached %d MiB, want under 1 GiB", after>>20)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the gateway died: %v", err)
+	}
+}
+
+// peakRSS is a process's peak resident memory (VmHWM) in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestSlowUploadsDoNotBlockOtherDevices has one device hold uploads open
+// that send nothing: they take no validation slot, the device's next
+// upload is refused (429), another device's exam goes through at once,
+// and the silent uploads are cut off after the idle time (408).
+func TestSlowUploadsDoNotBlockOtherDevices(t *testing.T) {
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.Uploads = api.UploadLimits{Validating: 1, PerDevice: 2, Pace: api.UploadPace{Idle: 3 * time.Second}}
+	})
+	slow := h.sys.Secrets.Devices[1] // the second campus's device
+	var stalled []*stalledUpload
+	for range 2 {
+		stalled = append(stalled, h.stallUpload(slow.Token))
+	}
+	_, scan := phantomDICOM(t, tiny(191))
+	other := &api.Client{Base: h.sys.App.APIURL(), Token: slow.Token}
+	if _, code, _ := other.Submit(context.Background(), api.SubmitMeta{ExamID: "slow-3"}, scan); code != http.StatusTooManyRequests {
+		t.Errorf("the slow device's third upload: %d, want 429", code)
+	}
+	start := time.Now()
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "fast-1"}, scan); code != http.StatusAccepted {
+		t.Fatalf("another device's upload while two stall: %d %v", code, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("another device waited %s behind the stalled uploads", took)
+	}
+	for _, s := range stalled {
+		if code := s.wait(t); code != http.StatusRequestTimeout {
+			t.Errorf("a silent upload ended %d, want 408 after the idle time", code)
+		}
+	}
+	if st := h.waitTerminal("fast-1"); st.State != lifecycle.Completed {
+		t.Errorf("fast-1 ended %s", st.State)
+	}
+}
+
+type stalledUpload struct{ done chan int }
+
+// stallUpload opens an upload that sends its headers and a little of its
+// body, then nothing.
+func (h *harness) stallUpload(token string) *stalledUpload {
+	h.t.Helper()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/v1/exams", pr)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	s := &stalledUpload{done: make(chan int, 1)}
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			s.done <- 0
+			return
+		}
+		resp.Body.Close()
+		s.done <- resp.StatusCode
+	}()
+	part, _ := mw.CreateFormFile("scan", "scan.dcm")
+	part.Write([]byte("DICM"))
+	h.t.Cleanup(func() { pw.Close() })
+	time.Sleep(200 * time.Millisecond) // the gateway has taken it
+	return s
+}
+
+func (s *stalledUpload) wait(t *testing.T) int {
+	select {
+	case code := <-s.done:
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("a silent upload was never cut off")
+		return 0
+	}
+}
+
+// flakyStart is the gateway's Temporal client with a fault injected: the
+// exam named fails once after its workflow started (a timeout that came
+// after Temporal acted), and the one named fails once before (Temporal
+// never heard).
+type flakyStart struct {
+	client.Client
+	failAfter, failBefore string
+	fired                 atomic.Int32
+}
+
+func (f *flakyStart) ExecuteWorkflow(ctx context.Context, o client.StartWorkflowOptions, w any, args ...any) (client.WorkflowRun, error) {
+	switch {
+	case strings.HasSuffix(o.ID, "/"+f.failBefore) && f.fired.CompareAndSwap(0, 1):
+		return nil, context.DeadlineExceeded
+	case strings.HasSuffix(o.ID, "/"+f.failAfter) && f.fired.CompareAndSwap(1, 2):
+		if _, err := f.Client.ExecuteWorkflow(ctx, o, w, args...); err != nil {
+			return nil, err
+		}
+		return nil, context.DeadlineExceeded
+	}
+	return f.Client.ExecuteWorkflow(ctx, o, w, args...)
+}
+
+func TestAStartWithAnUnknownOutcomeLosesNoScan(t *testing.T) {
+	flaky := &flakyStart{failBefore: "unknown-1", failAfter: "unknown-2"}
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.GatewayTemporal = func(tc client.Client) client.Client { flaky.Client = tc; return flaky }
+	})
+	ctx := context.Background()
+	_, scan1 := phantomDICOM(t, tiny(201))
+	_, scan2 := phantomDICOM(t, tiny(202))
+	// Temporal never heard of it: 503, the scan stays, and the resend
+	// runs the exam on it.
+	if _, code, _ := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-1"}, scan1); code != http.StatusServiceUnavailable {
+		t.Fatalf("a failed start answered %d, want 503", code)
+	}
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-1"}, scan1); code != http.StatusAccepted {
+		t.Fatalf("the resend: %d %v", code, err)
+	}
+	// The start failed after Temporal created the workflow: the gateway
+	// looks, finds it, and answers as for any new exam.
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-2"}, scan2); code != http.StatusAccepted {
+		t.Fatalf("a start that timed out after it worked: %d %v", code, err)
+	}
+	for _, id := range []string{"unknown-1", "unknown-2"} {
+		if st := h.waitTerminal(id); st.State != lifecycle.Completed {
+			t.Errorf("%s ended %s: %+v", id, st.State, st.LastFailure)
+		}
+		if n := h.executions(id); n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+}
+
+func TestAResendStoresAMissingScanAgain(t *testing.T) {
+	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(211))
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "lost-1"}, scan); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/lost-1/scan-")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("stored scan: %v %v", keys, err)
+	}
+	if err := h.store.Delete(ctx, keys[0]); err != nil { // the scan is lost
+		t.Fatal(err)
+	}
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "lost-1"}, scan); code != http.StatusOK {
+		t.Fatalf("resend: %d %v", code, err)
+	}
+	if ok, err := h.store.Exists(ctx, keys[0]); !ok || err != nil {
+		t.Fatalf("the resend did not store the scan again: %v %v", ok, err)
+	}
+	h.startParts(true, gpuworkerConfig("gpu-lost"))
+	if st := h.waitTerminal("lost-1"); st.State != lifecycle.Completed {
+		t.Errorf("exam ended %s: %+v", st.State, st.LastFailure)
+	}
+}
+
+func TestTheScanSweepRemovesOnlyScansNoExamTook(t *testing.T) {
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		c.SweepEvery, c.SweepGrace = time.Hour, time.Nanosecond // run it by hand; any age will do
+	})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(221))
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "kept-1"}, scan); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitTerminal("kept-1")
+	kept, _ := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/kept-1/scan-")
+	orphans := []string{
+		exam.ScanKey(exam.Ref{Campus: h.sys.Secrets.Campus, ID: "never-started"}, "00112233445566778899"),
+		exam.ScanKey(exam.Ref{Campus: h.sys.Secrets.Campus, ID: "kept-1"}, "ffeeddccbbaa99887766"), // a losing conflicting upload
+	}
+	for _, k := range orphans {
+		if err := h.store.Put(ctx, k, bytes.NewReader(scan), int64(len(scan)), "application/dicom"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sys.App.Client().ScheduleClient().GetHandle(ctx, "octflow-scan-sweep").Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		left := 0
+		for _, k := range orphans {
+			if ok, _ := h.store.Exists(ctx, k); ok {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orphan scans still stored a minute after the sweep started", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ok, err := h.store.Exists(ctx, kept[0]); !ok || err != nil {
+		t.Errorf("the sweep removed the scan of a completed exam: %v", err)
+	}
+}
+
+func gpuworkerConfig(id string) gpuworker.Config { return gpuworker.Config{NodeID: id} }
