@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"octflow/activities"
 	"octflow/api"
@@ -185,8 +186,14 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		}
 		// Bodies are paced by the gateway (a deadline between reads and
 		// a minimum rate); headers must come at once, idle connections go.
+		// The server's own complaints (a failed TLS handshake, a client
+		// speaking HTTP to HTTPS) go to the log, not to stderr.
+		errLog, err := zap.NewStdLogAt(opts.Logger.Named("http"), zapcore.InfoLevel)
+		if err != nil {
+			return nil, err
+		}
 		a.http = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			MaxHeaderBytes: 64 << 10}
+			MaxHeaderBytes: 64 << 10, ErrorLog: errLog}
 		a.served = make(chan error, 1)
 		go func() { a.served <- a.http.Serve(ln) }()
 	}

@@ -88,6 +88,26 @@ func BindTemporalTLS(s *Set) *ClientTLS {
 	return c
 }
 
+// BindAPITLS binds how a caller of the api trusts its HTTPS:
+// OCTFLOW_API_CA_FILE names the CA certificate(s) when they are not the
+// system's (a site's own CA, or the certificate of a local test setup).
+func BindAPITLS(s *Set) *ClientTLS {
+	c := &ClientTLS{}
+	s.String(&c.ca, "api-ca-file", "OCTFLOW_API_CA_FILE", "", "CA certificate(s) of the api's HTTPS (PEM; default: the system's)")
+	s.Check(func() error {
+		if c.ca == "" {
+			return nil
+		}
+		cfg, err := clientTLS(c.ca, "", "", "")
+		if err != nil {
+			return fmt.Errorf("OCTFLOW_API_CA_FILE: %w", err)
+		}
+		c.config = cfg
+		return nil
+	})
+	return c
+}
+
 // Config is the TLS configuration, nil for a plain connection.
 func (c *ClientTLS) Config() *tls.Config { return c.config }
 

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,8 @@ type Config struct {
 	GatewayTemporal func(client.Client) client.Client
 	// Audit receives the gateway's audit log (default: the log's "audit").
 	Audit *zap.Logger
+	// APITLS, when set, serves the gateway over HTTPS.
+	APITLS *tls.Config
 }
 
 // Secrets are the demo credentials kept in the data dir so that they
@@ -117,10 +120,14 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	if cfg.DeviceRate == (api.RateLimit{}) {
 		cfg.DeviceRate = api.RateLimit{PerMinute: 6000, Burst: 1000}
 	}
+	apiURL := "http://" + cfg.APIAddr
+	if cfg.APITLS != nil {
+		apiURL = "https://" + cfg.APIAddr
+	}
 	stack, err := devstack.Start(ctx, devstack.Config{
 		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr,
 		// The Web UI shows sealed payloads through the gateway's codec.
-		CodecEndpoint: "http://" + cfg.APIAddr + "/codec",
+		CodecEndpoint: apiURL + "/codec",
 		// Temporal's own logs are verbose; warnings and errors are enough here.
 		Logger: atLeast(log.Named("temporal"), zapcore.WarnLevel),
 	})
@@ -135,7 +142,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	creds := stack.S3Credentials()
 	stackCfg := config.Stack{TemporalAddr: stack.TemporalAddr(), Namespace: stack.Namespace(),
 		S3: storage.Config{Endpoint: stack.S3Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
-	if err := writeDevEnv(stack, stackCfg, secrets, "http://"+cfg.APIAddr); err != nil {
+	if err := writeDevEnv(stack, stackCfg, secrets, apiURL); err != nil {
 		stack.Stop()
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		return nil, err
 	}
 	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
-		PublicURL: "http://" + cfg.APIAddr}
+		PublicURL: apiURL}
 	a, err := app.Start(ctx, app.Options{
 		Webhooks: hooks, Callbacks: guard,
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
@@ -181,7 +188,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 		Codec:           sealer, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
-		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit,
+		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit, APITLS: cfg.APITLS,
 	})
 	if err != nil {
 		stack.Stop()

@@ -25,6 +25,7 @@ func runDev(ctx context.Context, args []string) error {
 	logc := config.BindLog(s, "console")
 	policy := config.BindPolicy(s, devPolicy())
 	models := config.BindModels(s)
+	serverTLS := config.BindServerTLS(s)
 	var cfg devsystem.Config
 	s.String(&cfg.DataDir, "data-dir", "OCTFLOW_DATA_DIR", ".data", "where exams, objects and dev secrets are kept")
 	s.String(&cfg.APIAddr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "API listen address")
@@ -42,7 +43,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err := s.Parse(args); err != nil {
 		return err
 	}
-	cfg.Policy, cfg.Backends = *policy, models.Backends()
+	cfg.Policy, cfg.Backends, cfg.APITLS = *policy, models.Backends(), serverTLS.Config()
 	log, err := logc.Logger()
 	if err != nil {
 		return err

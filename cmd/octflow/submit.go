@@ -26,6 +26,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	s.String(&apiURL, "api", "OCTFLOW_API_URL", "http://127.0.0.1:8080", "API base URL")
 	s.Secret(&tokenValue, "OCTFLOW_TOKEN")
 	token := &tokenValue
+	apiTLS := config.BindAPITLS(s)
 	fs := s.FlagSet()
 	fs.StringVar(token, "token", tokenValue, "device bearer token (better: OCTFLOW_TOKEN, which ps does not show)")
 	devTokens := fs.String("dev-tokens", "", "read the device token from octflow dev's dev-tokens.json instead")
@@ -64,7 +65,11 @@ func runSubmit(ctx context.Context, args []string) error {
 		sum := sha256.Sum256(scan)
 		*examID = "oct-" + hex.EncodeToString(sum[:6])
 	}
-	c := &api.Client{Base: strings.TrimRight(apiURL, "/"), Token: *token, HTTP: &http.Client{Timeout: 5 * time.Minute}}
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	if cfg := apiTLS.Config(); cfg != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	}
+	c := &api.Client{Base: strings.TrimRight(apiURL, "/"), Token: *token, HTTP: hc}
 	st, code, err := c.Submit(ctx, api.SubmitMeta{ExamID: *examID, Priority: *priority, Eye: *eye, CallbackURL: *callback}, scan)
 	if err != nil {
 		return err
