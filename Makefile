@@ -20,7 +20,8 @@ dev: build
 
 ## test: format, vet and workflowcheck; the unit tests once under the race
 ## detector; the imaging accuracy run; the end-to-end tests on the embedded
-## stack; a short fuzz of the DICOM reader and the upload intake, one pass of the benchmarks
+## stack; a short fuzz of the DICOM reader, the image stages and the upload
+## intake; one pass of the benchmarks
 test: fmt-check vet workflowcheck
 	@# Build every test binary in parallel first.
 	$(GO) test -count=1 -run '^$$' ./... > /dev/null
@@ -37,10 +38,12 @@ workflowcheck:
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
 FUZZTIME ?= 2m
-## fuzz: fuzz the DICOM reader and the gateway's whole intake of an upload
-## (multipart, metadata, DICOM, de-identification), FUZZTIME each (default 2m)
+## fuzz: fuzz the DICOM reader, every image stage on volumes no eye
+## produced, and the gateway's whole intake of an upload (multipart,
+## metadata, DICOM, de-identification), FUZZTIME each (default 2m)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZTIME) ./imaging
+	$(GO) test -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $(FUZZTIME) ./imaging
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZTIME) ./api
 
 ## bench: time each imaging stage and the whole 49 × 496 × 512 volume (the README's figures)

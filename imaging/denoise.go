@@ -49,8 +49,7 @@ func Denoise(ctx context.Context, v *Volume, o DenoiseOptions) (*Volume, error) 
 		return nil, err
 	}
 	o = o.withDefaults(v.Spacing.AxialUm)
-	out := NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
-	out.Laterality = v.Laterality
+	out := NewVolumeLike(v)
 	scratch := sync.Pool{New: func() any { return newNLMScratch(v.Rows, v.Cols) }}
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {

@@ -36,6 +36,11 @@ type Header struct {
 	// visit (WriteDICOM writes it when set, as a device would; the
 	// gateway never keeps it).
 	Identity *Identity
+	// Bits is the stored sample size WriteDICOM uses: 8 or 16 (default).
+	Bits int
+	// Description is the Series Description WriteDICOM writes, e.g. the
+	// scan pattern as a device names it.
+	Description string
 }
 
 // Identity is the identifying data a device writes into a scan.
@@ -46,8 +51,9 @@ type Identity struct {
 }
 
 // WriteDICOM writes v as an Ophthalmic Tomography Image (Explicit VR
-// Little Endian, 16-bit unsigned, one frame per B-scan). Samples are
-// rounded and clamped to 0..65535.
+// Little Endian, unsigned 16-bit or, with h.Bits 8, 8-bit samples, one
+// frame per B-scan). Samples are rounded and clamped to what the sample
+// size holds.
 func WriteDICOM(w io.Writer, v *Volume, h Header) error {
 	if err := v.Validate(); err != nil {
 		return err
@@ -63,20 +69,33 @@ type dicomElement struct {
 
 // otElements lists the elements of an Ophthalmic Tomography Image of v.
 func otElements(v *Volume, h Header) []dicomElement {
+	bits := 16
+	if h.Bits == 8 {
+		bits = 8
+	}
+	top := float64(int(1)<<bits - 1)
 	frames := make([]*frame.Frame, v.Frames)
 	for f := range frames {
 		src := v.Frame(f)
-		raw := make([]uint16, len(src))
-		for i, x := range src {
-			raw[i] = uint16(math.Round(math.Max(0, math.Min(65535, float64(x)))))
+		level := func(i int) float64 { return math.Round(math.Max(0, math.Min(top, float64(src[i])))) }
+		if bits == 8 {
+			raw := make([]uint8, len(src))
+			for i := range raw {
+				raw[i] = uint8(level(i))
+			}
+			frames[f] = &frame.Frame{NativeData: &frame.NativeFrame[uint8]{InternalBitsPerSample: 8, InternalRows: v.Rows,
+				InternalCols: v.Cols, InternalSamplesPerPixel: 1, RawData: raw}}
+			continue
 		}
-		frames[f] = &frame.Frame{NativeData: &frame.NativeFrame[uint16]{
-			InternalBitsPerSample: 16, InternalRows: v.Rows, InternalCols: v.Cols,
-			InternalSamplesPerPixel: 1, RawData: raw,
-		}}
+		raw := make([]uint16, len(src))
+		for i := range raw {
+			raw[i] = uint16(level(i))
+		}
+		frames[f] = &frame.Frame{NativeData: &frame.NativeFrame[uint16]{InternalBitsPerSample: 16, InternalRows: v.Rows,
+			InternalCols: v.Cols, InternalSamplesPerPixel: 1, RawData: raw}}
 	}
 	mm := func(um float64) string { return strconv.FormatFloat(um/1000, 'g', 8, 64) }
-	return append([]dicomElement{
+	elems := []dicomElement{
 		{tag.MediaStorageSOPClassUID, []string{OphthalmicTomographySOPClass}},
 		{tag.MediaStorageSOPInstanceUID, []string{h.SOPInstanceUID}},
 		{tag.TransferSyntaxUID, []string{uid.ExplicitVRLittleEndian}},
@@ -95,12 +114,16 @@ func otElements(v *Volume, h Header) []dicomElement {
 		{tag.Columns, []int{v.Cols}},
 		// Pixel Spacing is row spacing (axial) then column spacing (lateral), in mm.
 		{tag.PixelSpacing, []string{mm(v.Spacing.AxialUm), mm(v.Spacing.LateralUm)}},
-		{tag.BitsAllocated, []int{16}},
-		{tag.BitsStored, []int{16}},
-		{tag.HighBit, []int{15}},
+		{tag.BitsAllocated, []int{bits}},
+		{tag.BitsStored, []int{bits}},
+		{tag.HighBit, []int{bits - 1}},
 		{tag.PixelRepresentation, []int{0}},
 		{tag.PixelData, dicom.PixelDataInfo{Frames: frames}},
-	}, identityElements(h.Identity)...)
+	}
+	if h.Description != "" {
+		elems = append(elems, dicomElement{tag.SeriesDescription, []string{h.Description}})
+	}
+	return append(elems, identityElements(h.Identity)...)
 }
 
 // identityElements are the identifying elements of id.
@@ -253,8 +276,13 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 	if rows < 8 || cols < 8 || int64(nframes)*int64(rows)*int64(cols) > maxSamples {
 		return nil, invalidf("volume of %d×%d×%d samples is out of range", nframes, rows, cols)
 	}
+	enc, err := readPixelEncoding(ds)
+	if err != nil {
+		return nil, err
+	}
 	v = NewVolume(nframes, rows, cols, spacing)
 	v.Laterality = lateralityFromCode(str(ds, tag.ImageLaterality), str(ds, tag.Laterality))
+	v.Pattern = readPattern(ds)
 	for f, fr := range pix.Frames {
 		nf, err := fr.GetNativeFrame()
 		if err != nil {
@@ -270,14 +298,14 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 				return nil, invalidf("frame %d is truncated", f)
 			}
 			for i := range dst {
-				dst[i] = float32(raw[i])
+				dst[i] = enc.value(uint32(raw[i]))
 			}
 		case []uint8:
 			if len(raw) < len(dst) {
 				return nil, invalidf("frame %d is truncated", f)
 			}
 			for i := range dst {
-				dst[i] = float32(raw[i])
+				dst[i] = enc.value(uint32(raw[i]))
 			}
 		default:
 			return nil, invalidf("frame %d has unsupported sample type %T", f, raw)
@@ -287,6 +315,100 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 		return nil, err
 	}
 	return &Scan{Volume: v, Header: h, ds: ds}, nil
+}
+
+// pixelEncoding turns stored sample values into non-negative levels
+// where brighter is more reflective: Bits Stored masks the sample, Pixel
+// Representation 1 makes it two's complement, the Modality LUT (Rescale
+// Slope and Intercept) scales it, the result is shifted so the lowest
+// level the encoding can hold is 0, and MONOCHROME1 (minimum is white)
+// is turned around. How the device compressed reflectivity into those
+// levels (linear, log, a power) is Normalize's question, not the
+// reader's.
+type pixelEncoding struct {
+	mask        uint32
+	signBit     uint32 // 0 for unsigned samples
+	slope, icpt float64
+	lo, hi      float64 // the rescaled range the stored bits can hold
+	invert      bool
+}
+
+func readPixelEncoding(ds dicom.Dataset) (pixelEncoding, error) {
+	allocated := integer(ds, tag.BitsAllocated)
+	stored := integer(ds, tag.BitsStored)
+	if stored <= 0 || stored > allocated {
+		stored = allocated
+	}
+	e := pixelEncoding{mask: 1<<stored - 1, slope: 1}
+	if integer(ds, tag.PixelRepresentation) == 1 {
+		e.signBit = 1 << (stored - 1)
+	}
+	if s := str(ds, tag.RescaleSlope); s != "" {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return e, invalidf("rescale slope %q is not a non-zero number", s)
+		}
+		e.slope = x
+	}
+	if s := str(ds, tag.RescaleIntercept); s != "" {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return e, invalidf("rescale intercept %q is not a number", s)
+		}
+		e.icpt = x
+	}
+	minStored, maxStored := 0.0, float64(e.mask)
+	if e.signBit != 0 {
+		minStored, maxStored = -float64(e.signBit), float64(e.signBit-1)
+	}
+	a, b := e.slope*minStored+e.icpt, e.slope*maxStored+e.icpt
+	e.lo, e.hi = min(a, b), max(a, b)
+	switch pi := str(ds, tag.PhotometricInterpretation); pi {
+	case "", "MONOCHROME2":
+	case "MONOCHROME1":
+		e.invert = true
+	default:
+		return e, invalidf("photometric interpretation %q; want MONOCHROME2 or MONOCHROME1", pi)
+	}
+	return e, nil
+}
+
+// value is the level of one stored sample.
+func (e pixelEncoding) value(raw uint32) float32 {
+	raw &= e.mask
+	x := float64(raw)
+	if e.signBit != 0 && raw&e.signBit != 0 {
+		x -= float64(e.mask) + 1
+	}
+	x = e.slope*x + e.icpt - e.lo
+	if e.invert {
+		x = e.hi - e.lo - x
+	}
+	return float32(x)
+}
+
+// readPattern is the scan pattern the DICOM object describes, or "":
+// from its descriptions, or a B-scan that starts where it ends (a
+// circle, as some exports record one in Plane Position and Orientation).
+func readPattern(ds dicom.Dataset) Pattern {
+	if p := patternFromText(str(ds, tag.SeriesDescription), str(ds, tag.ProtocolName),
+		str(ds, tag.ImageComments), str(ds, tag.PerformedProcedureStepDescription)); p != "" {
+		return p
+	}
+	if o := strs(ds, tag.ImageOrientationPatient); len(o) == 6 {
+		var row float64
+		for _, s := range o[:3] {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return ""
+			}
+			row += x * x
+		}
+		if row == 0 {
+			return Circle
+		}
+	}
+	return ""
 }
 
 // readSpacing takes Pixel Spacing and Spacing Between Slices from the top

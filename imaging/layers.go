@@ -17,6 +17,10 @@ type Layers struct {
 	// equals BM except where the RPE is raised off Bruch's membrane
 	// (drusen, PED); there BM is the fitted baseline below it.
 	RPEBottom []float32 `json:"rpeBottom,omitempty"`
+	// Retina marks the A-scans in which the retina was seen before any
+	// boundary was searched (nil when the segmenter does not say): in
+	// the others (a blink, a blanked B-scan) the boundaries are guesses.
+	Retina []bool `json:"retina,omitempty"`
 }
 
 // has reports whether every named boundary is present and complete.
@@ -58,12 +62,16 @@ func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 		return nil, err
 	}
 	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{},
-		RPEBottom: make([]float32, v.Frames*v.Cols)}
+		RPEBottom: make([]float32, v.Frames*v.Cols), Retina: make([]bool, v.Frames*v.Cols)}
 	for _, n := range BoundaryNames {
 		l.Boundaries[n] = make([]float32, v.Frames*v.Cols)
 	}
 	px := func(um float64) int { return max(1, int(math.Round(um/v.Spacing.AxialUm))) }
-	finders := sync.Pool{New: func() any { return newFrameSegmenter(v.Rows, v.Cols) }}
+	finders := sync.Pool{New: func() any {
+		s := newFrameSegmenter(v.Rows, v.Cols, v.Spacing)
+		s.pattern = v.Pattern
+		return s
+	}}
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {
 			return
@@ -84,7 +92,7 @@ func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	}
 	ordered = append(ordered, l.RPEBottom, l.Boundaries[BM])
 	for i, b := range ordered {
-		smoothAcrossFrames(b, v.Frames, v.Cols, tol)
+		smoothAcrossFrames(b, l.Retina, v.Frames, v.Cols, tol)
 		smoothAlong(b, v.Frames, v.Cols, 2)
 		if i > 0 {
 			for j, above := range ordered[i-1] {
@@ -95,20 +103,36 @@ func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	return l, nil
 }
 
+// maxRetinaUm bounds the search for the RPE below the ILM: the thickest
+// retina (ILM to RPE) octflow expects, macular oedema included.
+const maxRetinaUm = 1000
+
+// rpeBandUm bounds the search for the RPE band's lower edge below its
+// brightest ridge: the band is 15–25 µm thick, and a second, deeper
+// light-to-dark edge (choriocapillaris to the choroid's vessels) must
+// not be taken for Bruch's membrane.
+const rpeBandUm = 24
+
 // frameSegmenter is one worker's state for segmenting B-scans.
 type frameSegmenter struct {
+	pattern             Pattern
 	pf                  *pathFinder
+	rf                  *retinaFinder
+	top                 []int
+	found               []bool
 	logs                []float32
 	lo, hi              []int
 	ilm, ridge, bottom  []int
 	ez, rpe, oplonl     []int
 	inlopl, iplinl, nfl []int
+	spare               [][]int
 }
 
-func newFrameSegmenter(rows, cols int) *frameSegmenter {
+func newFrameSegmenter(rows, cols int, sp Spacing) *frameSegmenter {
 	mk := func() []int { return make([]int, cols) }
-	return &frameSegmenter{pf: newPathFinder(rows, cols), logs: make([]float32, rows*cols),
-		lo: mk(), hi: mk(), ilm: mk(), ridge: mk(), bottom: mk(), ez: mk(), rpe: mk(), oplonl: mk(),
+	return &frameSegmenter{pf: newPathFinder(rows, cols), rf: newRetinaFinder(rows, cols, sp), top: mk(), found: make([]bool, cols),
+		logs: make([]float32, rows*cols),
+		lo:   mk(), hi: mk(), ilm: mk(), ridge: mk(), bottom: mk(), ez: mk(), rpe: mk(), oplonl: mk(),
 		inlopl: mk(), iplinl: mk(), nfl: mk()}
 }
 
@@ -128,13 +152,23 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 			s.lo[c], s.hi[c] = lo(c), hi(c)
 		}
 	}
-	region(func(int) int { return k }, func(int) int { return rows - k })
+	// The ILM is searched near the retina's top as found; without a
+	// retina (a blank or noise B-scan) over the whole B-scan, and the
+	// quality gate judges what comes out.
+	if s.rf.find(s.logs, s.top, s.found) {
+		copy(l.Retina[f*cols:(f+1)*cols], s.found)
+		region(func(c int) int { return max(s.top[c]-px(60), k) }, func(c int) int { return min(s.top[c]+px(60), rows-k) })
+	} else {
+		region(func(int) int { return k }, func(int) int { return rows - k })
+	}
 	pf.find(darkToLight, s.lo, s.hi, s.ilm)
 
-	region(func(c int) int { return s.ilm[c] + px(90) }, func(int) int { return rows - 1 })
+	// The RPE lies under the ILM within the thickest retina (macular
+	// oedema included), not in the choroid or sclera below.
+	region(func(c int) int { return s.ilm[c] + px(90) }, func(c int) int { return s.ilm[c] + px(maxRetinaUm) })
 	pf.findRidge(s.logs, s.lo, s.hi, s.ridge)
 
-	region(func(c int) int { return s.ridge[c] + 1 }, func(c int) int { return s.ridge[c] + px(40) })
+	region(func(c int) int { return s.ridge[c] + 1 }, func(c int) int { return s.ridge[c] + px(rpeBandUm) })
 	pf.find(lightToDark, s.lo, s.hi, s.bottom)
 
 	region(func(c int) int { return (s.ilm[c] + s.ridge[c]) / 2 }, func(c int) int { return s.ridge[c] - px(20) })
@@ -143,17 +177,18 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 	region(func(c int) int { return s.ez[c] + k + 1 }, func(c int) int { return s.ridge[c] })
 	pf.find(darkToLight, s.lo, s.hi, s.rpe)
 
-	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.ez[c] - px(15) })
-	pf.find(lightToDark, s.lo, s.hi, s.oplonl)
+	if s.pattern == Circle {
+		s.innerAroundDisc(px, k)
+	} else {
+		region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.ez[c] - px(15) })
+		pf.find(lightToDark, s.lo, s.hi, s.oplonl)
 
-	region(func(c int) int { return s.ilm[c] + k + 1 }, func(c int) int { return s.oplonl[c] - k })
-	pf.find(darkToLight, s.lo, s.hi, s.inlopl)
+		region(func(c int) int { return s.ilm[c] + k + 1 }, func(c int) int { return s.oplonl[c] - k })
+		pf.find(darkToLight, s.lo, s.hi, s.inlopl)
 
-	region(func(c int) int { return s.ilm[c] + 2*(s.inlopl[c]-s.ilm[c])/5 }, func(c int) int { return s.inlopl[c] - k })
-	pf.find(lightToDark, s.lo, s.hi, s.iplinl)
-
-	region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.iplinl[c] - k - 1 })
-	pf.find(lightToDark, s.lo, s.hi, s.nfl)
+		region(func(c int) int { return s.ilm[c] + 2*(s.inlopl[c]-s.ilm[c])/5 }, func(c int) int { return s.inlopl[c] - k })
+		pf.find(lightToDark, s.lo, s.hi, s.iplinl)
+	}
 
 	found := []struct {
 		name     string
@@ -165,13 +200,87 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 		{RPE, s.rpe, darkToLight}, {BM, s.bottom, lightToDark},
 	}
 	for _, b := range found {
+		if b.name == RNFLGCL && s.pattern != Circle {
+			continue // below, on its own gradient
+		}
 		out := l.Boundaries[b.name][f*cols : (f+1)*cols]
 		for c, r := range b.rows {
 			out[c] = pf.refine(b.polarity, r, c)
 		}
 	}
+	if s.pattern != Circle {
+		// On a macular scan the RNFL thins to nothing at the fovea and
+		// is searched for last, under the ILM, on a gradient twice as
+		// tall: the ILM is a thin bright reflex whose lower edge, a row
+		// or two under the ILM, is sharper than the thin RNFL's own; the
+		// taller window sees the vitreous above the reflex.
+		pf.setImage(s.logs, 2*k)
+		region(func(c int) int { return s.ilm[c] + 1 }, func(c int) int { return s.iplinl[c] - k - 1 })
+		pf.find(lightToDark, s.lo, s.hi, s.nfl)
+		out := l.Boundaries[RNFLGCL][f*cols : (f+1)*cols]
+		for c, r := range s.nfl {
+			out[c] = pf.refine(lightToDark, r, c)
+		}
+	}
 	copy(l.RPEBottom[f*cols:(f+1)*cols], l.Boundaries[BM][f*cols:(f+1)*cols])
-	bmBaseline(l.Boundaries[BM][f*cols:(f+1)*cols], float64(px(8)))
+	// Under a circle scan the RPE's course is no low-order curve, and
+	// peripapillary drusen are rare: there BM is the band's lower edge.
+	if s.pattern != Circle {
+		bmBaseline(l.Boundaries[BM][f*cols:(f+1)*cols], float64(px(8)))
+	}
+}
+
+// innerAroundDisc finds the inner boundaries of a circle scan around
+// the optic disc, where the RNFL is thick: OPL/ONL in the outer half
+// between the ILM and the EZ (the RNFL's lower edge above it can be the
+// strongest light-to-dark edge of the retina), INL/OPL above it, and
+// then RNFL/GCL and IPL/INL as the two light-to-dark edges between the
+// ILM's reflex and the INL/OPL. Where the RNFL is thick its lower edge
+// is the stronger of the two, where it is thin the IPL/INL is; so the
+// strongest edge is found first, then the best edge above and below
+// it, and in each A-scan the stronger of those two is its partner.
+func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
+	pf, cols := s.pf, s.pf.cols
+	region := func(lo, hi func(c int) int) {
+		for c := range cols {
+			s.lo[c], s.hi[c] = lo(c), hi(c)
+		}
+	}
+	region(func(c int) int { return s.ilm[c] + (s.ez[c]-s.ilm[c])/2 }, func(c int) int { return s.ez[c] - px(15) })
+	pf.find(lightToDark, s.lo, s.hi, s.oplonl)
+	region(func(c int) int { return s.ilm[c] + (s.ez[c]-s.ilm[c])/3 }, func(c int) int { return s.oplonl[c] - k })
+	pf.find(darkToLight, s.lo, s.hi, s.inlopl)
+
+	top := func(c int) int { return s.ilm[c] + px(16) } // under the ILM's reflex
+	strongest, above, below := s.scratch(0), s.scratch(1), s.scratch(2)
+	region(top, func(c int) int { return s.inlopl[c] - k })
+	pf.find(lightToDark, s.lo, s.hi, strongest)
+	region(top, func(c int) int { return strongest[c] - k - 1 })
+	pf.find(lightToDark, s.lo, s.hi, above)
+	region(func(c int) int { return strongest[c] + k + 1 }, func(c int) int { return s.inlopl[c] - k })
+	pf.find(lightToDark, s.lo, s.hi, below)
+	edge := func(rows []int, c int) float32 { // light-to-dark strength, over ±3 A-scans
+		var sum float32
+		for cc := max(0, c-3); cc <= min(cols-1, c+3); cc++ {
+			sum -= pf.grad[rows[cc]*cols+cc]
+		}
+		return sum
+	}
+	for c := range cols {
+		if edge(above, c) >= edge(below, c) {
+			s.nfl[c], s.iplinl[c] = above[c], strongest[c]
+		} else {
+			s.nfl[c], s.iplinl[c] = strongest[c], below[c]
+		}
+	}
+}
+
+// scratch returns the i-th spare row buffer.
+func (s *frameSegmenter) scratch(i int) []int {
+	for len(s.spare) <= i {
+		s.spare = append(s.spare, make([]int, s.pf.cols))
+	}
+	return s.spare[i]
 }
 
 // bmBaseline replaces the RPE band's lower edge with a fitted baseline
@@ -256,13 +365,18 @@ func fitQuadratic(z []float32, use []bool) [3]float64 {
 // both neighbouring B-scans, which agree with each other, it takes that
 // mean. Real curvature between B-scans (the foveal pit) stays: a median
 // would flatten its deepest B-scan.
-func smoothAcrossFrames(b []float32, frames, cols int, tol float32) {
+//
+// Only A-scans where the retina was seen (seen, when not nil) take part.
+func smoothAcrossFrames(b []float32, seen []bool, frames, cols int, tol float32) {
 	if frames < 3 {
 		return
 	}
 	orig := slices.Clone(b)
 	for f := 1; f < frames-1; f++ {
 		for c := range cols {
+			if seen != nil && !(seen[(f-1)*cols+c] && seen[f*cols+c] && seen[(f+1)*cols+c]) {
+				continue
+			}
 			x, y, z := orig[(f-1)*cols+c], orig[f*cols+c], orig[(f+1)*cols+c]
 			if m := (x + z) / 2; abs32(x-z) < tol && abs32(y-m) > tol {
 				b[f*cols+c] = m

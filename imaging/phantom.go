@@ -2,6 +2,7 @@ package imaging
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 )
@@ -74,6 +75,63 @@ type PhantomGeometry struct {
 	// PitDepthUm is how much thinner the retina is at the centre of the
 	// pit than around it.
 	PitDepthUm float64
+}
+
+// Export is how a device stores levels, for phantoms written as a device
+// would write them (octflow phantom --export).
+type Export string
+
+// Exports a phantom can be written in.
+const (
+	// ExportLinear16 is 16-bit and linear in reflectivity, as raw data.
+	ExportLinear16 Export = "linear16"
+	// ExportLog8 is 8-bit over the 40 dB of log reflectivity below the
+	// brightest sample, as dB-scaled displays store it.
+	ExportLog8 Export = "log8"
+	// ExportPow8 is 8-bit 255·(v/max)^0.25, the display transform of
+	// Heidelberg's viewer (and of the real scans in testdata/realdata).
+	ExportPow8 Export = "pow8"
+)
+
+// Exports lists every export, for tests and flags.
+var Exports = []Export{ExportLinear16, ExportLog8, ExportPow8}
+
+// ParseExport reads an export's name.
+func ParseExport(s string) (Export, error) {
+	for _, e := range Exports {
+		if string(e) == s {
+			return e, nil
+		}
+	}
+	return "", fmt.Errorf("export %q: want linear16, log8 or pow8", s)
+}
+
+// Levels returns v's samples as a device exporting e stores them, and
+// the sample size in bits.
+func (e Export) Levels(v *Volume) (*Volume, int) {
+	out := NewVolumeLike(v)
+	var peak float64
+	for _, x := range v.Data {
+		peak = max(peak, float64(x))
+	}
+	if peak <= 0 {
+		e = ExportLinear16
+	}
+	switch e {
+	case ExportLog8:
+		for i, x := range v.Data {
+			db := 10 * math.Log10(max(float64(x), 1e-12)/peak)
+			out.Data[i] = float32(math.Round(255 * min(max((db+40)/40, 0), 1)))
+		}
+		return out, 8
+	case ExportPow8:
+		for i, x := range v.Data {
+			out.Data[i] = float32(math.Round(255 * math.Pow(max(float64(x), 0)/peak, 0.25)))
+		}
+		return out, 8
+	}
+	copy(out.Data, v.Data)
+	return out, 16
 }
 
 // Field of view of the macular cube.
@@ -310,8 +368,7 @@ const (
 // and adds a noise floor. Each frame has its own seeded stream, so the
 // result does not depend on scheduling.
 func addSpeckle(clean *Volume, seed uint64) *Volume {
-	noisy := NewVolume(clean.Frames, clean.Rows, clean.Cols, clean.Spacing)
-	noisy.Laterality = clean.Laterality
+	noisy := NewVolumeLike(clean)
 	lgK, _ := math.Lgamma(speckleK)
 	lgK1, _ := math.Lgamma(speckleK + 1/speckleP)
 	scale := math.Exp(lgK - lgK1)

@@ -137,6 +137,7 @@ func (p *Phantom) referenceMeasurements() *Measurements {
 	}
 	m.CentralSubfieldThicknessUm = m.ETDRS["C"]
 	m.MeanThicknessUm = all / float64(v.Frames*v.Cols)
+	m.FoveaXMm, m.FoveaYMm = p.Geometry.FoveaXMm, p.Geometry.FoveaYMm
 	m.FoveaCol = int(math.Round(p.Geometry.FoveaXMm*1000/sp.LateralUm + float64(v.Cols-1)/2))
 	m.FoveaFrame = int(math.Round(p.Geometry.FoveaYMm*1000/sp.FrameUm + float64(v.Frames-1)/2))
 	for li, layer := range RetinalLayers {

@@ -19,13 +19,24 @@ type Volume struct {
 	Spacing            Spacing
 	// Laterality is "OD" (right eye), "OS" (left eye) or "" if unknown.
 	Laterality string
-	Data       []float32
+	// Pattern is how the scan sampled the eye, "" if unknown (see
+	// ResolvePattern).
+	Pattern Pattern
+	Data    []float32
 }
 
 // NewVolume allocates a zeroed volume.
 func NewVolume(frames, rows, cols int, spacing Spacing) *Volume {
 	return &Volume{Frames: frames, Rows: rows, Cols: cols, Spacing: spacing,
 		Data: make([]float32, frames*rows*cols)}
+}
+
+// NewVolumeLike allocates a zeroed volume of v's shape, spacing,
+// laterality and pattern.
+func NewVolumeLike(v *Volume) *Volume {
+	out := NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
+	out.Laterality, out.Pattern = v.Laterality, v.Pattern
+	return out
 }
 
 // Set stores a sample at frame f, row r, column c.

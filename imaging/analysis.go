@@ -1,0 +1,65 @@
+package imaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Analysis is what the measure stage concludes about an exam: its
+// pattern, the quality gate's verdict, and the measurements the pattern
+// allows over the gradable A-scans only. When nothing can be measured
+// (an ungradable scan, a pattern octflow does not measure, no fovea in
+// reach) every measurement is absent and NotMeasurable says why: no
+// number comes from a failed analysis.
+type Analysis struct {
+	Pattern Pattern           `json:"pattern"`
+	Quality Quality           `json:"quality"`
+	Cube    *Measurements     `json:"cube,omitempty"`
+	Line    *LineMeasurements `json:"line,omitempty"`
+	RNFL    *RNFLMeasurements `json:"rnfl,omitempty"`
+	// NotMeasurable lists why nothing was measured; empty when something
+	// was.
+	NotMeasurable []string `json:"notMeasurable,omitempty"`
+}
+
+// Measurable reports whether the analysis carries measurements.
+func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || a.RNFL != nil }
+
+// Analyze runs the quality gate over a denoised, segmented volume and
+// measures what its pattern (v.Pattern; see ResolvePattern) allows.
+func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	if l.Frames != v.Frames || l.Cols != v.Cols || !l.has(ILM, BM) {
+		return nil, invalidf("layers (%d×%d) do not match the volume (%d×%d)", l.Frames, l.Cols, v.Frames, v.Cols)
+	}
+	pattern, err := ResolvePattern(v, "")
+	if err != nil {
+		return nil, err
+	}
+	v.Pattern = pattern
+	a := &Analysis{Pattern: pattern, Quality: Assess(v, l)}
+	if a.Quality.Gradable == Ungradable {
+		a.NotMeasurable = append([]string{"the scan could not be graded"}, a.Quality.Reasons...)
+		return a, nil
+	}
+	mask := a.Quality.Mask
+	switch pattern {
+	case Cube:
+		a.Cube, err = MeasureGradable(ctx, v, l, mask)
+	case Line:
+		a.Line, err = MeasureLine(v, l, mask)
+	case Circle:
+		a.RNFL, err = MeasureRNFL(v, l, mask)
+	default:
+		a.NotMeasurable = []string{fmt.Sprintf("octflow measures macular cubes, line scans and peripapillary circle scans, not %s scans", pattern)}
+		return a, nil
+	}
+	if errors.Is(err, ErrNotMeasurable) {
+		a.NotMeasurable = []string{err.Error()}
+		return a, nil
+	}
+	return a, err
+}

@@ -1,0 +1,207 @@
+package imaging
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Encoding is how a device compressed reflectivity into stored levels.
+type Encoding string
+
+// Encodings Normalize tells apart.
+const (
+	// Linear levels are proportional to reflectivity (16-bit raw data).
+	Linear Encoding = "linear"
+	// Power levels are reflectivity to a power below 1 (display
+	// compression, e.g. 255·v^0.25).
+	Power Encoding = "power"
+	// Log levels are proportional to log reflectivity (dB scales).
+	Log Encoding = "log"
+	// Flat volumes hold one level: there is nothing to normalise or see.
+	Flat Encoding = "flat"
+)
+
+// The working scale every stage after Normalize relies on: linear in
+// reflectivity, the background (the volume's 25th percentile of levels,
+// vitreous and deep tissue) at workingBackground and the brightest
+// tissue (its 99.9th percentile, RPE and RNFL) workingRange times higher.
+// The values are those of the phantom's linear export, on which the
+// stages' thresholds were set.
+const (
+	workingBackground = 480.0
+	workingRange      = 73.0
+	// powerSlope splits the encodings: where the spread of levels grows in
+	// proportion to the level (slope ≈ 1 on a log-log plot) speckle was
+	// multiplied and a power kept it so; a log turns it into a constant
+	// spread (slope ≈ 0).
+	powerSlope = 0.6
+)
+
+// Intensity is what Normalize found out about a volume's levels.
+type Intensity struct {
+	Encoding Encoding `json:"encoding"`
+	// Exponent is the power of a Power encoding (levels ∝ v^Exponent),
+	// judged against the working scale's range (1 for Linear): one
+	// image cannot tell a device's own exponent from its dynamic range,
+	// so this is the compression relative to the working scale.
+	Exponent float64 `json:"exponent,omitempty"`
+	// SpreadSlope is the log-log slope of speckle spread against level
+	// that told Power from Log.
+	SpreadSlope float64 `json:"spreadSlope"`
+	// Background and Bright are the levels taken as background and as
+	// the brightest tissue.
+	Background float64 `json:"background"`
+	Bright     float64 `json:"bright"`
+	// FloorFraction is the share of samples at level 0 or below: no
+	// signal the encoding could hold (or invalid samples). They become
+	// the working scale's floor.
+	FloorFraction float64 `json:"floorFraction"`
+}
+
+// Normalize brings a volume as a device stored it (ReadDICOM's levels)
+// to the working scale: it estimates whether levels are linear, a power
+// or a log of reflectivity from how speckle spreads with level, and maps
+// them so that background and brightest tissue land on the working
+// scale's anchors. Samples at 0 (no signal, or invalid in the export)
+// become the lowest level the volume otherwise holds. A flat volume
+// (one level) maps to the background everywhere; the quality gate then
+// finds nothing to grade. Volumes already on the working scale come
+// back nearly unchanged.
+func Normalize(v *Volume) (*Volume, Intensity) {
+	out := NewVolumeLike(v)
+	levels, zeros := sampleLevels(v)
+	in := Intensity{Encoding: Flat, FloorFraction: zeros}
+	flat := func() (*Volume, Intensity) {
+		for i := range out.Data {
+			out.Data[i] = workingBackground
+		}
+		return out, in
+	}
+	if len(levels) < 64 {
+		return flat()
+	}
+	q := func(p float64) float64 { return float64(levels[int(p*float64(len(levels)-1))]) }
+	lo, hi, floor := q(0.25), q(0.999), q(0.01)
+	in.Background, in.Bright = lo, hi
+	if !(hi > lo*1.02) {
+		return flat()
+	}
+	in.SpreadSlope = spreadSlope(v)
+	var toWorking func(x float64) float64
+	if in.SpreadSlope >= powerSlope || math.IsNaN(in.SpreadSlope) {
+		exp := math.Log(hi/lo) / math.Log(workingRange)
+		in.Encoding, in.Exponent = Power, round3(exp)
+		if math.Abs(exp-1) < 0.15 {
+			in.Encoding, in.Exponent, exp = Linear, 1, 1
+		}
+		toWorking = func(x float64) float64 { return workingBackground * math.Pow(x/lo, 1/exp) }
+	} else {
+		in.Encoding = Log
+		k := math.Log(workingRange) / (hi - lo)
+		toWorking = func(x float64) float64 { return workingBackground * math.Exp(k*(x-lo)) }
+	}
+	if math.IsNaN(in.SpreadSlope) {
+		in.SpreadSlope = 0
+	}
+	in.SpreadSlope = round3(in.SpreadSlope)
+	floorLevel := float32(toWorking(floor))
+	for i, x := range v.Data {
+		if x <= 0 {
+			out.Data[i] = floorLevel
+			continue
+		}
+		out.Data[i] = float32(min(toWorking(float64(x)), 65535))
+	}
+	return out, in
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// sampleLevels returns up to about 400 000 of the volume's positive
+// levels, sorted, and the share of samples at 0 or below.
+func sampleLevels(v *Volume) ([]float32, float64) {
+	step := max(1, len(v.Data)/400_000)
+	var s []float32
+	var zeros, n int
+	for i := 0; i < len(v.Data); i += step {
+		n++
+		if x := v.Data[i]; x > 0 {
+			s = append(s, x)
+		} else {
+			zeros++
+		}
+	}
+	slices.Sort(s)
+	return s, float64(zeros) / float64(max(n, 1))
+}
+
+// spreadSlope fits log(spread) against log(level) over 8 × 8 patches:
+// patches are binned by level in ten bins, and each bin's lower-quartile
+// spread (the homogeneous patches, not those across an edge) is one
+// point. NaN when there are too few patches to tell.
+func spreadSlope(v *Volume) float64 {
+	const p = 8
+	type patch struct{ mean, sd float64 }
+	var patches []patch
+	stride := max(1, v.Frames/16) // enough B-scans to tell, fast on big cubes
+	for f := 0; f < v.Frames; f += stride {
+		img := v.Frame(f)
+		for r := 0; r+p <= v.Rows; r += p {
+			for c := 0; c+p <= v.Cols; c += p {
+				var s, ss float64
+				ok := true
+				for y := r; y < r+p && ok; y++ {
+					for _, x := range img[y*v.Cols+c : y*v.Cols+c+p] {
+						if x <= 0 {
+							ok = false
+							break
+						}
+						s, ss = s+float64(x), ss+float64(x)*float64(x)
+					}
+				}
+				if ok {
+					m := s / (p * p)
+					patches = append(patches, patch{m, math.Sqrt(max(ss/(p*p)-m*m, 0))})
+				}
+			}
+		}
+	}
+	if len(patches) < 100 {
+		return math.NaN()
+	}
+	slices.SortFunc(patches, func(a, b patch) int { return cmp.Compare(a.mean, b.mean) })
+	const bins = 10
+	var xs, ys []float64
+	sds := make([]float64, 0, len(patches)/bins+1)
+	for b := range bins {
+		bin := patches[b*len(patches)/bins : (b+1)*len(patches)/bins]
+		sds = sds[:0]
+		var mean float64
+		for _, x := range bin {
+			sds = append(sds, x.sd)
+			mean += x.mean
+		}
+		slices.Sort(sds)
+		if sd := sds[len(sds)/4]; sd > 0 {
+			xs, ys = append(xs, math.Log(mean/float64(len(bin)))), append(ys, math.Log(sd))
+		}
+	}
+	if len(xs) < 3 {
+		return math.NaN()
+	}
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i], my+ys[i]
+	}
+	mx, my = mx/float64(len(xs)), my/float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return math.NaN()
+	}
+	return sxy / sxx
+}

@@ -1,0 +1,216 @@
+package imaging
+
+import (
+	"fmt"
+	"math"
+)
+
+// LineMeasurements are what a single line scan allows: the thickness
+// profile along it and, when the line crosses the fovea, the central
+// thickness.
+type LineMeasurements struct {
+	// CentralThicknessUm is the mean retinal thickness (ILM to BM) over
+	// the central 1 mm of the line around the foveal pit; absent when the
+	// line shows no pit (NoFovea says why).
+	CentralThicknessUm float64 `json:"centralThicknessUm,omitempty"`
+	// FoveaCol is the A-scan at the pit's centre, absent without a pit.
+	FoveaCol *int   `json:"foveaCol,omitempty"`
+	NoFovea  string `json:"noFovea,omitempty"`
+	// PitDepthUm is how much thinner the retina is at the pit than 1 to
+	// 1.5 mm from it.
+	PitDepthUm      float64 `json:"pitDepthUm,omitempty"`
+	MeanThicknessUm float64 `json:"meanThicknessUm"`
+	MinThicknessUm  float64 `json:"minThicknessUm"`
+	MaxThicknessUm  float64 `json:"maxThicknessUm"`
+	// LengthMm is the line's length; ProfileUm the thickness of every
+	// A-scan, 0 where it could not be graded.
+	LengthMm  float64   `json:"lengthMm"`
+	ProfileUm []float32 `json:"profileUm"`
+	// GradableFraction is the share of the line's A-scans measured.
+	GradableFraction float64 `json:"gradableFraction"`
+}
+
+// A foveal pit on a line: the thinnest point within 1 mm of the line's
+// centre at least minPitUm (and 10%) thinner than the retina 1 to 1.5 mm
+// either side of it.
+const minPitUm = 30
+
+// MeasureLine measures a line scan's gradable A-scans (mask, nil: all).
+func MeasureLine(v *Volume, l *Layers, mask []bool) (*LineMeasurements, error) {
+	if v.Frames != 1 || l.Frames != 1 || l.Cols != v.Cols || !l.has(ILM, BM) {
+		return nil, invalidf("a line scan has one B-scan and its layers (%d×%d, layers %d×%d)", v.Frames, v.Cols, l.Frames, l.Cols)
+	}
+	mask = allIfNil(mask, v.Cols)
+	m := &LineMeasurements{ProfileUm: make([]float32, v.Cols), LengthMm: round3(float64(v.Cols-1) * v.Spacing.LateralUm / 1000),
+		MinThicknessUm: math.Inf(1), MaxThicknessUm: math.Inf(-1)}
+	var sum float64
+	var n int
+	for c := range v.Cols {
+		if !mask[c] {
+			continue
+		}
+		t := float64(l.Boundaries[BM][c]-l.Boundaries[ILM][c]) * v.Spacing.AxialUm
+		m.ProfileUm[c] = float32(math.Round(t*10) / 10)
+		sum, n = sum+t, n+1
+		m.MinThicknessUm, m.MaxThicknessUm = math.Min(m.MinThicknessUm, t), math.Max(m.MaxThicknessUm, t)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no A-scan of the line could be graded", ErrNotMeasurable)
+	}
+	m.MeanThicknessUm, m.GradableFraction = round1(sum/float64(n)), round3(float64(n)/float64(v.Cols))
+	m.MinThicknessUm, m.MaxThicknessUm = round1(m.MinThicknessUm), round1(m.MaxThicknessUm)
+
+	// The pit: a smoothed profile's minimum near the centre, against the
+	// retina 1 to 1.5 mm either side.
+	mmPerCol := v.Spacing.LateralUm / 1000
+	x := func(c int) float64 { return (float64(c) - float64(v.Cols-1)/2) * mmPerCol }
+	meanBetween := func(c0 int, from, to float64) (float64, bool) { // |x−x(c0)| in [from, to] mm, both sides
+		var s float64
+		var k int
+		sides := 0
+		for _, sign := range []float64{-1, 1} {
+			var ks int
+			for c := range v.Cols {
+				d := (x(c) - x(c0)) * sign
+				if d >= from && d <= to && mask[c] {
+					s += float64(m.ProfileUm[c])
+					k++
+					ks++
+				}
+			}
+			if ks > 0 {
+				sides++
+			}
+		}
+		return s / float64(max(k, 1)), k > 0 && sides == 2
+	}
+	best, bestCol := math.Inf(1), -1
+	for c := range v.Cols {
+		if math.Abs(x(c)) > 1 || !mask[c] {
+			continue
+		}
+		if t, ok := meanBetween(c, 0, 0.1); ok && t < best {
+			best, bestCol = t, c
+		}
+	}
+	if bestCol < 0 {
+		m.NoFovea = "no gradable A-scan within 1 mm of the line's centre"
+		return m, nil
+	}
+	around, ok := meanBetween(bestCol, 1, 1.5)
+	if !ok {
+		m.NoFovea = "the line does not reach 1.5 mm on both sides of its thinnest point, so a foveal pit cannot be told"
+		return m, nil
+	}
+	depth := around - best
+	if depth < minPitUm || depth < 0.1*around {
+		m.NoFovea = fmt.Sprintf("no foveal pit: the thinnest point is only %.0f µm thinner than the retina 1–1.5 mm away (a pit is ≥ %d µm); the line does not cross the fovea", depth, minPitUm)
+		return m, nil
+	}
+	central, _ := meanBetween(bestCol, 0, 0.5)
+	m.CentralThicknessUm, m.PitDepthUm = round1(central), round1(depth)
+	m.FoveaCol = &bestCol
+	return m, nil
+}
+
+// RNFLSectors are the peripapillary sectors, in the order a TSNIT profile
+// crosses them after its temporal start.
+var RNFLSectors = []string{"T", "TS", "NS", "N", "NI", "TI"}
+
+// RNFLConvention is how octflow reads a circle scan's A-scans: the first
+// is temporal and the profile runs temporal, superior, nasal, inferior
+// and back (TSNIT), as Heidelberg's circle scans are exported for either
+// eye; the sectors are T 315°–45°, TS 45°–90°, NS 90°–135°, N 135°–225°,
+// NI 225°–270°, TI 270°–315° from the temporal start.
+const RNFLConvention = "TSNIT: A-scan 0 temporal, then superior, nasal, inferior; sectors T 315–45°, TS 45–90°, NS 90–135°, N 135–225°, NI 225–270°, TI 270–315°"
+
+// RNFLMeasurements are what a peripapillary circle scan allows: the
+// retinal nerve fibre layer's thickness (ILM to RNFL/GCL), globally and
+// by sector, and its profile.
+type RNFLMeasurements struct {
+	GlobalUm float64 `json:"globalUm"`
+	// Sectors holds each sector's mean; a sector with under a third of
+	// its A-scans gradable is left out.
+	Sectors    map[string]float64 `json:"sectors"`
+	Convention string             `json:"convention"`
+	// CircumferenceMm is the circle's length; DiameterMm the circle's.
+	CircumferenceMm float64 `json:"circumferenceMm"`
+	DiameterMm      float64 `json:"diameterMm"`
+	// ProfileUm is the RNFL thickness of every A-scan, 0 where it could
+	// not be graded.
+	ProfileUm        []float32 `json:"profileUm"`
+	GradableFraction float64   `json:"gradableFraction"`
+	// RetinaMeanUm is the mean retinal thickness (ILM to BM) around the
+	// circle.
+	RetinaMeanUm float64 `json:"retinaMeanUm"`
+}
+
+// rnflSector names the sector of an angle (degrees from the temporal
+// start, along the profile).
+func rnflSector(deg float64) string {
+	switch deg = math.Mod(deg+360, 360); {
+	case deg < 45 || deg >= 315:
+		return "T"
+	case deg < 90:
+		return "TS"
+	case deg < 135:
+		return "NS"
+	case deg < 225:
+		return "N"
+	case deg < 270:
+		return "NI"
+	}
+	return "TI"
+}
+
+// MeasureRNFL measures a circle scan's gradable A-scans (mask, nil: all).
+func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
+	if v.Frames != 1 || l.Frames != 1 || l.Cols != v.Cols || !l.has(ILM, RNFLGCL, BM) {
+		return nil, invalidf("a circle scan has one B-scan and its ILM, RNFL/GCL and BM")
+	}
+	mask = allIfNil(mask, v.Cols)
+	circ := float64(v.Cols) * v.Spacing.LateralUm / 1000
+	m := &RNFLMeasurements{Sectors: map[string]float64{}, Convention: RNFLConvention, ProfileUm: make([]float32, v.Cols),
+		CircumferenceMm: round3(circ), DiameterMm: round3(circ / math.Pi)}
+	sums, counts, all := map[string]float64{}, map[string]int{}, map[string]int{}
+	var sum, retina float64
+	var n int
+	for c := range v.Cols {
+		sec := rnflSector(360 * float64(c) / float64(v.Cols))
+		all[sec]++
+		if !mask[c] {
+			continue
+		}
+		t := float64(l.Boundaries[RNFLGCL][c]-l.Boundaries[ILM][c]) * v.Spacing.AxialUm
+		m.ProfileUm[c] = float32(math.Round(t*10) / 10)
+		sums[sec] += t
+		counts[sec]++
+		sum += t
+		retina += float64(l.Boundaries[BM][c]-l.Boundaries[ILM][c]) * v.Spacing.AxialUm
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no A-scan of the circle could be graded", ErrNotMeasurable)
+	}
+	m.GlobalUm, m.RetinaMeanUm = round1(sum/float64(n)), round1(retina/float64(n))
+	m.GradableFraction = round3(float64(n) / float64(v.Cols))
+	for _, s := range RNFLSectors {
+		if counts[s] > 0 && float64(counts[s]) >= minSubfieldCoverage*float64(all[s]) {
+			m.Sectors[s] = round1(sums[s] / float64(counts[s]))
+		}
+	}
+	return m, nil
+}
+
+func allIfNil(mask []bool, n int) []bool {
+	if mask != nil {
+		return mask
+	}
+	mask = make([]bool, n)
+	for i := range mask {
+		mask[i] = true
+	}
+	return mask
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }

@@ -1,0 +1,213 @@
+package imaging
+
+import (
+	"math"
+	"slices"
+)
+
+// retinaFinder locates the retina in a B-scan before any boundary is
+// searched for, so that the graph search runs where the retina is and a
+// bright choroid, a floater in the vitreous or the edge of an export's
+// invalid rows cannot capture a boundary.
+//
+// On the B-scan's log intensities, box-smoothed over about 12 µm of depth
+// and 60 µm across, tissue is what stands tissueStep of the way from the
+// working scale's background to the B-scan's brightest tissue (its 99.5th
+// percentile). Of the
+// connected regions of tissue, those spanning a quarter of the B-scan's
+// width or more are the retina and what lies under it; floaters and
+// speckle are smaller. The top of those regions in each A-scan is the
+// approximate ILM: median-filtered across A-scans, and interpolated
+// across A-scans where no tissue stands out (a blink, a blanked or
+// shadowed part), which are marked as missing.
+type retinaFinder struct {
+	rows, cols int
+	hy, hx     int // half-height and half-width of the smoothing box
+	smooth     []float32
+	tmp        []float32
+	label      []int32
+	stack      []int32
+	sample     []float32
+}
+
+func newRetinaFinder(rows, cols int, sp Spacing) *retinaFinder {
+	hy := max(1, int(math.Round(12/sp.AxialUm)))
+	hx := max(1, int(math.Round(60/max(sp.LateralUm, 1))))
+	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx,
+		smooth: make([]float32, rows*cols), tmp: make([]float32, rows*cols), label: make([]int32, rows*cols)}
+}
+
+// tissueStep is how far from the background towards the brightest
+// tissue a level must stand to be tissue: every retinal layer does, the
+// vitreous (with its cortex) and fluid do not.
+const tissueStep = 0.35
+
+// minTissueContrast is the least log-intensity step between background
+// and the brightest tissue (a factor of 4) for a B-scan to show a retina.
+const minTissueContrast = 1.4
+
+// find sets top[c] to the approximate ILM row of every A-scan and
+// found[c] to whether tissue was seen in that A-scan. It reports false
+// when the B-scan shows no retina at all.
+func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
+	rows, cols := rf.rows, rf.cols
+	boxSmooth(logs, rf.smooth, rf.tmp, rows, cols, rf.hy, rf.hx)
+	// The volume is normalised, so the background is the working scale's
+	// (a B-scan's own percentiles are dragged down by an export's floor
+	// samples); the brightest tissue is the B-scan's own, so a dim or
+	// blanked B-scan is judged by what it shows.
+	rf.sample = rf.sample[:0]
+	step := max(1, rows*cols/50_000)
+	for i := 0; i < len(rf.smooth); i += step {
+		rf.sample = append(rf.sample, rf.smooth[i])
+	}
+	slices.Sort(rf.sample)
+	bg := float32(math.Log1p(workingBackground))
+	bright := rf.sample[min(len(rf.sample)-1, len(rf.sample)*995/1000)]
+	for c := range cols {
+		found[c], top[c] = false, 0
+	}
+	if !(bright-bg >= minTissueContrast) {
+		return false
+	}
+	theta := bg + tissueStep*(bright-bg)
+
+	// Label the connected tissue regions; keep the wide ones.
+	for i := range rf.label {
+		rf.label[i] = 0
+	}
+	wide := map[int32]bool{}
+	var next int32
+	for start, x := range rf.smooth {
+		if x < theta || rf.label[start] != 0 {
+			continue
+		}
+		next++
+		minC, maxC := cols, -1
+		rf.stack = append(rf.stack[:0], int32(start))
+		rf.label[start] = next
+		for len(rf.stack) > 0 {
+			i := int(rf.stack[len(rf.stack)-1])
+			rf.stack = rf.stack[:len(rf.stack)-1]
+			c := i % cols
+			minC, maxC = min(minC, c), max(maxC, c)
+			for _, j := range [4]int{i - cols, i + cols, i - 1, i + 1} {
+				switch {
+				case j < 0 || j >= len(rf.smooth):
+					continue
+				case (j == i-1 && c == 0) || (j == i+1 && c == cols-1):
+					continue
+				}
+				if rf.label[j] == 0 && rf.smooth[j] >= theta {
+					rf.label[j] = next
+					rf.stack = append(rf.stack, int32(j))
+				}
+			}
+		}
+		if maxC-minC+1 >= cols/4 {
+			wide[next] = true
+		}
+	}
+	n := 0
+	for c := range cols {
+		for r := range rows {
+			if l := rf.label[r*cols+c]; l != 0 && wide[l] {
+				top[c], found[c] = r, true
+				n++
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	medianAcross(top, found, 2*rf.hx+1)
+	fillMissing(top, found)
+	// The smoothing box reaches hy rows above the edge.
+	for c := range top {
+		top[c] = min(top[c]+rf.hy/2, rows-1)
+	}
+	return true
+}
+
+// boxSmooth averages src over a (2hy+1) × (2hx+1) box into dst (running
+// sums, edges averaged over what lies inside).
+func boxSmooth(src, dst, tmp []float32, rows, cols, hy, hx int) {
+	for r := range rows {
+		line, out := src[r*cols:(r+1)*cols], tmp[r*cols:(r+1)*cols]
+		var sum float32
+		for c := 0; c < min(hx, cols); c++ {
+			sum += line[c]
+		}
+		for c := range cols {
+			if c+hx < cols {
+				sum += line[c+hx]
+			}
+			if c-hx-1 >= 0 {
+				sum -= line[c-hx-1]
+			}
+			out[c] = sum / float32(min(c+hx, cols-1)-max(c-hx, 0)+1)
+		}
+	}
+	for c := range cols {
+		var sum float32
+		for r := 0; r < min(hy, rows); r++ {
+			sum += tmp[r*cols+c]
+		}
+		for r := range rows {
+			if r+hy < rows {
+				sum += tmp[(r+hy)*cols+c]
+			}
+			if r-hy-1 >= 0 {
+				sum -= tmp[(r-hy-1)*cols+c]
+			}
+			dst[r*cols+c] = sum / float32(min(r+hy, rows-1)-max(r-hy, 0)+1)
+		}
+	}
+}
+
+// medianAcross replaces each found value by the median of the found
+// values within ±w/2 A-scans.
+func medianAcross(v []int, found []bool, w int) {
+	orig := slices.Clone(v)
+	win := make([]int, 0, w)
+	for c := range v {
+		if !found[c] {
+			continue
+		}
+		win = win[:0]
+		for cc := max(0, c-w/2); cc <= min(len(v)-1, c+w/2); cc++ {
+			if found[cc] {
+				win = append(win, orig[cc])
+			}
+		}
+		slices.Sort(win)
+		v[c] = win[len(win)/2]
+	}
+}
+
+// fillMissing interpolates v linearly across the A-scans not found,
+// holding the nearest found value past either end.
+func fillMissing(v []int, found []bool) {
+	last := -1
+	for c := range v {
+		if !found[c] {
+			continue
+		}
+		switch {
+		case last < 0:
+			for cc := range c {
+				v[cc] = v[c]
+			}
+		case c-last > 1:
+			for cc := last + 1; cc < c; cc++ {
+				t := float64(cc-last) / float64(c-last)
+				v[cc] = int(math.Round(float64(v[last])*(1-t) + float64(v[c])*t))
+			}
+		}
+		last = c
+	}
+	for cc := last + 1; cc < len(v) && last >= 0; cc++ {
+		v[cc] = v[last]
+	}
+}
