@@ -12,7 +12,7 @@ DATA    ?= .data
 UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack -e /devsystem)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
-.PHONY: dev test build vet workflowcheck fmt-check fuzz bench phantom submit clean
+.PHONY: dev test build vet workflowcheck fmt-check fuzz accuracy bench phantom submit clean
 
 ## dev: run the whole system (embedded Temporal + Web UI + S3, API, workers, 2 simulated GPU nodes)
 dev: build
@@ -47,6 +47,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZTIME) ./api
 
 ## bench: time each imaging stage and the whole 49 × 496 × 512 volume (the README's figures)
+## accuracy: the long accuracy run, ACCURACY_SEEDS full-size phantoms (default
+## 30) in every export, printing the worst case of each figure (not in CI)
+ACCURACY_SEEDS ?= 30
+accuracy:
+	OCTFLOW_ACCURACY_SEEDS=$(ACCURACY_SEEDS) $(GO) test -count=1 -timeout 60m -run '^TestAccuracyOverManySeeds$$' -v ./imaging
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5x -benchmem ./imaging
 

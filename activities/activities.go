@@ -84,8 +84,13 @@ func (a *Activities) algorithms() map[string]string {
 func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Denoise, &out, func() error {
-		v, err := a.loadVolume(ctx, in.Exam.ScanKey)
+		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
 		if err != nil {
+			return err
+		}
+		// Whatever the device's encoding, the stages work on one scale.
+		v, intensity := imaging.Normalize(v)
+		if err := a.putJSON(ctx, exam.IntensityKey(in.Exam.Ref()), intensity); err != nil {
 			return err
 		}
 		den, err := a.Backends.WithDefaults().Denoise.Denoise(ctx, v)
@@ -108,7 +113,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Layers, &out, func() error {
-		v, err := a.loadVolume(ctx, exam.DenoisedKey(in.Exam.Ref()))
+		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err
 		}
@@ -127,7 +132,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Lesions, &out, func() error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
 		}
@@ -157,34 +162,59 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 
 // measurementsFile is what the measure stage stores.
 type measurementsFile struct {
-	Volume       report.VolumeInfo     `json:"volume"`
-	Eye          string                `json:"eye"`
-	Measurements *imaging.Measurements `json:"measurements"`
+	Volume   report.VolumeInfo `json:"volume"`
+	Eye      string            `json:"eye"`
+	Analysis *imaging.Analysis `json:"analysis"`
 }
 
-// Measure computes thickness, the ETDRS grid and volume.
+// Measure runs the quality gate and measures what the scan's pattern
+// allows over its gradable part: the ETDRS grid and volume of a cube, the
+// central thickness of a line, the RNFL of a circle. A scan that cannot
+// be measured is no failure: its analysis says why, and the exam goes on
+// to a report that says so.
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, exam.Measure, &out, func() error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
 		}
 		if v.Laterality == "" {
 			v.Laterality = string(in.Exam.Eye)
 		}
-		m, err := imaging.Measure(ctx, v, layers)
+		an, err := imaging.Analyze(ctx, v, layers)
 		if err != nil {
 			return permanentIfInvalid(err)
 		}
 		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
-		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: m.CentralSubfieldThicknessUm,
-			MeanThicknessUm: m.MeanThicknessUm, TotalVolumeMm3: m.TotalVolumeMm3}
+		out.Summary = summarize(an, 0)
 		return a.putJSON(ctx, out.Keys[0], measurementsFile{
 			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
-			Eye:    v.Laterality, Measurements: m})
+			Eye:    v.Laterality, Analysis: an})
 	})
 	return out, err
+}
+
+// summarize is the headline of an analysis: what status and events show.
+func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
+	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
+		Lesions: lesions}
+	num := func(x float64) *float64 { return &x }
+	switch {
+	case an.Cube != nil:
+		s.CentralSubfieldThicknessUm, s.MeanThicknessUm = num(an.Cube.CentralSubfieldThicknessUm), num(an.Cube.MeanThicknessUm)
+		if an.Cube.TotalVolumeMm3 > 0 {
+			s.TotalVolumeMm3 = num(an.Cube.TotalVolumeMm3)
+		}
+	case an.Line != nil:
+		s.MeanThicknessUm = num(an.Line.MeanThicknessUm)
+		if an.Line.FoveaCol != nil {
+			s.CentralThicknessUm = num(an.Line.CentralThicknessUm)
+		}
+	case an.RNFL != nil:
+		s.RNFLGlobalUm = num(an.RNFL.GlobalUm)
+	}
+	return s
 }
 
 // RenderReport writes report.json and report.pdf from the stage outputs.
@@ -199,14 +229,23 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		if err := a.getJSON(ctx, exam.LesionsKey(in.Exam.Ref()), &lesions); err != nil {
 			return err
 		}
-		if mf.Measurements == nil {
+		if mf.Analysis == nil {
 			return temporal.NewNonRetryableApplicationError("measurements missing", contract.ErrTypeInvalidVolume, nil)
 		}
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam.Ref())
+		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
 		}
-		figs := reportFigures(v, layers, mf.Measurements, lesions)
+		// The mask does not travel in measurements.json; the gate is
+		// deterministic, so it is asked again.
+		mf.Analysis.Quality.Mask = imaging.Assess(v, layers).Mask
+		var intensity imaging.Intensity
+		switch err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); {
+		case errors.Is(err, storage.ErrNotFound): // an exam denoised before normalisation was recorded
+		case err != nil:
+			return err
+		}
+		figs := reportFigures(v, layers, mf.Analysis, lesions)
 		info := activity.GetInfo(ctx)
 		rep := &report.Report{
 			SchemaVersion: report.SchemaVersion,
@@ -219,13 +258,14 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			SubmittedAt:   in.Exam.SubmittedAt,
 			// The stage's scheduled time, not the wall clock, so that a
 			// re-run writes the same report.
-			GeneratedAt:  info.ScheduledTime.UTC().Truncate(time.Second),
-			Volume:       mf.Volume,
-			Measurements: report.Headline(mf.Measurements),
-			Lesions:      lesions,
-			Quality:      report.ScanQuality(figs),
-			Algorithms:   a.algorithms(),
+			GeneratedAt: info.ScheduledTime.UTC().Truncate(time.Second),
+			Volume:      mf.Volume,
+			Algorithms:  a.algorithms(),
 		}
+		if intensity.Encoding != "" {
+			rep.Intensity = &intensity
+		}
+		rep.FromAnalysis(mf.Analysis, lesions, v.Cols)
 		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		// A report stands once written: a retry of the same run rewrites
 		// the same report, another run never replaces it.
@@ -246,20 +286,25 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			return err
 		}
 		out.Keys = []string{jsonKey, pdfKey}
-		out.Summary = &exam.Summary{CentralSubfieldThicknessUm: rep.Measurements.CentralSubfieldThicknessUm,
-			MeanThicknessUm: rep.Measurements.MeanThicknessUm, TotalVolumeMm3: rep.Measurements.TotalVolumeMm3,
-			Lesions: len(lesions)}
+		out.Summary = summarize(mf.Analysis, len(rep.Lesions))
 		return a.put(ctx, pdfKey, pdf, "application/pdf")
 	})
 	return out, err
 }
 
-// reportFigures takes the B-scan through the fovea, its boundaries and
-// lesion boxes, and the thickness map, for the report's figures.
-func reportFigures(v *imaging.Volume, l *imaging.Layers, m *imaging.Measurements, lesions []imaging.Lesion) *report.Figures {
-	f := min(max(m.FoveaFrame, 0), v.Frames-1)
+// reportFigures takes the B-scan the report shows (through the fovea of
+// a cube, the one B-scan of a line or circle), its boundaries and lesion
+// boxes, and a cube's thickness map.
+func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, lesions []imaging.Lesion) *report.Figures {
+	f, col := 0, v.Cols/2
+	var thickness []float32
+	if m := an.Cube; m != nil {
+		f, col, thickness = min(max(m.FoveaFrame, 0), v.Frames-1), m.FoveaCol, m.ThicknessMapUm
+	} else if v.Frames > 1 {
+		f = v.Frames / 2
+	}
 	figs := &report.Figures{BScan: v.Frame(f), Rows: v.Rows, Cols: v.Cols, Boundaries: map[string][]float32{},
-		Thickness: m.ThicknessMapUm, Frames: v.Frames, Spacing: v.Spacing, FoveaFrame: f, FoveaCol: m.FoveaCol}
+		Thickness: thickness, Frames: v.Frames, Spacing: v.Spacing, FoveaFrame: f, FoveaCol: col}
 	for name, rows := range l.Boundaries {
 		if len(rows) == v.Frames*v.Cols {
 			figs.Boundaries[name] = rows[f*v.Cols : (f+1)*v.Cols]
@@ -373,8 +418,26 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 	return v, nil
 }
 
-func (a *Activities) loadVolumeAndLayers(ctx context.Context, r exam.Ref) (*imaging.Volume, *imaging.Layers, error) {
-	v, err := a.loadVolume(ctx, exam.DenoisedKey(r))
+// loadExamVolume reads one of an exam's volumes and gives it the scan
+// pattern the gateway resolved (an exam submitted before the pattern was
+// kept gets the one its shape says).
+func (a *Activities) loadExamVolume(ctx context.Context, sub exam.Submission, key string) (*imaging.Volume, error) {
+	v, err := a.loadVolume(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	v.Pattern, err = imaging.ResolvePattern(v, imaging.Pattern(sub.ScanType))
+	if err != nil {
+		// The pattern was checked at the gateway; only a scan changed in
+		// storage can fail here.
+		return nil, permanentIfInvalid(err)
+	}
+	return v, nil
+}
+
+func (a *Activities) loadVolumeAndLayers(ctx context.Context, sub exam.Submission) (*imaging.Volume, *imaging.Layers, error) {
+	r := sub.Ref()
+	v, err := a.loadExamVolume(ctx, sub, exam.DenoisedKey(r))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -235,6 +235,12 @@ type ReportReady struct {
 	// Priority is the bucket the exam was submitted in.
 	Priority exam.Priority `json:"priority"`
 	Report   ReportLinks   `json:"report"`
+	// ScanType is the scan's pattern; Gradable the quality gate's verdict
+	// (full, partial, ungradable); NotMeasurable is true when the report
+	// carries no measurement, so a workstation can flag it at once.
+	ScanType      string `json:"scanType,omitempty"`
+	Gradable      string `json:"gradable,omitempty"`
+	NotMeasurable bool   `json:"notMeasurable,omitempty"`
 	// Reminder counts repeated pushes for an urgent exam awaiting review.
 	Reminder int `json:"reminder,omitempty"`
 }
@@ -279,8 +285,12 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInp
 	}
 	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) +
 		"/report?campus=" + url.QueryEscape(in.Exam.Campus) + "&format="
-	body, err := json.Marshal(ReportReady{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, State: lifecycle.Completed, Eye: in.Exam.Eye,
-		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder})
+	event := ReportReady{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, State: lifecycle.Completed, Eye: in.Exam.Eye,
+		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder}
+	if in.Summary != nil {
+		event.ScanType, event.Gradable, event.NotMeasurable = in.Summary.ScanType, in.Summary.Gradable, in.Summary.NotMeasurable
+	}
+	body, err := json.Marshal(event)
 	if err != nil {
 		return contract.StageOutput{}, fmt.Errorf("encode event: %w", err)
 	}

@@ -83,3 +83,54 @@ func FuzzSubmitIntake(f *testing.F) {
 		}
 	})
 }
+
+// TestTheIntakeResolvesTheScanType: the pattern the DICOM and the shape
+// say, a declared one that agrees, and a 422 for one that does not.
+func TestTheIntakeResolvesTheScanType(t *testing.T) {
+	var cube, line bytes.Buffer
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	if err := imaging.WriteDICOM(&cube, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	one := imaging.NewVolume(1, 64, 16, p.Volume.Spacing)
+	copy(one.Data, p.Volume.Frame(1))
+	if err := imaging.WriteDICOM(&line, one, imaging.Header{SOPInstanceUID: "1.3", Description: "RNFL circle scan"}); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), SpoolDir: t.TempDir()})
+	e := echo.New()
+	for _, c := range []struct {
+		scan     []byte
+		declared string
+		want     imaging.Pattern
+		status   int
+	}{
+		{cube.Bytes(), "", imaging.Cube, 0},
+		{cube.Bytes(), "cube", imaging.Cube, 0},
+		{cube.Bytes(), "line", "", http.StatusUnprocessableEntity},
+		{line.Bytes(), "", imaging.Circle, 0},
+		{line.Bytes(), "circle", imaging.Circle, 0},
+		{line.Bytes(), "line", "", http.StatusUnprocessableEntity},
+		{cube.Bytes(), "spiral", "", http.StatusBadRequest},
+	} {
+		contentType, body := Multipart(SubmitMeta{ExamID: "E-1", ScanType: c.declared}, c.scan)
+		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
+		req.Header.Set(echo.HeaderContentType, contentType)
+		ctx := e.NewContext(req, httptest.NewRecorder())
+		ctx.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
+		up, clean, err := srv.intake(ctx)
+		var prob *Problem
+		switch {
+		case c.status != 0 && (!errors.As(err, &prob) || prob.Status != c.status):
+			t.Errorf("declared %q: %v, want %d", c.declared, err, c.status)
+		case c.status == 0 && (err != nil || clean.pattern != c.want):
+			t.Errorf("declared %q: %v, pattern %q, want %q", c.declared, err, clean.pattern, c.want)
+		}
+		up.close()
+		clean.close()
+	}
+}

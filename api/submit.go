@@ -33,6 +33,9 @@ type SubmitMeta struct {
 	CallbackURL string `json:"callbackUrl"`
 	// PatientRef, if given, is pseudonymised like the DICOM Patient ID.
 	PatientRef string `json:"patientRef"`
+	// ScanType is cube, line or circle, for devices whose DICOM does not
+	// say; it must agree with the DICOM where the DICOM does.
+	ScanType string `json:"scanType,omitempty"`
 }
 
 // upload is a submission received: its metadata, and the scan as sent,
@@ -57,6 +60,7 @@ type cleanScan struct {
 	size       int64
 	laterality string
 	patientRef string // the pseudonym, or ""
+	pattern    imaging.Pattern
 }
 
 func (c *cleanScan) close() {
@@ -110,7 +114,7 @@ func (s *Server) submitExam(c echo.Context) error {
 		ExamID: ref.ID, Priority: prio, Eye: eye, CallbackURL: up.meta.CallbackURL,
 		PatientRef: clean.patientRef, DeviceID: who.DeviceID, Campus: ref.Campus,
 		ScanKey: exam.ScanKey(ref, up.digest), ScanDigest: up.digest,
-		SubmittedAt: time.Now().UTC(),
+		SubmittedAt: time.Now().UTC(), ScanType: string(clean.pattern),
 	}
 	if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
 		return err
@@ -350,11 +354,21 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		return nil, problem(http.StatusUnprocessableEntity, "invalid-meta",
 			fmt.Sprintf("meta says eye %s but the scan's laterality is %s", up.meta.Eye, scan.Volume.Laterality))
 	}
+	// The pattern is told from the original: the de-identified copy keeps
+	// no descriptions.
+	declared, _ := imaging.ParsePattern(up.meta.ScanType)
+	pattern, err := imaging.ResolvePattern(scan.Volume, declared)
+	if err != nil {
+		p := problem(http.StatusUnprocessableEntity, "invalid-meta", err.Error())
+		p.ExamID = up.meta.ExamID
+		return nil, p
+	}
 	patient := up.meta.PatientRef
 	if patient == "" {
 		patient = scan.Header.PatientID
 	}
-	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient)}
+	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient),
+		pattern: pattern}
 	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
@@ -394,6 +408,9 @@ func validateMeta(m SubmitMeta) error {
 		return bad(err.Error())
 	}
 	if _, err := exam.ParseEye(m.Eye); err != nil {
+		return bad(err.Error())
+	}
+	if _, err := imaging.ParsePattern(m.ScanType); err != nil {
 		return bad(err.Error())
 	}
 	if len(m.PatientRef) > 256 || len(m.CallbackURL) > 2048 {

@@ -55,6 +55,15 @@ func ParseKeys(b []byte) (Keys, error) {
 	return k, nil
 }
 
+// Open builds the codec of the keys in a file (LoadKeys, then New).
+func Open(path string) (*Codec, error) {
+	keys, err := LoadKeys(path)
+	if err != nil {
+		return nil, err
+	}
+	return New(keys)
+}
+
 // LoadKeys reads keys from a file (see ParseKeys).
 func LoadKeys(path string) (Keys, error) {
 	b, err := os.ReadFile(path)

@@ -87,6 +87,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DataDir == "" {
 		return c, errors.New("devstack: data dir is required")
 	}
+	// Absolute: versitygw's posix backend moves the process's working
+	// directory into the S3 root when it starts, so a relative path read
+	// after that would point elsewhere.
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return c, fmt.Errorf("data dir: %w", err)

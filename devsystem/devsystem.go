@@ -151,12 +151,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		stack.Stop()
 		return nil, err
 	}
-	keys, err := codec.LoadKeys(secrets.CodecKeysFile)
-	if err != nil {
-		stack.Stop()
-		return nil, err
-	}
-	sealer, err := codec.New(keys)
+	sealer, err := codec.Open(secrets.CodecKeysFile)
 	if err != nil {
 		stack.Stop()
 		return nil, err

@@ -120,16 +120,32 @@ type Submission struct {
 	ScanKey     string    `json:"scanKey"`
 	ScanDigest  string    `json:"scanDigest"`
 	SubmittedAt time.Time `json:"submittedAt"`
+	// ScanType is the scan's pattern as the gateway resolved it (cube,
+	// line or circle); empty for exams submitted before it was kept,
+	// which the stages tell from the volume's shape.
+	ScanType string `json:"scanType,omitempty"`
 }
 
 // Ref is the submitted exam's reference.
 func (s Submission) Ref() Ref { return Ref{Campus: s.Campus, ID: s.ExamID} }
 
-// Summary carries the headline measurements so status can show them
-// without reading the report object.
+// Summary carries the headline result so status and events can show it
+// without reading the report object. A figure the analysis could not
+// measure is absent, never zero.
 type Summary struct {
-	CentralSubfieldThicknessUm float64 `json:"centralSubfieldThicknessUm"`
-	MeanThicknessUm            float64 `json:"meanThicknessUm"`
-	TotalVolumeMm3             float64 `json:"totalVolumeMm3"`
-	Lesions                    int     `json:"lesions"`
+	// ScanType is the scan's pattern; Gradable the quality gate's
+	// verdict: full, partial or ungradable.
+	ScanType string `json:"scanType,omitempty"`
+	Gradable string `json:"gradable,omitempty"`
+	// NotMeasurable is true when the report carries no measurement (the
+	// report says why).
+	NotMeasurable bool `json:"notMeasurable,omitempty"`
+	// A cube's central subfield thickness, mean thickness and volume.
+	CentralSubfieldThicknessUm *float64 `json:"centralSubfieldThicknessUm,omitempty"`
+	MeanThicknessUm            *float64 `json:"meanThicknessUm,omitempty"`
+	TotalVolumeMm3             *float64 `json:"totalVolumeMm3,omitempty"`
+	// A line's central thickness; a circle's global RNFL thickness.
+	CentralThicknessUm *float64 `json:"centralThicknessUm,omitempty"`
+	RNFLGlobalUm       *float64 `json:"rnflGlobalUm,omitempty"`
+	Lesions            int      `json:"lesions"`
 }

@@ -22,6 +22,10 @@ func ScanKey(r Ref, digest string) string {
 // DenoisedKey is the denoised volume (DICOM, without patient identifier).
 func DenoisedKey(r Ref) string { return r.prefix() + "denoised.dcm" }
 
+// IntensityKey holds what normalisation found of the scan's intensity
+// encoding.
+func IntensityKey(r Ref) string { return r.prefix() + "intensity.json" }
+
 // LayersKey is the layer boundaries (JSON).
 func LayersKey(r Ref) string { return r.prefix() + "layers.json" }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -266,4 +268,66 @@ func TestMeasureOnExactBoundariesAgreesWithThePhantomGeometry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAccuracyOverManySeeds is the long accuracy run (make accuracy, not
+// in CI): OCTFLOW_ACCURACY_SEEDS full-size phantoms (healthy, fluid,
+// drusen, both; OD and OS in turn) in every export, and the worst case
+// of every figure over them.
+func TestAccuracyOverManySeeds(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("OCTFLOW_ACCURACY_SEEDS"))
+	if n <= 0 {
+		t.Skip("set OCTFLOW_ACCURACY_SEEDS (make accuracy)")
+	}
+	type worst struct {
+		mae                                   map[string]float64
+		maeSeed                               map[string]uint64
+		cst, etdrs, vol, layer                float64
+		fluidDice, drusenDice                 float64
+		cstSeed, etdrsSeed, volSeed, diceSeed uint64
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n%d seeds (101–%d) per export; worst case of each figure, and its seed\n\n", n, 100+n)
+	fmt.Fprintf(&table, "| export | worst boundary MAE px | CST error µm | ETDRS subfield error µm | volume error mm³ | layer mean error µm | fluid Dice (min) | drusen Dice (min) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, e := range Exports {
+		w := worst{mae: map[string]float64{}, maeSeed: map[string]uint64{}, fluidDice: 1, drusenDice: 1}
+		for i := range n {
+			seed := uint64(101 + i)
+			o := PhantomOptions{Seed: seed, Fluid: i%4 == 1 || i%4 == 3, Drusen: i%4 >= 2}
+			if i%2 == 1 {
+				o.Laterality = "OS"
+			}
+			a := measureAccuracy(t, o, e)
+			for b, v := range a.maePx {
+				if v > w.mae[b] {
+					w.mae[b], w.maeSeed[b] = v, seed
+				}
+			}
+			if math.Abs(a.cstErrUm) > math.Abs(w.cst) {
+				w.cst, w.cstSeed = a.cstErrUm, seed
+			}
+			if a.etdrsErrUm > w.etdrs {
+				w.etdrs, w.etdrsSeed = a.etdrsErrUm, seed
+			}
+			if math.Abs(a.volErrMm3) > math.Abs(w.vol) {
+				w.vol, w.volSeed = a.volErrMm3, seed
+			}
+			w.layer = math.Max(w.layer, a.layerErrUm)
+			if o.Fluid && a.fluidDice < w.fluidDice {
+				w.fluidDice, w.diceSeed = a.fluidDice, seed
+			}
+			if o.Drusen {
+				w.drusenDice = math.Min(w.drusenDice, a.drusenDice)
+			}
+		}
+		worstB, worstMAE := "", 0.0
+		for _, b := range BoundaryNames {
+			if w.mae[b] > worstMAE {
+				worstB, worstMAE = b, w.mae[b]
+			}
+		}
+		fmt.Fprintf(&table, "| %s | %.2f (%s, seed %d) | %+.1f (seed %d) | %.1f (seed %d) | %+.3f (seed %d) | %.1f | %.3f (seed %d) | %.3f |\n",
+			e, worstMAE, worstB, w.maeSeed[worstB], w.cst, w.cstSeed, w.etdrs, w.etdrsSeed, w.vol, w.volSeed, w.layer, w.fluidDice, w.diceSeed, w.drusenDice)
+	}
+	t.Log(table.String())
 }

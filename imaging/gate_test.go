@@ -10,9 +10,15 @@ import (
 
 // analyze runs a volume as a device stored it through every image stage.
 func analyze(t *testing.T, v *Volume) (*Analysis, *Layers) {
+	a, l, _ := analyzeWith(t, v)
+	return a, l
+}
+
+// analyzeWith is analyze that also says what normalisation found.
+func analyzeWith(t *testing.T, v *Volume) (*Analysis, *Layers, Intensity) {
 	t.Helper()
 	ctx := context.Background()
-	w, _ := Normalize(v)
+	w, intensity := Normalize(v)
 	den, err := Denoise(ctx, w, DenoiseOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +31,7 @@ func analyze(t *testing.T, v *Volume) (*Analysis, *Layers) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, l
+	return a, l, intensity
 }
 
 // TestTheQualityGateRefusesWhatShowsNoRetina: a valid scan of pure

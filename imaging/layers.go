@@ -363,7 +363,8 @@ func fitQuadratic(z []float32, use []bool) [3]float64 {
 // smoothAcrossFrames removes single-B-scan excursions: where an A-scan's
 // boundary strays more than tol rows from the mean of the same A-scan on
 // both neighbouring B-scans, which agree with each other, it takes that
-// mean. Real curvature between B-scans (the foveal pit) stays: a median
+// mean. (Runs of two were tried: they flatten drusen and the pit as much
+// as they repair.) Real curvature between B-scans (the foveal pit) stays: a median
 // would flatten its deepest B-scan.
 //
 // Only A-scans where the retina was seen (seen, when not nil) take part.

@@ -1,7 +1,6 @@
 package imaging
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -49,22 +48,9 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 		if v.Pattern != Circle {
 			t.Errorf("%s: pattern %q read from the DICOM, want circle", name, v.Pattern)
 		}
-		ctx := context.Background()
-		w, intensity := Normalize(v)
+		a, l, intensity := analyzeWith(t, v)
 		if intensity.Encoding != Power {
 			t.Errorf("%s: intensities found %+v, want a power (the device stores 255·v^0.25)", name, intensity)
-		}
-		den, err := Denoise(ctx, w, DenoiseOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := SegmentLayers(ctx, den)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Analyze(ctx, den, l)
-		if err != nil {
-			t.Fatal(err)
 		}
 		mae := func(boundary string, device []*float64) float64 {
 			var sum float64

@@ -70,7 +70,7 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 			if got[0].Actor != c.creator {
 				t.Errorf("creator = %q, want %q", got[0].Actor, c.creator)
 			}
-			if rec.State != Completed || rec.Summary == nil || rec.Summary.CentralSubfieldThicknessUm <= 0 || len(rec.Illegal) != 0 {
+			if rec.State != Completed || rec.Summary == nil || rec.Summary.CentralSubfieldThicknessUm == nil || *rec.Summary.CentralSubfieldThicknessUm <= 0 || len(rec.Illegal) != 0 {
 				t.Errorf("record ends %s with summary %+v, illegal moves %v", rec.State, rec.Summary, rec.Illegal)
 			}
 		})
@@ -293,11 +293,7 @@ func ptr[T any](v T) *T { return &v }
 // workflows/testdata/README.md).
 func corpusCodec(t *testing.T) Codec {
 	t.Helper()
-	keys, err := codec.LoadKeys("../workflows/testdata/codec-keys.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := codec.New(keys)
+	c, err := codec.Open("../workflows/testdata/codec-keys.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,54 +42,6 @@ var boundaryColours = map[string]color.RGBA{
 	imaging.OPLONL: {120, 120, 255, 255}, imaging.EZ: {255, 255, 255, 255},
 }
 
-// Quality grades a scan by its signal-to-noise ratio.
-type Quality struct {
-	SNRdB float64 `json:"snrDb"`
-	Grade string  `json:"grade"` // good, fair or poor
-}
-
-// ScanQuality compares the retina's mean signal with the noise in the
-// vitreous above it, on the central B-scan: ≥ 20 dB good, ≥ 12 dB fair.
-func ScanQuality(f *Figures) Quality {
-	ilm, bm := f.Boundaries[imaging.ILM], f.Boundaries[imaging.BM]
-	if len(ilm) != f.Cols || len(bm) != f.Cols {
-		return Quality{Grade: "unknown"}
-	}
-	var sig, n float64
-	var bg []float64
-	for c := range f.Cols {
-		top, bottom := int(ilm[c]), int(bm[c])
-		for r := max(top, 0); r < min(bottom, f.Rows); r++ {
-			sig += float64(f.BScan[r*f.Cols+c])
-			n++
-		}
-		for r := 0; r < top-8 && r < f.Rows; r++ {
-			bg = append(bg, float64(f.BScan[r*f.Cols+c]))
-		}
-	}
-	if n == 0 || len(bg) < 2 {
-		return Quality{Grade: "unknown"}
-	}
-	var mean, sd float64
-	for _, v := range bg {
-		mean += v
-	}
-	mean /= float64(len(bg))
-	for _, v := range bg {
-		sd += (v - mean) * (v - mean)
-	}
-	sd = math.Sqrt(sd / float64(len(bg)-1))
-	snr := 20 * math.Log10((sig/n)/math.Max(sd, 1e-6))
-	q := Quality{SNRdB: math.Round(snr*10) / 10, Grade: "poor"}
-	switch {
-	case snr >= 20:
-		q.Grade = "good"
-	case snr >= 12:
-		q.Grade = "fair"
-	}
-	return q
-}
-
 // bscanPNG renders the central B-scan in grey (log scale, 1st to 99.5th
 // percentile) with the boundaries and lesion boxes drawn on it.
 func bscanPNG(f *Figures) ([]byte, error) {

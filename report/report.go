@@ -5,9 +5,11 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"codeberg.org/go-pdf/fpdf"
@@ -17,30 +19,70 @@ import (
 
 // SchemaVersion names the JSON layout below; bump it on any incompatible
 // change.
-const SchemaVersion = "octflow.report/v1"
+// v2 added the scan pattern, the quality gate, line and RNFL results,
+// and made every figure absent (never zero) when it was not measured.
+const SchemaVersion = "octflow.report/v2"
 
 // Report is the structured result of one exam. Measurements and lesions
 // use the same schema as a phantom's truth.json.
 type Report struct {
-	SchemaVersion string               `json:"schemaVersion"`
-	ExamID        string               `json:"examId"`
-	PatientRef    string               `json:"patientRef,omitempty"` // keyed pseudonym, never the patient ID
-	DeviceID      string               `json:"deviceId"`
-	Campus        string               `json:"campus"`
-	Eye           string               `json:"eye"`
-	Priority      string               `json:"priority"`
-	SubmittedAt   time.Time            `json:"submittedAt"`
-	GeneratedAt   time.Time            `json:"generatedAt"`
-	Volume        VolumeInfo           `json:"volume"`
-	Measurements  imaging.Measurements `json:"measurements"`
-	Lesions       []imaging.Lesion     `json:"lesions"`
-	// Quality grades the scan by its signal-to-noise ratio.
-	Quality Quality `json:"quality"`
+	SchemaVersion string    `json:"schemaVersion"`
+	ExamID        string    `json:"examId"`
+	PatientRef    string    `json:"patientRef,omitempty"` // keyed pseudonym, never the patient ID
+	DeviceID      string    `json:"deviceId"`
+	Campus        string    `json:"campus"`
+	Eye           string    `json:"eye"`
+	Priority      string    `json:"priority"`
+	SubmittedAt   time.Time `json:"submittedAt"`
+	GeneratedAt   time.Time `json:"generatedAt"`
+	// ScanPattern is cube, line, circle or radial.
+	ScanPattern imaging.Pattern `json:"scanPattern"`
+	Volume      VolumeInfo      `json:"volume"`
+	// Intensity is how the device had encoded reflectivity.
+	Intensity *imaging.Intensity `json:"intensity,omitempty"`
+	// Quality is the quality gate's verdict: gradable full, partial or
+	// ungradable, with its reasons.
+	Quality imaging.Quality `json:"quality"`
+	// Measurable is false when the analysis could measure nothing;
+	// NotMeasurable says why, and no figure is reported.
+	Measurable    bool     `json:"measurable"`
+	NotMeasurable []string `json:"notMeasurable,omitempty"`
+	// Measurements are a cube's, Line a line scan's, RNFL a circle
+	// scan's: at most one is present.
+	Measurements *imaging.Measurements     `json:"measurements,omitempty"`
+	Line         *imaging.LineMeasurements `json:"line,omitempty"`
+	RNFL         *imaging.RNFLMeasurements `json:"rnfl,omitempty"`
+	Lesions      []imaging.Lesion          `json:"lesions"`
 	// Algorithms names the version of each stage that produced the result.
 	Algorithms map[string]string `json:"algorithms"`
 	// Run is the pipeline run that wrote the report: a report is never
 	// overwritten by another run.
 	Run string `json:"run,omitempty"`
+}
+
+// FromAnalysis fills the report's pattern, quality and measurements from
+// the measure stage's analysis, and keeps only the lesions on gradable
+// A-scans (none when nothing could be measured).
+func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, cols int) {
+	r.ScanPattern, r.Quality, r.Measurable, r.NotMeasurable = a.Pattern, a.Quality, a.Measurable(), a.NotMeasurable
+	if a.Cube != nil {
+		h := Headline(a.Cube)
+		r.Measurements = &h
+	}
+	if a.Line != nil {
+		l := *a.Line
+		r.Line = &l
+	}
+	r.RNFL = a.RNFL
+	r.Lesions = []imaging.Lesion{}
+	if !r.Measurable {
+		return
+	}
+	for _, l := range lesions {
+		if i := l.Frame*cols + l.Col; a.Quality.Mask == nil || i >= 0 && i < len(a.Quality.Mask) && a.Quality.Mask[i] {
+			r.Lesions = append(r.Lesions, l)
+		}
+	}
 }
 
 // VolumeInfo describes the scan that was analysed.
@@ -86,11 +128,14 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 	pdf.AddPage()
 
 	pdf.SetFont("Helvetica", "B", 16)
-	pdf.CellFormat(0, 9, "Macular OCT report", "", 1, "L", false, 0, "")
+	pdf.CellFormat(0, 9, title(r.ScanPattern), "", 1, "L", false, 0, "")
 	section(pdf, "Exam")
-	quality := "not assessed"
-	if r.Quality.Grade != "" {
-		quality = tr(fmt.Sprintf("%s (signal-to-noise %.1f dB)", r.Quality.Grade, r.Quality.SNRdB))
+	intensity := "not recorded"
+	if in := r.Intensity; in != nil {
+		intensity = string(in.Encoding)
+		if in.Encoding == imaging.Power {
+			intensity = fmt.Sprintf("power law (levels ~ reflectivity^%.2f, against the working scale)", in.Exponent)
+		}
 	}
 	for _, kv := range [][2]string{
 		{"Exam ID", r.ExamID},
@@ -99,67 +144,84 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		{"Eye", eyeName(r.Eye)},
 		{"Priority", r.Priority},
 		{"Submitted / report", r.SubmittedAt.UTC().Format(time.RFC3339) + " / " + r.GeneratedAt.UTC().Format(time.RFC3339)},
-		{"Volume", tr(fmt.Sprintf("%d B-scans × %d × %d, %.2f × %.2f × %.1f µm",
-			r.Volume.Frames, r.Volume.Rows, r.Volume.Cols,
-			r.Volume.Spacing.AxialUm, r.Volume.Spacing.LateralUm, r.Volume.Spacing.FrameUm))},
-		{"Scan quality", quality},
+		{"Scan", tr(fmt.Sprintf("%s, %d B-scan(s) × %d × %d, %.2f × %.2f × %.1f µm", patternName(r.ScanPattern),
+			r.Volume.Frames, r.Volume.Rows, r.Volume.Cols, r.Volume.Spacing.AxialUm, r.Volume.Spacing.LateralUm, r.Volume.Spacing.FrameUm))},
+		{"Intensity encoding", tr(intensity)},
+		{"Scan quality", tr(fmt.Sprintf("%s: signal strength %.1f / 10 (%s), %.0f%% of A-scans graded", gradableName(r.Quality.Gradable),
+			r.Quality.SignalStrength, r.Quality.Grade, 100*r.Quality.GradableFraction))},
 	} {
 		row(pdf, kv[0], kv[1])
 	}
 
-	section(pdf, "Retinal thickness, ILM to Bruch's membrane")
-	m := r.Measurements
-	row(pdf, "Central subfield thickness (CST)", tr(fmt.Sprintf("%.0f µm", m.CentralSubfieldThicknessUm)))
-	row(pdf, "Total macular volume (6 mm)", tr(fmt.Sprintf("%.2f mm³", m.TotalVolumeMm3)))
-	row(pdf, "Mean / min / max", tr(fmt.Sprintf("%.0f / %.0f / %.0f µm", m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm)))
-	top := pdf.GetY() + 4
-	etdrsGrid(pdf, tr, 50, top+38, 34, m.ETDRS, r.Eye)
-	if f != nil {
-		if err := thicknessMap(pdf, tr, f, 110, top, 76, r.Eye); err != nil {
+	switch {
+	case !r.Measurable:
+		section(pdf, "Not measurable")
+		pdf.SetFont("Helvetica", "", 10)
+		for _, why := range r.NotMeasurable {
+			pdf.MultiCell(0, 5, tr("- "+why), "", "L", false)
+		}
+		pdf.SetFont("Helvetica", "B", 10)
+		pdf.MultiCell(0, 5, "No thickness, volume or lesion figures are reported for this exam: the scan could not be analysed. "+
+			"Review the B-scan and repeat the scan if needed.", "", "L", false)
+	default:
+		if r.Quality.Gradable == imaging.PartlyGradable {
+			pdf.Ln(1)
+			pdf.SetFont("Helvetica", "B", 9)
+			pdf.MultiCell(0, 4, tr("Partly gradable: the figures below cover the graded A-scans only ("+strings.Join(r.Quality.Reasons, "; ")+")."),
+				"", "L", false)
+		}
+		var err error
+		switch {
+		case r.Measurements != nil:
+			err = cubeSection(pdf, tr, r, f)
+		case r.Line != nil:
+			lineSection(pdf, tr, r.Line)
+		case r.RNFL != nil:
+			rnflSection(pdf, tr, r.RNFL)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	pdf.SetY(top + 84)
-	pdf.SetFont("Helvetica", "", 8)
-	pdf.MultiCell(0, 4, tr("ETDRS subfields in µm on circles of 1, 3 and 6 mm centred on the fovea: C centre; inner (I) and outer (O) rings, "+
-		"superior (S), nasal (N), inferior (I), temporal (T). The map shows the same grid over the retinal thickness."), "", "L", false)
-	if len(m.Layers) > 0 {
-		section(pdf, "Layer thickness")
-		var rows [][]string
-		for _, l := range m.Layers {
-			rows = append(rows, []string{l.Name, l.Top + " to " + l.Bottom, fmt.Sprintf("%.1f", l.MeanUm), fmt.Sprintf("%.1f", l.ETDRS["C"])})
-		}
-		table(pdf, 45, []string{"Layer", "Boundaries", "Mean, 6 mm (um)", "Centre (um)"}, rows)
-	}
 
 	pdf.AddPage()
-	section(pdf, "Central B-scan through the fovea")
 	if f != nil {
-		png, err := bscanPNG(f)
+		section(pdf, bscanTitle(r.ScanPattern))
+		shown := *f
+		if !r.Measurable { // no boundary from a failed analysis
+			shown.Boundaries, shown.Lesions = nil, nil
+		}
+		png, err := bscanPNG(&shown)
 		if err != nil {
 			return nil, err
 		}
 		pdf.RegisterImageOptionsReader("bscan", fpdf.ImageOptions{ImageType: "PNG"}, bytes.NewReader(png))
 		w := 180.0
-		h := w * float64(f.Rows) * f.Spacing.AxialUm / (float64(f.Cols) * f.Spacing.LateralUm) * 3 // depth stretched 3×, as OCT viewers do
+		h := min(w*float64(f.Rows)*f.Spacing.AxialUm/(float64(f.Cols)*f.Spacing.LateralUm)*3, 120) // depth stretched 3×, as OCT viewers do
 		y := pdf.GetY() + 1
 		pdf.ImageOptions("bscan", 15, y, w, h, false, fpdf.ImageOptions{ImageType: "PNG"}, 0, "")
 		pdf.SetY(y + h + 2)
 		pdf.SetFont("Helvetica", "", 8)
-		pdf.MultiCell(0, 4, tr(fmt.Sprintf("B-scan %d of %d, depth stretched 3×. Lines, top to bottom: ILM red, RNFL/GCL orange, IPL/INL magenta, INL/OPL blue, OPL/ONL violet, EZ white, RPE yellow, BM green. "+
-			"Cyan boxes outline lesions on this B-scan.", f.FoveaFrame+1, f.Frames)), "", "L", false)
+		caption := fmt.Sprintf("B-scan %d of %d, depth stretched. Lines, top to bottom: ILM red, RNFL/GCL orange, IPL/INL magenta, INL/OPL blue, OPL/ONL violet, EZ white, RPE yellow, BM green. "+
+			"Cyan boxes outline lesions on this B-scan.", f.FoveaFrame+1, f.Frames)
+		if !r.Measurable {
+			caption = fmt.Sprintf("B-scan %d of %d as scanned; no boundaries are drawn, as none could be found with confidence.", f.FoveaFrame+1, f.Frames)
+		}
+		pdf.MultiCell(0, 4, tr(caption), "", "L", false)
 	}
 
-	section(pdf, "Lesions")
-	if len(r.Lesions) == 0 {
-		pdf.CellFormat(0, 6, "No fluid or drusen detected.", "", 1, "L", false, 0, "")
-	} else {
-		var rows [][]string
-		for _, l := range r.Lesions {
-			rows = append(rows, []string{l.Type, fmt.Sprint(l.Frame + 1), fmt.Sprintf("%.2f", l.XMm), fmt.Sprintf("%.2f", l.YMm),
-				fmt.Sprintf("%.3f", l.AreaMm2), fmt.Sprintf("%.4f", l.VolumeMm3)})
+	if r.Measurable {
+		section(pdf, "Lesions")
+		if len(r.Lesions) == 0 {
+			pdf.CellFormat(0, 6, "No fluid or drusen detected.", "", 1, "L", false, 0, "")
+		} else {
+			var rows [][]string
+			for _, l := range r.Lesions {
+				rows = append(rows, []string{l.Type, fmt.Sprint(l.Frame + 1), fmt.Sprintf("%.2f", l.XMm), fmt.Sprintf("%.2f", l.YMm),
+					fmt.Sprintf("%.3f", l.AreaMm2), fmt.Sprintf("%.4f", l.VolumeMm3)})
+			}
+			table(pdf, 30, []string{"Type", "B-scan", "x (mm)", "y (mm)", "Area (mm2)", "Volume (mm3)"}, rows)
 		}
-		table(pdf, 30, []string{"Type", "B-scan", "x (mm)", "y (mm)", "Area (mm2)", "Volume (mm3)"}, rows)
 	}
 
 	section(pdf, "Algorithms")
@@ -177,6 +239,154 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		return nil, fmt.Errorf("render pdf: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// cubeSection is a macular cube's figures: thickness, the ETDRS grid,
+// the thickness map and the layers.
+func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures) error {
+	section(pdf, "Retinal thickness, ILM to Bruch's membrane")
+	m := r.Measurements
+	row(pdf, "Central subfield thickness (CST)", tr(fmt.Sprintf("%.0f µm", m.CentralSubfieldThicknessUm)))
+	volume := "not measured: " + strings.Join(m.Unmeasured, ", ") + " could not be graded"
+	if m.TotalVolumeMm3 > 0 {
+		volume = fmt.Sprintf("%.2f mm³", m.TotalVolumeMm3)
+	}
+	row(pdf, "Total macular volume (6 mm)", tr(volume))
+	row(pdf, "Mean / min / max", tr(fmt.Sprintf("%.0f / %.0f / %.0f µm", m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm)))
+	top := pdf.GetY() + 4
+	etdrsGrid(pdf, tr, 50, top+38, 34, m.ETDRS, r.Eye)
+	if f != nil && len(f.Thickness) == f.Frames*f.Cols {
+		if err := thicknessMap(pdf, tr, f, 110, top, 76, r.Eye); err != nil {
+			return err
+		}
+	}
+	pdf.SetY(top + 84)
+	pdf.SetFont("Helvetica", "", 8)
+	pdf.MultiCell(0, 4, tr("ETDRS subfields in µm on circles of 1, 3 and 6 mm centred on the fovea: C centre; inner (I) and outer (O) rings, "+
+		"superior (S), nasal (N), inferior (I), temporal (T); - where too little was graded. The map shows the same grid over the retinal thickness."), "", "L", false)
+	if len(m.Layers) > 0 {
+		section(pdf, "Layer thickness")
+		var rows [][]string
+		for _, l := range m.Layers {
+			centre := "-"
+			if c, ok := l.ETDRS["C"]; ok {
+				centre = fmt.Sprintf("%.1f", c)
+			}
+			rows = append(rows, []string{l.Name, l.Top + " to " + l.Bottom, fmt.Sprintf("%.1f", l.MeanUm), centre})
+		}
+		table(pdf, 45, []string{"Layer", "Boundaries", "Mean, 6 mm (um)", "Centre (um)"}, rows)
+	}
+	return nil
+}
+
+// lineSection is a line scan's figures: the central thickness through
+// the fovea, or why there is none, and the thickness profile.
+func lineSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.LineMeasurements) {
+	section(pdf, "Retinal thickness along the line, ILM to Bruch's membrane")
+	central := "not measured: " + m.NoFovea
+	if m.FoveaCol != nil {
+		central = fmt.Sprintf("%.0f µm (foveal pit %.0f µm deep, at A-scan %d)", m.CentralThicknessUm, m.PitDepthUm, *m.FoveaCol+1)
+	}
+	pdf.SetFont("Helvetica", "", 10)
+	pdf.CellFormat(70, 6, "Central thickness (1 mm)", "", 0, "L", false, 0, "")
+	pdf.SetFont("Helvetica", "B", 10)
+	pdf.MultiCell(0, 6, tr(central), "", "L", false)
+	row(pdf, "Mean / min / max", tr(fmt.Sprintf("%.0f / %.0f / %.0f µm over %.1f mm", m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm, m.LengthMm)))
+	profilePlot(pdf, tr, m.ProfileUm, 600, "Thickness profile along the line, µm (gaps: not graded)", nil)
+}
+
+// rnflSection is a circle scan's figures: the RNFL's global and sector
+// thickness and its TSNIT profile.
+func rnflSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.RNFLMeasurements) {
+	section(pdf, "Peripapillary retinal nerve fibre layer, ILM to RNFL/GCL")
+	row(pdf, "Global mean thickness", tr(fmt.Sprintf("%.0f µm", m.GlobalUm)))
+	row(pdf, "Circle", tr(fmt.Sprintf("%.2f mm long, %.2f mm across; retina %.0f µm", m.CircumferenceMm, m.DiameterMm, m.RetinaMeanUm)))
+	var cells []string
+	for _, s := range imaging.RNFLSectors {
+		v := "-"
+		if x, ok := m.Sectors[s]; ok {
+			v = fmt.Sprintf("%.0f", x)
+		}
+		cells = append(cells, v)
+	}
+	pdf.Ln(2)
+	table(pdf, 30, imaging.RNFLSectors, [][]string{cells})
+	pdf.SetFont("Helvetica", "", 8)
+	pdf.MultiCell(0, 4, tr("Sector means in µm; - where too little was graded. Reading: "+m.Convention+"."), "", "L", false)
+	n := float64(len(m.ProfileUm))
+	profilePlot(pdf, tr, m.ProfileUm, 250, "RNFL thickness profile, µm (gaps: not graded)",
+		[]profileMark{{0, "T"}, {n / 4, "S"}, {n / 2, "N"}, {3 * n / 4, "I"}, {n - 1, "T"}})
+}
+
+// profileMark labels a position on a profile's x axis.
+type profileMark struct {
+	at    float64
+	label string
+}
+
+// profilePlot draws values (0: not graded, left out) as a line over the
+// page's width, 0 to yMax µm.
+func profilePlot(pdf *fpdf.Fpdf, tr func(string) string, values []float32, yMax float64, caption string, marks []profileMark) {
+	for _, v := range values {
+		yMax = max(yMax, float64(v)*1.05)
+	}
+	x0, w, h := 25.0, 165.0, 50.0
+	y0 := pdf.GetY() + 4
+	pdf.SetDrawColor(120, 120, 120)
+	pdf.SetLineWidth(0.2)
+	pdf.Rect(x0, y0, w, h, "D")
+	pdf.SetFont("Helvetica", "", 7)
+	for _, t := range []float64{0, yMax / 2, yMax} {
+		y := y0 + h - t/yMax*h
+		pdf.SetXY(x0-14, y-2)
+		pdf.CellFormat(12, 4, fmt.Sprintf("%.0f", t), "", 0, "R", false, 0, "")
+	}
+	n := max(len(values)-1, 1)
+	for _, m := range marks {
+		x := x0 + m.at/float64(n)*w
+		pdf.SetXY(x-3, y0+h+1)
+		pdf.CellFormat(6, 4, m.label, "", 0, "C", false, 0, "")
+	}
+	pdf.SetDrawColor(200, 30, 30)
+	pdf.SetLineWidth(0.4)
+	for i := 1; i < len(values); i++ {
+		a, b := float64(values[i-1]), float64(values[i])
+		if a <= 0 || b <= 0 {
+			continue
+		}
+		pdf.Line(x0+float64(i-1)/float64(n)*w, y0+h-a/yMax*h, x0+float64(i)/float64(n)*w, y0+h-b/yMax*h)
+	}
+	pdf.SetDrawColor(0, 0, 0)
+	pdf.SetXY(x0, y0+h+5)
+	pdf.SetFont("Helvetica", "", 8)
+	pdf.CellFormat(w, 4, tr(caption), "", 1, "C", false, 0, "")
+}
+
+// patternTexts are the report's words for each scan pattern: its title,
+// the heading of its B-scan and its name.
+var patternTexts = map[imaging.Pattern]struct{ title, bscan, name string }{
+	imaging.Cube:   {"Macular OCT report", "Central B-scan through the fovea", "macular cube"},
+	imaging.Line:   {"OCT line scan report", "B-scan", "line scan"},
+	imaging.Circle: {"Peripapillary RNFL report", "Circle scan around the optic disc, unrolled (TSNIT)", "peripapillary circle scan"},
+	imaging.Radial: {"OCT report", "B-scan", "radial scan"},
+}
+
+func title(p imaging.Pattern) string { return cmp.Or(patternTexts[p].title, "OCT report") }
+
+func bscanTitle(p imaging.Pattern) string { return cmp.Or(patternTexts[p].bscan, "B-scan") }
+
+func patternName(p imaging.Pattern) string { return cmp.Or(patternTexts[p].name, "unknown pattern") }
+
+func gradableName(g imaging.Gradability) string {
+	switch g {
+	case imaging.Gradable:
+		return "gradable"
+	case imaging.PartlyGradable:
+		return "partly gradable"
+	case imaging.Ungradable:
+		return "ungradable"
+	}
+	return "not assessed"
 }
 
 // etdrsGrid draws the ETDRS circles (1, 3, 6 mm) centred at (cx, cy) with

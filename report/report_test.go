@@ -34,34 +34,36 @@ func phantomFigures(t *testing.T) (*Figures, *imaging.Measurements) {
 	return figs, m
 }
 
-func TestScanQualityTellsARetinaFromNoise(t *testing.T) {
-	figs, _ := phantomFigures(t)
-	if q := ScanQuality(figs); q.Grade != "good" || q.SNRdB < 20 {
-		t.Errorf("phantom quality %+v, want good", q)
-	}
-	flat := *figs
-	flat.BScan = make([]float32, len(figs.BScan))
-	for i := range flat.BScan {
-		flat.BScan[i] = float32(100 + (i*7919)%200) // the same noise inside and outside the retina
-	}
-	if q := ScanQuality(&flat); q.Grade != "poor" {
-		t.Errorf("noise-only quality %+v, want poor", q)
-	}
-}
-
 func TestPDFRendersWithFigures(t *testing.T) {
 	figs, m := phantomFigures(t)
-	r := &Report{SchemaVersion: SchemaVersion, ExamID: "E-PDF", Eye: "OS", Priority: "urgent",
-		SubmittedAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), GeneratedAt: time.Date(2026, 11, 29, 9, 1, 0, 0, time.UTC),
-		Measurements: Headline(m), Quality: ScanQuality(figs), Algorithms: map[string]string{"denoise": "v0"}}
-	pdf, err := PDF(r, figs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(pdf, []byte("%PDF-")) || bytes.Count(pdf, []byte("/Type /Page\n")) != 2 {
-		t.Errorf("want a two-page PDF, got %d bytes", len(pdf))
-	}
 	h := Headline(m)
+	ok := imaging.Quality{Gradable: imaging.Gradable, SignalStrength: 9, Grade: "good", GradableFraction: 1}
+	line := &imaging.LineMeasurements{NoFovea: "no foveal pit", MeanThicknessUm: 300, ProfileUm: []float32{290, 0, 300, 310}, LengthMm: 6}
+	rnfl := &imaging.RNFLMeasurements{GlobalUm: 100, Sectors: map[string]float64{"T": 70, "N": 60}, Convention: imaging.RNFLConvention,
+		ProfileUm: []float32{70, 120, 0, 60, 130, 70}}
+	for _, c := range []struct {
+		name string
+		r    Report
+	}{
+		{"cube", Report{ScanPattern: imaging.Cube, Quality: ok, Measurable: true, Measurements: &h}},
+		{"partial cube", Report{ScanPattern: imaging.Cube, Measurable: true, Measurements: &h,
+			Quality: imaging.Quality{Gradable: imaging.PartlyGradable, Reasons: []string{"half blank"}, GradableFraction: 0.5}}},
+		{"line", Report{ScanPattern: imaging.Line, Quality: ok, Measurable: true, Line: line}},
+		{"circle", Report{ScanPattern: imaging.Circle, Quality: ok, Measurable: true, RNFL: rnfl}},
+		{"ungradable", Report{ScanPattern: imaging.Cube, Quality: imaging.Quality{Gradable: imaging.Ungradable},
+			NotMeasurable: []string{"the scan could not be graded"}}},
+	} {
+		r := c.r
+		r.SchemaVersion, r.ExamID, r.Eye, r.Priority, r.Algorithms = SchemaVersion, "E-PDF", "OS", "urgent", map[string]string{"denoise": "v0"}
+		r.SubmittedAt, r.GeneratedAt = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 9, 1, 0, 0, time.UTC)
+		pdf, err := PDF(&r, figs)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !bytes.HasPrefix(pdf, []byte("%PDF-")) || bytes.Count(pdf, []byte("/Type /Page\n")) != 2 {
+			t.Errorf("%s: want a two-page PDF, got %d bytes", c.name, len(pdf))
+		}
+	}
 	if h.ThicknessMapUm != nil || len(h.Layers) != len(imaging.RetinalLayers) {
 		t.Fatalf("headline: thickness map kept %v, %d layers", h.ThicknessMapUm != nil, len(h.Layers))
 	}

@@ -82,7 +82,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			out := contract.StageOutput{Keys: []string{string(stage)}}
 			if stage == exam.Measure {
-				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: 250}
+				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: ptr(250.0)}
 			}
 			if stage == exam.Notify {
 				out.Delivered = true
@@ -158,7 +158,7 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	if res.Report.JSONKey != "exams/north/E1/report.json" || res.Report.PDFKey != "exams/north/E1/report.pdf" {
 		t.Errorf("report keys = %+v", res.Report)
 	}
-	if res.Summary.CentralSubfieldThicknessUm != 250 {
+	if res.Summary.CentralSubfieldThicknessUm == nil || *res.Summary.CentralSubfieldThicknessUm != 250 {
 		t.Errorf("summary = %+v, want the measure stage's", res.Summary)
 	}
 	p := queryProgress(t, env)
@@ -183,7 +183,7 @@ func TestThePipelineEndsWithTheReportAndStartsTheReview(t *testing.T) {
 	if started == nil {
 		t.Fatal("the pipeline did not start the review")
 	}
-	if started.Submission.ExamID != "E1" || started.Summary.CentralSubfieldThicknessUm != 250 ||
+	if started.Submission.ExamID != "E1" || started.Summary.CentralSubfieldThicknessUm == nil || *started.Summary.CentralSubfieldThicknessUm != 250 ||
 		started.Policy.ReviewWindow != in.Policy.ReviewWindow {
 		t.Errorf("review started with %+v", started)
 	}
@@ -392,3 +392,5 @@ func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

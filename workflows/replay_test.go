@@ -43,11 +43,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 // tests (testdata/codec-keys.json; it guards nothing else).
 func corpusConverters(t *testing.T) (converter.DataConverter, converter.FailureConverter) {
 	t.Helper()
-	keys, err := codec.LoadKeys("testdata/codec-keys.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := codec.New(keys)
+	c, err := codec.Open("testdata/codec-keys.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func reviewStart(priority exam.Priority, window, reminder time.Duration) contrac
 	in := testInput()
 	in.Submission.Priority = priority
 	in.Policy.ReviewWindow, in.Policy.ReviewReminder = window, reminder
-	return contract.ReviewStart{Submission: in.Submission, Policy: in.Policy, Summary: exam.Summary{CentralSubfieldThicknessUm: 250},
+	return contract.ReviewStart{Submission: in.Submission, Policy: in.Policy, Summary: exam.Summary{CentralSubfieldThicknessUm: ptr(250.0)},
 		ReportAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 }
 

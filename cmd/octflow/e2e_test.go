@@ -110,11 +110,7 @@ func (h *harness) start() {
 // startParts starts workers and/or GPU nodes against the running stack.
 func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 	h.t.Helper()
-	keys, err := codec.LoadKeys(h.sys.Secrets.CodecKeysFile)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	sealer, err := codec.New(keys)
+	sealer, err := codec.Open(h.sys.Secrets.CodecKeysFile)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -249,6 +245,11 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
+	if rep.SchemaVersion != report.SchemaVersion || rep.ScanPattern != imaging.Cube || !rep.Measurable ||
+		rep.Quality.Gradable != imaging.Gradable || rep.Measurements == nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Linear {
+		t.Fatalf("report %s: pattern %s, measurable %v, quality %s (%q), intensity %+v", rep.SchemaVersion, rep.ScanPattern,
+			rep.Measurable, rep.Quality.Gradable, rep.Quality.Reasons, rep.Intensity)
+	}
 	// The report against the phantom's own geometry (not against the
 	// measuring code).
 	cst, want := rep.Measurements.CentralSubfieldThicknessUm, truth.Measurements
@@ -282,15 +283,16 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 			t.Errorf("object key %s holds the patient ID", k)
 		}
 	}
-	if len(keys) != 8 {
-		t.Errorf("objects = %v, want scan, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
+	if len(keys) != 9 {
+		t.Errorf("objects = %v, want scan, intensity, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
 	}
 	t.Log(h.waitMetric("temporal_request", `operation="StartWorkflowExecution"`))
 	// Last, so that a missing pdftotext on a developer's machine skips
 	// only this.
 	t.Run("report PDF text", func(t *testing.T) {
 		text := pdfText(t, pdf)
-		for _, want := range []string{"e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL", "chiu-graph/v1"} {
+		for _, want := range []string{"Macular OCT report", "e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL",
+			"chiu-graph/v1", "gradable: signal strength"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("report.pdf text lacks %q", want)
 			}

@@ -73,7 +73,7 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	first := h.readEvents(0, 1)[0]
-	if first.event.ExamID != "sse-1" || first.event.Campus != h.sys.Secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == 0 {
+	if first.event.ExamID != "sse-1" || first.event.Campus != h.sys.Secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == nil {
 		t.Errorf("first event %+v", first.event)
 	}
 	// The workstation was away while another report became ready; it

@@ -35,6 +35,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	priority := fs.String("priority", "normal", "urgent, normal or low")
 	eye := fs.String("eye", "", "OD or OS (default: from the DICOM header)")
 	callback := fs.String("callback-url", "", "URL to POST the report-ready event to")
+	scanType := fs.String("scan-type", "", "cube, line or circle, when the DICOM does not say (default: what the DICOM or its shape says)")
 	wait := fs.Bool("wait", false, "wait until the exam is COMPLETED or DEAD, printing each state change")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting after this long")
 	if err := s.Parse(args); err != nil {
@@ -70,7 +71,7 @@ func runSubmit(ctx context.Context, args []string) error {
 		hc.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
 	}
 	c := &api.Client{Base: strings.TrimRight(apiURL, "/"), Token: *token, HTTP: hc}
-	st, code, err := c.Submit(ctx, api.SubmitMeta{ExamID: *examID, Priority: *priority, Eye: *eye, CallbackURL: *callback}, scan)
+	st, code, err := c.Submit(ctx, api.SubmitMeta{ExamID: *examID, Priority: *priority, Eye: *eye, CallbackURL: *callback, ScanType: *scanType}, scan)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,182 @@
+package main
+
+// Real device scans and scans no analysis can read, through the HTTP API.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"octflow/activities"
+	"octflow/api"
+	"octflow/imaging"
+	"octflow/lifecycle"
+	"octflow/report"
+)
+
+// TestARealCircleScanCompletesWithAnRNFLReport sends a real SPECTRALIS
+// circle scan as the device exported it: the exam completes with a
+// peripapillary RNFL report whose global thickness is within 10 µm of
+// the device's own segmentation, and status says what was measured.
+func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
+	// Read before the stack starts: the embedded S3 gateway moves the
+	// process's working directory into its data.
+	scan, err := os.ReadFile("../../imaging/testdata/realdata/spectralis-circle-2.dcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev struct {
+		ILM, RNFL []*float64
+		ScaleZUm  float64 `json:"scaleZUm"`
+	}
+	b, err := os.ReadFile("../../imaging/testdata/realdata/spectralis-circle-2.seg.json")
+	if err != nil || json.Unmarshal(b, &dev) != nil {
+		t.Fatalf("device segmentation: %v", err)
+	}
+	var devSum float64
+	var n int
+	for c := range dev.ILM {
+		if dev.ILM[c] != nil && dev.RNFL[c] != nil {
+			devSum, n = devSum+(*dev.RNFL[c]-*dev.ILM[c])*dev.ScaleZUm, n+1
+		}
+	}
+	devGlobal := devSum / float64(n)
+	h := newHarness(t, 1)
+	ctx := context.Background()
+
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "real-circle", Priority: "urgent"}, scan); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	st := h.waitTerminal("real-circle")
+	if st.State != lifecycle.Completed || st.Report == nil {
+		t.Fatalf("exam ended %s: %+v", st.State, st.LastFailure)
+	}
+	sum := st.Report.Summary
+	if sum.ScanType != "circle" || sum.Gradable != "full" || sum.NotMeasurable || sum.RNFLGlobalUm == nil || sum.CentralSubfieldThicknessUm != nil {
+		t.Errorf("status summary %+v, want a gradable circle with an RNFL figure and no macular one", sum)
+	}
+	var rep report.Report
+	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
+	if err != nil || json.Unmarshal(raw, &rep) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if rep.ScanPattern != imaging.Circle || rep.RNFL == nil || rep.Measurements != nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Power {
+		t.Fatalf("report: pattern %s, rnfl %v, cube %v, intensity %+v", rep.ScanPattern, rep.RNFL != nil, rep.Measurements != nil, rep.Intensity)
+	}
+	if d := rep.RNFL.GlobalUm - devGlobal; math.Abs(d) > 10 {
+		t.Errorf("RNFL global %.1f µm, the device's %.1f", rep.RNFL.GlobalUm, devGlobal)
+	}
+	if len(rep.RNFL.Sectors) != len(imaging.RNFLSectors) {
+		t.Errorf("sectors %v", rep.RNFL.Sectors)
+	}
+	pdf, err := h.store.ReadAll(ctx, st.Report.PDFKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("report PDF text", func(t *testing.T) {
+		text := pdfText(t, pdf)
+		for _, want := range []string{"Peripapillary RNFL report", "Global mean thickness", "TSNIT", "peripapillary circle scan"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("report.pdf text lacks %q", want)
+			}
+		}
+	})
+}
+
+// TestANoiseScanCompletesAsUngradable sends a valid DICOM of pure
+// speckle: the exam completes, ungradable, with no measurement in its
+// report, and the flag in status, in the report-ready event and in the
+// clinicians' event stream.
+func TestANoiseScanCompletesAsUngradable(t *testing.T) {
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var events [][]byte
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		events = append(events, body)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer ws.Close()
+
+	v := imaging.NewVolume(5, 248, 256, imaging.Spacing{AxialUm: 3.87, LateralUm: 11.72, FrameUm: 122})
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range v.Data {
+		v.Data[i] = float32(rng.ExpFloat64() * 800)
+	}
+	var scan bytes.Buffer
+	if err := imaging.WriteDICOM(&scan, v, imaging.Header{SOPInstanceUID: "2.25.77", PatientID: "NOISE-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "noise-1", CallbackURL: ws.URL + "/hook"}, scan.Bytes()); code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	st := h.waitTerminal("noise-1")
+	if st.State != lifecycle.Completed || st.Report == nil {
+		t.Fatalf("exam ended %s: %+v", st.State, st.LastFailure)
+	}
+	sum := st.Report.Summary
+	if sum.Gradable != "ungradable" || !sum.NotMeasurable || sum.CentralSubfieldThicknessUm != nil || sum.MeanThicknessUm != nil || sum.TotalVolumeMm3 != nil {
+		t.Errorf("status summary %+v, want ungradable and no figure", sum)
+	}
+	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Measurable || len(rep.NotMeasurable) == 0 || rep.Measurements != nil || rep.Line != nil || rep.RNFL != nil ||
+		len(rep.Lesions) != 0 || rep.Quality.Gradable != imaging.Ungradable {
+		t.Errorf("report: measurable %v (%q), quality %s, cube %v, lesions %d", rep.Measurable, rep.NotMeasurable,
+			rep.Quality.Gradable, rep.Measurements != nil, len(rep.Lesions))
+	}
+	for _, figure := range []string{`"centralSubfieldThicknessUm"`, `"totalVolumeMm3"`, `"etdrs"`, `"globalUm"`, `"profileUm"`} {
+		if strings.Contains(string(raw), figure) {
+			t.Errorf("report.json of an ungradable scan holds %q", figure)
+		}
+	}
+
+	mu.Lock()
+	if len(events) != 1 {
+		t.Fatalf("%d report-ready deliveries", len(events))
+	}
+	var event activities.ReportReady
+	if err := json.Unmarshal(events[0], &event); err != nil || event.Gradable != "ungradable" || !event.NotMeasurable {
+		t.Errorf("report-ready event %s: %v", events[0], err)
+	}
+	mu.Unlock()
+
+	first := h.readEvents(0, 1)[0]
+	if first.event.ExamID != "noise-1" || first.event.Summary.Gradable != "ungradable" || !first.event.Summary.NotMeasurable {
+		t.Errorf("clinician event %+v", first.event)
+	}
+
+	pdf, err := h.store.ReadAll(ctx, st.Report.PDFKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("report PDF text", func(t *testing.T) {
+		text := pdfText(t, pdf)
+		for _, want := range []string{"Not measurable", "ungradable", "No thickness"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("report.pdf text lacks %q", want)
+			}
+		}
+		if strings.Contains(text, "Central subfield thickness") {
+			t.Error("report.pdf of an ungradable scan shows a central subfield thickness")
+		}
+	})
+}
