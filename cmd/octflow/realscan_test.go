@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,14 +24,17 @@ import (
 	"octflow/report"
 )
 
+// realData is the real scans' folder, made absolute when the package
+// loads: the embedded S3 gateway moves the process's working directory
+// into its data once a test starts a stack.
+var realData, _ = filepath.Abs("../../imaging/testdata/realdata")
+
 // TestARealCircleScanCompletesWithAnRNFLReport sends a real SPECTRALIS
 // circle scan as the device exported it: the exam completes with a
 // peripapillary RNFL report whose global thickness is within 10 µm of
 // the device's own segmentation, and status says what was measured.
 func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
-	// Read before the stack starts: the embedded S3 gateway moves the
-	// process's working directory into its data.
-	scan, err := os.ReadFile("../../imaging/testdata/realdata/spectralis-circle-2.dcm")
+	scan, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +42,7 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 		ILM, RNFL []*float64
 		ScaleZUm  float64 `json:"scaleZUm"`
 	}
-	b, err := os.ReadFile("../../imaging/testdata/realdata/spectralis-circle-2.seg.json")
+	b, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.seg.json"))
 	if err != nil || json.Unmarshal(b, &dev) != nil {
 		t.Fatalf("device segmentation: %v", err)
 	}
