@@ -24,6 +24,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -179,24 +180,56 @@ func (h *harness) executions(examID string) int {
 	return len(resp.GetExecutions())
 }
 
-// stageRuns counts completed runs of a stage in the exam's history.
-func (h *harness) stageRuns(examID string, stage exam.Stage) int {
+// stageEvents calls fn with each event of the stage's activities in the
+// exam's latest run (scheduled, started, completed, failed, …), in
+// order, until fn returns false.
+func (h *harness) stageEvents(examID string, stage exam.Stage, fn func(ev *historypb.HistoryEvent) bool) {
 	h.t.Helper()
 	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
-	n := 0
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		id := ev.GetEventId()
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+			scheduled[id] = a.GetActivityType().GetName()
 		}
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == stage.ActivityName() {
-			n++
+		if s := scheduledEventID(ev); s != 0 {
+			id = s
+		}
+		if scheduled[id] == stage.ActivityName() && !fn(ev) {
+			return
 		}
 	}
+}
+
+// scheduledEventID is the ID of the scheduling event an activity event
+// refers to (0 for others).
+func scheduledEventID(ev *historypb.HistoryEvent) int64 {
+	switch {
+	case ev.GetActivityTaskStartedEventAttributes() != nil:
+		return ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()
+	case ev.GetActivityTaskCompletedEventAttributes() != nil:
+		return ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
+	case ev.GetActivityTaskFailedEventAttributes() != nil:
+		return ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()
+	case ev.GetActivityTaskTimedOutEventAttributes() != nil:
+		return ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()
+	}
+	return 0
+}
+
+// stageRuns counts completed runs of a stage in the exam's history.
+func (h *harness) stageRuns(examID string, stage exam.Stage) int {
+	n := 0
+	h.stageEvents(examID, stage, func(ev *historypb.HistoryEvent) bool {
+		if ev.GetActivityTaskCompletedEventAttributes() != nil {
+			n++
+		}
+		return true
+	})
 	return n
 }
 

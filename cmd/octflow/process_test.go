@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+
 	"octflow/api"
 	"octflow/exam"
 	"octflow/imaging"
@@ -184,20 +186,16 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 // the exam's latest run.
 func (h *harness) stageCompletedAt(examID string, stage exam.Stage) time.Time {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, 0)
-	scheduled := map[int64]string{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			h.t.Fatal(err)
+	var at time.Time
+	h.stageEvents(examID, stage, func(ev *historypb.HistoryEvent) bool {
+		if ev.GetActivityTaskCompletedEventAttributes() != nil {
+			at = ev.GetEventTime().AsTime()
+			return false
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
-		}
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == stage.ActivityName() {
-			return ev.GetEventTime().AsTime()
-		}
+		return true
+	})
+	if at.IsZero() {
+		h.t.Fatalf("%s never completed %s", examID, stage)
 	}
-	h.t.Fatalf("%s never completed %s", examID, stage)
-	return time.Time{}
+	return at
 }

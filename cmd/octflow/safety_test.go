@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
@@ -217,21 +219,13 @@ func TestABadSettingStopsTheProcessNamingItsVariable(t *testing.T) {
 // latest run.
 func (h *harness) stageAttempts(examID string, stage exam.Stage) int32 {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, 0)
-	scheduled := map[int64]string{}
 	var n int32
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
-		}
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == stage.ActivityName() {
+	h.stageEvents(examID, stage, func(ev *historypb.HistoryEvent) bool {
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
 			n = max(n, a.GetAttempt())
 		}
-	}
+		return true
+	})
 	return n
 }
 
