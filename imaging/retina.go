@@ -24,7 +24,7 @@ type retinaFinder struct {
 	rows, cols int
 	hy, hx     int // half-height and half-width of the smoothing box
 	smooth     []float32
-	tmp        []float32
+	tmp, line  []float32
 	label      []int32
 	stack      []int32
 	sample     []float32
@@ -34,7 +34,7 @@ func newRetinaFinder(rows, cols int, sp Spacing) *retinaFinder {
 	hy := max(1, int(math.Round(12/sp.AxialUm)))
 	hx := max(1, int(math.Round(60/max(sp.LateralUm, 1))))
 	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx,
-		smooth: make([]float32, rows*cols), tmp: make([]float32, rows*cols), label: make([]int32, rows*cols)}
+		smooth: make([]float32, rows*cols), tmp: make([]float32, rows*cols), line: make([]float32, cols), label: make([]int32, rows*cols)}
 }
 
 // tissueStep is how far from the background towards the brightest
@@ -51,7 +51,7 @@ const minTissueContrast = 1.4
 // when the B-scan shows no retina at all.
 func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
 	rows, cols := rf.rows, rf.cols
-	boxSmooth(logs, rf.smooth, rf.tmp, rows, cols, rf.hy, rf.hx)
+	boxSmooth(logs, rf.smooth, rf.tmp, rf.line, rows, cols, rf.hy, rf.hx)
 	// The volume is normalised, so the background is the working scale's
 	// (a B-scan's own percentiles are dragged down by an export's floor
 	// samples); the brightest tissue is the B-scan's own, so a dim or
@@ -130,38 +130,16 @@ func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
 	return true
 }
 
-// boxSmooth averages src over a (2hy+1) × (2hx+1) box into dst (running
-// sums, edges averaged over what lies inside).
-func boxSmooth(src, dst, tmp []float32, rows, cols, hy, hx int) {
+// boxSmooth averages src over a (2hy+1) × (2hx+1) box into dst, near
+// the edges over what lies inside: the denoiser's box sum (boxSum, which
+// works in tmp), divided by the samples the box covers.
+func boxSmooth(src, dst, tmp, line []float32, rows, cols, hy, hx int) {
+	copy(tmp, src)
+	boxSum(tmp, dst, line, 0, rows, 0, rows, cols, hy, hx)
 	for r := range rows {
-		line, out := src[r*cols:(r+1)*cols], tmp[r*cols:(r+1)*cols]
-		var sum float32
-		for c := 0; c < min(hx, cols); c++ {
-			sum += line[c]
-		}
+		h := float32(min(r+hy, rows-1) - max(r-hy, 0) + 1)
 		for c := range cols {
-			if c+hx < cols {
-				sum += line[c+hx]
-			}
-			if c-hx-1 >= 0 {
-				sum -= line[c-hx-1]
-			}
-			out[c] = sum / float32(min(c+hx, cols-1)-max(c-hx, 0)+1)
-		}
-	}
-	for c := range cols {
-		var sum float32
-		for r := 0; r < min(hy, rows); r++ {
-			sum += tmp[r*cols+c]
-		}
-		for r := range rows {
-			if r+hy < rows {
-				sum += tmp[(r+hy)*cols+c]
-			}
-			if r-hy-1 >= 0 {
-				sum -= tmp[(r-hy-1)*cols+c]
-			}
-			dst[r*cols+c] = sum / float32(min(r+hy, rows-1)-max(r-hy, 0)+1)
+			dst[r*cols+c] /= h * float32(min(c+hx, cols-1)-max(c-hx, 0)+1)
 		}
 	}
 }
