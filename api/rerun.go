@@ -58,6 +58,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 			memoSubmitter: s.memoString(desc, memoSubmitter),
 		},
 		TypedSearchAttributes: examSearchAttributes(in.Submission),
+		Priority:              contract.TaskPriority(in.Policy, in.Submission.Priority),
 	}, contract.ExamWorkflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {

@@ -133,6 +133,13 @@ func (s *Server) submitExam(c echo.Context) error {
 			memoSubmitter: who.Name,
 		},
 		TypedSearchAttributes: examSearchAttributes(sub),
+		// The exam's bucket orders its workflow tasks too, not only its
+		// stages. An urgent exam starts eagerly: where this process also
+		// runs the workflow worker, its first workflow task comes back
+		// with the start and runs here, skipping a queue that may hold a
+		// burst (the upload's answer waits for it, so only urgent ones).
+		Priority:         contract.TaskPriority(s.cfg.Policy, prio),
+		EnableEagerStart: prio == exam.Urgent,
 	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil && !errors.As(startErr, &already) {

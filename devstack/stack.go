@@ -71,15 +71,21 @@ type Stack struct {
 // DefaultDynamicConfig is the Temporal dynamic config octflow runs with.
 // Fairness weights the priority buckets; one task-queue partition keeps
 // the weighting exact (with the default four partitions 60-vs-5 was
-// measured to dispatch 44:21 instead of 12:1).
+// measured to dispatch 44:21 instead of 12:1). The history service's
+// background queues get few workers instead of 512 each: on SQLite every
+// write takes the one database lock, and hundreds of visibility writers
+// queued on it held up the writes that move exams along.
 func DefaultDynamicConfig() map[string]any {
 	return map[string]any{
-		"matching.enableFairness":                        true,
-		"matching.numTaskqueueReadPartitions":            1,
-		"matching.numTaskqueueWritePartitions":           1,
-		"system.forceSearchAttributesCacheRefreshOnRead": true,
-		"history.cacheHostLevelMaxSize":                  8096,
-		"frontend.namespaceRPS.visibility":               100,
+		"matching.enableFairness":                         true,
+		"matching.numTaskqueueReadPartitions":             1,
+		"matching.numTaskqueueWritePartitions":            1,
+		"system.forceSearchAttributesCacheRefreshOnRead":  true,
+		"history.cacheHostLevelMaxSize":                   8096,
+		"frontend.namespaceRPS.visibility":                100,
+		"history.visibilityProcessorSchedulerWorkerCount": 2,
+		"history.transferProcessorSchedulerWorkerCount":   16,
+		"history.timerProcessorSchedulerWorkerCount":      16,
 	}
 }
 

@@ -49,7 +49,7 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 	ctx, cancel := context.WithTimeout(ctx, r.interval)
 	defer cancel()
 	_, err = r.client.SignalWithStartWorkflow(ctx, contract.FleetWorkflowID, contract.NodeReportSignal, rep,
-		client.StartWorkflowOptions{ID: contract.FleetWorkflowID, TaskQueue: exam.WorkflowQueue},
+		client.StartWorkflowOptions{ID: contract.FleetWorkflowID, TaskQueue: exam.WorkflowQueue, Priority: contract.SystemPriority()},
 		contract.FleetWorkflow, contract.FleetState{})
 	if err != nil {
 		r.log.Warn("report to fleet", zap.Error(err))

@@ -18,7 +18,7 @@ type InboxPublisher struct{ Client client.Client }
 func (p InboxPublisher) Publish(ctx context.Context, e contract.ReportReadyEvent) error {
 	id := contract.InboxWorkflowID(e.Campus)
 	_, err := p.Client.SignalWithStartWorkflow(ctx, id, contract.InboxEventSignal, e,
-		client.StartWorkflowOptions{ID: id, TaskQueue: exam.WorkflowQueue},
+		client.StartWorkflowOptions{ID: id, TaskQueue: exam.WorkflowQueue, Priority: contract.SystemPriority()},
 		contract.InboxWorkflow, contract.InboxState{Campus: e.Campus})
 	if err != nil {
 		return fmt.Errorf("signal inbox %s: %w", id, err)

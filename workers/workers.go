@@ -91,13 +91,14 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = 90 * time.Second
 	}
-	wf := worker.New(c, exam.WorkflowQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout})
+	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(opts.Identity, opts.StopTimeout))
 	// Stage workers spread their retries (see RetryJitter).
 	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
 	workflows.Register(wf)
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
-		Interceptors: stageInterceptors})
+		MaxConcurrentActivityTaskPollers: cpuPollers,
+		Interceptors:                     stageInterceptors})
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}
@@ -122,6 +123,29 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		}
 	}
 	return &Workers{all: []worker.Worker{wf, cpu}}, nil
+}
+
+// Worker tuning, measured with `octflow bench` on a 2-core machine (see
+// the README's benchmark section).
+const (
+	// workflowPollers: with the SDK's default of 2, workflow tasks queued
+	// behind the two pollers' round trips during a burst (hundreds in
+	// the queue, exams CREATED for a minute while GPUs idled).
+	workflowPollers = 8
+	// stickyTimeout: a workflow task waits this long on the worker's
+	// sticky queue (where the exam's history is cached) before any
+	// worker may take it with the whole history; the default 5 s
+	// expired in bursts and turned cheap tasks into full replays.
+	stickyTimeout = 30 * time.Second
+	// cpuPollers poll the CPU stage queue.
+	cpuPollers = 4
+)
+
+// WorkflowWorkerOptions are the options of a workflow worker (the
+// benchmark's bare-engine run uses the same).
+func WorkflowWorkerOptions(identity string, stopTimeout time.Duration) worker.Options {
+	return worker.Options{Identity: identity, WorkerStopTimeout: stopTimeout,
+		MaxConcurrentWorkflowTaskPollers: workflowPollers, StickyScheduleToStartTimeout: stickyTimeout}
 }
 
 // scheduleSweep makes the schedule that runs the scan sweep, once: every

@@ -439,3 +439,91 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 	}
 	t.Logf("DEAD: %s", dead.LastFailure.Message)
 }
+
+func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
+	const backlog, urgent = 16, 4
+	h := newHarness(t, 0, func(c *devsystem.Config) {
+		c.Faults = func(_ context.Context, _ string, stage exam.Stage) error {
+			if stage.NeedsGPU() {
+				time.Sleep(150 * time.Millisecond) // simulated GPU time: one GPU stays saturated
+			}
+			return nil
+		}
+	})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-busy"})
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, tiny(91))
+	submit := func(id string, b exam.Priority) {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", id, code, err)
+		}
+	}
+	var behind []string
+	for i := range backlog {
+		id, b := fmt.Sprintf("normal-%02d", i), exam.Normal
+		if i%2 == 1 {
+			id, b = fmt.Sprintf("low-%02d", i), exam.Low
+		}
+		submit(id, b)
+		behind = append(behind, id)
+	}
+	// The GPU is busy with the backlog when the urgent exams come.
+	h.waitFor(behind[0], time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Executing || s.State == lifecycle.Completed })
+	urgentAt := time.Now()
+	var urgents []string
+	for i := range urgent {
+		id := fmt.Sprintf("urgent-%02d", i)
+		submit(id, exam.Urgent)
+		urgents = append(urgents, id)
+	}
+
+	// When each exam's first GPU stage started, and when its report was done.
+	firstGPU, reported := map[string]time.Time{}, map[string]time.Time{}
+	for _, id := range append(slices.Clone(behind), urgents...) {
+		if st := h.waitTerminal(id); st.State != lifecycle.Completed {
+			t.Fatalf("%s ended %s: %+v", id, st.State, st.LastFailure)
+		}
+		var events []lifecycle.Entry
+		h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/"+id+"/events", http.StatusOK, &events)
+		for _, e := range events {
+			if e.To == lifecycle.Executing && e.Stage.NeedsGPU() && firstGPU[id].IsZero() {
+				firstGPU[id] = e.At
+			}
+			if e.To == lifecycle.Completed && reported[id].IsZero() {
+				reported[id] = e.At
+			}
+		}
+	}
+	// The backlog still waiting for the GPU when the urgent exams came.
+	var waiting []string
+	for _, id := range behind {
+		if firstGPU[id].After(urgentAt) {
+			waiting = append(waiting, id)
+		}
+	}
+	if len(waiting) < backlog/2 {
+		t.Fatalf("only %d of %d backlog exams were still waiting when the urgent ones came; the GPU was not saturated", len(waiting), backlog)
+	}
+	// Fairness gives urgent 60 % of the dispatches while it waits (not
+	// all), so each urgent exam must beat most of the waiting backlog to
+	// the GPU, and to its report.
+	ahead := func(at map[string]time.Time, id string) int {
+		n := 0
+		for _, w := range waiting {
+			if at[id].Before(at[w]) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, id := range urgents {
+		t.Logf("%s: first GPU stage ahead of %d and report ahead of %d of the %d waiting backlog exams",
+			id, ahead(firstGPU, id), ahead(reported, id), len(waiting))
+		if n := ahead(firstGPU, id); n*4 < len(waiting)*3 {
+			t.Errorf("%s reached the GPU ahead of only %d of %d waiting backlog exams", id, n, len(waiting))
+		}
+		if n := ahead(reported, id); n*4 < len(waiting)*3 {
+			t.Errorf("%s got its report ahead of only %d of %d waiting backlog exams", id, n, len(waiting))
+		}
+	}
+}
