@@ -55,6 +55,12 @@ type Activities struct {
 	// Scans and Index serve the scan sweep (CPU workers only).
 	Scans ScanStore
 	Index ScanIndex
+	// Cache, on a GPU node, keeps the node's recent outputs so the exam's
+	// next stage there reads them from memory (nil: every read goes to
+	// the store). NodeQueue is the node's own task queue, returned with
+	// each stage's output so the workflow can send the next stage there.
+	Cache     *LocalCache
+	NodeQueue string
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -83,7 +89,7 @@ func (a *Activities) algorithms() map[string]string {
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Denoise, &out, func() error {
+	err := a.run(ctx, exam.Denoise, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
 		if err != nil {
 			return err
@@ -112,7 +118,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Layers, &out, func() error {
+	err := a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err
@@ -131,7 +137,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 // as a label volume (NRRD) and the list of lesions (JSON).
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Lesions, &out, func() error {
+	err := a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -174,7 +180,7 @@ type measurementsFile struct {
 // to a report that says so.
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Measure, &out, func() error {
+	err := a.run(ctx, exam.Measure, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -220,7 +226,7 @@ func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Render, &out, func() error {
+	err := a.run(ctx, exam.Render, &out, func(ctx context.Context) error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
 			return err
@@ -328,7 +334,7 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 // workers hand back) into a non-retryable StagePanic error that names
 // the stage, so one bad input fails its exam instead of killing the node
 // and every stage on it.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func() error) (err error) {
+func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func(context.Context) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = a.panicked(stage, p)
@@ -351,25 +357,31 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	beat := contract.Heartbeat{Node: a.Node, Stage: stage}
+	now := time.Now().UTC()
+	beat := contract.Heartbeat{Node: a.Node, Stage: stage, StartedAt: &now}
 	if gpu, ok := exam.GPUFrom(ctx); ok {
 		beat.GPU = &gpu
 	}
 	activity.RecordHeartbeat(ctx, beat)
 	done := make(chan error, 1)
+	reads := &readCounter{}
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
 				done <- a.panicked(stage, p)
 			}
 		}()
-		done <- body()
+		done <- body(withReadCounter(ctx, reads))
 	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
+			out.ObjectBytesRead = reads.n.Load()
+			if stage.NeedsGPU() {
+				out.NodeQueue = a.NodeQueue
+			}
 			return err
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx, beat)
@@ -394,18 +406,26 @@ func (a *Activities) panicked(stage exam.Stage, p any) error {
 }
 
 func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volume, error) {
-	rc, size, err := a.Store.Get(ctx, key)
-	if err != nil {
-		return nil, unavailable(ctx, err)
-	}
-	defer rc.Close()
-	rs, ok := rc.(io.ReadSeeker)
-	if !ok {
-		b, err := io.ReadAll(rc)
+	var rs io.ReadSeeker
+	var size int64
+	if b, ok := a.cached(key); ok {
+		rs, size = bytes.NewReader(b), int64(len(b))
+	} else {
+		rc, n, err := a.Store.Get(ctx, key)
 		if err != nil {
-			return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+			return nil, unavailable(ctx, err)
 		}
-		rs = bytes.NewReader(b)
+		defer rc.Close()
+		countRead(ctx, n)
+		size = n
+		// The store's objects seek, so a scan is decoded as it streams.
+		if rs, ok = rc.(io.ReadSeeker); !ok {
+			b, err := io.ReadAll(rc)
+			if err != nil {
+				return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+			}
+			rs = bytes.NewReader(b)
+		}
 	}
 	v, _, err := imaging.ReadDICOM(rs, size)
 	if errors.Is(err, imaging.ErrInvalidVolume) {
@@ -416,6 +436,33 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 		return nil, unavailable(ctx, err)
 	}
 	return v, nil
+}
+
+// cached returns the object under key from the node's cache, if any.
+func (a *Activities) cached(key string) ([]byte, bool) {
+	if a.Cache == nil {
+		return nil, false
+	}
+	return a.Cache.Get(key)
+}
+
+// get reads one object: from the node's cache when it holds it, else
+// from the store, counting the bytes read there.
+func (a *Activities) get(ctx context.Context, key string) ([]byte, error) {
+	if b, ok := a.cached(key); ok {
+		return b, nil
+	}
+	rc, _, err := a.Store.Get(ctx, key)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	countRead(ctx, int64(len(b)))
+	if err != nil {
+		return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+	}
+	return b, nil
 }
 
 // loadExamVolume reads one of an exam's volumes and gives it the scan
@@ -449,7 +496,13 @@ func (a *Activities) loadVolumeAndLayers(ctx context.Context, sub exam.Submissio
 }
 
 func (a *Activities) put(ctx context.Context, key string, b []byte, contentType string) error {
-	return unavailable(ctx, a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), contentType))
+	if err := a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), contentType); err != nil {
+		return unavailable(ctx, err)
+	}
+	if a.Cache != nil {
+		a.Cache.Put(key, b)
+	}
+	return nil
 }
 
 func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
@@ -461,14 +514,9 @@ func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
 }
 
 func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
-	rc, _, err := a.Store.Get(ctx, key)
+	b, err := a.get(ctx, key)
 	if err != nil {
-		return unavailable(ctx, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
+		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s: %w", key, err)

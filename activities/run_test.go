@@ -19,11 +19,11 @@ import (
 func TestAStagePanicBecomesANonRetryableErrorNamingTheStage(t *testing.T) {
 	cases := []struct {
 		name string
-		body func() error
+		body func(context.Context) error
 		want string
 	}{
-		{"panic in the stage goroutine", func() error { var v []int; _ = v[3]; return nil }, "layers panicked: runtime error: index out of range"},
-		{"panic handed back by a frame worker", func() error {
+		{"panic in the stage goroutine", func(context.Context) error { var v []int; _ = v[3]; return nil }, "layers panicked: runtime error: index out of range"},
+		{"panic handed back by a frame worker", func(context.Context) error {
 			panic(&imaging.FramePanic{Value: "nil volume in frame 12", Stack: []byte("frame worker stack")})
 		}, "layers panicked: nil volume in frame 12"},
 		{"panic in the fault hook", nil, "layers panicked: simulated driver crash"},
@@ -33,7 +33,7 @@ func TestAStagePanicBecomesANonRetryableErrorNamingTheStage(t *testing.T) {
 			a := &Activities{Node: "gpu-test"}
 			if c.body == nil {
 				a.Faults = func(context.Context, string, exam.Stage) error { panic("simulated driver crash") }
-				c.body = func() error { return nil }
+				c.body = func(context.Context) error { return nil }
 			}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()

@@ -102,6 +102,7 @@ type App struct {
 	served  chan error
 	metrics *workers.Metrics
 	mhttp   *http.Server
+	conv    lifecycle.Codec
 }
 
 // Start connects to Temporal and S3 and starts the parts opts asks for.
@@ -121,6 +122,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	dc, fc := codec.Converters(opts.Codec)
 	conv := lifecycle.Codec{Data: dc, Failure: fc}
+	a.conv = conv
 	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
 		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Codec: conv, TLS: opts.TemporalTLS}); err != nil {
 		return nil, err
@@ -202,6 +204,10 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 
 // APIURL is the gateway's base URL.
 func (a *App) APIURL() string { return cmp.Or(a.scheme, "http") + "://" + a.apiAddr }
+
+// Codec holds the converters this process's client reads and writes
+// Temporal payloads with.
+func (a *App) Codec() lifecycle.Codec { return a.conv }
 
 // Client is the process's Temporal client.
 func (a *App) Client() client.Client { return a.client }

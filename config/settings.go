@@ -57,6 +57,7 @@ var policyVars = map[string]string{
 	"reviewWindow":     "OCTFLOW_REVIEW_WINDOW",
 	"reviewReminder":   "OCTFLOW_REVIEW_REMINDER",
 	"infraRetryFor":    "OCTFLOW_INFRA_RETRY_FOR",
+	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
 }
 
 // BindPolicy binds the scheduling policy new exams run under, starting
@@ -76,6 +77,7 @@ func BindPolicy(s *Set, def exam.Policy) *exam.Policy {
 	s.Duration(&p.ReviewWindow, "review-window", "OCTFLOW_REVIEW_WINDOW", def.ReviewWindow, "how long a report accepts review decisions")
 	s.Duration(&p.ReviewReminder, "review-reminder", "OCTFLOW_REVIEW_REMINDER", def.ReviewReminder, "reminder interval for an urgent exam awaiting review (0: none)")
 	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
+	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
 	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
 	s.Check(func() error {
 		p.MaxAttempts = int32(attempts)

@@ -1,6 +1,10 @@
 package contract
 
-import "octflow/exam"
+import (
+	"time"
+
+	"octflow/exam"
+)
 
 // StageInput is every stage activity's input: the exam it works on.
 type StageInput struct {
@@ -23,6 +27,13 @@ type StageOutput struct {
 	// (its node and GPU), recorded so the exam's history keeps where the
 	// stage was lost: Temporal does not keep a retried attempt's node.
 	RecoveredFrom *Heartbeat `json:"recoveredFrom,omitempty"`
+	// NodeQueue is the task queue of the GPU node that ran the stage and
+	// keeps its output in a local cache; the exam's next GPU stage is
+	// sent there first. Empty for CPU stages.
+	NodeQueue string `json:"nodeQueue,omitempty"`
+	// ObjectBytesRead is how many bytes the stage read from the object
+	// store (reads served by the node's cache are not counted).
+	ObjectBytesRead int64 `json:"objectBytesRead,omitempty"`
 }
 
 // Heartbeat is what a running stage reports every few seconds.
@@ -30,4 +41,7 @@ type Heartbeat struct {
 	Node  string     `json:"node,omitempty"`
 	Stage exam.Stage `json:"stage"`
 	GPU   *int       `json:"gpu,omitempty"`
+	// StartedAt is when the stage's work began on the node (its GPU
+	// bound); unset while it waits for a GPU.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
 }

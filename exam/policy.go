@@ -50,6 +50,12 @@ type Policy struct {
 	// 0, as in exams submitted before it existed: such failures spend the
 	// stage's attempts like any other.
 	InfraRetryFor time.Duration `json:"infraRetryFor,omitempty"`
+	// NodeAffinityWait is how long a GPU stage waits for the node that
+	// ran the exam's previous GPU stage (and holds its output in a local
+	// cache) before it goes back to the shared GPU queue of its bucket
+	// (production: 30 s). 0, as in exams submitted before it existed:
+	// every GPU stage goes to the shared queue.
+	NodeAffinityWait time.Duration `json:"nodeAffinityWait,omitempty"`
 }
 
 // DefaultPolicy is the production policy.
@@ -66,6 +72,7 @@ func DefaultPolicy() Policy {
 		ReviewWindow:     7 * 24 * time.Hour,
 		ReviewReminder:   30 * time.Minute,
 		InfraRetryFor:    time.Hour,
+		NodeAffinityWait: 30 * time.Second,
 	}
 }
 
@@ -124,6 +131,9 @@ func (p Policy) Validate() error {
 	}
 	if p.InfraRetryFor < 0 {
 		bad("infraRetryFor", "%s: want 0 or a positive duration", p.InfraRetryFor)
+	}
+	if p.NodeAffinityWait < 0 {
+		bad("nodeAffinityWait", "%s: want 0 (no affinity) or a positive duration", p.NodeAffinityWait)
 	}
 	return errors.Join(errs...)
 }

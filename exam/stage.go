@@ -35,6 +35,11 @@ func (s Stage) Queue() string {
 	return CPUQueue
 }
 
+// NodeQueue is the task queue of one GPU node: the later GPU stages of
+// an exam whose first stage ran on that node are scheduled there, so they
+// find its output in the node's local cache.
+func NodeQueue(node string) string { return GPUQueue + "-node-" + node }
+
 // ActivityName is the registered Temporal activity type of the stage.
 func (s Stage) ActivityName() string {
 	switch s {

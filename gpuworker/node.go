@@ -7,6 +7,7 @@
 package gpuworker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -41,12 +42,24 @@ type Config struct {
 	ReportEvery time.Duration
 	// Logger receives the node's own logs (default: none).
 	Logger *zap.Logger
+	// CacheMiB bounds the node's cache of its recent outputs, which the
+	// exam's next stage on this node reads instead of the object store
+	// (default 1024; negative: no cache). The node also serves its own
+	// task queue (exam.NodeQueue) where exams send those next stages.
+	CacheMiB int
+	// Prefetch is how many stages beyond its free GPUs the node takes
+	// from the shared queue, to have the next one at hand when a GPU
+	// frees (default 1; negative: none). A prefetched stage waits for a
+	// GPU on the node, the most urgent first.
+	Prefetch int
 }
 
 // Node is a running GPU node.
 type Node struct {
 	cfg     Config
 	w       worker.Worker
+	pinned  worker.Worker // on the node's own queue
+	cache   *activities.LocalCache
 	slots   *Slots
 	breaker *Breaker
 	rep     *reporter
@@ -73,41 +86,23 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	}
 	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
 	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.StageMemoryMiB)
-	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
-		WorkflowSlotSupplier:        mustFixed(1),
-		ActivitySlotSupplier:        n.slots,
-		LocalActivitySlotSupplier:   mustFixed(1),
-		NexusSlotSupplier:           mustFixed(1),
-		SessionActivitySlotSupplier: mustFixed(1),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gpu slot tuner: %w", err)
-	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{
-		Identity:          cfg.NodeID,
-		Tuner:             tuner,
-		WorkerStopTimeout: cfg.DrainTimeout,
-		// Outermost first: bind the GPU (and judge the outcome), then
-		// spread the retry of a failure.
-		Interceptors: []interceptor.WorkerInterceptor{n.slots.Interceptor(), &workers.RetryJitter{Node: cfg.NodeID}},
-	})
+	n.slots.prefetch = max(0, cmp.Or(cfg.Prefetch, 1))
 	nodeActs := *acts
 	nodeActs.Node = cfg.NodeID
-	for _, s := range []struct {
-		stage exam.Stage
-		fn    any
-	}{
-		{exam.Denoise, nodeActs.Denoise},
-		{exam.Layers, nodeActs.SegmentLayers},
-		{exam.Lesions, nodeActs.MarkLesions},
-		{exam.Measure, nodeActs.Measure},
-	} {
-		w.RegisterActivityWithOptions(s.fn, activity.RegisterOptions{Name: s.stage.ActivityName()})
+	nodeActs.NodeQueue = exam.NodeQueue(cfg.NodeID)
+	if cfg.CacheMiB >= 0 {
+		n.cache = activities.NewLocalCache(int64(cmp.Or(cfg.CacheMiB, 1024)) << 20)
+		nodeActs.Cache = n.cache
 	}
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start gpu node %s: %w", cfg.NodeID, err)
+	var err error
+	if n.w, err = newStageWorker(c, cfg, cfg.TaskQueue, n.slots, n.slots.Interceptor(cfg.NodeID), &nodeActs); err != nil {
+		return nil, err
 	}
-	n.w = w
+	if n.pinned, err = newStageWorker(c, cfg, nodeActs.NodeQueue, n.slots.NodeQueueSupplier(),
+		n.slots.NodeQueueInterceptor(cfg.NodeID), &nodeActs); err != nil {
+		n.w.Stop()
+		return nil, err
+	}
 	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, make(chan struct{})
@@ -116,6 +111,45 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		n.rep.run(ctx)
 	}()
 	return n, nil
+}
+
+// newStageWorker starts a worker serving the GPU stages on queue, its
+// slots from supplier, each stage bound to a GPU by binder.
+func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.SlotSupplier,
+	binder interceptor.WorkerInterceptor, acts *activities.Activities) (worker.Worker, error) {
+	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
+		WorkflowSlotSupplier:        mustFixed(1),
+		ActivitySlotSupplier:        supplier,
+		LocalActivitySlotSupplier:   mustFixed(1),
+		NexusSlotSupplier:           mustFixed(1),
+		SessionActivitySlotSupplier: mustFixed(1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu slot tuner: %w", err)
+	}
+	w := worker.New(c, queue, worker.Options{
+		Identity:          cfg.NodeID,
+		Tuner:             tuner,
+		WorkerStopTimeout: cfg.DrainTimeout,
+		// Outermost first: bind the GPU (and judge the outcome), then
+		// spread the retry of a failure.
+		Interceptors: []interceptor.WorkerInterceptor{binder, &workers.RetryJitter{Node: cfg.NodeID}},
+	})
+	for _, s := range []struct {
+		stage exam.Stage
+		fn    any
+	}{
+		{exam.Denoise, acts.Denoise},
+		{exam.Layers, acts.SegmentLayers},
+		{exam.Lesions, acts.MarkLesions},
+		{exam.Measure, acts.Measure},
+	} {
+		w.RegisterActivityWithOptions(s.fn, activity.RegisterOptions{Name: s.stage.ActivityName()})
+	}
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start gpu node %s on %s: %w", cfg.NodeID, queue, err)
+	}
+	return w, nil
 }
 
 func mustFixed(n int) worker.SlotSupplier {
@@ -132,6 +166,14 @@ func (n *Node) Stop() {
 	n.cancel()
 	<-n.done
 	n.rep.report(context.Background(), true)
+	// Both queues stop polling at once; pinned stages left in the node's
+	// queue go back to the shared queue when their wait runs out.
+	done := make(chan struct{})
+	go func() {
+		n.pinned.Stop()
+		close(done)
+	}()
 	n.w.Stop()
+	<-done
 	n.cfg.GPUs.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,11 +45,51 @@ type Slots struct {
 	need    map[exam.Stage]uint64
 	minNeed uint64
 	recheck time.Duration
+	// bindAging: see bindWaiter.
+	bindAging time.Duration
+	// prefetch is how many stages beyond its usable GPUs the node takes
+	// from the shared queue, so the next stage is at hand (waiting in
+	// bind) when a GPU frees instead of a poll away.
+	prefetch int
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced whenever a slot or GPU frees up
-	reserved int
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever a slot or GPU frees up
+	// reserved counts the slots granted per queue: the shared GPU queue
+	// and the node's own queue each get up to one per usable GPU, so a
+	// node polling both can hold a pinned stage while its GPUs are busy;
+	// bind makes it wait for a GPU.
+	reserved [2]int
 	bound    map[int]bool
+	// waiting are the stages waiting in bind for a GPU.
+	waiting []*bindWaiter
+}
+
+// Which queue a slot polls.
+const (
+	sharedQueue = 0
+	nodeQueue   = 1
+)
+
+// bindWaiter is a stage waiting for a GPU. A lower rank goes first: a
+// more urgent bucket, then a pinned stage (its exam is under way here);
+// a stage that has waited the node's bind aging goes before all that
+// have not.
+type bindWaiter struct {
+	rank  int
+	need  uint64
+	since time.Time
+}
+
+// defaultBindAging bounds how long a stage of a lower bucket, once on
+// the node, waits while more urgent ones take the GPUs.
+const defaultBindAging = 5 * time.Second
+
+// effectiveRank is w's rank at now.
+func (w *bindWaiter) effectiveRank(now time.Time, aging time.Duration) int {
+	if now.Sub(w.since) >= aging {
+		return -1
+	}
+	return w.rank
 }
 
 // NewSlots builds the supplier over inv. need gives each stage's GPU
@@ -57,7 +98,7 @@ func NewSlots(inv Inventory, breaker *Breaker, need map[exam.Stage]uint64) *Slot
 	if need == nil {
 		need = DefaultStageMemoryMiB()
 	}
-	s := &Slots{inv: inv, breaker: breaker, need: need, recheck: time.Second,
+	s := &Slots{inv: inv, breaker: breaker, need: need, recheck: time.Second, bindAging: defaultBindAging,
 		changed: make(chan struct{}), bound: map[int]bool{}}
 	for _, m := range need {
 		if s.minNeed == 0 || m < s.minNeed {
@@ -69,6 +110,7 @@ func NewSlots(inv Inventory, breaker *Breaker, need map[exam.Stage]uint64) *Slot
 
 // slotPermit is what a granted slot carries.
 type slotPermit struct {
+	queue int
 	used  bool // a task arrived for it
 	probe bool // it was the breaker's half-open probe
 }
@@ -76,8 +118,29 @@ type slotPermit struct {
 // ReserveSlot blocks until a GPU could take a stage and the breaker
 // allows one.
 func (s *Slots) ReserveSlot(ctx context.Context, _ worker.SlotReservationInfo) (*worker.SlotPermit, error) {
+	return s.reserve(ctx, sharedQueue)
+}
+
+// NodeQueueSupplier is the slot supplier of the worker on the node's own
+// queue: the same GPUs, counted apart from the shared queue's slots.
+func (s *Slots) NodeQueueSupplier() worker.SlotSupplier { return nodeQueueSlots{s} }
+
+type nodeQueueSlots struct{ s *Slots }
+
+func (n nodeQueueSlots) ReserveSlot(ctx context.Context, _ worker.SlotReservationInfo) (*worker.SlotPermit, error) {
+	return n.s.reserve(ctx, nodeQueue)
+}
+func (n nodeQueueSlots) TryReserveSlot(worker.SlotReservationInfo) *worker.SlotPermit {
+	p, _ := n.s.tryReserve(nodeQueue)
+	return p
+}
+func (n nodeQueueSlots) MarkSlotUsed(info worker.SlotMarkUsedInfo) { n.s.markUsed(info.Permit()) }
+func (n nodeQueueSlots) ReleaseSlot(info worker.SlotReleaseInfo)   { n.s.release(info.Permit()) }
+func (n nodeQueueSlots) MaxSlots() int                             { return n.s.MaxSlots() }
+
+func (s *Slots) reserve(ctx context.Context, queue int) (*worker.SlotPermit, error) {
 	for {
-		p, wake := s.tryReserve()
+		p, wake := s.tryReserve(queue)
 		if p != nil {
 			return p, nil
 		}
@@ -92,7 +155,7 @@ func (s *Slots) ReserveSlot(ctx context.Context, _ worker.SlotReservationInfo) (
 
 // TryReserveSlot grants a slot only if one is free now.
 func (s *Slots) TryReserveSlot(worker.SlotReservationInfo) *worker.SlotPermit {
-	p, _ := s.tryReserve()
+	p, _ := s.tryReserve(sharedQueue)
 	return p
 }
 
@@ -114,8 +177,12 @@ func (s *Slots) markUsed(permit *worker.SlotPermit) {
 func (s *Slots) release(permit *worker.SlotPermit) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reserved--
-	if p, ok := permit.UserData.(*slotPermit); ok && p.probe && !p.used {
+	p, ok := permit.UserData.(*slotPermit)
+	if !ok {
+		return
+	}
+	s.reserved[p.queue]--
+	if p.probe && !p.used {
 		s.breaker.CancelProbe()
 	}
 	s.signalLocked()
@@ -137,7 +204,7 @@ func (s *Slots) InFlight() int {
 	return len(s.bound)
 }
 
-func (s *Slots) tryReserve() (*worker.SlotPermit, <-chan struct{}) {
+func (s *Slots) tryReserve(queue int) (*worker.SlotPermit, <-chan struct{}) {
 	gpus, err := s.inv.GPUs()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,15 +219,19 @@ func (s *Slots) tryReserve() (*worker.SlotPermit, <-chan struct{}) {
 			usable++
 		}
 	}
-	if s.reserved >= usable {
+	limit := usable
+	if usable > 0 {
+		limit += s.prefetch
+	}
+	if s.reserved[queue] >= limit {
 		return nil, wake
 	}
 	ok, probe := s.breaker.admit()
 	if !ok {
 		return nil, wake
 	}
-	s.reserved++
-	return &worker.SlotPermit{UserData: &slotPermit{probe: probe}}, nil
+	s.reserved[queue]++
+	return &worker.SlotPermit{UserData: &slotPermit{queue: queue, probe: probe}}, nil
 }
 
 func (s *Slots) signalLocked() {
@@ -171,7 +242,49 @@ func (s *Slots) signalLocked() {
 // bind waits for a free, healthy GPU with the stage's memory and marks
 // it in use. The returned func frees it.
 func (s *Slots) bind(ctx context.Context, stage exam.Stage) (GPU, func(), error) {
-	need := s.need[stage]
+	return s.bindAs(ctx, stage, lastRank, nil)
+}
+
+// lastRank is the rank of a new stage whose bucket is not known.
+const lastRank = 7
+
+// bindRank orders stages waiting for a GPU: urgent first, a pinned
+// stage (its exam's earlier stages ran here) before a new one; then the
+// other buckets' pinned stages before their new ones, so a node finishes
+// the exams it has started before it starts more.
+func bindRank(bucket string, pinned bool) int {
+	r := 4 // a bucket not known
+	switch exam.Priority(bucket) {
+	case exam.Urgent:
+		if pinned {
+			return 0
+		}
+		return 1
+	case exam.Normal:
+		r = 2
+	case exam.Low:
+		r = 3
+	}
+	if !pinned {
+		r += 3
+	}
+	return r
+}
+
+// bindAs is bind for a stage of the given rank: when GPUs are short, the
+// waiting stage with the lowest rank that fits a free GPU takes it.
+// beat, when set, is called while the stage waits, so a wait for a GPU
+// never looks like a lost node.
+func (s *Slots) bindAs(ctx context.Context, stage exam.Stage, rank int, beat func()) (GPU, func(), error) {
+	me := &bindWaiter{rank: rank, need: s.need[stage], since: time.Now()}
+	s.mu.Lock()
+	s.waiting = append(s.waiting, me)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiting = slices.DeleteFunc(s.waiting, func(w *bindWaiter) bool { return w == me })
+		s.mu.Unlock()
+	}()
 	for {
 		gpus, err := s.inv.GPUs()
 		if err != nil {
@@ -180,7 +293,7 @@ func (s *Slots) bind(ctx context.Context, stage exam.Stage) (GPU, func(), error)
 		s.mu.Lock()
 		wake := s.changed
 		for _, g := range gpus {
-			if g.Healthy && !s.bound[g.Index] && g.MemoryFreeMiB >= need {
+			if g.Healthy && !s.bound[g.Index] && g.MemoryFreeMiB >= me.need && !s.aheadOfLocked(me, g) {
 				s.bound[g.Index] = true
 				s.mu.Unlock()
 				return g, func() {
@@ -192,6 +305,9 @@ func (s *Slots) bind(ctx context.Context, stage exam.Stage) (GPU, func(), error)
 			}
 		}
 		s.mu.Unlock()
+		if beat != nil {
+			beat()
+		}
 		select {
 		case <-ctx.Done():
 			return GPU{}, nil, ctx.Err()
@@ -201,29 +317,60 @@ func (s *Slots) bind(ctx context.Context, stage exam.Stage) (GPU, func(), error)
 	}
 }
 
+// aheadOfLocked reports whether another waiting stage that fits g goes
+// before w.
+func (s *Slots) aheadOfLocked(w *bindWaiter, g GPU) bool {
+	now := time.Now()
+	mine := w.effectiveRank(now, s.bindAging)
+	for _, o := range s.waiting {
+		if o == w || g.MemoryFreeMiB < o.need {
+			continue
+		}
+		if r := o.effectiveRank(now, s.bindAging); r < mine || (r == -1 && mine == -1 && o.since.Before(w.since)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Interceptor is the worker interceptor that binds each stage to a GPU
 // (see Slots).
-func (s *Slots) Interceptor() interceptor.WorkerInterceptor { return &slotBinder{slots: s} }
+// node names the node in the heartbeats of stages waiting for a GPU.
+func (s *Slots) Interceptor(node string) interceptor.WorkerInterceptor {
+	return &slotBinder{slots: s, node: node}
+}
+
+// NodeQueueInterceptor is Interceptor for the worker on the node's own
+// queue: its stages are pinned, and go before new ones of their bucket.
+func (s *Slots) NodeQueueInterceptor(node string) interceptor.WorkerInterceptor {
+	return &slotBinder{slots: s, node: node, pinned: true}
+}
 
 type slotBinder struct {
 	interceptor.WorkerInterceptorBase
-	slots *Slots
+	slots  *Slots
+	node   string
+	pinned bool
 }
 
 func (w *slotBinder) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	i := &bindInbound{slots: w.slots}
+	i := &bindInbound{slots: w.slots, node: w.node, pinned: w.pinned}
 	i.Next = next
 	return i
 }
 
 type bindInbound struct {
 	interceptor.ActivityInboundInterceptorBase
-	slots *Slots
+	slots  *Slots
+	node   string
+	pinned bool
 }
 
 func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
-	stage := exam.StageOfActivity(activity.GetInfo(ctx).ActivityType.Name)
-	gpu, release, err := b.slots.bind(ctx, stage)
+	info := activity.GetInfo(ctx)
+	stage := exam.StageOfActivity(info.ActivityType.Name)
+	beat := func() { activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: b.node, Stage: stage}) }
+	gpu, release, err := b.slots.bindAs(ctx, stage, bindRank(info.Priority.FairnessKey, b.pinned), beat)
 	if err != nil {
 		return nil, err
 	}

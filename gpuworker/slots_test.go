@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 	s, _, b, _ := newSlots(1)
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor()}})
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor("gpu-test")}})
 	var mu sync.Mutex
 	var gpuSeen []int
 	env.RegisterActivityWithOptions(func(ctx context.Context, mode string) error {
@@ -193,7 +194,7 @@ func TestAProbeThatProvesNothingDoesNotWedgeTheBreaker(t *testing.T) {
 	// counted either way.
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor()}})
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor("gpu-test")}})
 	env.RegisterActivityWithOptions(func(context.Context) error {
 		return temporal.NewNonRetryableApplicationError("not an OCT volume", "InvalidVolume", nil)
 	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
@@ -202,5 +203,74 @@ func TestAProbeThatProvesNothingDoesNotWedgeTheBreaker(t *testing.T) {
 	}
 	if st := b.Status(); st.State != BreakerHalfOpen || !b.Allow() {
 		t.Fatalf("breaker %+v admits no new probe", st)
+	}
+}
+
+func TestAFreedGPUGoesToTheMostUrgentWaitingStagePinnedFirst(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		aging time.Duration
+		want  []string
+	}{
+		{"urgent, then the exams under way, then new ones", time.Minute,
+			[]string{"urgent pinned", "urgent new", "normal pinned", "low pinned", "normal new", "low new"}},
+		{"a stage that waited past the bind aging goes first", 0,
+			[]string{"low new", "normal new", "normal pinned", "low pinned", "urgent new", "urgent pinned"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testBindOrder(t, c.aging, c.want) })
+	}
+}
+
+func testBindOrder(t *testing.T, aging time.Duration, want []string) {
+	s, _, _, _ := newSlots(1)
+	s.bindAging = aging
+	ctx := context.Background()
+	_, release, err := s.bind(ctx, exam.Denoise) // the one GPU is busy
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stages arrive in the worst order for a first-come GPU.
+	arrivals := []struct {
+		name   string
+		bucket string
+		pinned bool
+	}{
+		{"low new", "low", false},
+		{"normal new", "normal", false},
+		{"normal pinned", "normal", true},
+		{"low pinned", "low", true},
+		{"urgent new", "urgent", false},
+		{"urgent pinned", "urgent", true},
+	}
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, a := range arrivals {
+		wg.Go(func() {
+			_, rel, err := s.bindAs(ctx, exam.Denoise, bindRank(a.bucket, a.pinned), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, a.name)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			rel()
+		})
+		// Each waits before the next comes.
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			n := len(s.waiting)
+			s.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+		}
+	}
+	release()
+	wg.Wait()
+	if !slices.Equal(order, want) {
+		t.Errorf("GPU went to %v, want %v", order, want)
 	}
 }

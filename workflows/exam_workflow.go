@@ -63,6 +63,10 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 	if workflow.GetVersion(ctx, "urgent-sla-watch", workflow.DefaultVersion, 1) == 1 {
 		p.watchUrgentSLA(ctx)
 	}
+	// Exams started before it upserted their search attributes at every
+	// stage; each upsert is a write to the visibility store, which on a
+	// small site shares one database with the exams' histories.
+	p.sparseAttrs = workflow.GetVersion(ctx, "sparse-search-attributes", workflow.DefaultVersion, 1) == 1
 
 	result := contract.ExamResult{ExamID: in.Submission.ExamID}
 	for _, stage := range exam.Pipeline {
@@ -112,6 +116,12 @@ type pipeline struct {
 	// legacyReviewOpen says they wait for their review.
 	review           *reviewBook
 	legacyReviewOpen bool
+	// sparseAttrs: the search attributes change only with the state.
+	sparseAttrs bool
+	// node is the task queue of the GPU node that ran the exam's latest
+	// GPU stage and holds its output ("": none, or it did not take the
+	// next stage in time).
+	node string
 }
 
 // query answers ProgressQuery.
@@ -124,9 +134,11 @@ func (p *pipeline) query() (contract.Progress, error) {
 }
 
 // move records a state change the workflow makes itself, after checking
-// it against lifecycle's table, and mirrors it into the search
-// attributes. The moves only the server sees (CLAIMED, EXECUTING, a
-// retry's RETRY_WAIT) are folded from history by lifecycle.
+// it against lifecycle's table, and mirrors a new state into the search
+// attributes (ExamStage there is the stage at which the exam entered its
+// state: the failed stage of a DEAD exam; the API has the current one).
+// The moves only the server sees (CLAIMED, EXECUTING, a retry's
+// RETRY_WAIT) are folded from history by lifecycle.
 func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Stage) {
 	from := lifecycle.State(p.progress.State)
 	if err := lifecycle.CheckMove(from, to); err != nil {
@@ -139,6 +151,9 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 	}
 	p.progress.Transitions = append(p.progress.Transitions, contract.Transition{At: workflow.Now(ctx), From: string(from), To: string(to), Stage: stage})
 	p.progress.State, p.progress.Stage = string(to), stage
+	if p.sparseAttrs && from == to {
+		return
+	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
 }
 
@@ -153,16 +168,27 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 	var infraWaited time.Duration
 	for infraTries := 1; ; {
 		bucket := p.progress.EffectivePriority
-		var aging time.Duration
-		if stage.NeedsGPU() {
-			aging = p.in.Policy.AgingAfter(bucket)
+		queue, wait := stage.Queue(), p.in.Policy.AgingAfter(bucket)
+		pinned := stage.NeedsGPU() && p.node != "" && p.in.Policy.NodeAffinityWait > 0
+		if pinned {
+			queue, wait = p.node, p.in.Policy.NodeAffinityWait
 		}
 		var out contract.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, bucket, aging), stage.ActivityName(),
+		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, queue, bucket, wait), stage.ActivityName(),
 			contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}).Get(ctx, &out)
+		if err == nil && out.NodeQueue != "" {
+			p.node = out.NodeQueue
+		}
 		switch {
+		case isScheduleToStartTimeout(err) && pinned:
+			// The node is gone, draining or too busy: any node in the
+			// bucket may take the stage, reading its input from the store.
+			workflow.GetLogger(ctx).Info("node did not take the stage in time; back to the shared queue",
+				"stage", stage, "queue", queue, "waited", wait)
+			p.node = ""
+			p.move(ctx, lifecycle.Queued, stage)
 		case isScheduleToStartTimeout(err):
-			p.promote(ctx, stage, bucket, aging)
+			p.promote(ctx, stage, bucket, wait)
 		case isInfrastructure(err) && infraWaited < p.in.Policy.InfraRetryFor:
 			delay := infraBackoff(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, infraTries)
 			workflow.GetLogger(ctx).Warn("stage could not reach a backing service; rescheduling",
@@ -230,6 +256,7 @@ func (p *pipeline) startReview(ctx workflow.Context) error {
 		TaskQueue:             exam.WorkflowQueue,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Priority:              contract.TaskPriority(p.in.Policy, sub.Priority),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			priorityAttr.ValueSet(string(sub.Priority)), deviceAttr.ValueSet(sub.DeviceID), campusAttr.ValueSet(sub.Campus)),
 	})
@@ -247,17 +274,18 @@ func (p *pipeline) startReview(ctx workflow.Context) error {
 }
 
 // stageContext sets the activity options of one stage: its task queue,
-// timeouts, retry policy, its bucket's fair share and, for a bucket that
-// ages, the schedule-to-start timeout.
-func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucket exam.Priority, aging time.Duration) workflow.Context {
+// timeouts, retry policy, its bucket's fair share and how long it may
+// wait to start (its bucket's aging, or the wait for its node; 0: no
+// limit).
+func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue string, bucket exam.Priority, wait time.Duration) workflow.Context {
 	final := []string{contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeReportExists}
 	if pol.InfraRetryFor > 0 {
 		// The workflow reschedules these itself, without spending attempts.
 		final = append(final, contract.ErrTypeInfrastructure)
 	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              stage.Queue(),
-		ScheduleToStartTimeout: aging,
+		TaskQueue:              queue,
+		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -267,10 +295,7 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, bucke
 			MaximumAttempts:        pol.MaxAttempts,
 			NonRetryableErrorTypes: final,
 		},
-		Priority: temporal.Priority{
-			FairnessKey:    string(bucket),
-			FairnessWeight: pol.Weight(bucket),
-		},
+		Priority: contract.TaskPriority(pol, bucket),
 	})
 }
 

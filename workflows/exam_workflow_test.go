@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -53,6 +54,11 @@ type stages struct {
 	timeouts  []time.Duration // every schedule-to-start timeout given, in order
 	// archives are the reviews written to review.json, in order.
 	archives []contract.ReviewArchive
+	// nodeQueue is what GPU stages return as the queue of the node that
+	// ran them ("": none, as a node without affinity).
+	nodeQueue string
+	// queueLog is every queue each stage was scheduled on, in order.
+	queueLog map[exam.Stage][]string
 }
 
 func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
@@ -81,6 +87,9 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				return contract.StageOutput{}, err
 			}
 			out := contract.StageOutput{Keys: []string{string(stage)}}
+			if stage.NeedsGPU() {
+				out.NodeQueue = r.nodeQueue
+			}
 			if stage == exam.Measure {
 				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: ptr(250.0)}
 			}
@@ -117,6 +126,7 @@ func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	s.r.mu.Lock()
 	s.r.scheduled[exam.StageOfActivity(activityType)] = opts
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
+	s.r.queueLog[exam.StageOfActivity(activityType)] = append(s.r.queueLog[exam.StageOfActivity(activityType)], opts.TaskQueue)
 	s.r.mu.Unlock()
 	return s.Next.ExecuteActivity(ctx, activityType, args...)
 }
@@ -128,7 +138,7 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 	env.RegisterWorkflowWithOptions(ExamWorkflow, workflow.RegisterOptions{Name: contract.ExamWorkflow})
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
-		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}}
+		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{}}
 	rec.register(env)
 	return env, rec
 }
@@ -360,6 +370,55 @@ func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
 			}
 			if p.IllegalMoves != 0 {
 				t.Errorf("%d illegal moves", p.IllegalMoves)
+			}
+		})
+	}
+}
+
+func TestLaterGPUStagesGoToTheNodeThatRanTheFirstAndBackWhenItIsGone(t *testing.T) {
+	node := exam.NodeQueue("gpu-a")
+	cases := []struct {
+		name     string
+		wait     time.Duration
+		gone     map[exam.Stage]int // how often the node does not take a stage in time
+		want     map[exam.Stage][]string
+		timeouts []time.Duration // the schedule-to-start timeouts of the GPU stages, in order
+	}{
+		{"the node takes every stage", 30 * time.Second, nil,
+			map[exam.Stage][]string{exam.Denoise: {exam.GPUQueue}, exam.Layers: {node}, exam.Lesions: {node}, exam.Measure: {node}},
+			[]time.Duration{30 * time.Minute, 30 * time.Second, 30 * time.Second, 30 * time.Second}},
+		{"the node is gone before layers: back to the shared queue", 30 * time.Second, map[exam.Stage]int{exam.Layers: 1},
+			map[exam.Stage][]string{exam.Denoise: {exam.GPUQueue}, exam.Layers: {node, exam.GPUQueue}, exam.Lesions: {node}, exam.Measure: {node}},
+			[]time.Duration{30 * time.Minute, 30 * time.Second, 30 * time.Minute, 30 * time.Second, 30 * time.Second}},
+		{"no affinity: every GPU stage on the shared queue", 0, nil,
+			map[exam.Stage][]string{exam.Denoise: {exam.GPUQueue}, exam.Layers: {exam.GPUQueue}, exam.Lesions: {exam.GPUQueue}, exam.Measure: {exam.GPUQueue}},
+			[]time.Duration{30 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, rec := newEnv(t, nil)
+			rec.nodeQueue = node
+			maps.Copy(rec.saturated, c.gone)
+			in := testInput() // low: 30 min aging
+			in.Policy.NodeAffinityWait = c.wait
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			for stage, want := range c.want {
+				if got := rec.queueLog[stage]; !slices.Equal(got, want) {
+					t.Errorf("%s scheduled on %v, want %v", stage, got, want)
+				}
+			}
+			if got := rec.timeouts[:len(c.timeouts)]; !slices.Equal(got, c.timeouts) {
+				t.Errorf("GPU stages' schedule-to-start timeouts %v, want %v", got, c.timeouts)
+			}
+			p := queryProgress(t, env)
+			if len(p.Promotions) != 0 || p.EffectivePriority != exam.Low {
+				t.Errorf("a fallback from the node was taken for aging: %+v", p.Promotions)
+			}
+			if p.State != string(lifecycle.Completed) || p.IllegalMoves != 0 {
+				t.Errorf("progress = %+v", p)
 			}
 		})
 	}

@@ -151,7 +151,7 @@ func (b *reviewBook) await(ctx workflow.Context) {
 			break
 		}
 		var out contract.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, b.sub.Priority, 0),
+		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, exam.Notify.Queue(), b.sub.Priority, 0),
 			exam.Notify.ActivityName(), contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))

@@ -46,6 +46,22 @@ func TestRecordReplayCorpus(t *testing.T) {
 	t.Run("aging", func(t *testing.T) { recordAging(t, dir) })
 	t.Run("review", func(t *testing.T) { recordReview(t, dir) })
 	t.Run("fleet and inbox", func(t *testing.T) { recordLongRunning(t, dir) })
+	t.Run("pinned", func(t *testing.T) { recordPinned(t, dir) })
+}
+
+// recordPinned records an exam whose later GPU stages went to the node
+// that ran its first, with search attributes upserted only on a change
+// of state.
+func recordPinned(t *testing.T, dir string) {
+	h := newHarness(t, 1, corpusKeys(t, dir))
+	_, scan := phantomDICOM(t, tiny(330))
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "corpus-pinned"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	if st := h.waitTerminal("corpus-pinned"); st.State != lifecycle.Completed {
+		t.Fatalf("exam ended %s", st.State)
+	}
+	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pipeline_v4.json"))
 }
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled

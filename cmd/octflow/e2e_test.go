@@ -48,6 +48,7 @@ import (
 func testPolicy() exam.Policy {
 	p := exam.DefaultPolicy()
 	p.RetryBase, p.RetryCap, p.HeartbeatTimeout, p.StageTimeout = time.Second, 2*time.Second, 4*time.Second, time.Minute
+	p.NodeAffinityWait = 3 * time.Second
 	return p
 }
 

@@ -199,3 +199,54 @@ func (h *harness) stageCompletedAt(examID string, stage exam.Stage) time.Time {
 	}
 	return at
 }
+
+func TestAnExamPinnedToAKilledNodeCompletesOnAnotherNode(t *testing.T) {
+	h := newHarness(t, 0)
+	// Only a runs at first, so the exam's first stage runs there and its
+	// later stages are sent to a's own queue.
+	a := h.spawnNode("gpu-pin-a", 30*time.Second)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 112}) // full size: stages last long enough to be caught
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "pin-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitFor("pin-1", 2*time.Minute, func(s *api.ExamStatus) bool {
+		return s.Stage == exam.Layers && s.State == lifecycle.Executing && s.Node == a.id
+	})
+	b := h.spawnNode("gpu-pin-b", 30*time.Second)
+	st := h.waitFor("pin-1", 2*time.Minute, func(s *api.ExamStatus) bool {
+		return s.State == lifecycle.Executing && s.Stage.NeedsGPU() && s.Stage != exam.Denoise
+	})
+	if st.Node != a.id {
+		t.Fatalf("%s runs on %s before the kill, want the pinned node %s", st.Stage, st.Node, a.id)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s (-9) during %s", a.id, st.Stage)
+
+	final := h.waitTerminal("pin-1")
+	if final.State != lifecycle.Completed {
+		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
+	}
+	if n := h.stageRuns("pin-1", exam.Render); n != 1 {
+		t.Errorf("report rendered %d times, want exactly 1", n)
+	}
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/pin-1/events", http.StatusOK, &events)
+	var pinned, fellBack, ranOnB bool
+	for _, e := range events {
+		switch {
+		case e.To == lifecycle.Queued && e.Stage == exam.Layers && e.Info["queue"] == exam.NodeQueue(a.id):
+			pinned = true
+		case e.To == lifecycle.Queued && e.Stage == st.Stage && e.Info["queue"] == exam.GPUQueue:
+			fellBack = true
+		case e.To == lifecycle.Executing && e.Stage == st.Stage && e.Actor == b.id:
+			ranOnB = true
+		}
+	}
+	if !pinned || !fellBack || !ranOnB {
+		t.Errorf("timeline does not show layers pinned to %s (%v), %s back on %s (%v) and run on %s (%v): %+v",
+			a.id, pinned, st.Stage, exam.GPUQueue, fellBack, b.id, ranOnB, events)
+	}
+}

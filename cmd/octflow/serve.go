@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -116,6 +117,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		gpus                              int
 		memGiB, failRate                  float64
 		drain, stageTime, reportEvery     time.Duration
+		cacheMiB                          int
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
 	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs, used only where NVML finds none")
@@ -127,8 +129,11 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
 	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
 	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
+	s.Int(&cacheMiB, "cache-mib", "OCTFLOW_NODE_CACHE_MIB", 1024, "memory for the node's recent stage outputs, read by the exam's next stage here (0: no cache)")
 	s.Check(func() error {
 		switch {
+		case cacheMiB < 0:
+			return fmt.Errorf("OCTFLOW_NODE_CACHE_MIB (--cache-mib) %d: want 0 (no cache) or more", cacheMiB)
 		case gpus < 1:
 			return fmt.Errorf("OCTFLOW_GPUS (--gpus) %d: want at least 1", gpus)
 		case failRate < 0 || failRate > 1:
@@ -169,7 +174,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, Faults: faults, MetricsAddr: metricsAddr,
 		Backends: models.Backends(), Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
-		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery}},
+		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
+			CacheMiB: cmp.Or(cacheMiB, -1)}},
 	})
 }
 
