@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -32,6 +33,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/workers"
 )
 
 // Uploaders is how many devices send the burst at once; the gateway
@@ -52,6 +54,12 @@ type Config struct {
 	Kills       int            `json:"kills"`
 	ResendRate  float64        `json:"resendRate"`
 	Seed        uint64         `json:"seed"`
+	// FullVolumes sends full-size phantom cubes and runs the real
+	// stages on the nodes' CPUs (no simulated GPU time): to measure data
+	// locality, not scheduling.
+	FullVolumes bool `json:"fullVolumes,omitempty"`
+	// Policy is the scheduling policy the gateway gives the exams.
+	Policy exam.Policy `json:"policy"`
 	// Node makes the command of a GPU node process: octflow gpuworker
 	// with args, and env added to the environment.
 	Node func(args, env []string) *exec.Cmd `json:"-"`
@@ -90,9 +98,23 @@ type Result struct {
 	ResendsAnsweredOK   int `json:"resendsAnsweredOK"`
 	NodeKills           int `json:"nodeKills"`
 	StageRetries        int `json:"stageRetries"`
+	// SubmitS is how long the devices took to upload the burst, and
+	// SubmitPerS the gateway's intake: exams accepted per second.
+	SubmitS    float64 `json:"submitS"`
+	SubmitPerS float64 `json:"submitPerS"`
 	// QueueWaitS is, per bucket, the wait from submission to the first GPU
 	// stage starting.
 	QueueWaitS map[string]waitStats `json:"queueWaitS"`
+	// StageWaitS is, per bucket and stage, the wait from the stage being
+	// queued to it starting on a node (aging and a fallback from a busy
+	// node included).
+	StageWaitS map[string]map[string]waitStats `json:"stageWaitS"`
+	// AgingBoundS is the longest a low exam can wait in its queues
+	// before it is urgent (low's aging plus normal's; 0: no aging).
+	AgingBoundS float64 `json:"agingBoundS"`
+	// ObjectBytesPerExam is what an exam's stages read from the object
+	// store, on average (a node's cache hits not counted).
+	ObjectBytesPerExam float64 `json:"objectBytesPerExam"`
 	// DispatchLatencyIdleMs is the time from QUEUED to EXECUTING of an
 	// exam submitted alone to an idle fleet.
 	DispatchLatencyIdleMs waitStats `json:"dispatchLatencyIdleMs"`
@@ -101,6 +123,16 @@ type Result struct {
 	// scheduler can finish sooner.
 	GPUTimeLimitS float64 `json:"gpuTimeLimitS"`
 	ExamsPerS     float64 `json:"examsPerS"`
+	// BareEngineS is how long the same engine took, right after, for as
+	// many bare workflows of as many no-op activities as an exam has
+	// stages, started the same way; MakespanVsBare is the makespan over
+	// it.
+	BareEngineS    float64 `json:"bareEngineS"`
+	MakespanVsBare float64 `json:"makespanVsBare"`
+	// MakespanVsBound is the makespan over the larger of the GPU-time
+	// limit and the bare engine's time: what no scheduler on this
+	// machine could beat.
+	MakespanVsBound float64 `json:"makespanVsBound"`
 }
 
 // ParseMix reads "urgent/normal/low" percentages such as "10/60/30".
@@ -124,6 +156,8 @@ type System interface {
 	Temporal() client.Client
 	// NodeEnv is the OCTFLOW_* environment a GPU node needs to join.
 	NodeEnv() []string
+	// Codec reads the payloads of the system's Temporal histories.
+	Codec() lifecycle.Codec
 }
 
 // Policy is the scheduling policy the benchmark runs exams under: the
@@ -131,6 +165,7 @@ type System interface {
 func Policy() exam.Policy {
 	p := exam.DefaultPolicy()
 	p.RetryBase, p.RetryCap, p.HeartbeatTimeout, p.StageTimeout = time.Second, 5*time.Second, 5*time.Second, 2*time.Minute
+	p.NodeAffinityWait = 5 * time.Second
 	return p
 }
 
@@ -155,23 +190,27 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if err := waitNodesUp(ctx, admin, c.Nodes); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "octflow bench: %d exams (%d/%d/%d %% urgent/normal/low), %d nodes × %d simulated GPUs, stage time %v (simulated GPU mode), fail rate %.2f, %d kills\n",
+	mode := fmt.Sprintf("stage time %v (simulated GPU mode)", c.StageTime)
+	if c.FullVolumes {
+		mode = "full-size cubes through the real stages on the nodes' CPUs"
+	}
+	fmt.Fprintf(w, "octflow bench: %d exams (%d/%d/%d %% urgent/normal/low), %d nodes × %d simulated GPUs, %s, fail rate %.2f, %d kills, node affinity wait %v\n",
 		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
-		c.Nodes, c.GPUsPerNode, c.StageTime, c.FailRate, c.Kills)
+		c.Nodes, c.GPUsPerNode, mode, c.FailRate, c.Kills, c.Policy.NodeAffinityWait)
 
-	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}}
+	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.
 	var idle []float64
 	for i := range 3 {
 		id := fmt.Sprintf("probe-%d", i)
-		scan, err := benchScan(c.Seed*1_000_000 + 900_000 + uint64(i))
+		scan, err := benchScan(c.Seed*1_000_000+900_000+uint64(i), c.FullVolumes)
 		if err != nil {
 			return nil, err
 		}
 		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
-		if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "probe-"}, i+1, 2*time.Minute); err != nil {
+		if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "probe-"}, i+1, 10*time.Minute); err != nil {
 			return nil, err
 		}
 		var tl []lifecycle.Entry
@@ -200,7 +239,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		case x < c.Mix[string(exam.Urgent)]+c.Mix[string(exam.Normal)]:
 			p = exam.Normal
 		}
-		scan, err := benchScan(c.Seed*1_000_000 + uint64(i))
+		scan, err := benchScan(c.Seed*1_000_000+uint64(i), c.FullVolumes)
 		if err != nil {
 			return nil, err
 		}
@@ -208,6 +247,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	res.StartedAt = time.Now()
 	estimate := time.Duration(float64(c.Exams*4) * float64(c.StageTime) / float64(c.Nodes*c.GPUsPerNode))
+	if c.FullVolumes {
+		estimate = 0 // no simulated GPU time: no such limit
+	}
 	killsDone := make(chan int, 1)
 	go func() { killsDone <- fleet.killSome(ctx, rng.Uint64(), c.Kills, estimate) }()
 
@@ -247,15 +289,23 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if submitErr != nil {
 		return nil, submitErr
 	}
-	fmt.Fprintf(w, "submitted %d exams in %.1f s; waiting for them (GPU-time limit %.0f s)\n",
-		c.Exams, time.Since(res.StartedAt).Seconds(), estimate.Seconds())
-	if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "bench-"}, c.Exams, max(10*time.Minute, 5*estimate)); err != nil {
+	res.SubmitS = time.Since(res.StartedAt).Seconds()
+	res.SubmitPerS = float64(c.Exams) / res.SubmitS
+	fmt.Fprintf(w, "submitted %d exams in %.1f s (%.1f exams/s through the gateway); waiting for them (GPU-time limit %.0f s)\n",
+		c.Exams, res.SubmitS, res.SubmitPerS, estimate.Seconds())
+	wait := max(10*time.Minute, 5*estimate)
+	if c.FullVolumes {
+		wait = max(wait, time.Duration(c.Exams)*2*time.Minute)
+	}
+	if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "bench-"}, c.Exams, wait); err != nil {
 		return nil, err
 	}
 	res.NodeKills = <-killsDone
 
-	// Measure from each exam's status and timeline.
+	// Measure from each exam's status, timeline and history.
 	waits := map[exam.Priority][]float64{}
+	stageWaits := map[exam.Priority]map[exam.Stage][]float64{}
+	var bytesRead int64
 	var last time.Time
 	for _, e := range exams {
 		st, err := clinician.Status(ctx, e.id)
@@ -272,8 +322,25 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		case lifecycle.Dead:
 			res.Dead++
 		}
+		facts, err := historyFacts(ctx, sys, exam.Ref{Campus: sys.Campus(), ID: e.id})
+		if err != nil {
+			return nil, err
+		}
+		bytesRead += facts.bytesRead
 		if x := firstTransition(tl, lifecycle.Executing); x != nil {
-			waits[e.priority] = append(waits[e.priority], x.At.Sub(st.CreatedAt).Seconds())
+			first := x.At
+			// A stage lost with a killed node had started before the
+			// attempt the timeline shows: the exam's wait ended then.
+			if facts.lostStart != nil && facts.lostStart.Before(first) {
+				first = *facts.lostStart
+			}
+			waits[e.priority] = append(waits[e.priority], first.Sub(st.CreatedAt).Seconds())
+		}
+		if stageWaits[e.priority] == nil {
+			stageWaits[e.priority] = map[exam.Stage][]float64{}
+		}
+		for stage, wait := range waitsPerStage(tl) {
+			stageWaits[e.priority][stage] = append(stageWaits[e.priority][stage], wait)
 		}
 		reports := 0
 		for _, t := range tl {
@@ -294,6 +361,16 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	for p, ws := range waits {
 		res.QueueWaitS[string(p)] = newWaitStats(ws)
 	}
+	for p, per := range stageWaits {
+		res.StageWaitS[string(p)] = map[string]waitStats{}
+		for stage, ws := range per {
+			res.StageWaitS[string(p)][string(stage)] = newWaitStats(ws)
+		}
+	}
+	res.ObjectBytesPerExam = float64(bytesRead) / float64(c.Exams)
+	if c.Policy.AgingAfter(exam.Low) > 0 && c.Policy.AgingAfter(exam.Normal) > 0 {
+		res.AgingBoundS = (c.Policy.AgingAfter(exam.Low) + c.Policy.AgingAfter(exam.Normal)).Seconds()
+	}
 	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: sys.Campus(), ID: "bench-"}))
 	if err != nil {
 		return nil, err
@@ -305,14 +382,30 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if res.MakespanS > 0 {
 		res.ExamsPerS = float64(res.Completed) / res.MakespanS
 	}
+	// The same engine with nothing of octflow on it: the bound that
+	// settings and hardware set.
+	fmt.Fprintf(w, "running %d bare workflows of %d no-op activities on the same engine\n", c.Exams, len(exam.Pipeline))
+	bare, err := runBare(ctx, sys.Temporal(), workers.WorkflowWorkerOptions("bench-bare", 0), c.Exams, len(exam.Pipeline),
+		res.StartedAt.Format("150405"))
+	if err != nil {
+		return nil, err
+	}
+	res.BareEngineS = bare.Seconds()
+	res.MakespanVsBare = res.MakespanS / res.BareEngineS
+	res.MakespanVsBound = res.MakespanS / max(res.BareEngineS, res.GPUTimeLimitS)
 	printBench(w, res)
 	return res, nil
 }
 
-// benchScan is a small phantom exam: the benchmark measures scheduling,
-// not imaging, so scans are tiny and their GPU time is simulated.
-func benchScan(seed uint64) ([]byte, error) {
-	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: seed, Frames: 3, Rows: 96, Cols: 64})
+// benchScan is a phantom exam. The benchmark measures scheduling, not
+// imaging, so scans are tiny and their GPU time is simulated; with
+// full, they are full-size cubes for the real stages.
+func benchScan(seed uint64, full bool) ([]byte, error) {
+	opts := imaging.PhantomOptions{Seed: seed, Frames: 3, Rows: 96, Cols: 64}
+	if full {
+		opts = imaging.PhantomOptions{Seed: seed}
+	}
+	p := imaging.NewPhantom(opts)
 	var buf bytes.Buffer
 	uid := fmt.Sprintf("2.25.%d", 1_000_000+seed)
 	if err := imaging.WriteDICOM(&buf, p.Volume, imaging.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1",
@@ -320,6 +413,62 @@ func benchScan(seed uint64) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// waitsPerStage is, for each stage in a timeline, the seconds from its
+// first QUEUED to its first EXECUTING.
+func waitsPerStage(tl []lifecycle.Entry) map[exam.Stage]float64 {
+	queued := map[exam.Stage]time.Time{}
+	out := map[exam.Stage]float64{}
+	for _, e := range tl {
+		switch _, seen := out[e.Stage]; {
+		case e.Stage == "" || seen:
+		case e.To == lifecycle.Queued:
+			if _, ok := queued[e.Stage]; !ok {
+				queued[e.Stage] = e.At
+			}
+		case e.To == lifecycle.Executing:
+			if q, ok := queued[e.Stage]; ok {
+				out[e.Stage] = e.At.Sub(q).Seconds()
+			}
+		}
+	}
+	return out
+}
+
+// examFacts is what the benchmark reads from an exam's history.
+type examFacts struct {
+	// bytesRead sums what the stages read from the object store.
+	bytesRead int64
+	// lostStart is when the earliest GPU stage attempt lost with its
+	// node had started (Temporal keeps no event of it; the next attempt
+	// reads it from the lost one's last heartbeat).
+	lostStart *time.Time
+}
+
+func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, error) {
+	iter := sys.Temporal().GetWorkflowHistory(ctx, contract.ExamWorkflowID(ref), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var f examFacts
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return f, fmt.Errorf("history of %s: %w", ref.ID, err)
+		}
+		a := ev.GetActivityTaskCompletedEventAttributes()
+		if a == nil {
+			continue
+		}
+		var out contract.StageOutput
+		if sys.Codec().Data.FromPayloads(a.GetResult(), &out) != nil {
+			continue
+		}
+		f.bytesRead += out.ObjectBytesRead
+		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() && lost.StartedAt != nil &&
+			(f.lostStart == nil || lost.StartedAt.Before(*f.lostStart)) {
+			f.lostStart = lost.StartedAt
+		}
+	}
+	return f, nil
 }
 
 func firstTransition(tl []lifecycle.Entry, to lifecycle.State) *lifecycle.Entry {
@@ -410,9 +559,24 @@ func printBench(w io.Writer, r *Result) {
 		s := r.QueueWaitS[string(b)]
 		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f\n", b, s.N, s.P50, s.P99, s.Max)
 	}
+	if r.AgingBoundS > 0 {
+		fmt.Fprintf(w, "low max wait %.1f s; aging bound %.0f s\n", r.QueueWaitS[string(exam.Low)].Max, r.AgingBoundS)
+	}
+	fmt.Fprintf(w, "wait of each stage, p99 seconds (urgent / normal / low):\n")
+	for _, stage := range exam.Pipeline {
+		fmt.Fprintf(w, "  %-8s", stage)
+		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+			fmt.Fprintf(w, " %7.1f", r.StageWaitS[string(b)][string(stage)].P99)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
+	fmt.Fprintf(w, "submission: %.1f s, %.1f exams/s through the gateway\n", r.SubmitS, r.SubmitPerS)
+	fmt.Fprintf(w, "object store reads: %.2f MB per exam\n", r.ObjectBytesPerExam/1e6)
 	fmt.Fprintf(w, "makespan %.1f s vs GPU-time limit %.1f s (×%.2f); %.2f exams/s\n",
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
+	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",
+		len(exam.Pipeline), r.BareEngineS, r.MakespanVsBare, r.MakespanVsBound)
 }
 
 // fleet is the benchmark's GPU nodes, each its own process.
@@ -436,8 +600,12 @@ func (f *fleet) start(i int) error {
 	if err != nil {
 		return err
 	}
+	stageTime := f.c.StageTime
+	if f.c.FullVolumes {
+		stageTime = 0 // the real stages, on the CPU
+	}
 	cmd := f.c.Node([]string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
-		"--sim-stage-time", f.c.StageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate),
+		"--sim-stage-time", stageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate),
 		"--report-every", "1s", "--drain-timeout", "5s"}, f.env)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

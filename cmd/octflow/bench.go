@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -18,6 +19,7 @@ import (
 	"octflow/devstack"
 	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/lifecycle"
 )
 
 // runBench is `octflow bench`: the scheduling benchmark on an embedded
@@ -38,6 +40,9 @@ func runBench(ctx context.Context, args []string) error {
 	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")
 	fs.StringVar(&out, "out", "bench-result.json", "where to write the result as JSON")
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of this process (engine, gateway, workers) over the run to this file")
+	fs.BoolVar(&c.FullVolumes, "full-volumes", false, "full-size phantom cubes through the real stages on the nodes' CPUs (no simulated GPU time): measures data locality; use few exams")
 	if err := s.Parse(args); err != nil {
 		return err
 	}
@@ -53,6 +58,17 @@ func runBench(ctx context.Context, args []string) error {
 		cmd := exec.Command(self, append([]string{"gpuworker"}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		return cmd
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := runBenchOnDevSystem(ctx, c, *policy, os.Stdout)
 	if err != nil {
@@ -92,6 +108,7 @@ func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 		return nil, err
 	}
 	defer d.Stop()
+	c.Policy = policy
 	return bench.Run(ctx, benchSystem{d}, c, dataDir, w)
 }
 
@@ -104,4 +121,5 @@ func (b benchSystem) Tokens() (device, clinician, admin string) {
 }
 func (b benchSystem) Campus() string          { return b.d.Secrets.Campus }
 func (b benchSystem) Temporal() client.Client { return b.d.App.Client() }
+func (b benchSystem) Codec() lifecycle.Codec  { return b.d.App.Codec() }
 func (b benchSystem) NodeEnv() []string       { return b.d.NodeEnv() }
