@@ -23,11 +23,12 @@ import (
 
 // Set is one command's settings.
 type Set struct {
-	fs     *flag.FlagSet
-	lookup func(string) (string, bool)
-	errs   []error
-	vars   []string
-	checks []func() error
+	fs      *flag.FlagSet
+	lookup  func(string) (string, bool)
+	errs    []error
+	vars    []string
+	envOnly []string // secrets: read from the environment, never a flag
+	checks  []func() error
 }
 
 // New starts the settings of command name. lookup reads the environment
@@ -37,7 +38,16 @@ func New(name string, lookup func(string) (string, bool)) *Set {
 		lookup = os.LookupEnv
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	return &Set{fs: fs, lookup: lookup}
+	s := &Set{fs: fs, lookup: lookup}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
+		fs.PrintDefaults()
+		if len(s.envOnly) > 0 {
+			fmt.Fprintf(fs.Output(), "\nRead from the environment only (secrets):\n  %s\n",
+				strings.Join(slices.Sorted(slices.Values(s.envOnly)), "\n  "))
+		}
+	}
+	return s
 }
 
 // FlagSet is the underlying flag set, for usage output.
@@ -168,6 +178,9 @@ func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
 
 // Secret reads a setting from the environment only.
 func (s *Set) Secret(p *string, env string) {
+	if !slices.Contains(s.envOnly, env) {
+		s.envOnly = append(s.envOnly, env)
+	}
 	if v, ok := s.env(env); ok {
 		*p = v
 	}
@@ -177,6 +190,7 @@ func (s *Set) Secret(p *string, env string) {
 // env itself; the file wins.
 func (s *Set) SecretFile(p *string, fileEnv, env string) {
 	s.Secret(p, env)
+	s.envOnly = append(s.envOnly, fileEnv)
 	if path, ok := s.env(fileEnv); ok {
 		b, err := os.ReadFile(path)
 		if err != nil {

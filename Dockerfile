@@ -1,0 +1,32 @@
+# octflow: one image, every role (api, worker, gpuworker). Built in two
+# stages: the Go toolchain compiles the binary (cgo on, for NVML), the
+# runtime image carries only the binary and its C library.
+#
+#   docker build -t octflow:dev .
+#
+# GPU nodes: the NVIDIA container toolkit mounts the driver's NVML
+# library into the container when the service reserves GPUs (see
+# docker-compose.yml); the binary opens it at start and falls back to
+# simulated GPUs where it is absent.
+
+FROM golang:1.26.8-bookworm AS build
+WORKDIR /src
+ENV GOTOOLCHAIN=local CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN go build -trimpath -ldflags="-s -w" -o /out/octflow ./cmd/octflow
+
+FROM debian:bookworm-20251117-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home /var/lib/octflow --create-home octflow
+COPY --from=build /out/octflow /usr/local/bin/octflow
+USER octflow
+WORKDIR /var/lib/octflow
+# GPU nodes see every GPU the runtime gives them; NVML needs "utility".
+ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    OCTFLOW_LOG_FORMAT=json
+ENTRYPOINT ["/usr/local/bin/octflow"]
+CMD ["help"]

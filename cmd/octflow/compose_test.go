@@ -1,0 +1,178 @@
+package main
+
+// The production stack's compose file, loaded with the compose
+// specification's own library (it cannot be run here: images cannot be
+// pulled on these machines).
+
+import (
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"gopkg.in/yaml.v3"
+
+	"octflow/devstack"
+	"octflow/exam"
+)
+
+// roles are the compose services that run octflow, by command.
+var roles = []string{"api", "worker", "gpuworker"}
+
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	// The loader reads the working directory, which an earlier test's
+	// stack may have moved into a folder since removed.
+	t.Chdir(repoRoot)
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  repoRoot,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
+		Environment: types.Mapping{},
+	}, func(o *loader.Options) {
+		o.SetProjectName("octflow", true)
+		// The env files hold the secrets and are not committed.
+		o.SkipResolveEnvironment = true
+	})
+	if err != nil {
+		t.Fatalf("load docker-compose.yml: %v", err)
+	}
+	return p
+}
+
+// commandVars is every OCTFLOW_* variable `octflow <command>` reads, from
+// its own -h.
+func commandVars(t *testing.T, command string) map[string]bool {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN="+command+" -h")
+	out, _ := cmd.CombinedOutput() // -h exits non-zero
+	vars := map[string]bool{}
+	for _, v := range regexp.MustCompile(`OCTFLOW_[A-Z0-9_]+`).FindAllString(string(out), -1) {
+		vars[v] = true
+	}
+	if len(vars) == 0 {
+		t.Fatalf("octflow %s -h named no variable:\n%s", command, out)
+	}
+	return vars
+}
+
+func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
+	p := loadCompose(t)
+	want := []string{"api", "gpuworker", "grafana", "postgresql", "prometheus", "s3", "temporal",
+		"temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
+	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
+		t.Fatalf("services %v, want %v", got, want)
+	}
+	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true}
+	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[A-Za-z0-9._-]+$`)
+	for name, s := range p.Services {
+		if !pinned.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest") {
+			t.Errorf("%s: image %q is not pinned to a version", name, s.Image)
+		}
+		if !jobs[name] && (s.HealthCheck == nil || s.HealthCheck.Disable || len(s.HealthCheck.Test) == 0) {
+			t.Errorf("%s: no healthcheck", name)
+		}
+		for dep, d := range s.DependsOn {
+			if d.Condition != types.ServiceConditionHealthy && d.Condition != types.ServiceConditionCompletedSuccessfully {
+				t.Errorf("%s depends on %s with condition %q, want it healthy or completed", name, dep, d.Condition)
+			}
+		}
+	}
+	for _, c := range []struct{ service, image string }{
+		{"temporal", "temporalio/server:"}, {"temporal-schema", "temporalio/admin-tools:"},
+		{"temporal-ui", "temporalio/ui:"}, {"s3", "versity/versitygw:"}, {"postgresql", "postgres:"},
+	} {
+		if !strings.HasPrefix(p.Services[c.service].Image, c.image) {
+			t.Errorf("%s runs %s, want an image of %s", c.service, p.Services[c.service].Image, c.image)
+		}
+	}
+	if cmd := strings.Join(p.Services["temporal-schema"].Command, " "); !strings.Contains(cmd, "temporal-sql-tool") ||
+		!strings.Contains(cmd, "postgresql/v12/temporal/versioned") || !strings.Contains(cmd, "postgresql/v12/visibility/versioned") {
+		t.Errorf("the schema job does not set up both schemas with temporal-sql-tool: %s", cmd)
+	}
+	// Every piece of state has a named volume.
+	for service, target := range map[string]string{"postgresql": "/var/lib/postgresql/data", "s3": "/data",
+		"prometheus": "/prometheus", "grafana": "/var/lib/grafana"} {
+		if !slices.ContainsFunc(p.Services[service].Volumes, func(v types.ServiceVolumeConfig) bool {
+			return v.Type == types.VolumeTypeVolume && v.Target == target
+		}) {
+			t.Errorf("%s keeps %s in no named volume", service, target)
+		}
+	}
+	// GPU nodes reserve NVIDIA GPUs.
+	gpu := p.Services["gpuworker"].Deploy
+	if gpu == nil || gpu.Resources.Reservations == nil || !slices.ContainsFunc(gpu.Resources.Reservations.Devices,
+		func(d types.DeviceRequest) bool {
+			return d.Driver == "nvidia" && slices.Contains(d.Capabilities, "gpu")
+		}) {
+		t.Error("gpuworker reserves no NVIDIA GPU")
+	}
+	// The namespace job registers exactly octflow's search attributes.
+	cmd := strings.Join(p.Services["temporal-namespace"].Command, " ")
+	for name := range exam.SearchAttributeTypes() {
+		if !strings.Contains(cmd, name) {
+			t.Errorf("the namespace job does not register search attribute %s", name)
+		}
+	}
+}
+
+func TestEveryOctflowVariableInTheComposeStackIsOneTheBinaryReads(t *testing.T) {
+	p := loadCompose(t)
+	for _, role := range roles {
+		s, ok := p.Services[role]
+		if !ok || len(s.Command) == 0 || s.Command[0] != role {
+			t.Fatalf("service %s does not run `octflow %s`: %v", role, role, s.Command)
+		}
+		reads := commandVars(t, role)
+		set := 0
+		for k, v := range s.Environment {
+			if !strings.HasPrefix(k, "OCTFLOW_") {
+				continue
+			}
+			set++
+			if !reads[k] {
+				t.Errorf("%s sets %s, which `octflow %s` does not read", role, k, role)
+			}
+			// A secret file must be one the service mounts.
+			if strings.HasSuffix(k, "_FILE") && v != nil && strings.HasPrefix(*v, "/run/secrets/") &&
+				!slices.ContainsFunc(s.Secrets, func(sec types.ServiceSecretConfig) bool { return "/run/secrets/"+sec.Source == *v }) {
+				t.Errorf("%s: %s=%s, a secret the service does not mount", role, k, *v)
+			}
+		}
+		if set == 0 {
+			t.Errorf("%s sets no OCTFLOW_ variable", role)
+		}
+	}
+}
+
+func TestTheStacksTemporalRunsTheDynamicConfigExamsRelyOn(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy/temporal/dynamicconfig.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dc map[string][]struct {
+		Value any `yaml:"value"`
+	}
+	if err := yaml.Unmarshal(b, &dc); err != nil {
+		t.Fatal(err)
+	}
+	dev := devstack.DefaultDynamicConfig()
+	for _, key := range []string{"matching.enableFairness", "matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"} {
+		if len(dc[key]) != 1 || dc[key][0].Value != dev[key] {
+			t.Errorf("%s = %v in the stack's dynamic config, want %v as in the dev stack", key, dc[key], dev[key])
+		}
+	}
+	p := loadCompose(t)
+	if !slices.ContainsFunc(p.Services["temporal"].Volumes, func(v types.ServiceVolumeConfig) bool {
+		return strings.HasSuffix(v.Source, "deploy/temporal/dynamicconfig.yaml")
+	}) {
+		t.Error("the temporal service does not mount deploy/temporal/dynamicconfig.yaml")
+	}
+}
