@@ -12,17 +12,23 @@ DATA    ?= .data
 UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack -e /devsystem)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
-.PHONY: dev test build vet workflowcheck fmt-check fuzz accuracy bench phantom submit clean
+.PHONY: dev test build vet workflowcheck deploy-check fmt-check fuzz accuracy bench phantom submit clean
 
 ## dev: run the whole system (embedded Temporal + Web UI + S3, API, workers, 2 simulated GPU nodes)
 dev: build
 	$(BIN) dev --data-dir $(DATA)
 
+## deploy-check: the production stack's Prometheus config and alert rules,
+## checked and unit-tested with promtool
+deploy-check:
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules deploy/prometheus/tests/octflow_test.yml
+
 ## test: format, vet and workflowcheck; the unit tests once under the race
 ## detector; the imaging accuracy run; the end-to-end tests on the embedded
 ## stack; a short fuzz of the DICOM reader, the image stages and the upload
 ## intake; one pass of the benchmarks
-test: fmt-check vet workflowcheck
+test: fmt-check vet workflowcheck deploy-check
 	@# Build every test binary in parallel first.
 	$(GO) test -count=1 -run '^$$' ./... > /dev/null
 	$(GO) test -race -short -count=1 $(UNIT)

@@ -61,6 +61,8 @@ type Activities struct {
 	// each stage's output so the workflow can send the next stage there.
 	Cache     *LocalCache
 	NodeQueue string
+	// Metrics, when set, records each stage's duration and failures.
+	Metrics *StageMetrics
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -279,8 +281,13 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		var existing report.Report
 		switch err := a.getJSON(ctx, jsonKey, &existing); {
 		case err == nil && existing.Run != "" && existing.Run != rep.Run:
+			a.Metrics.duplicate("refused")
 			return temporal.NewNonRetryableApplicationError("the exam already has a report, from another run; it is not overwritten",
 				contract.ErrTypeReportExists, nil)
+		case err == nil:
+			// The same run's report stage completed before (a lost
+			// completion, retried): the same report is written again.
+			a.Metrics.duplicate("rewritten")
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
 			return err
 		}
@@ -335,6 +342,9 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 // the stage, so one bad input fails its exam instead of killing the node
 // and every stage on it.
 func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func(context.Context) error) (err error) {
+	start := time.Now()
+	// Deferred first, so it runs last and sees a recovered panic too.
+	defer func() { a.Metrics.observe(ctx, stage, a.Node, start, err) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = a.panicked(stage, p)

@@ -254,7 +254,13 @@ type ReportLinks struct {
 // NotifyWorkstation posts the signed report-ready event to the exam's
 // callback URL. A 5xx, a timeout or a network error is retried (with
 // jitter, by the worker's interceptor); a 4xx or a refused URL is final.
-func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (out contract.StageOutput, err error) {
+	start := time.Now()
+	defer func() { a.Metrics.observe(ctx, exam.Notify, a.Node, start, err) }()
+	return a.notify(ctx, in)
+}
+
+func (a *Activities) notify(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	if a.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Reminder: in.Reminder}

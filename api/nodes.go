@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -31,15 +32,24 @@ type NodeView struct {
 
 // listNodes serves GET /v1/nodes from the fleet workflow.
 func (s *Server) listNodes(c echo.Context) error {
-	val, err := s.cfg.Temporal.QueryWorkflow(c.Request().Context(), contract.FleetWorkflowID, "", contract.FleetQuery)
-	if isNotFound(err) {
-		return c.JSON(http.StatusOK, []NodeView{}) // no node has reported yet
-	} else if err != nil {
+	views, err := s.nodeViews(c.Request().Context())
+	if err != nil {
 		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	}
+	return c.JSON(http.StatusOK, views)
+}
+
+// nodeViews reads the fleet workflow: every node as it last reported.
+func (s *Server) nodeViews(ctx context.Context) ([]NodeView, error) {
+	val, err := s.cfg.Temporal.QueryWorkflow(ctx, contract.FleetWorkflowID, "", contract.FleetQuery)
+	if isNotFound(err) {
+		return []NodeView{}, nil // no node has reported yet
+	} else if err != nil {
+		return nil, err
 	}
 	var nodes []contract.FleetNode
 	if err := val.Get(&nodes); err != nil {
-		return err
+		return nil, err
 	}
 	now := time.Now()
 	views := make([]NodeView, 0, len(nodes))
@@ -55,7 +65,7 @@ func (s *Server) listNodes(c echo.Context) error {
 		}
 		views = append(views, v)
 	}
-	return c.JSON(http.StatusOK, views)
+	return views, nil
 }
 
 // BreakerReset is the answer to POST /v1/nodes/{nodeId}/breaker/reset.

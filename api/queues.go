@@ -34,12 +34,18 @@ type QueuesView struct {
 	QueuedExams map[exam.Priority]int64 `json:"queuedExams"`
 }
 
-// listQueues serves GET /v1/queues: backlog and oldest wait per queue,
-// and the waiting exams per bucket (from the search attributes).
-func (s *Server) listQueues(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
-	defer cancel()
-	view := QueuesView{QueuedExams: map[exam.Priority]int64{}}
+// queueStat is what Temporal says of one task queue.
+type queueStat struct {
+	name, kind    string
+	backlog       int64
+	age           time.Duration
+	add, dispatch float32
+	pollers       int
+}
+
+// queueStats describes the shared task queues (GPU, CPU, workflows).
+func (s *Server) queueStats(ctx context.Context) ([]queueStat, error) {
+	var out []queueStat
 	for _, q := range []struct {
 		name string
 		kind enumspb.TaskQueueType
@@ -53,15 +59,30 @@ func (s *Server) listQueues(c echo.Context) error {
 			TaskQueueType: q.kind, ReportStats: true,
 		})
 		if err != nil {
-			return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+			return nil, err
 		}
 		st := resp.GetStats()
-		view.Queues = append(view.Queues, QueueView{
-			Queue: q.name, Kind: map[enumspb.TaskQueueType]string{enumspb.TASK_QUEUE_TYPE_ACTIVITY: "activity",
-				enumspb.TASK_QUEUE_TYPE_WORKFLOW: "workflow"}[q.kind],
-			Backlog: st.GetApproximateBacklogCount(), OldestWait: st.GetApproximateBacklogAge().AsDuration().Round(time.Millisecond).String(),
-			AddRate: st.GetTasksAddRate(), Dispatch: st.GetTasksDispatchRate(), Pollers: len(resp.GetPollers()),
-		})
+		out = append(out, queueStat{name: q.name, kind: map[enumspb.TaskQueueType]string{enumspb.TASK_QUEUE_TYPE_ACTIVITY: "activity",
+			enumspb.TASK_QUEUE_TYPE_WORKFLOW: "workflow"}[q.kind],
+			backlog: st.GetApproximateBacklogCount(), age: st.GetApproximateBacklogAge().AsDuration(),
+			add: st.GetTasksAddRate(), dispatch: st.GetTasksDispatchRate(), pollers: len(resp.GetPollers())})
+	}
+	return out, nil
+}
+
+// listQueues serves GET /v1/queues: backlog and oldest wait per queue,
+// and the waiting exams per bucket (from the search attributes).
+func (s *Server) listQueues(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
+	defer cancel()
+	view := QueuesView{QueuedExams: map[exam.Priority]int64{}}
+	queues, err := s.queueStats(ctx)
+	if err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+	}
+	for _, q := range queues {
+		view.Queues = append(view.Queues, QueueView{Queue: q.name, Kind: q.kind, Backlog: q.backlog,
+			OldestWait: q.age.Round(time.Millisecond).String(), AddRate: q.add, Dispatch: q.dispatch, Pollers: q.pollers})
 	}
 	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 		resp, err := s.cfg.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{

@@ -102,6 +102,8 @@ type Server struct {
 	uploads chan struct{} // one token per upload in progress
 	// illegal counts forbidden moves found while folding histories.
 	illegal prometheus.Counter
+	// arrivals counts accepted exams per campus and device.
+	arrivals *prometheus.CounterVec
 	// deviceUploads counts each device's uploads in flight.
 	deviceMu      sync.Mutex
 	deviceUploads map[string]int
@@ -141,10 +143,17 @@ func New(cfg Config) (*Server, error) {
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octflow_timeline_illegal_transitions_total",
 			Help: "State transitions the lifecycle table forbids, found while folding an exam's history.",
-		})}
+		}),
+		arrivals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "octflow_exam_arrivals_total",
+			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
+		}, []string{"campus", "device"}),
+	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(s.illegal); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
+		for _, c := range []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register metrics: %w", err)
+			}
 		}
 	}
 	e := s.echo

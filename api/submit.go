@@ -167,6 +167,7 @@ func (s *Server) submitExam(c echo.Context) error {
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 		zap.String("priority", string(prio)), zap.String("deviceId", who.DeviceID))
 	s.audit(c, "submit", ref, http.StatusAccepted)
+	s.arrivals.WithLabelValues(ref.Campus, who.DeviceID).Inc()
 	st, err := s.status(ctx, f)
 	if err != nil {
 		return err

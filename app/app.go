@@ -137,7 +137,13 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go a.mhttp.Serve(ln)
 	}
-	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults,
+	var stageMetrics *activities.StageMetrics
+	if opts.Workers || len(opts.GPUNodes) > 0 {
+		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry); err != nil {
+			return nil, fmt.Errorf("stage metrics: %w", err)
+		}
+	}
+	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, Metrics: stageMetrics,
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
 
 	if opts.Workers {

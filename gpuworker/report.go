@@ -41,6 +41,13 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 	if err != nil {
 		r.log.Warn("read GPUs", zap.Error(err))
 	}
+	// A simulated GPU has no utilisation of its own: it is busy while a
+	// stage holds it.
+	for i, g := range gpus {
+		if g.Simulated && r.node.slots.Busy(g.Index) {
+			gpus[i].UtilizationPct = 100
+		}
+	}
 	rep := contract.NodeReport{
 		NodeID: r.node.cfg.NodeID, TaskQueue: r.node.cfg.TaskQueue, GPUs: gpus,
 		InFlight: r.node.slots.InFlight(), Breaker: r.node.breaker.Status(), Draining: draining,

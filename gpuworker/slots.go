@@ -197,6 +197,13 @@ func (s *Slots) MaxSlots() int {
 	return len(gpus)
 }
 
+// Busy reports whether a stage holds the GPU with this index.
+func (s *Slots) Busy(index int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bound[index]
+}
+
 // InFlight is the number of stages bound to a GPU right now.
 func (s *Slots) InFlight() int {
 	s.mu.Lock()
