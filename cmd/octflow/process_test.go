@@ -93,6 +93,27 @@ func (h *harness) runningOn(examID string, nodes ...*nodeProcess) (*nodeProcess,
 	return nil, nil
 }
 
+// killAndComplete kills a node outright during the exam's stage, waits
+// for the exam to complete with exactly one report and returns its
+// timeline.
+func (h *harness) killAndComplete(node *nodeProcess, examID string, stage exam.Stage) []lifecycle.Entry {
+	h.t.Helper()
+	if err := node.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Logf("killed %s (-9) during %s", node.id, stage)
+	final := h.waitTerminal(examID)
+	if final.State != lifecycle.Completed {
+		h.t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
+	}
+	if n := h.stageRuns(examID, exam.Render); n != 1 {
+		h.t.Errorf("report rendered %d times, want exactly 1", n)
+	}
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/"+examID+"/events", http.StatusOK, &events)
+	return events
+}
+
 func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
 	h := newHarness(t, 0)
 	a, b := h.spawnNode("gpu-proc-a", 30*time.Second), h.spawnNode("gpu-proc-b", 30*time.Second)
@@ -103,20 +124,7 @@ func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
 	}
 	victim, st := h.runningOn("kill-1", a, b)
 	survivor := map[string]*nodeProcess{a.id: b, b.id: a}[victim.id]
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("killed %s (-9) during %s", victim.id, st.Stage)
-
-	final := h.waitTerminal("kill-1")
-	if final.State != lifecycle.Completed {
-		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
-	}
-	if n := h.stageRuns("kill-1", exam.Render); n != 1 {
-		t.Errorf("report rendered %d times, want exactly 1", n)
-	}
-	var events []lifecycle.Entry
-	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/kill-1/events", http.StatusOK, &events)
+	events := h.killAndComplete(victim, "kill-1", st.Stage)
 	var lost, retried bool
 	for _, e := range events {
 		if e.Stage == st.Stage && e.To == lifecycle.RetryWait && e.Info["node"] == victim.id {
@@ -220,20 +228,7 @@ func TestAnExamPinnedToAKilledNodeCompletesOnAnotherNode(t *testing.T) {
 	if st.Node != a.id {
 		t.Fatalf("%s runs on %s before the kill, want the pinned node %s", st.Stage, st.Node, a.id)
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("killed %s (-9) during %s", a.id, st.Stage)
-
-	final := h.waitTerminal("pin-1")
-	if final.State != lifecycle.Completed {
-		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
-	}
-	if n := h.stageRuns("pin-1", exam.Render); n != 1 {
-		t.Errorf("report rendered %d times, want exactly 1", n)
-	}
-	var events []lifecycle.Entry
-	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/pin-1/events", http.StatusOK, &events)
+	events := h.killAndComplete(a, "pin-1", st.Stage)
 	var pinned, fellBack, ranOnB bool
 	for _, e := range events {
 		switch {
