@@ -88,6 +88,8 @@ type Result struct {
 	StartedAt time.Time `json:"startedAt"`
 	Completed int       `json:"completed"`
 	Dead      int       `json:"dead"`
+	// DeadExams say why each DEAD exam died: its ID, stage and failure.
+	DeadExams []string `json:"deadExams,omitempty"`
 	// CompletionRate is completed ÷ exams.
 	CompletionRate float64 `json:"completionRate"`
 	// DuplicateExecutions counts exam IDs with more than one workflow run;
@@ -321,6 +323,11 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			res.Completed++
 		case lifecycle.Dead:
 			res.Dead++
+			why := "no failure recorded"
+			if f := st.LastFailure; f != nil {
+				why = fmt.Sprintf("%s attempt %d: %s (%s)", f.Stage, f.Attempt, f.Message, f.Type)
+			}
+			res.DeadExams = append(res.DeadExams, e.id+": "+why)
 		}
 		facts, err := historyFacts(ctx, sys, exam.Ref{Campus: sys.Campus(), ID: e.id})
 		if err != nil {
@@ -552,6 +559,9 @@ func duplicateRuns(ctx context.Context, tc client.Client, prefix string) (int, e
 func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\ncompleted %d/%d (%.1f %%), dead %d, duplicate executions %d, duplicate reports %d\n",
 		r.Completed, r.Config.Exams, 100*r.CompletionRate, r.Dead, r.DuplicateExecutions, r.DuplicateReports)
+	for _, d := range r.DeadExams {
+		fmt.Fprintf(w, "  DEAD %s\n", d)
+	}
 	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d\n",
 		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries)
 	fmt.Fprintf(w, "queue wait to the first GPU stage, seconds:\n")
