@@ -98,6 +98,11 @@ func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 		t.Errorf("the schema job does not set up both schemas with temporal-sql-tool: %s", cmd)
 	}
 	// Every piece of state has a named volume.
+	if !slices.ContainsFunc(p.Services["grafana"].Volumes, func(v types.ServiceVolumeConfig) bool {
+		return strings.HasSuffix(v.Source, "deploy/grafana/dashboards")
+	}) {
+		t.Error("grafana does not mount the dashboards")
+	}
 	for service, target := range map[string]string{"postgresql": "/var/lib/postgresql/data", "s3": "/data",
 		"prometheus": "/prometheus", "grafana": "/var/lib/grafana"} {
 		if !slices.ContainsFunc(p.Services[service].Volumes, func(v types.ServiceVolumeConfig) bool {

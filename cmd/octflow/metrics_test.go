@@ -157,14 +157,23 @@ func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 	// first event (an aging promotion, a breach, a refused move).
 	onFirstEvent := map[string]bool{"octflow_promotions_total": true, "octflow_urgent_sla_breaches_total": true,
 		"octflow_illegal_transitions_total": true}
+	exported := func(name string) bool {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_bucket"), "_sum")
+		return fams[name] != nil || fams[base] != nil || onFirstEvent[name]
+	}
 	for _, g := range file.Groups {
 		for _, r := range g.Rules {
 			for _, name := range regexp.MustCompile(`octflow_[a-z_]+`).FindAllString(r.Expr, -1) {
-				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_bucket"), "_sum")
-				if fams[name] == nil && fams[base] == nil && !onFirstEvent[name] {
+				if !exported(name) {
 					t.Errorf("alert %s uses %s, which /metrics does not export", r.Alert, name)
 				}
 			}
+		}
+	}
+	// So do the dashboards.
+	for _, name := range dashboardMetrics() {
+		if !exported(name) {
+			t.Errorf("a dashboard queries %s, which /metrics does not export", name)
 		}
 	}
 	// Nothing of a patient or an exam is a label.
