@@ -4,6 +4,7 @@
 //	octflow api        the HTTP gateway
 //	octflow worker     the workflow worker and CPU stages (report, notify)
 //	octflow gpuworker  a GPU node serving the image stages
+//	octflow setup      register the Temporal namespace and search attributes
 //	octflow submit     send a scan to the API (for operators and demos)
 //	octflow phantom    write a synthetic macular OCT cube as DICOM
 //
@@ -32,6 +33,7 @@ func main() {
 		"api":       runAPI,
 		"worker":    runWorker,
 		"gpuworker": runGPUWorker,
+		"setup":     runSetup,
 		"submit":    runSubmit,
 		"phantom":   runPhantom,
 		"bench":     runBench,
@@ -67,6 +69,7 @@ commands:
   api        run the HTTP gateway
   worker     run the workflow worker and CPU stages
   gpuworker  run a GPU node
+  setup      register the Temporal namespace and search attributes (idempotent)
   submit     submit a scan to the API
   phantom    write a synthetic macular OCT cube as DICOM
   bench      run the scheduling benchmark on an embedded system (simulated GPU mode)
