@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,10 +20,13 @@ import (
 	"github.com/versity/versitygw/backend/meta"
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
 
 	"octflow/exam"
+	"octflow/temporalsetup"
 )
 
 // Config says where the stack keeps its data and where it listens. Zero
@@ -31,6 +35,9 @@ type Config struct {
 	// DataDir holds the Temporal SQLite file, the S3 objects and the S3
 	// credentials. Required. Restarting on the same DataDir keeps everything.
 	DataDir string
+	// Postgres, when set, keeps Temporal's state in PostgreSQL instead of
+	// the SQLite file (the databases and schemas are set up on start).
+	Postgres *Postgres
 	// TemporalAddr is the Temporal gRPC frontend. Default 127.0.0.1:7233.
 	TemporalAddr string
 	// UIAddr is the Temporal Web UI. Default 127.0.0.1:8233; "off" disables it.
@@ -63,9 +70,7 @@ type Stack struct {
 	cfg      Config
 	temporal temporal.Server
 	ui       *uiserver.Server
-	s3Cancel context.CancelFunc
-	s3Done   chan error
-	creds    S3Credentials
+	s3       *S3
 }
 
 // DefaultDynamicConfig is the Temporal dynamic config octflow runs with.
@@ -119,6 +124,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.Postgres != nil {
+		pg := c.Postgres.withDefaults()
+		c.Postgres = &pg
+	}
 	return c, nil
 }
 
@@ -132,13 +141,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	creds, err := loadOrCreateCredentials(filepath.Join(cfg.DataDir, "s3-credentials.json"))
-	if err != nil {
-		return nil, err
-	}
-	s := &Stack{cfg: cfg, creds: creds}
-
-	if err := s.startS3(ctx); err != nil {
+	s := &Stack{cfg: cfg}
+	if s.s3, err = StartS3(ctx, cfg.DataDir, cfg.S3Addr, cfg.Logger); err != nil {
 		return nil, err
 	}
 
@@ -149,6 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	srv, err := newTemporalServer(temporalOptions{
 		frontendAddr:     cfg.TemporalAddr,
 		databaseFile:     filepath.Join(cfg.DataDir, "temporal.db"),
+		postgres:         cfg.Postgres,
 		namespace:        cfg.Namespace,
 		retention:        cfg.Retention,
 		searchAttributes: exam.SearchAttributeTypes(),
@@ -156,14 +161,22 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		logger:           cfg.Logger.Named("temporal"),
 	})
 	if err != nil {
-		s.stopS3()
+		s.s3.Stop()
 		return nil, err
 	}
 	if err := srv.Start(); err != nil {
-		s.stopS3()
+		s.s3.Stop()
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
 	s.temporal = srv
+	if cfg.Postgres != nil {
+		// On SQLite the namespace is written with the schema; here it
+		// is registered through the server, as on a production cluster.
+		if err := s.registerNamespace(ctx); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
 
 	if cfg.UIAddr != "off" {
 		if err := s.startUI(); err != nil {
@@ -174,23 +187,54 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	return s, nil
 }
 
-func (s *Stack) startS3(ctx context.Context) error {
-	root := filepath.Join(s.cfg.DataDir, "s3")
+func (s *Stack) registerNamespace(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.cfg.TemporalAddr, Namespace: s.cfg.Namespace,
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return fmt.Errorf("dial temporal: %w", err)
+	}
+	defer c.Close()
+	return temporalsetup.Ensure(ctx, c, temporalsetup.Namespace{Name: s.cfg.Namespace, Retention: s.cfg.Retention,
+		SearchAttributes: exam.SearchAttributeTypes()})
+}
+
+// S3 is the embedded S3 endpoint on its own: versitygw's gateway on its
+// posix backend, serving plain HTTP. The dev stack runs one; tests of a
+// topology without the rest of the dev stack start one with StartS3.
+type S3 struct {
+	addr   string
+	creds  S3Credentials
+	cancel context.CancelFunc
+	done   chan error
+	logger *zap.Logger
+}
+
+// StartS3 serves the objects under dataDir/s3 at addr, with root keys
+// kept in dataDir/s3-credentials.json (made on first start), and returns
+// once it accepts connections. Stop releases it.
+func StartS3(ctx context.Context, dataDir, addr string, logger *zap.Logger) (*S3, error) {
+	creds, err := loadOrCreateCredentials(filepath.Join(dataDir, "s3-credentials.json"))
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(dataDir, "s3")
 	if err := os.MkdirAll(root, 0o750); err != nil {
-		return fmt.Errorf("create s3 dir: %w", err)
+		return nil, fmt.Errorf("create s3 dir: %w", err)
 	}
 	be, err := posix.New(root, meta.XattrMeta{}, posix.PosixOpts{NewDirPerm: 0o750, Concurrency: 64})
 	if err != nil {
-		return fmt.Errorf("s3 posix backend: %w", err)
+		return nil, fmt.Errorf("s3 posix backend: %w", err)
 	}
 	// The gateway lives until Stop, not until the caller's start context ends.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
+	s := &S3{addr: addr, creds: creds, cancel: cancel, done: make(chan error, 1), logger: logger}
 	go func() {
-		done <- embedgw.RunVersityGW(runCtx, be, &embedgw.Config{
-			RootUserAccess:    s.creds.AccessKey,
-			RootUserSecret:    s.creds.SecretKey,
-			Ports:             []string{s.cfg.S3Addr},
+		s.done <- embedgw.RunVersityGW(runCtx, be, &embedgw.Config{
+			RootUserAccess:    creds.AccessKey,
+			RootUserSecret:    creds.SecretKey,
+			Ports:             []string{addr},
 			MaxConnections:    250,
 			MaxRequests:       250,
 			MultipartMaxParts: 10000,
@@ -198,23 +242,29 @@ func (s *Stack) startS3(ctx context.Context) error {
 			HealthPath:        "/minio/health/live",
 		})
 	}()
-	s.s3Cancel, s.s3Done = cancel, done
-	if err := waitListening(ctx, s.cfg.S3Addr, done); err != nil {
-		s.stopS3()
-		return fmt.Errorf("start s3: %w", err)
+	if err := waitListening(ctx, addr, s.done); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("start s3: %w", err)
 	}
-	return nil
+	return s, nil
 }
 
-func (s *Stack) stopS3() {
-	if s.s3Cancel == nil {
+// Endpoint is the host:port the endpoint serves.
+func (s *S3) Endpoint() string { return s.addr }
+
+// Credentials are the endpoint's root keys.
+func (s *S3) Credentials() S3Credentials { return s.creds }
+
+// Stop shuts the endpoint down; it may be called more than once.
+func (s *S3) Stop() {
+	if s.cancel == nil {
 		return
 	}
-	s.s3Cancel()
-	if err := <-s.s3Done; err != nil && !errors.Is(err, context.Canceled) {
-		s.cfg.Logger.Warn("s3 gateway stopped with error", zap.Error(err))
+	s.cancel()
+	if err := <-s.done; err != nil && !errors.Is(err, context.Canceled) {
+		s.logger.Warn("s3 gateway stopped with error", zap.Error(err))
 	}
-	s.s3Cancel = nil
+	s.cancel = nil
 }
 
 func (s *Stack) startUI() error {
@@ -259,7 +309,7 @@ func (s *Stack) Stop() {
 		}
 		s.temporal = nil
 	}
-	s.stopS3()
+	s.s3.Stop()
 }
 
 // TemporalAddr is the host:port of the Temporal frontend.
@@ -272,7 +322,7 @@ func (s *Stack) Namespace() string { return s.cfg.Namespace }
 func (s *Stack) S3Endpoint() string { return s.cfg.S3Addr }
 
 // S3Credentials are the S3 endpoint's root keys.
-func (s *Stack) S3Credentials() S3Credentials { return s.creds }
+func (s *Stack) S3Credentials() S3Credentials { return s.s3.Credentials() }
 
 // UIURL is the Web UI's address, or "" when the UI is off.
 func (s *Stack) UIURL() string {

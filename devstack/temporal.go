@@ -34,6 +34,7 @@ const (
 type temporalOptions struct {
 	frontendAddr     string // host:port of the gRPC frontend
 	databaseFile     string
+	postgres         *Postgres // when set, instead of databaseFile
 	namespace        string
 	retention        time.Duration
 	searchAttributes map[string]enumspb.IndexedValueType
@@ -42,8 +43,9 @@ type temporalOptions struct {
 }
 
 // newTemporalServer assembles a single-process Temporal server (all four
-// services) on SQLite file persistence. The schema is created only when the
-// database file does not exist yet, so a restart keeps every workflow.
+// services) on SQLite file persistence, or on PostgreSQL when
+// opts.postgres is set. The schema is created only where it does not
+// exist yet, so a restart keeps every workflow.
 func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 	host, portText, err := net.SplitHostPort(opts.frontendAddr)
 	if err != nil {
@@ -53,9 +55,27 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temporal port %q: %w", portText, err)
 	}
-	sqlConf, err := prepareSQLite(opts)
-	if err != nil {
-		return nil, err
+	var conf config.Config
+	if opts.postgres != nil {
+		if err := SetupPostgres(*opts.postgres, opts.logger); err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "default"
+		conf.Persistence.VisibilityStore = "visibility"
+		conf.Persistence.NumHistoryShards = postgresShards
+		conf.Persistence.DataStores = map[string]config.DataStore{
+			"default":    {SQL: opts.postgres.sqlConfig(opts.postgres.Database)},
+			"visibility": {SQL: opts.postgres.sqlConfig(opts.postgres.VisibilityDatabase)},
+		}
+	} else {
+		sqlConf, err := prepareSQLite(opts)
+		if err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "sqlite"
+		conf.Persistence.VisibilityStore = "sqlite"
+		conf.Persistence.NumHistoryShards = 1
+		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
 	}
 
 	ports, err := freePorts(host, 4, internalPortsFrom, internalPortsTo)
@@ -70,13 +90,8 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 	}
 	httpPort := ports[3]
 
-	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = host
-	conf.Persistence.DefaultStore = "sqlite"
-	conf.Persistence.VisibilityStore = "sqlite"
-	conf.Persistence.NumHistoryShards = 1
-	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,
 		MasterClusterName:        clusterName,

@@ -42,9 +42,12 @@ type Config struct {
 	TemporalAddr string
 	UIAddr       string
 	S3Addr       string
-	GPUNodes     int
-	Policy       exam.Policy
-	StopTimeout  time.Duration
+	// Postgres, when set, keeps Temporal's state in PostgreSQL instead
+	// of the SQLite file in DataDir.
+	Postgres    *devstack.Postgres
+	GPUNodes    int
+	Policy      exam.Policy
+	StopTimeout time.Duration
 	// GPUsPerNode is the GPUs of each simulated node (default 1).
 	GPUsPerNode int
 	// Breaker tunes the simulated nodes' circuit breakers.
@@ -125,7 +128,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		apiURL = "https://" + cfg.APIAddr
 	}
 	stack, err := devstack.Start(ctx, devstack.Config{
-		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr,
+		DataDir: cfg.DataDir, TemporalAddr: cfg.TemporalAddr, UIAddr: cfg.UIAddr, S3Addr: cfg.S3Addr, Postgres: cfg.Postgres,
 		// The Web UI shows sealed payloads through the gateway's codec.
 		CodecEndpoint: apiURL + "/codec",
 		// Temporal's own logs are verbose; warnings and errors are enough here.
@@ -134,7 +137,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dev stack: %w", err)
 	}
-	secrets, err := ensureDevSecrets(stack.DataDir())
+	secrets, err := EnsureSecrets(stack.DataDir())
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -217,9 +220,10 @@ const (
 	SecondCampus = "north-campus"
 )
 
-// ensureDevSecrets creates, once, one token per role, the token-hash file
-// the API reads and the pseudonym key, all under dataDir.
-func ensureDevSecrets(dataDir string) (Secrets, error) {
+// EnsureSecrets creates, once, one token per role, the token-hash file
+// the API reads, the pseudonym key and the codec keys, all under dataDir.
+// Tests that run octflow's roles as separate processes use it too.
+func EnsureSecrets(dataDir string) (Secrets, error) {
 	s := Secrets{
 		TokensFile:    filepath.Join(dataDir, "tokens.json"),
 		PseudonymFile: filepath.Join(dataDir, "pseudonym.key"),
@@ -298,9 +302,11 @@ func ensureDevSecrets(dataDir string) (Secrets, error) {
 
 // NodeEnv is the OCTFLOW_* environment another process needs to join
 // this stack: octflow api, worker or gpuworker.
-func (d *System) NodeEnv() []string { return joinEnv(d.StackConfig, d.Secrets) }
+func (d *System) NodeEnv() []string { return JoinEnv(d.StackConfig, d.Secrets) }
 
-func joinEnv(sc config.Stack, s Secrets) []string {
+// JoinEnv is the OCTFLOW_* environment a process of any role needs to
+// join the stack sc with the secrets s.
+func JoinEnv(sc config.Stack, s Secrets) []string {
 	return []string{
 		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr,
 		"OCTFLOW_NAMESPACE=" + sc.Namespace,
@@ -320,7 +326,7 @@ func joinEnv(sc config.Stack, s Secrets) []string {
 // join this stack, as a file to source.
 func writeDevEnv(stack *devstack.Stack, sc config.Stack, s Secrets, publicURL string) error {
 	lines := []string{"# Written by octflow dev: source this to run octflow api|worker|gpuworker against the dev stack."}
-	for _, kv := range append(joinEnv(sc, s), "OCTFLOW_PUBLIC_URL="+publicURL) {
+	for _, kv := range append(JoinEnv(sc, s), "OCTFLOW_PUBLIC_URL="+publicURL) {
 		lines = append(lines, "export "+kv)
 	}
 	path := filepath.Join(stack.DataDir(), "dev.env")

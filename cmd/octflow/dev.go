@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"octflow/config"
+	"octflow/devstack"
 	"octflow/devsystem"
 	"octflow/exam"
 )
@@ -34,10 +35,25 @@ func runDev(ctx context.Context, args []string) error {
 	s.String(&cfg.S3Addr, "s3-addr", "OCTFLOW_S3_ADDR", "127.0.0.1:9000", "S3 endpoint address")
 	s.Int(&cfg.GPUNodes, "gpu-nodes", "OCTFLOW_GPU_NODES", 2, "simulated GPU nodes in this process")
 	s.Duration(&cfg.StopTimeout, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
+	var pgURL, pgPassword string
+	s.String(&pgURL, "temporal-postgres", "OCTFLOW_TEMPORAL_POSTGRES", "",
+		"keep Temporal's state in PostgreSQL instead of SQLite: postgres://user@host:port/database (database and database_visibility are created)")
+	s.Secret(&pgPassword, "OCTFLOW_TEMPORAL_POSTGRES_PASSWORD")
 	s.Check(func() error {
 		if cfg.GPUNodes < 0 {
 			return fmt.Errorf("OCTFLOW_GPU_NODES (--gpu-nodes) %d: want 0 or more", cfg.GPUNodes)
 		}
+		if pgURL == "" {
+			return nil
+		}
+		pg, err := devstack.ParsePostgresURL(pgURL)
+		if err != nil {
+			return fmt.Errorf("OCTFLOW_TEMPORAL_POSTGRES (--temporal-postgres): %w", err)
+		}
+		if pgPassword != "" {
+			pg.Password = pgPassword
+		}
+		cfg.Postgres = &pg
 		return nil
 	})
 	if err := s.Parse(args); err != nil {
@@ -56,7 +72,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	dir := d.Stack.DataDir()
 	fmt.Printf(`
-octflow dev is running (data in %s)
+octflow dev is running (data in %s, Temporal on %s)
 
   API           %s
   Temporal UI   %s
@@ -71,11 +87,19 @@ Submit a phantom exam:
   ./bin/octflow submit --api %s --dev-tokens %s --file exam.dcm --wait
 
 Ctrl-C stops it; running stages finish first.
-`, dir, d.App.APIURL(), d.Stack.UIURL(), d.Stack.TemporalAddr(), d.Stack.Namespace(),
+`, dir, temporalStore(cfg.Postgres), d.App.APIURL(), d.Stack.UIURL(), d.Stack.TemporalAddr(), d.Stack.Namespace(),
 		d.Stack.S3Endpoint(), filepath.Join(dir, "dev-tokens.json"), filepath.Join(dir, "dev.env"),
 		d.App.APIURL(), filepath.Join(dir, "dev-tokens.json"))
 	<-ctx.Done()
 	log.Info("stopping: draining running stages, then Temporal and S3")
 	d.Stop()
 	return nil
+}
+
+// temporalStore names where the dev stack keeps Temporal's state.
+func temporalStore(pg *devstack.Postgres) string {
+	if pg == nil {
+		return "SQLite"
+	}
+	return "PostgreSQL " + pg.Addr + "/" + pg.Database
 }
