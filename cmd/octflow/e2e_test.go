@@ -27,6 +27,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -186,12 +187,18 @@ func (h *harness) executions(examID string) int {
 // order, until fn returns false.
 func (h *harness) stageEvents(examID string, stage exam.Stage, fn func(ev *historypb.HistoryEvent) bool) {
 	h.t.Helper()
-	it := h.sys.App.Client().GetWorkflowHistory(context.Background(), h.examWF(examID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	stageEventsOf(h.t, h.sys.App.Client(), h.examWF(examID), stage, fn)
+}
+
+// stageEventsOf is stageEvents for any workflow on any Temporal client.
+func stageEventsOf(t *testing.T, c client.Client, workflowID string, stage exam.Stage, fn func(ev *historypb.HistoryEvent) bool) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	scheduled := map[int64]string{}
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			h.t.Fatal(err)
+			t.Fatal(err)
 		}
 		id := ev.GetEventId()
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
@@ -224,8 +231,15 @@ func scheduledEventID(ev *historypb.HistoryEvent) int64 {
 
 // stageRuns counts completed runs of a stage in the exam's history.
 func (h *harness) stageRuns(examID string, stage exam.Stage) int {
+	h.t.Helper()
+	return stageRunsOf(h.t, h.sys.App.Client(), h.examWF(examID), stage)
+}
+
+// stageRunsOf is stageRuns for any workflow on any Temporal client.
+func stageRunsOf(t *testing.T, c client.Client, workflowID string, stage exam.Stage) int {
+	t.Helper()
 	n := 0
-	h.stageEvents(examID, stage, func(ev *historypb.HistoryEvent) bool {
+	stageEventsOf(t, c, workflowID, stage, func(ev *historypb.HistoryEvent) bool {
 		if ev.GetActivityTaskCompletedEventAttributes() != nil {
 			n++
 		}

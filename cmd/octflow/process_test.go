@@ -35,51 +35,68 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// nodeProcess is a gpuworker running as its own process.
-type nodeProcess struct {
+// childProcess is an octflow command (this test binary run as main) in
+// its own OS process.
+type childProcess struct {
 	id   string
 	cmd  *exec.Cmd
 	log  string
 	done chan error
 }
 
-func (h *harness) spawnNode(id string, drain time.Duration) *nodeProcess {
-	h.t.Helper()
-	logPath := filepath.Join(h.t.TempDir(), id+".log")
+// startProcess runs `octflow <args>` with env added to this process's
+// environment, its output in a log file that a failing test prints; the
+// test's cleanup kills it.
+func startProcess(t *testing.T, id string, env []string, args string) *childProcess {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), id+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(append(os.Environ(), h.sys.NodeEnv()...),
-		"OCTFLOW_TEST_AS_MAIN=gpuworker --node-id "+id,
-		"OCTFLOW_DRAIN_TIMEOUT="+drain.String(),
-		"OCTFLOW_REPORT_EVERY=1s",
-	)
+	cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN="+args)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	p := &nodeProcess{id: id, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	p := &childProcess{id: id, cmd: cmd, log: logPath, done: make(chan error, 1)}
 	go func() {
 		p.done <- cmd.Wait()
 		logFile.Close()
 	}()
-	h.t.Cleanup(func() {
+	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-p.done
-		if h.t.Failed() {
+		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			h.t.Logf("%s log:\n%s", id, b)
+			t.Logf("%s log:\n%s", id, tail(b, 20000))
 		}
 	})
+	return p
+}
+
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func (h *harness) spawnNode(id string, drain time.Duration) *childProcess {
+	h.t.Helper()
+	p := startProcess(h.t, id, append(h.sys.NodeEnv(),
+		"OCTFLOW_DRAIN_TIMEOUT="+drain.String(),
+		"OCTFLOW_REPORT_EVERY=1s",
+	), "gpuworker --node-id "+id)
 	h.waitNode(id, func(v api.NodeView) bool { return v.Status == "up" })
 	return p
 }
 
 // runningOn waits until the exam's stage runs on one of the nodes and
 // returns that node.
-func (h *harness) runningOn(examID string, nodes ...*nodeProcess) (*nodeProcess, *api.ExamStatus) {
+func (h *harness) runningOn(examID string, nodes ...*childProcess) (*childProcess, *api.ExamStatus) {
 	h.t.Helper()
 	st := h.waitFor(examID, time.Minute, func(s *api.ExamStatus) bool {
 		return s.State == lifecycle.Executing && s.Stage.NeedsGPU()
@@ -96,7 +113,7 @@ func (h *harness) runningOn(examID string, nodes ...*nodeProcess) (*nodeProcess,
 // killAndComplete kills a node outright during the exam's stage, waits
 // for the exam to complete with exactly one report and returns its
 // timeline.
-func (h *harness) killAndComplete(node *nodeProcess, examID string, stage exam.Stage) []lifecycle.Entry {
+func (h *harness) killAndComplete(node *childProcess, examID string, stage exam.Stage) []lifecycle.Entry {
 	h.t.Helper()
 	if err := node.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		h.t.Fatal(err)
@@ -123,7 +140,7 @@ func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	victim, st := h.runningOn("kill-1", a, b)
-	survivor := map[string]*nodeProcess{a.id: b, b.id: a}[victim.id]
+	survivor := map[string]*childProcess{a.id: b, b.id: a}[victim.id]
 	events := h.killAndComplete(victim, "kill-1", st.Stage)
 	var lost, retried bool
 	for _, e := range events {
