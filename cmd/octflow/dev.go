@@ -56,14 +56,11 @@ func runDev(ctx context.Context, args []string) error {
 		cfg.Postgres = &pg
 		return nil
 	})
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	cfg.Policy, cfg.Backends, cfg.APITLS = *policy, models.Backends(), serverTLS.Config()
-	log, err := logc.Logger()
+	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
+	cfg.Policy, cfg.Backends, cfg.APITLS = *policy, models.Backends(), serverTLS.Config()
 	defer log.Sync()
 
 	d, err := devsystem.Start(ctx, cfg, log)

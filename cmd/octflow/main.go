@@ -16,9 +16,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"octflow/config"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"go.uber.org/zap"
 )
 
 func main() {
@@ -76,4 +79,13 @@ commands:
 
 run 'octflow <command> -h' for its flags.
 `)
+}
+
+// parseWithLogger reads a command's flags and variables, checks them, and
+// returns the logger they configure; the caller syncs it.
+func parseWithLogger(s *config.Set, logc *config.Log, args []string) (*zap.Logger, error) {
+	if err := s.Parse(args); err != nil {
+		return nil, err
+	}
+	return logc.Logger()
 }

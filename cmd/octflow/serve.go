@@ -49,18 +49,15 @@ func runAPI(ctx context.Context, args []string) error {
 		}
 		return nil
 	})
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	tokens, err := api.LoadTokens(tokensFile)
-	if err != nil {
-		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
-	}
-	log, err := logc.Logger()
+	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
+	tokens, err := api.LoadTokens(tokensFile)
+	if err != nil {
+		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
+	}
 	audit, err := gateway.Audit(log)
 	if err != nil {
 		return err
@@ -89,10 +86,7 @@ func runWorker(ctx context.Context, args []string) error {
 	var metricsAddr string
 	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
 	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	log, err := logc.Logger()
+	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
@@ -143,10 +137,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		}
 		return nil
 	})
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	log, err := logc.Logger()
+	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}

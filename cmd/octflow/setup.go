@@ -31,10 +31,7 @@ func runSetup(ctx context.Context, args []string) error {
 		}
 		return nil
 	})
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	log, err := logc.Logger()
+	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
