@@ -101,8 +101,11 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 		if err := a.putJSON(ctx, exam.IntensityKey(in.Exam.Ref()), intensity); err != nil {
 			return err
 		}
-		den, err := a.Backends.WithDefaults().Denoise.Denoise(ctx, v)
-		if err != nil {
+		var den *imaging.Volume
+		if err := a.onGPU(ctx, exam.Denoise, func(ctx context.Context) (err error) {
+			den, err = a.Backends.WithDefaults().Denoise.Denoise(ctx, v)
+			return err
+		}); err != nil {
 			return permanentIfInvalid(err)
 		}
 		key := exam.DenoisedKey(in.Exam.Ref())
@@ -125,8 +128,11 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 		if err != nil {
 			return err
 		}
-		layers, err := a.Backends.WithDefaults().Layers.SegmentLayers(ctx, v)
-		if err != nil {
+		var layers *imaging.Layers
+		if err := a.onGPU(ctx, exam.Layers, func(ctx context.Context) (err error) {
+			layers, err = a.Backends.WithDefaults().Layers.SegmentLayers(ctx, v)
+			return err
+		}); err != nil {
 			return permanentIfInvalid(err)
 		}
 		out.Keys = []string{exam.LayersKey(in.Exam.Ref())}
@@ -144,12 +150,15 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 		if err != nil {
 			return err
 		}
-		masks, err := a.Backends.WithDefaults().Lesions.LesionMasks(ctx, v, layers)
-		if err != nil {
-			return permanentIfInvalid(err)
-		}
-		lesions, err := masks.Lesions(v, layers)
-		if err != nil {
+		var masks *imaging.LesionMasks
+		var lesions []imaging.Lesion
+		if err := a.onGPU(ctx, exam.Lesions, func(ctx context.Context) (err error) {
+			if masks, err = a.Backends.WithDefaults().Lesions.LesionMasks(ctx, v, layers); err != nil {
+				return err
+			}
+			lesions, err = masks.Lesions(v, layers)
+			return err
+		}); err != nil {
 			return permanentIfInvalid(err)
 		}
 		if lesions == nil {
@@ -190,8 +199,11 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 		if v.Laterality == "" {
 			v.Laterality = string(in.Exam.Eye)
 		}
-		an, err := imaging.Analyze(ctx, v, layers)
-		if err != nil {
+		var an *imaging.Analysis
+		if err := a.onGPU(ctx, exam.Measure, func(ctx context.Context) (err error) {
+			an, err = imaging.Analyze(ctx, v, layers)
+			return err
+		}); err != nil {
 			return permanentIfInvalid(err)
 		}
 		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
@@ -356,23 +368,26 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 			out.RecoveredFrom = &prev
 		}
 	}
-	// Injected faults (tests, simulated GPU mode) come before the first
-	// heartbeat, so a stage held there is seen as CLAIMED.
-	if a.Faults != nil {
-		if err := a.Faults(ctx, a.Node, stage); err != nil {
+	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage}}
+	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
+		// Injected faults (tests, simulated GPU mode) come before the
+		// first heartbeat, so a stage held there is seen as CLAIMED. A
+		// gated stage meets them, and starts, once it holds its GPU
+		// (onGPU); until then its heartbeats say only where it is.
+		if err := a.fault(ctx, stage); err != nil {
 			return err
 		}
+		var gpu *int
+		if g, ok := exam.GPUFrom(ctx); ok {
+			gpu = &g
+		}
+		beat.started(ctx, gpu)
 	}
+	ctx = context.WithValue(ctx, stageBeatKey{}, beat)
 	every := a.HeartbeatEvery
 	if every == 0 {
 		every = 2 * time.Second
 	}
-	now := time.Now().UTC()
-	beat := contract.Heartbeat{Node: a.Node, Stage: stage, StartedAt: &now}
-	if gpu, ok := exam.GPUFrom(ctx); ok {
-		beat.GPU = &gpu
-	}
-	activity.RecordHeartbeat(ctx, beat)
 	done := make(chan error, 1)
 	reads := &readCounter{}
 	go func() {
@@ -394,7 +409,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 			}
 			return err
 		case <-tick.C:
-			activity.RecordHeartbeat(ctx, beat)
+			activity.RecordHeartbeat(ctx, beat.get())
 		}
 	}
 }

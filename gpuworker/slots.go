@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -35,10 +36,12 @@ func DefaultStageMemoryMiB() map[exam.Stage]uint64 {
 // Temporal reserves a slot before it polls, when the task (and so the
 // stage's memory need) is not known yet. So Slots works in two steps: as
 // the worker's activity SlotSupplier it grants at most as many slots as
-// there are usable GPUs, and as an activity interceptor it binds the
-// polled stage to a concrete free GPU with enough memory, puts the GPU
-// index in the stage's context and frees it on every way out (success,
-// failure, cancellation, panic). It also feeds each outcome to the breaker.
+// there are usable GPUs (plus prefetch), and as an activity interceptor it
+// gives the polled stage a gate (activities.GPUGate) that binds its
+// computation to a concrete free GPU with enough memory and frees it on
+// every way out (success, failure, cancellation, panic): the stage holds
+// the GPU only while it computes, not while it reads its input or stores
+// its output. It also feeds each outcome to the breaker.
 type Slots struct {
 	inv     Inventory
 	breaker *Breaker
@@ -375,20 +378,26 @@ type bindInbound struct {
 
 func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	info := activity.GetInfo(ctx)
-	stage := exam.StageOfActivity(info.ActivityType.Name)
-	beat := func() { activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: b.node, Stage: stage}) }
-	gpu, release, err := b.slots.bindAs(ctx, stage, bindRank(info.Priority.FairnessKey, b.pinned), beat)
-	if err != nil {
-		return nil, err
+	rank := bindRank(info.Priority.FairnessKey, b.pinned)
+	beat := func() {
+		activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: b.node, Stage: exam.StageOfActivity(info.ActivityType.Name)})
+	}
+	// The stage takes its GPU only for its computation (see
+	// activities.GPUGate): reading its input and storing its output
+	// happen while the GPU serves another stage.
+	gate := func(ctx context.Context, stage exam.Stage) (int, func(), error) {
+		gpu, release, err := b.slots.bindAs(ctx, stage, rank, beat)
+		if err != nil {
+			return 0, nil, err
+		}
+		return gpu.Index, release, nil
 	}
 	finished := false
 	defer func() {
-		release()
 		if !finished {
 			// A panic that escaped the stage's own recovery (see
-			// activities.Activities.run) still frees the GPU; the SDK
-			// turns it into a failed attempt. Like a recovered panic it
-			// follows the exam, not the node.
+			// activities.Activities.run) follows the exam, not the node.
+			// The SDK turns it into a failed attempt.
 			b.slots.breaker.CancelProbe()
 			return
 		}
@@ -400,7 +409,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 			b.slots.breaker.CancelProbe()
 		}
 	}()
-	res, err = b.Next.ExecuteActivity(exam.WithGPU(ctx, gpu.Index), in)
+	res, err = b.Next.ExecuteActivity(activities.WithGPUGate(ctx, gate), in)
 	finished = true
 	return res, err
 }

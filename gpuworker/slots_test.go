@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -131,11 +132,17 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 	var mu sync.Mutex
 	var gpuSeen []int
 	env.RegisterActivityWithOptions(func(ctx context.Context, mode string) error {
-		i, ok := exam.GPUFrom(ctx)
-		mu.Lock()
-		if ok {
-			gpuSeen = append(gpuSeen, i)
+		gate, ok := activities.GPUGateFrom(ctx)
+		if !ok {
+			return errors.New("no GPU gate in the stage's context")
 		}
+		i, release, err := gate(ctx, exam.Denoise)
+		if err != nil {
+			return err
+		}
+		defer release()
+		mu.Lock()
+		gpuSeen = append(gpuSeen, i)
 		mu.Unlock()
 		switch mode {
 		case "panic":

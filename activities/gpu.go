@@ -1,0 +1,92 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// GPUGate grants a GPU to a stage's computation: it waits for a free one
+// that fits the stage and returns its index and a func that frees it. A
+// GPU node puts one in the context of each stage it runs (gpuworker), so
+// a stage holds its GPU only while it computes: its input is read before
+// and its output encoded and stored after, while the GPU serves another
+// stage. Without a gate a stage computes where it runs.
+type GPUGate func(ctx context.Context, stage exam.Stage) (gpu int, release func(), err error)
+
+type gpuGateKey struct{}
+
+// WithGPUGate returns ctx carrying gate for the stage run in it.
+func WithGPUGate(ctx context.Context, gate GPUGate) context.Context {
+	return context.WithValue(ctx, gpuGateKey{}, gate)
+}
+
+// GPUGateFrom returns the gate in ctx, if the stage runs on a GPU node.
+func GPUGateFrom(ctx context.Context) (GPUGate, bool) {
+	g, ok := ctx.Value(gpuGateKey{}).(GPUGate)
+	return g, ok && g != nil
+}
+
+// stageBeat is what a running stage's heartbeats say. A gated stage says
+// only its node and stage until it holds a GPU; then also when it started
+// and on which GPU.
+type stageBeat struct {
+	mu   sync.Mutex
+	beat contract.Heartbeat
+}
+
+func (b *stageBeat) get() contract.Heartbeat {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.beat
+}
+
+// started records the start of the stage's work (on gpu, if it has one)
+// and sends it at once.
+func (b *stageBeat) started(ctx context.Context, gpu *int) {
+	now := time.Now().UTC()
+	b.mu.Lock()
+	b.beat.StartedAt, b.beat.GPU = &now, gpu
+	beat := b.beat
+	b.mu.Unlock()
+	activity.RecordHeartbeat(ctx, beat)
+}
+
+type stageBeatKey struct{}
+
+// onGPU runs compute on a GPU of the node when the stage has a gate:
+// it waits for the GPU, runs the injected faults (which stand for the GPU
+// time in the simulated mode), reports the start and runs compute with the
+// GPU's index in ctx, then frees the GPU. Without a gate it runs compute.
+func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(context.Context) error) error {
+	gate, ok := GPUGateFrom(ctx)
+	if !ok {
+		return compute(ctx)
+	}
+	gpu, release, err := gate(ctx, stage)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx = exam.WithGPU(ctx, gpu)
+	if err := a.fault(ctx, stage); err != nil {
+		return err
+	}
+	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+		b.started(ctx, &gpu)
+	}
+	return compute(ctx)
+}
+
+// fault asks the injected faults, if any, about the stage.
+func (a *Activities) fault(ctx context.Context, stage exam.Stage) error {
+	if a.Faults == nil {
+		return nil
+	}
+	return a.Faults(ctx, a.Node, stage)
+}
