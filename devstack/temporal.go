@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -68,14 +69,14 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 			"visibility": {SQL: opts.postgres.sqlConfig(opts.postgres.VisibilityDatabase)},
 		}
 	} else {
-		sqlConf, err := prepareSQLite(opts)
+		sqlConf, visConf, err := prepareSQLite(opts)
 		if err != nil {
 			return nil, err
 		}
 		conf.Persistence.DefaultStore = "sqlite"
-		conf.Persistence.VisibilityStore = "sqlite"
+		conf.Persistence.VisibilityStore = "sqlite-visibility"
 		conf.Persistence.NumHistoryShards = 1
-		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
+		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}, "sqlite-visibility": {SQL: visConf}}
 	}
 
 	ports, err := freePorts(host, 4, internalPortsFrom, internalPortsTo)
@@ -155,12 +156,54 @@ func newTemporalServer(opts temporalOptions) (temporal.Server, error) {
 	return srv, nil
 }
 
-// prepareSQLite creates the schema on first start and registers the
-// namespace with octflow's search attributes (a no-op when it exists).
-func prepareSQLite(opts temporalOptions) (*config.SQL, error) {
-	conf := &config.SQL{
+// visibilitySuffix names the visibility store's own SQLite file beside
+// the main one. Its own file has its own write lock: the visibility
+// records (one or more per workflow task that changes an exam's state)
+// no longer wait for, or hold up, the history writes that move exams on.
+const visibilitySuffix = "-visibility"
+
+// prepareSQLite creates the schemas on first start and registers the
+// namespace with octflow's search attributes (a no-op when it exists). It
+// returns the main store and the visibility store: a file of its own on
+// a data dir made since visibility moved out, else the main file (a data
+// dir from before keeps its visibility records where they are).
+func prepareSQLite(opts temporalOptions) (store, visibility *config.SQL, err error) {
+	visFile := strings.TrimSuffix(opts.databaseFile, ".db") + visibilitySuffix + ".db"
+	store, visibility = sqliteConfig(opts.databaseFile), sqliteConfig(visFile)
+	fresh, err := missing(opts.databaseFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fresh {
+		if err := os.MkdirAll(filepath.Dir(opts.databaseFile), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create database dir: %w", err)
+		}
+		for _, c := range []*config.SQL{store, visibility} {
+			if err := sqliteschema.SetupSchema(c); err != nil {
+				return nil, nil, fmt.Errorf("set up temporal schema in %s: %w", c.DatabaseName, err)
+			}
+		}
+	} else if noVis, err := missing(visFile); err != nil {
+		return nil, nil, err
+	} else if noVis {
+		visibility = store
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.namespace, false, opts.searchAttributes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("namespace config: %w", err)
+	}
+	ns.Detail.Config.Retention = timestamp.DurationPtr(opts.retention)
+	if err := sqliteschema.CreateNamespaces(store, ns); err != nil {
+		return nil, nil, fmt.Errorf("register namespace %q: %w", opts.namespace, err)
+	}
+	return store, visibility, nil
+}
+
+// sqliteConfig is the server's connection to one SQLite file.
+func sqliteConfig(file string) *config.SQL {
+	return &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
-		DatabaseName: opts.databaseFile,
+		DatabaseName: file,
 		ConnectAttributes: map[string]string{
 			"mode": "rwc",
 			// WAL with synchronous=normal measured 3x faster than the
@@ -171,23 +214,16 @@ func prepareSQLite(opts temporalOptions) (*config.SQL, error) {
 			"busy_timeout": "10000",
 		},
 	}
-	if _, err := os.Stat(opts.databaseFile); os.IsNotExist(err) {
-		if err := os.MkdirAll(filepath.Dir(opts.databaseFile), 0o755); err != nil {
-			return nil, fmt.Errorf("create database dir: %w", err)
-		}
-		if err := sqliteschema.SetupSchema(conf); err != nil {
-			return nil, fmt.Errorf("set up temporal schema: %w", err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("stat database: %w", err)
+}
+
+// missing reports whether no file is at path.
+func missing(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return false, nil
+	case os.IsNotExist(err):
+		return true, nil
 	}
-	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.namespace, false, opts.searchAttributes)
-	if err != nil {
-		return nil, fmt.Errorf("namespace config: %w", err)
-	}
-	ns.Detail.Config.Retention = timestamp.DurationPtr(opts.retention)
-	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
-		return nil, fmt.Errorf("register namespace %q: %w", opts.namespace, err)
-	}
-	return conf, nil
+	return false, fmt.Errorf("stat %s: %w", path, err)
 }

@@ -269,12 +269,17 @@ func httptestServer(t *testing.T) string {
 	return srv.URL
 }
 
-// readDatabase reads Temporal's SQLite files (database and journal).
+// readDatabase reads Temporal's SQLite files (databases and journals).
 func readDatabase(t *testing.T, dataDir string) []byte {
 	t.Helper()
 	var all []byte
-	for _, name := range []string{"temporal.db", "temporal.db-wal"} {
-		b, err := os.ReadFile(filepath.Join(dataDir, name))
+	// The main store and the visibility store, each with its journal.
+	files, err := filepath.Glob(filepath.Join(dataDir, "temporal*.db*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
 		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
