@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -392,10 +391,8 @@ type temporalServer struct {
 func startTemporalServer(t *testing.T, pg *postgres) *temporalServer {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "temporal-server")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "go.temporal.io/server/cmd/server")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build temporal server: %v\n%s", err, out)
+	if err := devstack.BuildTemporalServer(context.Background(), repoRoot, bin); err != nil {
+		t.Fatal(err)
 	}
 	addrs, err := devstack.FreeAddrs("127.0.0.1", 10)
 	if err != nil {
