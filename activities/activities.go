@@ -377,11 +377,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 		if err := a.fault(ctx, stage); err != nil {
 			return err
 		}
-		var gpu *int
-		if g, ok := exam.GPUFrom(ctx); ok {
-			gpu = &g
-		}
-		beat.started(ctx, gpu)
+		beat.started(ctx, nil)
 	}
 	ctx = context.WithValue(ctx, stageBeatKey{}, beat)
 	every := a.HeartbeatEvery
