@@ -140,11 +140,18 @@ func (h *harness) stop() {
 // waitFor polls the exam until cond holds or the deadline passes.
 func (h *harness) waitFor(examID string, timeout time.Duration, cond func(*api.ExamStatus) bool) *api.ExamStatus {
 	h.t.Helper()
+	return waitExam(h.t, h.clin, examID, timeout, cond)
+}
+
+// waitExam polls the exam through the gateway client c until cond holds
+// or the deadline passes; errors (Temporal or its database down) count
+// as not yet.
+func waitExam(t *testing.T, c *api.Client, examID string, timeout time.Duration, cond func(*api.ExamStatus) bool) *api.ExamStatus {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last *api.ExamStatus
 	for time.Now().Before(deadline) {
-		st, err := h.clin.Status(context.Background(), examID)
-		if err == nil {
+		if st, err := c.Status(context.Background(), examID); err == nil {
 			last = st
 			if cond(st) {
 				return st
@@ -152,7 +159,7 @@ func (h *harness) waitFor(examID string, timeout time.Duration, cond func(*api.E
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.t.Fatalf("exam %s: condition not met within %s; last status %+v", examID, timeout, last)
+	t.Fatalf("exam %s: condition not met within %s; last status %+v", examID, timeout, last)
 	return nil
 }
 

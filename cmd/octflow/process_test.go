@@ -45,17 +45,23 @@ type childProcess struct {
 }
 
 // startProcess runs `octflow <args>` with env added to this process's
-// environment, its output in a log file that a failing test prints; the
-// test's cleanup kills it.
+// environment (see startCommand).
 func startProcess(t *testing.T, id string, env []string, args string) *childProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN="+args)
+	return startCommand(t, id, cmd)
+}
+
+// startCommand starts cmd with its output in a log file that a failing
+// test prints; the test's cleanup kills it.
+func startCommand(t *testing.T, id string, cmd *exec.Cmd) *childProcess {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), id+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN="+args)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

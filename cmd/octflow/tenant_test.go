@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -112,10 +113,8 @@ func TestCampusesAreTenants(t *testing.T) {
 
 // waitForClient polls an exam through c until cond holds.
 func (h *harness) waitForClient(c *api.Client, examID string, cond func(*api.ExamStatus) bool) *api.ExamStatus {
-	saved := h.clin
-	h.clin = c
-	defer func() { h.clin = saved }()
-	return h.waitFor(examID, 2*60e9, cond)
+	h.t.Helper()
+	return waitExam(h.t, c, examID, 2*time.Minute, cond)
 }
 
 // TestNothingIdentifyingIsStoredLoggedOrSentToTemporal submits a scan

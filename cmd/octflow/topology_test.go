@@ -180,25 +180,6 @@ func TestDevOnPostgreSQLKeepsExamsAcrossARestart(t *testing.T) {
 	}
 }
 
-// waitExam polls the exam through the gateway until cond holds; errors
-// (Temporal or its database down) count as not yet.
-func waitExam(t *testing.T, c *api.Client, examID string, timeout time.Duration, cond func(*api.ExamStatus) bool) *api.ExamStatus {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last *api.ExamStatus
-	for time.Now().Before(deadline) {
-		if st, err := c.Status(context.Background(), examID); err == nil {
-			last = st
-			if cond(st) {
-				return st
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("exam %s: condition not met within %s; last status %+v", examID, timeout, last)
-	return nil
-}
-
 // waitReady waits for the gateway's readiness (Temporal and S3 reached).
 func waitReady(t *testing.T, base string) {
 	t.Helper()
@@ -418,27 +399,9 @@ func startTemporalServer(t *testing.T, pg *postgres) *temporalServer {
 func (s *temporalServer) start() {
 	s.t.Helper()
 	s.n++
-	logPath := filepath.Join(s.t.TempDir(), fmt.Sprintf("temporal-%d.log", s.n))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	cmd := exec.Command(s.bin, "--allow-no-auth", "start")
 	cmd.Env = append(os.Environ(), s.env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	p := &childProcess{id: fmt.Sprintf("temporal-%d", s.n), cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); logFile.Close() }()
-	s.t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-		if s.t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			s.t.Logf("%s log:\n%s", p.id, tail(b, 8000))
-		}
-	})
+	p := startCommand(s.t, fmt.Sprintf("temporal-%d", s.n), cmd)
 	s.proc = p
 	// Ready when the frontend answers a health check.
 	deadline := time.Now().Add(time.Minute)
@@ -453,8 +416,8 @@ func (s *temporalServer) start() {
 		}
 		select {
 		case err := <-p.done:
-			b, _ := os.ReadFile(logPath)
-			s.t.Fatalf("temporal server exited: %v\n%s", err, tail(b, 8000))
+			p.done <- err // for the cleanup, which prints the log
+			s.t.Fatalf("temporal server exited: %v", err)
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
