@@ -455,8 +455,8 @@ func (e *ioErrReader) Read(p []byte) (int, error) {
 }
 
 func strs(ds dicom.Dataset, t tag.Tag) []string {
-	el, err := ds.FindElementByTagNested(t)
-	if err != nil {
+	el := findNested(ds, t)
+	if el == nil {
 		return nil
 	}
 	v, ok := el.Value.GetValue().([]string)
@@ -464,6 +464,20 @@ func strs(ds dicom.Dataset, t tag.Tag) []string {
 		return nil
 	}
 	return v
+}
+
+// findNested is the first element with tag t, sequences included. It
+// does what Dataset.FindElementByTagNested does without its channel
+// iterator: that one's goroutine is left blocked when the search stops
+// early, keeping the whole dataset (the pixel data too) alive for the
+// life of the process.
+func findNested(ds dicom.Dataset, t tag.Tag) *dicom.Element {
+	for it := ds.FlatStatefulIterator(); it.HasNext(); {
+		if e := it.Next(); e.Tag == t {
+			return e
+		}
+	}
+	return nil
 }
 
 func str(ds dicom.Dataset, t tag.Tag) string {

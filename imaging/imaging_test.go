@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/suyashkumar/dicom/pkg/tag"
 	"github.com/suyashkumar/dicom/pkg/uid"
@@ -241,5 +243,35 @@ func TestLayerThicknessesAddUpToTheRetina(t *testing.T) {
 	}
 	if got := lesionTypes(truth.Lesions); got != "[drusen]" {
 		t.Errorf("truth lesions %s, want drusen", got)
+	}
+}
+
+// A parse must leave nothing behind: the DICOM library's nested tag search
+// parks a goroutine holding the whole dataset, pixel data included, when
+// it stops early, so every scan read kept its volume for good.
+func TestReadingScansLeavesNoGoroutineHoldingThem(t *testing.T) {
+	v := NewPhantom(PhantomOptions{Seed: 3, Frames: 3, Rows: 64, Cols: 32}).Volume
+	var buf bytes.Buffer
+	if err := WriteDICOM(&buf, v, Header{SOPInstanceUID: "1.2.3.4", PatientID: "PAT-7"}); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const reads = 50
+	for range reads {
+		s, err := ParseScan(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteDeidentified(io.Discard, Deidentification{PatientID: "pt-7", UID: func(string) string { return "2.25.7" }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frame workers may still be winding down; a leak grows with reads.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines after %d reads, %d before", after, reads, before)
 	}
 }
