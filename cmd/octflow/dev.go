@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -62,6 +63,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	cfg.Policy, cfg.Backends, cfg.APITLS = *policy, models.Backends(), serverTLS.Config()
 	defer log.Sync()
+	tuneEmbeddedGC(os.Getenv)
 
 	d, err := devsystem.Start(ctx, cfg, log)
 	if err != nil {
