@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -58,11 +60,21 @@ type Config struct {
 	// stages on the nodes' CPUs (no simulated GPU time): to measure data
 	// locality, not scheduling.
 	FullVolumes bool `json:"fullVolumes,omitempty"`
+	// NodeReportEvery is how often each node reports to the fleet view
+	// (0: the node's default, as in production).
+	NodeReportEvery time.Duration `json:"nodeReportEvery,omitempty"`
 	// Policy is the scheduling policy the gateway gives the exams.
 	Policy exam.Policy `json:"policy"`
 	// Node makes the command of a GPU node process: octflow gpuworker
 	// with args, and env added to the environment.
 	Node func(args, env []string) *exec.Cmd `json:"-"`
+	// CPUProfile, when set, receives a CPU profile of this process (the
+	// embedded engine, gateway and workers) over the burst: from the
+	// first upload to the last exam finished.
+	CPUProfile io.Writer `json:"-"`
+	// HeapProfile, when set, receives a heap profile of this process
+	// taken once the burst has finished, before anything is cleaned up.
+	HeapProfile io.Writer `json:"-"`
 }
 
 // waitStats summarises waits in seconds.
@@ -117,6 +129,13 @@ type Result struct {
 	// ObjectBytesPerExam is what an exam's stages read from the object
 	// store, on average (a node's cache hits not counted).
 	ObjectBytesPerExam float64 `json:"objectBytesPerExam"`
+	// EventsPerExam and WorkflowTasksPerExam are the length of an exam's
+	// pipeline history and the workflow tasks it ran, on average (its
+	// review workflow not counted); LostWorkflowTasks, how many workflow
+	// tasks of all exams timed out or failed and had to run again.
+	EventsPerExam        float64 `json:"eventsPerExam"`
+	WorkflowTasksPerExam float64 `json:"workflowTasksPerExam"`
+	LostWorkflowTasks    int     `json:"lostWorkflowTasks"`
 	// DispatchLatencyIdleMs is the time from QUEUED to EXECUTING of an
 	// exam submitted alone to an idle fleet.
 	DispatchLatencyIdleMs waitStats `json:"dispatchLatencyIdleMs"`
@@ -247,6 +266,17 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		}
 		exams[i] = sent{id: fmt.Sprintf("bench-%05d", i), priority: p, scan: scan, resend: rng.Float64() < c.ResendRate}
 	}
+	if c.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(c.CPUProfile); err != nil {
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+	}
+	profiling := c.CPUProfile != nil
+	defer func() {
+		if profiling {
+			pprof.StopCPUProfile()
+		}
+	}()
 	res.StartedAt = time.Now()
 	estimate := time.Duration(float64(c.Exams*4) * float64(c.StageTime) / float64(c.Nodes*c.GPUsPerNode))
 	if c.FullVolumes {
@@ -302,12 +332,23 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "bench-"}, c.Exams, wait); err != nil {
 		return nil, err
 	}
+	if profiling {
+		pprof.StopCPUProfile()
+		profiling = false
+	}
+	if c.HeapProfile != nil {
+		runtime.GC() // the profile shows what is live, not what awaits collection
+		if err := pprof.Lookup("heap").WriteTo(c.HeapProfile, 0); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+	}
 	res.NodeKills = <-killsDone
 
 	// Measure from each exam's status, timeline and history.
 	waits := map[exam.Priority][]float64{}
 	stageWaits := map[exam.Priority]map[exam.Stage][]float64{}
 	var bytesRead int64
+	var events, workflowTasks int
 	var last time.Time
 	for _, e := range exams {
 		st, err := clinician.Status(ctx, e.id)
@@ -334,6 +375,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			return nil, err
 		}
 		bytesRead += facts.bytesRead
+		events += facts.events
+		workflowTasks += facts.workflowTasks
+		res.LostWorkflowTasks += facts.lostWorkflowTasks
 		if x := firstTransition(tl, lifecycle.Executing); x != nil {
 			first := x.At
 			// A stage lost with a killed node had started before the
@@ -375,6 +419,8 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		}
 	}
 	res.ObjectBytesPerExam = float64(bytesRead) / float64(c.Exams)
+	res.EventsPerExam = float64(events) / float64(c.Exams)
+	res.WorkflowTasksPerExam = float64(workflowTasks) / float64(c.Exams)
 	if c.Policy.AgingAfter(exam.Low) > 0 && c.Policy.AgingAfter(exam.Normal) > 0 {
 		res.AgingBoundS = (c.Policy.AgingAfter(exam.Low) + c.Policy.AgingAfter(exam.Normal)).Seconds()
 	}
@@ -447,6 +493,10 @@ func waitsPerStage(tl []lifecycle.Entry) map[exam.Stage]float64 {
 type examFacts struct {
 	// bytesRead sums what the stages read from the object store.
 	bytesRead int64
+	// events and workflowTasks count the history's events and the
+	// workflow tasks it ran; lostWorkflowTasks, those that timed out or
+	// failed and ran again.
+	events, workflowTasks, lostWorkflowTasks int
 	// lostStart is when the earliest GPU stage attempt lost with its
 	// node had started (Temporal keeps no event of it; the next attempt
 	// reads it from the lost one's last heartbeat).
@@ -460,6 +510,13 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 		ev, err := iter.Next()
 		if err != nil {
 			return f, fmt.Errorf("history of %s: %w", ref.ID, err)
+		}
+		f.events++
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			f.workflowTasks++
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			f.lostWorkflowTasks++
 		}
 		a := ev.GetActivityTaskCompletedEventAttributes()
 		if a == nil {
@@ -583,6 +640,8 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
 	fmt.Fprintf(w, "submission: %.1f s, %.1f exams/s through the gateway\n", r.SubmitS, r.SubmitPerS)
 	fmt.Fprintf(w, "object store reads: %.2f MB per exam\n", r.ObjectBytesPerExam/1e6)
+	fmt.Fprintf(w, "per exam: %.1f history events, %.2f workflow tasks; workflow tasks lost and run again: %d\n",
+		r.EventsPerExam, r.WorkflowTasksPerExam, r.LostWorkflowTasks)
 	fmt.Fprintf(w, "makespan %.1f s vs GPU-time limit %.1f s (×%.2f); %.2f exams/s\n",
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
 	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",
@@ -614,9 +673,12 @@ func (f *fleet) start(i int) error {
 	if f.c.FullVolumes {
 		stageTime = 0 // the real stages, on the CPU
 	}
-	cmd := f.c.Node([]string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
-		"--sim-stage-time", stageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate),
-		"--report-every", "1s", "--drain-timeout", "5s"}, f.env)
+	args := []string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
+		"--sim-stage-time", stageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate), "--drain-timeout", "5s"}
+	if f.c.NodeReportEvery > 0 {
+		args = append(args, "--report-every", f.c.NodeReportEvery.String())
+	}
+	cmd := f.c.Node(args, f.env)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -39,9 +38,11 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
 	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")
+	fs.DurationVar(&c.NodeReportEvery, "report-every", 0, "how often each node reports to the fleet view (0: a node's default, 10s)")
 	fs.StringVar(&out, "out", "bench-result.json", "where to write the result as JSON")
-	var cpuProfile string
-	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of this process (engine, gateway, workers) over the run to this file")
+	var cpuProfile, heapProfile string
+	fs.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of this process (engine, gateway, workers) over the burst to this file")
+	fs.StringVar(&heapProfile, "heap-profile", "", "write a heap profile of this process at the end of the burst to this file")
 	fs.BoolVar(&c.FullVolumes, "full-volumes", false, "full-size phantom cubes through the real stages on the nodes' CPUs (no simulated GPU time): measures data locality; use few exams")
 	if err := s.Parse(args); err != nil {
 		return err
@@ -50,6 +51,7 @@ func runBench(ctx context.Context, args []string) error {
 	if c.Mix, err = bench.ParseMix(mix); err != nil {
 		return err
 	}
+	tuneEmbeddedGC(os.Getenv)
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -65,10 +67,15 @@ func runBench(ctx context.Context, args []string) error {
 			return err
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		c.CPUProfile = f
+	}
+	if heapProfile != "" {
+		f, err := os.Create(heapProfile)
+		if err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
+		defer f.Close()
+		c.HeapProfile = f
 	}
 	res, err := runBenchOnDevSystem(ctx, c, *policy, os.Stdout)
 	if err != nil {
@@ -100,7 +107,7 @@ func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 		return nil, err
 	}
 	cfg := devsystem.Config{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
-		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second, NodeReportEvery: time.Second,
+		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second,
 		// One token stands for the campus's devices.
 		Uploads: api.UploadLimits{PerDevice: bench.Uploaders}}
 	d, err := devsystem.Start(ctx, cfg, log)
