@@ -160,7 +160,7 @@ func writeElements(w io.Writer, elems []dicomElement) error {
 		ds.Elements = append(ds.Elements, el)
 	}
 	sortElements(ds.Elements)
-	bw := bufio.NewWriterSize(w, 1<<20)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	if err := dicom.Write(bw, ds); err != nil {
 		return fmt.Errorf("write dicom: %w", err)
 	}
@@ -211,7 +211,9 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 		return nil, fmt.Errorf("read DICOM: rewind: %w", err)
 	}
 	src := &ioErrReader{r: r}
-	ds, err := dicom.Parse(bufio.NewReaderSize(src, 1<<20), size, nil)
+	// A buffer no larger than the file: the benchmark's phantoms are
+	// kilobytes, and every read of one allocated (and zeroed) 1 MB.
+	ds, err := dicom.Parse(bufio.NewReaderSize(src, int(min(size, 1<<20))), size, nil)
 	if src.err != nil {
 		// The source failed (a cancelled or broken download), not the
 		// file: that is worth retrying, unlike a bad volume.

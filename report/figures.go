@@ -44,7 +44,7 @@ var boundaryColours = map[string]color.RGBA{
 
 // bscanPNG renders the central B-scan in grey (log scale, 1st to 99.5th
 // percentile) with the boundaries and lesion boxes drawn on it.
-func bscanPNG(f *Figures) ([]byte, error) {
+func bscanPNG(f *Figures, enc *png.Encoder) ([]byte, error) {
 	if len(f.BScan) != f.Rows*f.Cols || f.Rows == 0 {
 		return nil, fmt.Errorf("b-scan is %d samples for %d×%d", len(f.BScan), f.Rows, f.Cols)
 	}
@@ -82,12 +82,12 @@ func bscanPNG(f *Figures) ([]byte, error) {
 			img.SetRGBA(b.Col1, r, cyan)
 		}
 	}
-	return encodePNG(img)
+	return encodePNG(enc, img)
 }
 
 // thicknessPNG renders the thickness map in true proportions (square for
 // a 6 × 6 mm cube), nearest B-scan per row, coloured on the fixed scale.
-func thicknessPNG(f *Figures) ([]byte, error) {
+func thicknessPNG(f *Figures, enc *png.Encoder) ([]byte, error) {
 	if len(f.Thickness) != f.Frames*f.Cols || f.Frames == 0 {
 		return nil, fmt.Errorf("thickness map is %d values for %d×%d", len(f.Thickness), f.Frames, f.Cols)
 	}
@@ -100,7 +100,7 @@ func thicknessPNG(f *Figures) ([]byte, error) {
 			img.SetRGBA(c, y, thicknessColour(float64(f.Thickness[frame*f.Cols+c])))
 		}
 	}
-	return encodePNG(img)
+	return encodePNG(enc, img)
 }
 
 // thicknessColour maps µm onto blue → cyan → green → yellow → red.
@@ -115,9 +115,23 @@ func thicknessColour(um float64) color.RGBA {
 	return color.RGBA{mix(a.R, b.R), mix(a.G, b.G), mix(a.B, b.B), 255}
 }
 
-func encodePNG(img image.Image) ([]byte, error) {
+// newPNGEncoder is the encoder of one report's figures. The figures are
+// embedded in a PDF that is stored once, so they favour speed over
+// size, and they share one compressor: each new one allocates about
+// 1 MB.
+func newPNGEncoder() *png.Encoder {
+	return &png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: &pngBuffer{}}
+}
+
+// pngBuffer keeps one encoder buffer for the figures encoded in turn.
+type pngBuffer struct{ b *png.EncoderBuffer }
+
+func (p *pngBuffer) Get() *png.EncoderBuffer  { return p.b }
+func (p *pngBuffer) Put(b *png.EncoderBuffer) { p.b = b }
+
+func encodePNG(enc *png.Encoder, img image.Image) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
+	if err := enc.Encode(&buf, img); err != nil {
 		return nil, fmt.Errorf("encode png: %w", err)
 	}
 	return buf.Bytes(), nil

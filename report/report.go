@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"image/png"
 	"math"
 	"sort"
 	"strings"
@@ -113,6 +114,10 @@ func Headline(m *imaging.Measurements) imaging.Measurements {
 // outlines, the lesion table and the algorithm versions.
 func PDF(r *Report, f *Figures) ([]byte, error) {
 	pdf := fpdf.New("P", "mm", "A4", "")
+	// Page streams are a few kB of text operators; compressing each page
+	// costs a fresh 1 MB compressor, more than the report saves.
+	pdf.SetCompression(false)
+	enc := newPNGEncoder()
 	pdf.SetTitle("OCT report "+r.ExamID, true)
 	pdf.SetCreator("octflow", true)
 	pdf.SetAutoPageBreak(true, 15)
@@ -173,7 +178,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		var err error
 		switch {
 		case r.Measurements != nil:
-			err = cubeSection(pdf, tr, r, f)
+			err = cubeSection(pdf, tr, r, f, enc)
 		case r.Line != nil:
 			lineSection(pdf, tr, r.Line)
 		case r.RNFL != nil:
@@ -191,7 +196,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		if !r.Measurable { // no boundary from a failed analysis
 			shown.Boundaries, shown.Lesions = nil, nil
 		}
-		png, err := bscanPNG(&shown)
+		png, err := bscanPNG(&shown, enc)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +248,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 
 // cubeSection is a macular cube's figures: thickness, the ETDRS grid,
 // the thickness map and the layers.
-func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures) error {
+func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures, enc *png.Encoder) error {
 	section(pdf, "Retinal thickness, ILM to Bruch's membrane")
 	m := r.Measurements
 	row(pdf, "Central subfield thickness (CST)", tr(fmt.Sprintf("%.0f µm", m.CentralSubfieldThicknessUm)))
@@ -256,7 +261,7 @@ func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures) 
 	top := pdf.GetY() + 4
 	etdrsGrid(pdf, tr, 50, top+38, 34, m.ETDRS, r.Eye)
 	if f != nil && len(f.Thickness) == f.Frames*f.Cols {
-		if err := thicknessMap(pdf, tr, f, 110, top, 76, r.Eye); err != nil {
+		if err := thicknessMap(pdf, tr, f, 110, top, 76, r.Eye, enc); err != nil {
 			return err
 		}
 	}
@@ -441,8 +446,8 @@ func etdrsGrid(pdf *fpdf.Fpdf, tr func(string) string, cx, cy, rad float64, valu
 
 // thicknessMap draws the colour thickness map at (x, y), side w mm, with
 // the ETDRS circles over the fovea and the colour scale beside it.
-func thicknessMap(pdf *fpdf.Fpdf, tr func(string) string, f *Figures, x, y, w float64, eye string) error {
-	png, err := thicknessPNG(f)
+func thicknessMap(pdf *fpdf.Fpdf, tr func(string) string, f *Figures, x, y, w float64, eye string, enc *png.Encoder) error {
+	png, err := thicknessPNG(f, enc)
 	if err != nil {
 		return err
 	}
