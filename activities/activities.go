@@ -67,6 +67,11 @@ type Activities struct {
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
 	Faults FaultFunc
+	// SimulatedCompute, when set, runs as each GPU stage's computation
+	// begins, once its start is reported: the benchmark's simulated GPU
+	// mode, where it stands for the model's GPU time and may fail as a
+	// GPU does. Always nil in production.
+	SimulatedCompute FaultFunc
 }
 
 // FaultFunc may fail a stage on a node before it runs (fault injection).
@@ -368,7 +373,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 			out.RecoveredFrom = &prev
 		}
 	}
-	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage}}
+	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
 		// Injected faults (tests, simulated GPU mode) come before the
 		// first heartbeat, so a stage held there is seen as CLAIMED. A

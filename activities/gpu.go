@@ -59,6 +59,17 @@ func (b *stageBeat) started(ctx context.Context, gpu *int) {
 
 type stageBeatKey struct{}
 
+// takenAt is when this attempt of the stage was taken from its queue.
+func takenAt(ctx context.Context) *time.Time {
+	t := activity.GetInfo(ctx).StartedTime.UTC()
+	return &t
+}
+
+// WaitingBeat is the heartbeat of a stage on node that waits for a GPU.
+func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.Heartbeat {
+	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: takenAt(ctx)}
+}
+
 // onGPU runs compute on a GPU of the node when the stage has a gate:
 // it waits for the GPU, runs the injected faults (which stand for the GPU
 // time in the simulated mode), reports the start and runs compute with the
@@ -66,6 +77,9 @@ type stageBeatKey struct{}
 func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(context.Context) error) error {
 	gate, ok := GPUGateFrom(ctx)
 	if !ok {
+		if err := a.simulate(ctx, stage); err != nil {
+			return err
+		}
 		return compute(ctx)
 	}
 	gpu, release, err := gate(ctx, stage)
@@ -80,7 +94,18 @@ func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(c
 	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
 		b.started(ctx, &gpu)
 	}
+	if err := a.simulate(ctx, stage); err != nil {
+		return err
+	}
 	return compute(ctx)
+}
+
+// simulate runs the simulated GPU time of the stage, if any.
+func (a *Activities) simulate(ctx context.Context, stage exam.Stage) error {
+	if a.SimulatedCompute == nil {
+		return nil
+	}
+	return a.SimulatedCompute(ctx, a.Node, stage)
 }
 
 // fault asks the injected faults, if any, about the stage.

@@ -61,8 +61,11 @@ type Options struct {
 	MetricsAddr string
 	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
 	NodeReportEvery time.Duration
-	// Faults injects stage failures (tests and simulation only).
+	// Faults injects stage failures before a stage starts (tests only).
 	Faults activities.FaultFunc
+	// SimulatedCompute is the simulated GPU time of the benchmark's
+	// simulated nodes (see activities.Activities).
+	SimulatedCompute activities.FaultFunc
 	// Backends run the image stages (default: the reference algorithms).
 	Backends inference.Backends
 	// Codec seals what this process sends through Temporal (nil: nothing
@@ -143,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}
-	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, Metrics: stageMetrics,
+	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
 
 	if opts.Workers {

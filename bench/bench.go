@@ -116,9 +116,16 @@ type Result struct {
 	// SubmitPerS the gateway's intake: exams accepted per second.
 	SubmitS    float64 `json:"submitS"`
 	SubmitPerS float64 `json:"submitPerS"`
-	// QueueWaitS is, per bucket, the wait from submission to the first GPU
-	// stage starting.
+	// QueueWaitS is, per bucket, the wait from submission to a node
+	// taking the exam's first GPU stage.
 	QueueWaitS map[string]waitStats `json:"queueWaitS"`
+	// SlowestUrgent is the urgent exam that waited longest for its first
+	// GPU stage, with its timeline: where its wait went.
+	SlowestUrgent slowest `json:"slowestUrgent"`
+	// FirstStageRetried counts, per bucket, the exams whose first GPU
+	// stage ran again because the attempt a node took failed or was lost
+	// with the node; their queue wait ends when that attempt was taken.
+	FirstStageRetried map[string]int `json:"firstStageRetried"`
 	// StageWaitS is, per bucket and stage, the wait from the stage being
 	// queued to it starting on a node (aging and a fallback from a busy
 	// node included).
@@ -154,6 +161,14 @@ type Result struct {
 	// limit and the bare engine's time: what no scheduler on this
 	// machine could beat.
 	MakespanVsBound float64 `json:"makespanVsBound"`
+}
+
+// slowest is one exam's wait and timeline.
+type slowest struct {
+	ExamID    string            `json:"examId"`
+	WaitS     float64           `json:"waitS"`
+	CreatedAt time.Time         `json:"createdAt"`
+	Timeline  []lifecycle.Entry `json:"timeline"`
 }
 
 // ParseMix reads "urgent/normal/low" percentages such as "10/60/30".
@@ -219,7 +234,8 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
 		c.Nodes, c.GPUsPerNode, mode, c.FailRate, c.Kills, c.Policy.NodeAffinityWait)
 
-	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{}}
+	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
+		FirstStageRetried: map[string]int{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.
 	var idle []float64
 	for i := range 3 {
@@ -380,12 +396,19 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		res.LostWorkflowTasks += facts.lostWorkflowTasks
 		if x := firstTransition(tl, lifecycle.Executing); x != nil {
 			first := x.At
-			// A stage lost with a killed node had started before the
-			// attempt the timeline shows: the exam's wait ended then.
-			if facts.lostStart != nil && facts.lostStart.Before(first) {
-				first = *facts.lostStart
+			// An attempt that failed or was lost with a killed node was
+			// taken before the one the timeline shows: the exam's wait
+			// in the queue ended then, as a completed attempt's does
+			// when a node takes it.
+			if facts.firstTaken != nil && facts.firstTaken.Before(first) {
+				first = *facts.firstTaken
+				res.FirstStageRetried[string(e.priority)]++
 			}
-			waits[e.priority] = append(waits[e.priority], first.Sub(st.CreatedAt).Seconds())
+			wait := first.Sub(st.CreatedAt).Seconds()
+			waits[e.priority] = append(waits[e.priority], wait)
+			if e.priority == exam.Urgent && wait > res.SlowestUrgent.WaitS {
+				res.SlowestUrgent = slowest{ExamID: e.id, WaitS: wait, CreatedAt: st.CreatedAt, Timeline: tl}
+			}
 		}
 		if stageWaits[e.priority] == nil {
 			stageWaits[e.priority] = map[exam.Stage][]float64{}
@@ -497,10 +520,10 @@ type examFacts struct {
 	// workflow tasks it ran; lostWorkflowTasks, those that timed out or
 	// failed and ran again.
 	events, workflowTasks, lostWorkflowTasks int
-	// lostStart is when the earliest GPU stage attempt lost with its
-	// node had started (Temporal keeps no event of it; the next attempt
-	// reads it from the lost one's last heartbeat).
-	lostStart *time.Time
+	// firstTaken is when a node took the earliest GPU stage attempt that
+	// failed or was lost with its node (Temporal keeps no event of a lost
+	// one; the next attempt reads it from the lost one's last heartbeat).
+	firstTaken *time.Time
 }
 
 func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, error) {
@@ -527,9 +550,12 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 			continue
 		}
 		f.bytesRead += out.ObjectBytesRead
-		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() && lost.StartedAt != nil &&
-			(f.lostStart == nil || lost.StartedAt.Before(*f.lostStart)) {
-			f.lostStart = lost.StartedAt
+		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() {
+			// A heartbeat from before TakenAt existed has only the start.
+			taken := cmp.Or(lost.TakenAt, lost.StartedAt)
+			if taken != nil && (f.firstTaken == nil || taken.Before(*f.firstTaken)) {
+				f.firstTaken = taken
+			}
 		}
 	}
 	return f, nil
@@ -624,7 +650,17 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "queue wait to the first GPU stage, seconds:\n")
 	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 		s := r.QueueWaitS[string(b)]
-		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f\n", b, s.N, s.P50, s.P99, s.Max)
+		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f  (first attempt failed or lost with its node: %d)\n",
+			b, s.N, s.P50, s.P99, s.Max, r.FirstStageRetried[string(b)])
+	}
+	if s := r.SlowestUrgent; s.ExamID != "" {
+		fmt.Fprintf(w, "slowest urgent exam %s, %.1f s to its first GPU stage:", s.ExamID, s.WaitS)
+		for _, e := range s.Timeline {
+			if e.Stage == "" || e.Stage == exam.Pipeline[0] {
+				fmt.Fprintf(w, " +%.2fs %s %s %s;", e.At.Sub(s.CreatedAt).Seconds(), e.To, e.Stage, e.Actor)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	if r.AgingBoundS > 0 {
 		fmt.Fprintf(w, "low max wait %.1f s; aging bound %.0f s\n", r.QueueWaitS[string(exam.Low)].Max, r.AgingBoundS)

@@ -44,4 +44,8 @@ type Heartbeat struct {
 	// StartedAt is when the stage's work began on the node (its GPU
 	// bound); unset while it waits for a GPU.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
+	// TakenAt is when the node took this attempt from its queue
+	// (Temporal's start of the attempt; the server keeps no event of an
+	// attempt lost with its node).
+	TakenAt *time.Time `json:"takenAt,omitempty"`
 }

@@ -380,7 +380,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 	info := activity.GetInfo(ctx)
 	rank := bindRank(info.Priority.FairnessKey, b.pinned)
 	beat := func() {
-		activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: b.node, Stage: exam.StageOfActivity(info.ActivityType.Name)})
+		activity.RecordHeartbeat(ctx, activities.WaitingBeat(ctx, b.node, exam.StageOfActivity(info.ActivityType.Name)))
 	}
 	// The stage takes its GPU only for its computation (see
 	// activities.GPUGate): reading its input and storing its output

@@ -155,15 +155,15 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
 	}
-	var faults activities.FaultFunc
+	var simulated activities.FaultFunc
 	if failRate > 0 || stageTime > 0 {
 		if source != "simulated" {
 			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
 		}
-		faults = simulatedGPU(stageTime, failRate)
+		simulated = simulatedGPU(stageTime, failRate)
 	}
 	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, Faults: faults, MetricsAddr: metricsAddr,
+		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
 		Backends: models.Backends(), Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
 			CacheMiB: cmp.Or(cacheMiB, -1)}},
@@ -171,7 +171,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 }
 
 // simulatedGPU is the benchmark's simulated GPU mode, for simulated nodes
-// only: before each stage's real (tiny-phantom) work it sleeps a
+// only: as each GPU stage's computation begins (its GPU held, its start
+// reported) and before its real (tiny-phantom) work, it sleeps a
 // simulated GPU time drawn uniformly from [0.5, 1.5] × stageTime, and it
 // fails the given fraction of stages as a sick GPU would.
 func simulatedGPU(stageTime time.Duration, failRate float64) activities.FaultFunc {
