@@ -73,6 +73,11 @@ type Stack struct {
 	s3       *S3
 }
 
+// forceSearchAttributesRefresh makes Temporal read search attributes from
+// its database on every use instead of from a cache (see
+// DefaultDynamicConfig).
+const forceSearchAttributesRefresh = "system.forceSearchAttributesCacheRefreshOnRead"
+
 // DefaultDynamicConfig is the Temporal dynamic config octflow runs with.
 // Fairness weights the priority buckets; one task-queue partition keeps
 // the weighting exact (with the default four partitions 60-vs-5 was
@@ -84,7 +89,8 @@ type Stack struct {
 // system.forceSearchAttributesCacheRefreshOnRead, a testing aid): with
 // SQL visibility a namespace's attributes live in its namespace record,
 // and the forced re-read cost about 3 % of the engine's CPU in reads
-// that took the database lock.
+// that took the database lock. Only a stack whose attributes are
+// registered while it runs (PostgreSQL) turns it on.
 func DefaultDynamicConfig() map[string]any {
 	return map[string]any{
 		"matching.enableFairness":                         true,
@@ -151,6 +157,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 
 	dc := DefaultDynamicConfig()
+	if cfg.Postgres != nil {
+		// On PostgreSQL the namespace and its search attributes are
+		// registered through the running server, and exams may start
+		// at once: the attributes must be read where they are used, not
+		// from a cache filled before. SQLite has them before it starts.
+		dc[forceSearchAttributesRefresh] = true
+	}
 	for k, v := range cfg.DynamicConfig {
 		dc[k] = v
 	}
