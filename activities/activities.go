@@ -42,6 +42,9 @@ type Activities struct {
 	Webhooks *Webhooks
 	// Inbox keeps report-ready events for the clinicians' event stream.
 	Inbox Inbox
+	// Reviews opens an exam's review once its report is stored (the
+	// report stage, on CPU workers).
+	Reviews ReviewOpener
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default 2 s); it must stay well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
@@ -76,6 +79,12 @@ type Activities struct {
 
 // FaultFunc may fail a stage on a node before it runs (fault injection).
 type FaultFunc func(ctx context.Context, node string, stage exam.Stage) error
+
+// ReviewOpener starts an exam's review workflow; a review that exists
+// already is left as it is, and is no error.
+type ReviewOpener interface {
+	Open(ctx context.Context, start contract.ReviewStart) error
+}
 
 // Inbox is where report-ready events wait for the clinicians' stream.
 type Inbox interface {
@@ -317,9 +326,30 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		}
 		out.Keys = []string{jsonKey, pdfKey}
 		out.Summary = summarize(mf.Analysis, len(rep.Lesions))
-		return a.put(ctx, pdfKey, pdf, "application/pdf")
+		if err := a.put(ctx, pdfKey, pdf, "application/pdf"); err != nil {
+			return err
+		}
+		return a.openReview(ctx, in.Review, *out.Summary, rep.GeneratedAt)
 	})
 	return out, err
+}
+
+// openReview opens the review the report stage was asked to open, once
+// the report it reviews is stored: with the report's summary, its window
+// running from the report's time. A retried stage finds it open.
+func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStart, summary exam.Summary, reportAt time.Time) error {
+	if review == nil {
+		return nil // the pipeline starts it (an exam from before)
+	}
+	if a.Reviews == nil {
+		return errors.New("this worker cannot open reviews")
+	}
+	start := *review
+	start.Summary, start.ReportAt = summary, reportAt
+	if err := a.Reviews.Open(ctx, start); err != nil {
+		return unavailable(ctx, fmt.Errorf("open review: %w", err))
+	}
+	return nil
 }
 
 // reportFigures takes the B-scan the report shows (through the fovea of
@@ -375,10 +405,10 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 	}
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
-		// Injected faults (tests, simulated GPU mode) come before the
-		// first heartbeat, so a stage held there is seen as CLAIMED. A
-		// gated stage meets them, and starts, once it holds its GPU
-		// (onGPU); until then its heartbeats say only where it is.
+		// Injected faults (tests) come before the first heartbeat, so a
+		// stage held there is seen as CLAIMED. A gated stage meets them,
+		// and starts, once it holds its GPU (onGPU); until then its
+		// heartbeats say only where it is and since when.
 		if err := a.fault(ctx, stage); err != nil {
 			return err
 		}

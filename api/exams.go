@@ -29,12 +29,8 @@ const (
 // examSearchAttributes are a new run's search attributes: the Web UI
 // and `temporal workflow list --query` filter exams by them.
 func examSearchAttributes(sub exam.Submission) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(lifecycle.Created)),
-		temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority).ValueSet(string(sub.Priority)),
-		temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID).ValueSet(sub.DeviceID),
-		temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus).ValueSet(sub.Campus),
-	)
+	return temporal.NewSearchAttributes(append(contract.SubmissionAttributes(sub),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(lifecycle.Created)))...)
 }
 
 // getReport serves GET /v1/exams/{examId}/report?format=pdf|json.

@@ -28,3 +28,14 @@ func TaskPriority(pol exam.Policy, bucket exam.Priority) temporal.Priority {
 func SystemPriority() temporal.Priority {
 	return temporal.Priority{FairnessKey: SystemFairnessKey, FairnessWeight: systemWeight}
 }
+
+// SubmissionAttributes are the search attributes an exam's workflows
+// carry from its submission (the pipeline's and the review's): the Web
+// UI and `temporal workflow list --query` filter them by these.
+func SubmissionAttributes(sub exam.Submission) []temporal.SearchAttributeUpdate {
+	return []temporal.SearchAttributeUpdate{
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority).ValueSet(string(sub.Priority)),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID).ValueSet(sub.DeviceID),
+		temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus).ValueSet(sub.Campus),
+	}
+}

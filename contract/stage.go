@@ -14,6 +14,11 @@ type StageInput struct {
 	Reminder int `json:"reminder,omitempty"`
 	// Summary is the exam's headline result, for the notify stage.
 	Summary *exam.Summary `json:"summary,omitempty"`
+	// Review, for the report stage, is the review to open once the
+	// report is stored; the stage sets its summary and its ReportAt (the
+	// report's time). Unset for exams started before the report stage
+	// opened the review: their pipeline starts it as a child workflow.
+	Review *ReviewStart `json:"review,omitempty"`
 }
 
 // StageOutput says what a stage wrote.

@@ -102,6 +102,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}
+	cpuActs.Reviews = ReviewOpener{Client: c}
 	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
 	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
 	cpuActs.Index = ScanIndex{Client: c, Codec: opts.Codec}

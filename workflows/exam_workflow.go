@@ -24,11 +24,8 @@ import (
 
 // Search attribute keys the workflows keep current.
 var (
-	stateAttr    = temporal.NewSearchAttributeKeyKeyword(exam.AttrState)
-	stageAttr    = temporal.NewSearchAttributeKeyKeyword(exam.AttrStage)
-	priorityAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrPriority)
-	deviceAttr   = temporal.NewSearchAttributeKeyKeyword(exam.AttrDeviceID)
-	campusAttr   = temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus)
+	stateAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrState)
+	stageAttr = temporal.NewSearchAttributeKeyKeyword(exam.AttrStage)
 )
 
 // Backoff of a stage rescheduled because a backing service was
@@ -47,9 +44,10 @@ const (
 // cannot reach the object store is rescheduled after a backoff without
 // spending its attempts. A stage that fails for good (invalid input, a
 // panic, out of attempts) makes the exam DEAD with the reason; a failed
-// notification does not, because the report exists. Once the report
-// exists the pipeline starts the exam's ReviewWorkflow and ends, so a
-// pipeline change never has to replay against week-old reviews.
+// notification does not, because the report exists. The report stage
+// opens the exam's ReviewWorkflow once the report is stored, and the
+// pipeline ends after the notification, so a pipeline change never has
+// to replay against week-old reviews.
 func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
 	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
 		EffectivePriority: in.Submission.Priority}}
@@ -92,9 +90,13 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 	switch workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 2) {
 	case 2:
 		// The review is its own workflow and outlives this one. It runs
-		// before the exam is COMPLETED, so a decision always finds it.
-		if err := p.startReview(ctx); err != nil {
-			return contract.ExamResult{}, err
+		// before the exam is COMPLETED, so a decision always finds it:
+		// the report stage opened it, or, in runs from before it did,
+		// the pipeline starts it here.
+		if !p.reportOpensReview {
+			if err := p.startReview(ctx); err != nil {
+				return contract.ExamResult{}, err
+			}
 		}
 		p.move(ctx, lifecycle.Completed, "")
 	case 1:
@@ -122,6 +124,11 @@ type pipeline struct {
 	// GPU stage and holds its output ("": none, or it did not take the
 	// next stage in time).
 	node string
+	// reportOpensReview: the report stage opens the review once the
+	// report is stored. Before, the pipeline started it as a child
+	// workflow at its end, which took a workflow task more per exam (the
+	// child's start comes back as an event) for nothing the exam needs.
+	reportOpensReview bool
 }
 
 // query answers ProgressQuery.
@@ -164,6 +171,11 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 // scheduled again after a backoff, for at most the policy's
 // InfraRetryFor.
 func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.StageOutput, error) {
+	if stage == exam.Render {
+		// Runs that reached their report before the report stage opened
+		// the review replay without it.
+		p.reportOpensReview = workflow.GetVersion(ctx, "report-opens-review", workflow.DefaultVersion, 1) == 1
+	}
 	p.move(ctx, lifecycle.Queued, stage)
 	var infraWaited time.Duration
 	for infraTries := 1; ; {
@@ -174,8 +186,12 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			queue, wait = p.node, p.in.Policy.NodeAffinityWait
 		}
 		var out contract.StageOutput
+		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
+		if stage == exam.Render && p.reportOpensReview {
+			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy}
+		}
 		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, queue, bucket, wait), stage.ActivityName(),
-			contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}).Get(ctx, &out)
+			in).Get(ctx, &out)
 		if err == nil && out.NodeQueue != "" {
 			p.node = out.NodeQueue
 		}
@@ -257,8 +273,7 @@ func (p *pipeline) startReview(ctx workflow.Context) error {
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		Priority:              contract.TaskPriority(p.in.Policy, sub.Priority),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			priorityAttr.ValueSet(string(sub.Priority)), deviceAttr.ValueSet(sub.DeviceID), campusAttr.ValueSet(sub.Campus)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SubmissionAttributes(sub)...),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, contract.ReviewWorkflow, contract.ReviewStart{
 		Submission: sub, Policy: p.in.Policy, Summary: p.progress.Summary, ReportAt: workflow.Now(ctx),

@@ -51,7 +51,9 @@ func TestRecordReplayCorpus(t *testing.T) {
 
 // recordPinned records an exam whose later GPU stages went to the node
 // that ran its first, with search attributes upserted only on a change
-// of state.
+// of state, and whose report stage opened its review (the pipeline
+// starts no child). exam_pipeline_v4.json is the same before the report
+// stage opened the review.
 func recordPinned(t *testing.T, dir string) {
 	h := newHarness(t, 1, corpusKeys(t, dir))
 	_, scan := phantomDICOM(t, tiny(330))
@@ -61,7 +63,7 @@ func recordPinned(t *testing.T, dir string) {
 	if st := h.waitTerminal("corpus-pinned"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
-	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pipeline_v4.json"))
+	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pipeline_v5.json"))
 }
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled
