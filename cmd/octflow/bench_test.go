@@ -49,6 +49,11 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 			t.Errorf("queue wait of %s: %+v", b, s)
 		}
 	}
+	// Start, six stages: at least seven workflow tasks and a history of
+	// scheduled, started and completed events for each.
+	if res.WorkflowTasksPerExam < 7 || res.EventsPerExam < 3*float64(len(exam.Pipeline)) {
+		t.Errorf("per exam: %.1f workflow tasks, %.1f history events", res.WorkflowTasksPerExam, res.EventsPerExam)
+	}
 	if res.DispatchLatencyIdleMs.N != 3 || res.MakespanS < 0.5*res.GPUTimeLimitS || res.ExamsPerS <= 0 {
 		t.Errorf("dispatch %+v, makespan %.1f s against a %.1f s limit, %.2f exams/s",
 			res.DispatchLatencyIdleMs, res.MakespanS, res.GPUTimeLimitS, res.ExamsPerS)

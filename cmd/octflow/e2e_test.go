@@ -511,8 +511,10 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
+	// EXECUTING: the server has the attempt's heartbeat, so its retry
+	// can name the node (CLAIMED could be seen just before it lands).
 	mid := h.waitFor("restart-1", time.Minute, func(s *api.ExamStatus) bool {
-		return (s.State == lifecycle.Claimed || s.State == lifecycle.Executing) && s.Stage == exam.Layers
+		return s.State == lifecycle.Executing && s.Stage == exam.Layers
 	})
 	t.Logf("stopping the stack while %s is %s on %s", mid.Stage, mid.State, mid.Node)
 	h.stop()
