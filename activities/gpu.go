@@ -71,9 +71,10 @@ func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.He
 }
 
 // onGPU runs compute on a GPU of the node when the stage has a gate:
-// it waits for the GPU, runs the injected faults (which stand for the GPU
-// time in the simulated mode), reports the start and runs compute with the
-// GPU's index in ctx, then frees the GPU. Without a gate it runs compute.
+// it waits for the GPU, runs the injected faults (tests), reports the
+// start, runs the simulated GPU time (benchmark) and compute with the
+// GPU's index in ctx, then frees the GPU. Without a gate it runs the
+// simulated GPU time and compute.
 func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(context.Context) error) error {
 	gate, ok := GPUGateFrom(ctx)
 	if !ok {
