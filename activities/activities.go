@@ -46,7 +46,8 @@ type Activities struct {
 	// report stage, on CPU workers).
 	Reviews ReviewOpener
 	// HeartbeatEvery is how often a running stage reports progress
-	// (default 2 s); it must stay well under the heartbeat timeout.
+	// (default: a third of the stage's heartbeat timeout); it must stay
+	// well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
 	// Node names the GPU node or worker running the stages; it goes into
 	// every heartbeat so that a stage lost with its node still names the
@@ -406,18 +407,20 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
 		// Injected faults (tests) come before the first heartbeat, so a
-		// stage held there is seen as CLAIMED. A gated stage meets them,
-		// and starts, once it holds its GPU (onGPU); until then its
-		// heartbeats say only where it is and since when.
+		// stage held there is seen as CLAIMED.
 		if err := a.fault(ctx, stage); err != nil {
 			return err
 		}
 		beat.started(ctx, nil)
 	}
+	// A gated stage meets the faults, and starts, once it holds its GPU
+	// (onGPU). Until then its heartbeats say only where it is and since
+	// when; the first goes out before it reads from the object store
+	// (announceTake).
 	ctx = context.WithValue(ctx, stageBeatKey{}, beat)
 	every := a.HeartbeatEvery
 	if every == 0 {
-		every = 2 * time.Second
+		every = heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
 	}
 	done := make(chan error, 1)
 	reads := &readCounter{}
@@ -467,6 +470,7 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 	if b, ok := a.cached(key); ok {
 		rs, size = bytes.NewReader(b), int64(len(b))
 	} else {
+		announceTake(ctx)
 		rc, n, err := a.Store.Get(ctx, key)
 		if err != nil {
 			return nil, unavailable(ctx, err)
@@ -508,6 +512,7 @@ func (a *Activities) get(ctx context.Context, key string) ([]byte, error) {
 	if b, ok := a.cached(key); ok {
 		return b, nil
 	}
+	announceTake(ctx)
 	rc, _, err := a.Store.Get(ctx, key)
 	if err != nil {
 		return nil, unavailable(ctx, err)

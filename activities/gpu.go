@@ -38,6 +38,7 @@ func GPUGateFrom(ctx context.Context) (GPUGate, bool) {
 type stageBeat struct {
 	mu   sync.Mutex
 	beat contract.Heartbeat
+	sent bool // the first heartbeat went out
 }
 
 func (b *stageBeat) get() contract.Heartbeat {
@@ -52,12 +53,47 @@ func (b *stageBeat) started(ctx context.Context, gpu *int) {
 	now := time.Now().UTC()
 	b.mu.Lock()
 	b.beat.StartedAt, b.beat.GPU = &now, gpu
+	b.sent = true
+	beat := b.beat
+	b.mu.Unlock()
+	activity.RecordHeartbeat(ctx, beat)
+}
+
+// announceTake sends the first heartbeat of the stage in ctx, if none
+// went out yet: a gated stage calls it before it reads from the object
+// store, the slow part before it binds a GPU and starts. A node lost
+// during that read is then named in the retry, and the take is on record
+// (TakenAt); without it the attempt would wait out the heartbeat timeout
+// with nothing to say where it was or since when. The heartbeat holds no
+// start, so the stage shows as CLAIMED (lifecycle). A stage whose input
+// is in the node's cache does not need it: its start follows at once.
+func announceTake(ctx context.Context) {
+	b, ok := ctx.Value(stageBeatKey{}).(*stageBeat)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	if b.sent {
+		b.mu.Unlock()
+		return
+	}
+	b.sent = true
 	beat := b.beat
 	b.mu.Unlock()
 	activity.RecordHeartbeat(ctx, beat)
 }
 
 type stageBeatKey struct{}
+
+// heartbeatEvery is how often a stage beats when its worker sets no
+// interval: three times per heartbeat timeout, so one lost beat does not
+// time the stage out; every 2 s for a stage without a heartbeat timeout.
+func heartbeatEvery(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return 2 * time.Second
+	}
+	return timeout / 3
+}
 
 // takenAt is when this attempt of the stage was taken from its queue.
 func takenAt(ctx context.Context) *time.Time {

@@ -59,6 +59,9 @@ type Config struct {
 	APIOnly bool
 	// Faults injects stage failures; only tests set it.
 	Faults activities.FaultFunc
+	// SimulatedCompute runs in a GPU stage once it holds its GPU and has
+	// reported its start; only tests set it.
+	SimulatedCompute activities.FaultFunc
 	// Backends run the image stages (OCTFLOW_MODEL_*; default: reference).
 	Backends inference.Backends
 	// DeviceRate limits each device's submissions (zero: the dev
@@ -182,9 +185,10 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 		DeviceRate: cfg.DeviceRate,
 		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
-		Backends:        cfg.Backends,
-		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
-		Codec:           sealer, CodecOrigins: []string{stack.UIURL()},
+		SimulatedCompute: cfg.SimulatedCompute,
+		Backends:         cfg.Backends,
+		NodeReportEvery:  cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+		Codec:            sealer, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
 		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit, APITLS: cfg.APITLS,
 	})

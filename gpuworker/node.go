@@ -113,6 +113,9 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	return n, nil
 }
 
+// startReportedWithin bounds the delay between a stage's heartbeats.
+const startReportedWithin = time.Second
+
 // newStageWorker starts a worker serving the GPU stages on queue, its
 // slots from supplier, each stage bound to a GPU by binder.
 func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.SlotSupplier,
@@ -131,6 +134,11 @@ func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.S
 		Identity:          cfg.NodeID,
 		Tuner:             tuner,
 		WorkerStopTimeout: cfg.DrainTimeout,
+		// A stage's first heartbeat says the node took it; the one
+		// that says it holds its GPU and started follows within this
+		// (the SDK's default holds it back up to 0.8 × the heartbeat
+		// timeout, 24 s in production).
+		MaxHeartbeatThrottleInterval: startReportedWithin,
 		// Outermost first: bind the GPU (and judge the outcome), then
 		// spread the retry of a failure.
 		Interceptors: []interceptor.WorkerInterceptor{binder, &workers.RetryJitter{Node: cfg.NodeID}},

@@ -345,13 +345,30 @@ func (f *folder) pending(p *workflowpb.PendingActivityInfo) {
 	}
 	if p.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
 		to := Claimed
-		started := p.GetLastStartedTime().AsTime()
-		if hb := p.GetLastHeartbeatTime(); hb != nil && !hb.AsTime().Before(started) {
+		if f.running(p) {
 			to = Executing
 		}
 		r.Node = p.GetLastWorkerIdentity()
-		f.add(started, to, stage, r.Node, map[string]any{"attempt": p.GetAttempt(), "node": r.Node})
+		f.add(p.GetLastStartedTime().AsTime(), to, stage, r.Node, map[string]any{"attempt": p.GetAttempt(), "node": r.Node})
 	}
+}
+
+// running reports whether the attempt in flight has reported progress:
+// a heartbeat of this attempt that says its work started. A GPU stage
+// beats as soon as its node takes it, then again once it holds its GPU
+// and starts (contract.Heartbeat.StartedAt); until then it is CLAIMED. A
+// heartbeat of another shape (from a node that predates TakenAt) counts
+// as progress.
+func (f *folder) running(p *workflowpb.PendingActivityInfo) bool {
+	hb := p.GetLastHeartbeatTime()
+	if hb == nil || hb.AsTime().Before(p.GetLastStartedTime().AsTime()) {
+		return false // no heartbeat of this attempt: the details are an earlier one's
+	}
+	var beat contract.Heartbeat
+	if f.decode(p.GetHeartbeatDetails(), &beat) != nil || beat.TakenAt == nil {
+		return true
+	}
+	return beat.StartedAt != nil
 }
 
 // reviewRun adds the review workflow's decisions, reminders and close.

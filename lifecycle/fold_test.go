@@ -236,6 +236,18 @@ func TestFoldPendingStageStates(t *testing.T) {
 	failure := &failurepb.Failure{Message: "CUDA out of memory", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
 		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	cdc := corpusCodec(t)
+	beat := func(taken int, started *int) *commonpb.Payloads {
+		hb := contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: ptr(at(taken).AsTime())}
+		if started != nil {
+			hb.StartedAt = ptr(at(*started).AsTime())
+		}
+		p, err := cdc.Data.ToPayloads(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	cases := []struct {
 		name    string
 		pending *workflowpb.PendingActivityInfo
@@ -246,6 +258,13 @@ func TestFoldPendingStageStates(t *testing.T) {
 			LastStartedTime: at(2), LastWorkerIdentity: "gpu-a"}, Claimed},
 		{"running and heartbeating", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
 			LastStartedTime: at(2), LastHeartbeatTime: at(4), LastWorkerIdentity: "gpu-a"}, Executing},
+		{"taken, its GPU not yet held", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
+			LastStartedTime: at(2), LastHeartbeatTime: at(2), HeartbeatDetails: beat(2, nil), LastWorkerIdentity: "gpu-a"}, Claimed},
+		{"started on its GPU", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
+			LastStartedTime: at(2), LastHeartbeatTime: at(3), HeartbeatDetails: beat(2, ptr(3)), LastWorkerIdentity: "gpu-a"}, Executing},
+		{"a retry, only the lost attempt's heartbeat", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2,
+			LastStartedTime: at(9), LastHeartbeatTime: at(3), HeartbeatDetails: beat(2, ptr(3)), LastWorkerIdentity: "gpu-b",
+			LastFailure: failure, LastAttemptCompleteTime: at(8), NextAttemptScheduleTime: at(9)}, Claimed},
 		{"waiting out its backoff", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
 			LastFailure: failure, LastAttemptCompleteTime: at(3), NextAttemptScheduleTime: at(600)}, RetryWait},
 		{"retry due, back on the queue", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
@@ -254,7 +273,7 @@ func TestFoldPendingStageStates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
-			r := Fold(corpusCodec(t), t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
+			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
 			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 {
 				t.Errorf("state %s at %s (illegal %v), want %s", r.State, r.Stage, r.Illegal, c.want)
 			}

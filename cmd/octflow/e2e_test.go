@@ -118,8 +118,9 @@ func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 		h.t.Fatal(err)
 	}
 	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log,
-		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, NodeReportEvery: h.cfg.NodeReportEvery,
-		Codec: sealer})
+		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, SimulatedCompute: h.cfg.SimulatedCompute,
+		NodeReportEvery: h.cfg.NodeReportEvery,
+		Codec:           sealer})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -52,8 +52,12 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 				<-claimed // picked up, no progress reported yet
 				return temporal.NewApplicationErrorWithOptions("simulated CUDA out of memory", "StageFailed",
 					temporal.ApplicationErrorOptions{NextRetryDelay: 3 * time.Second})
-			case attempt == 2:
-				activity.RecordHeartbeat(ctx, "running")
+			}
+			return nil
+		}
+		// Held once it reports its start on its GPU: EXECUTING.
+		c.SimulatedCompute = func(ctx context.Context, _ string, stage exam.Stage) error {
+			if examOf(ctx) == "states-1" && stage == exam.Denoise {
 				<-executing
 			}
 			return nil
