@@ -112,6 +112,8 @@ type Result struct {
 	ResendsAnsweredOK   int `json:"resendsAnsweredOK"`
 	NodeKills           int `json:"nodeKills"`
 	StageRetries        int `json:"stageRetries"`
+	// Kills says which node was killed when.
+	Kills []NodeKill `json:"kills"`
 	// SubmitS is how long the devices took to upload the burst, and
 	// SubmitPerS the gateway's intake: exams accepted per second.
 	SubmitS    float64 `json:"submitS"`
@@ -298,7 +300,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if c.FullVolumes {
 		estimate = 0 // no simulated GPU time: no such limit
 	}
-	killsDone := make(chan int, 1)
+	killsDone := make(chan []NodeKill, 1)
 	go func() { killsDone <- fleet.killSome(ctx, rng.Uint64(), c.Kills, estimate) }()
 
 	var mu sync.Mutex
@@ -358,7 +360,8 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			return nil, fmt.Errorf("heap profile: %w", err)
 		}
 	}
-	res.NodeKills = <-killsDone
+	res.Kills = <-killsDone
+	res.NodeKills = len(res.Kills)
 
 	// Measure from each exam's status, timeline and history.
 	waits := map[exam.Priority][]float64{}
@@ -647,6 +650,9 @@ func printBench(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d\n",
 		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries)
+	for _, k := range r.Kills {
+		fmt.Fprintf(w, "  killed %s at +%.2f s\n", k.Node, k.At.Sub(r.StartedAt).Seconds())
+	}
 	fmt.Fprintf(w, "queue wait to the first GPU stage, seconds:\n")
 	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 		s := r.QueueWaitS[string(b)]
@@ -654,7 +660,8 @@ func printBench(w io.Writer, r *Result) {
 			b, s.N, s.P50, s.P99, s.Max, r.FirstStageRetried[string(b)])
 	}
 	if s := r.SlowestUrgent; s.ExamID != "" {
-		fmt.Fprintf(w, "slowest urgent exam %s, %.1f s to its first GPU stage:", s.ExamID, s.WaitS)
+		fmt.Fprintf(w, "slowest urgent exam %s, submitted at +%.2f s, %.1f s to its first GPU stage:",
+			s.ExamID, s.CreatedAt.Sub(r.StartedAt).Seconds(), s.WaitS)
 		for _, e := range s.Timeline {
 			if e.Stage == "" || e.Stage == exam.Pipeline[0] {
 				fmt.Fprintf(w, " +%.2fs %s %s %s;", e.At.Sub(s.CreatedAt).Seconds(), e.To, e.Stage, e.Actor)
@@ -698,9 +705,12 @@ func newFleet(c Config, env []string, logDir string) *fleet {
 	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env}
 }
 
+// nodeID names node i.
+func nodeID(i int) string { return fmt.Sprintf("bench-gpu-%d", i+1) }
+
 // start starts node i.
 func (f *fleet) start(i int) error {
-	id := fmt.Sprintf("bench-gpu-%d", i+1)
+	id := nodeID(i)
 	logFile, err := os.OpenFile(filepath.Join(f.logDir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -730,12 +740,18 @@ func (f *fleet) start(i int) error {
 	return nil
 }
 
+// NodeKill is one abrupt kill of a node.
+type NodeKill struct {
+	Node string    `json:"node"`
+	At   time.Time `json:"at"`
+}
+
 // killSome kills n random nodes abruptly (SIGKILL, no drain) at random
 // times within the first half of the expected run, restarting each 3 s
-// later, and returns how many it killed.
-func (f *fleet) killSome(ctx context.Context, seed uint64, n int, expected time.Duration) int {
+// later, and returns the kills.
+func (f *fleet) killSome(ctx context.Context, seed uint64, n int, expected time.Duration) []NodeKill {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	killed := 0
+	var killed []NodeKill
 	for range n {
 		wait := time.Duration(rng.Float64() * float64(cmp.Or(expected/2, time.Second)))
 		select {
@@ -747,10 +763,11 @@ func (f *fleet) killSome(ctx context.Context, seed uint64, n int, expected time.
 		f.mu.Lock()
 		cmd := f.running[i]
 		f.mu.Unlock()
+		at := time.Now()
 		if cmd == nil || cmd.Process.Signal(syscall.SIGKILL) != nil {
 			continue
 		}
-		killed++
+		killed = append(killed, NodeKill{Node: nodeID(i), At: at})
 		time.Sleep(3 * time.Second)
 		if err := f.start(i); err != nil {
 			return killed

@@ -44,6 +44,10 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	if res.Resends == 0 || res.ResendsAnsweredOK != res.Resends || res.NodeKills != 1 {
 		t.Errorf("resends %d (answered 200: %d), kills %d", res.Resends, res.ResendsAnsweredOK, res.NodeKills)
 	}
+	if len(res.Kills) != res.NodeKills || len(res.Kills) == 1 && (!strings.HasPrefix(res.Kills[0].Node, "bench-gpu-") ||
+		res.Kills[0].At.Before(res.StartedAt) || res.Kills[0].At.After(res.StartedAt.Add(time.Duration(res.MakespanS*float64(time.Second))))) {
+		t.Errorf("kills %+v, not one node killed during the burst from %s", res.Kills, res.StartedAt)
+	}
 	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 		if s := res.QueueWaitS[string(b)]; s.N == 0 || s.Max < s.P50 {
 			t.Errorf("queue wait of %s: %+v", b, s)
