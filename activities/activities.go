@@ -7,6 +7,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -405,6 +406,10 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 		}
 	}
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
+	beat.beat.FirstTakenAt = beat.beat.TakenAt
+	if prev := out.RecoveredFrom; prev != nil {
+		beat.beat.FirstTakenAt = cmp.Or(prev.FirstTakenAt, prev.TakenAt, beat.beat.TakenAt)
+	}
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
 		// Injected faults (tests) come before the first heartbeat, so a
 		// stage held there is seen as CLAIMED.

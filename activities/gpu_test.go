@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -116,5 +117,49 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				t.Errorf("%s: heartbeat %+v does not say when the node took the attempt", c.name, hb)
 			}
 		}
+	}
+}
+
+func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
+	first := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	second := first.Add(7 * time.Second)
+	cases := []struct {
+		name string
+		prev *contract.Heartbeat // the last heartbeat before this attempt
+		want *time.Time          // nil: this attempt's own take
+	}{
+		{"first attempt", nil, nil},
+		{"after an attempt that told its take", &contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &first}, &first},
+		{"after two: the first one's take", &contract.Heartbeat{Node: "gpu-b", Stage: exam.Layers, TakenAt: &second, FirstTakenAt: &first}, &first},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := &Activities{Node: "gpu-c"}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			if c.prev != nil {
+				env.SetHeartbeatDetails(*c.prev)
+			}
+			var beat contract.Heartbeat
+			env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+				if err := details.Get(&beat); err != nil {
+					t.Errorf("heartbeat: %v", err)
+				}
+			})
+			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
+				var out contract.StageOutput
+				return out, a.run(ctx, exam.Layers, &out, func(context.Context) error { return nil })
+			}, activity.RegisterOptions{Name: "Stage"})
+			if _, err := env.ExecuteActivity("Stage"); err != nil {
+				t.Fatal(err)
+			}
+			want := c.want
+			if want == nil {
+				want = beat.TakenAt
+			}
+			if beat.FirstTakenAt == nil || want == nil || !beat.FirstTakenAt.Equal(*want) {
+				t.Errorf("first take %v, want %v (this attempt's take %v)", beat.FirstTakenAt, want, beat.TakenAt)
+			}
+		})
 	}
 }

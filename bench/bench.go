@@ -554,8 +554,10 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 		}
 		f.bytesRead += out.ObjectBytesRead
 		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() {
-			// A heartbeat from before TakenAt existed has only the start.
-			taken := cmp.Or(lost.TakenAt, lost.StartedAt)
+			// The first take a heartbeat told of: a later attempt's
+			// heartbeat replaces an earlier one's. One from before
+			// TakenAt existed has only the start.
+			taken := cmp.Or(lost.FirstTakenAt, lost.TakenAt, lost.StartedAt)
 			if taken != nil && (f.firstTaken == nil || taken.Before(*f.firstTaken)) {
 				f.firstTaken = taken
 			}

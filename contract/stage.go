@@ -53,4 +53,8 @@ type Heartbeat struct {
 	// (Temporal's start of the attempt; the server keeps no event of an
 	// attempt lost with its node).
 	TakenAt *time.Time `json:"takenAt,omitempty"`
+	// FirstTakenAt is when a node took the stage's first attempt of
+	// which a heartbeat reached the server: each attempt carries it on
+	// from the last heartbeat of the one before, which it replaces.
+	FirstTakenAt *time.Time `json:"firstTakenAt,omitempty"`
 }
