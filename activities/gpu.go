@@ -101,9 +101,15 @@ func takenAt(ctx context.Context) *time.Time {
 	return &t
 }
 
-// WaitingBeat is the heartbeat of a stage on node that waits for a GPU.
+// WaitingBeat is the heartbeat of a stage on node that waits for a GPU:
+// what the stage's own heartbeats say when ctx is the stage's (see
+// GPUGate), else its node, stage and take.
 func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.Heartbeat {
-	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: takenAt(ctx)}
+	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+		return b.get()
+	}
+	t := takenAt(ctx)
+	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: t, FirstTakenAt: t}
 }
 
 // onGPU runs compute on a GPU of the node when the stage has a gate:

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -132,34 +133,47 @@ func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
 		{"after an attempt that told its take", &contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &first}, &first},
 		{"after two: the first one's take", &contract.Heartbeat{Node: "gpu-b", Stage: exam.Layers, TakenAt: &second, FirstTakenAt: &first}, &first},
 	}
+	// Gated, the stage's first heartbeat is the one a GPU node sends
+	// while the stage waits for its GPU (gpuworker); it says the same.
+	waitingGate := GPUGate(func(ctx context.Context, stage exam.Stage) (int, func(), error) {
+		activity.RecordHeartbeat(ctx, WaitingBeat(ctx, "gpu-c", stage))
+		return 0, func() {}, nil
+	})
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			a := &Activities{Node: "gpu-c"}
-			var suite testsuite.WorkflowTestSuite
-			env := suite.NewTestActivityEnvironment()
-			if c.prev != nil {
-				env.SetHeartbeatDetails(*c.prev)
-			}
-			var beat contract.Heartbeat
-			env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-				if err := details.Get(&beat); err != nil {
-					t.Errorf("heartbeat: %v", err)
+		for _, gated := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, gated %v", c.name, gated), func(t *testing.T) {
+				a := &Activities{Node: "gpu-c"}
+				var suite testsuite.WorkflowTestSuite
+				env := suite.NewTestActivityEnvironment()
+				if c.prev != nil {
+					env.SetHeartbeatDetails(*c.prev)
+				}
+				var beat contract.Heartbeat
+				env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+					if err := details.Get(&beat); err != nil {
+						t.Errorf("heartbeat: %v", err)
+					}
+				})
+				env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
+					if gated {
+						ctx = WithGPUGate(ctx, waitingGate)
+					}
+					var out contract.StageOutput
+					return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+						return a.onGPU(ctx, exam.Layers, func(context.Context) error { return nil })
+					})
+				}, activity.RegisterOptions{Name: "Stage"})
+				if _, err := env.ExecuteActivity("Stage"); err != nil {
+					t.Fatal(err)
+				}
+				want := c.want
+				if want == nil {
+					want = beat.TakenAt
+				}
+				if beat.FirstTakenAt == nil || want == nil || !beat.FirstTakenAt.Equal(*want) {
+					t.Errorf("first take %v, want %v (this attempt's take %v)", beat.FirstTakenAt, want, beat.TakenAt)
 				}
 			})
-			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
-				var out contract.StageOutput
-				return out, a.run(ctx, exam.Layers, &out, func(context.Context) error { return nil })
-			}, activity.RegisterOptions{Name: "Stage"})
-			if _, err := env.ExecuteActivity("Stage"); err != nil {
-				t.Fatal(err)
-			}
-			want := c.want
-			if want == nil {
-				want = beat.TakenAt
-			}
-			if beat.FirstTakenAt == nil || want == nil || !beat.FirstTakenAt.Equal(*want) {
-				t.Errorf("first take %v, want %v (this attempt's take %v)", beat.FirstTakenAt, want, beat.TakenAt)
-			}
-		})
+		}
 	}
 }

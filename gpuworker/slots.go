@@ -379,13 +379,12 @@ type bindInbound struct {
 func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	info := activity.GetInfo(ctx)
 	rank := bindRank(info.Priority.FairnessKey, b.pinned)
-	beat := func() {
-		activity.RecordHeartbeat(ctx, activities.WaitingBeat(ctx, b.node, exam.StageOfActivity(info.ActivityType.Name)))
-	}
 	// The stage takes its GPU only for its computation (see
 	// activities.GPUGate): reading its input and storing its output
-	// happen while the GPU serves another stage.
+	// happen while the GPU serves another stage. While it waits, it
+	// heartbeats what the stage's own heartbeats say (ctx is the stage's).
 	gate := func(ctx context.Context, stage exam.Stage) (int, func(), error) {
+		beat := func() { activity.RecordHeartbeat(ctx, activities.WaitingBeat(ctx, b.node, stage)) }
 		gpu, release, err := b.slots.bindAs(ctx, stage, rank, beat)
 		if err != nil {
 			return 0, nil, err
