@@ -33,6 +33,15 @@ func FuzzSubmitIntake(f *testing.F) {
 	f.Add([]byte(good), identified.Bytes(), []byte(nil))
 	f.Add([]byte(`{"examId":"E-2"}`), identified.Bytes()[:identified.Len()/2], []byte(nil))
 	f.Add([]byte(`{"examId":"../x","extra":1}`), []byte("DICM"), []byte(nil))
+	// High Bit labelled with a VR that does not exist: the parser reads
+	// it as text, and the copy must not fail to encode it (found by CI).
+	if at := bytes.Index(identified.Bytes(), []byte{0x28, 0, 0x02, 0x01, 'U', 'S'}); at >= 0 {
+		bad := bytes.Clone(identified.Bytes())
+		bad[at+5] = 0xff
+		f.Add([]byte(good), bad, []byte(nil))
+	} else {
+		f.Fatal("the seed scan has no High Bit")
+	}
 	for _, h := range hostile.Files() {
 		if len(h.Data) < 64<<10 { // the fuzzer mutates small inputs best
 			f.Add([]byte(good), h.Data, []byte(nil))

@@ -383,6 +383,11 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	err = scan.WriteDeidentified(clean.file, imaging.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UID})
 	if err != nil {
 		clean.close()
+		if errors.Is(err, imaging.ErrInvalidVolume) {
+			p := problem(http.StatusUnprocessableEntity, "invalid-volume", err.Error())
+			p.ExamID = up.meta.ExamID
+			return nil, p
+		}
 		return nil, err
 	}
 	if clean.size, err = clean.file.Seek(0, io.SeekCurrent); err == nil {

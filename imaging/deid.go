@@ -3,6 +3,7 @@ package imaging
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -77,10 +78,31 @@ func (s *Scan) WriteDeidentified(w io.Writer, d Deidentification) error {
 		}
 	}
 	sortElements(out.Elements)
-	if err := dicom.Write(w, out); err != nil {
-		return fmt.Errorf("de-identify: write: %w", err)
+	sink := &ioErrWriter{w: w}
+	if err := dicom.Write(sink, out); err != nil {
+		if sink.err != nil {
+			return fmt.Errorf("de-identify: write: %w", sink.err)
+		}
+		// The writer refused what the parser accepted: the scan holds
+		// something no valid DICOM object can (a length, a value).
+		return invalidf("de-identified copy cannot be encoded: %v", err)
 	}
 	return nil
+}
+
+// ioErrWriter remembers the first error of w, so that a failure of the
+// destination is told apart from an element the encoder refuses.
+type ioErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *ioErrWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // deidElements keeps the elements on the keep list, remaps their
@@ -92,6 +114,14 @@ func deidElements(in []*dicom.Element, keep map[tag.Tag]bool, d Deidentification
 			continue
 		}
 		cp := *el
+		vr, ok := standardVR(el)
+		if !ok {
+			// A device wrote a value representation the standard does
+			// not allow and the value cannot be read as one it does:
+			// the attribute is unreadable, so the copy goes without it.
+			continue
+		}
+		cp.RawValueRepresentation = vr
 		switch el.Value.ValueType() {
 		case dicom.Sequences:
 			var items [][]*dicom.Element
@@ -127,6 +157,48 @@ func deidElements(in []*dicom.Element, keep map[tag.Tag]bool, d Deidentification
 		out = append(out, &cp)
 	}
 	return out
+}
+
+// standardVR is the value representation el is written with: its own
+// when the standard allows it for the tag, else the standard's first one
+// whose encoding holds el's value (a device labelled an unsigned short
+// SS, say). ok is false when no allowed one does.
+func standardVR(el *dicom.Element) (vr string, ok bool) {
+	info, err := tag.Find(el.Tag)
+	if err != nil || slices.Contains(info.VRs, el.RawValueRepresentation) {
+		return el.RawValueRepresentation, true
+	}
+	for _, vr := range info.VRs {
+		if valueFits(el, vr) {
+			return vr, true
+		}
+	}
+	return "", false
+}
+
+// valueFits reports whether el's value is of the kind a value of
+// representation vr is encoded from.
+func valueFits(el *dicom.Element, vr string) bool {
+	got := el.Value.ValueType()
+	switch vr {
+	case "US", "UL", "SS", "SL", "AT":
+		return got == dicom.Ints
+	case "SQ":
+		return got == dicom.Sequences
+	case "OB", "OW":
+		if el.Tag == tag.PixelData {
+			return got == dicom.PixelData
+		}
+		return got == dicom.Bytes
+	case "UN":
+		return got == dicom.Bytes || got == dicom.Sequences
+	case "FL", "FD":
+		return got == dicom.Floats
+	case "OF", "OD", "OL", "OV", "SV", "UV":
+		return false // the encoder writes none of these
+	default:
+		return got == dicom.Strings
+	}
 }
 
 // codeItem is one coded-entry sequence item.

@@ -2,6 +2,7 @@ package imaging
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,3 +120,72 @@ func TestDeidentifiedRealScansReadBackTheSame(t *testing.T) {
 		})
 	}
 }
+
+// TestDeidentifyingAnAttributeOfTheWrongVR: a device labels an attribute
+// with a value representation the standard does not allow for it. The
+// copy writes it with the standard's when its value reads as one, leaves
+// it out when it cannot, and reads back as the same volume either way.
+func TestDeidentifyingAnAttributeOfTheWrongVR(t *testing.T) {
+	raw, _, _ := identified(t)
+	for _, c := range []struct {
+		name     string
+		element  []byte // group and element, little endian
+		vr, into string
+		want     string // the VR the copy holds; "" for none
+	}{
+		{"an unsigned short labelled signed", []byte{0x28, 0, 0x02, 0x01}, "US", "SS", "US"},
+		{"a code string labelled with no VR there is", []byte{0x08, 0, 0x60, 0}, "CS", "ZZ", "CS"},
+		{"an unsigned short labelled with bytes that are no VR", []byte{0x28, 0, 0x02, 0x01}, "US", "U\xff", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := bytes.Index(raw, append(slices.Clone(c.element), c.vr...))
+			if at < 0 {
+				t.Fatalf("the scan has no %x %s", c.element, c.vr)
+			}
+			bad := slices.Clone(raw)
+			copy(bad[at+4:], c.into)
+			scan, err := ParseScan(bytes.NewReader(bad), int64(len(bad)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := scan.WriteDeidentified(&out, Deidentification{PatientID: "pt-1", UID: func(string) string { return "2.25.42" }}); err != nil {
+				t.Fatalf("de-identify: %v", err)
+			}
+			held := bytes.Contains(out.Bytes(), append(slices.Clone(c.element), c.want...))
+			if c.want != "" && !held {
+				t.Errorf("the copy does not hold %x as %s", c.element, c.want)
+			}
+			if c.want == "" && bytes.Contains(out.Bytes(), c.element) {
+				t.Errorf("the copy still holds %x", c.element)
+			}
+			back, _, err := ReadDICOM(bytes.NewReader(out.Bytes()), int64(out.Len()))
+			if err != nil {
+				t.Fatalf("does not read back: %v", err)
+			}
+			if !slices.Equal(back.Data, scan.Volume.Data) {
+				t.Error("samples changed")
+			}
+		})
+	}
+}
+
+// TestAFailingDestinationIsNotAnInvalidScan: the copy's writer failing
+// is an I/O error to retry, not the scan's fault.
+func TestAFailingDestinationIsNotAnInvalidScan(t *testing.T) {
+	raw, _, _ := identified(t)
+	scan, err := ParseScan(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = scan.WriteDeidentified(failingWriter{}, Deidentification{PatientID: "pt-1", UID: func(string) string { return "2.25.42" }})
+	if !errors.Is(err, errDiskFull) || errors.Is(err, ErrInvalidVolume) {
+		t.Fatalf("got %v, want the destination's error and not an invalid volume", err)
+	}
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
