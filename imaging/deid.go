@@ -35,7 +35,14 @@ type Deidentification struct {
 // (d.UID); the Patient ID is the pseudonym; Patient Identity Removed is
 // YES and the De-identification Method (Code Sequence) says how. The
 // pixel data are written as they came.
-func (s *Scan) WriteDeidentified(w io.Writer, d Deidentification) error {
+func (s *Scan) WriteDeidentified(w io.Writer, d Deidentification) (err error) {
+	defer func() {
+		// The encoder trusts what the parser built; an element it
+		// cannot handle must not take the gateway down.
+		if p := recover(); p != nil {
+			err = invalidf("de-identified copy cannot be encoded: %v", p)
+		}
+	}()
 	keep := deidKeep()
 	out := dicom.Dataset{Elements: deidElements(s.ds.Elements, keep, d)}
 	add := func(t tag.Tag, v any) error {
