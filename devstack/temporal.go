@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -195,6 +196,17 @@ func prepareSQLite(opts temporalOptions) (store, visibility *config.SQL, err err
 	ns.Detail.Config.Retention = timestamp.DurationPtr(opts.retention)
 	if err := sqliteschema.CreateNamespaces(store, ns); err != nil {
 		return nil, nil, fmt.Errorf("register namespace %q: %w", opts.namespace, err)
+	}
+	if fresh {
+		// Only on a new data dir: the columns of the search attributes
+		// are those this namespace config just registered.
+		var columns []string
+		for column := range ns.Detail.Config.CustomSearchAttributeAliases {
+			columns = append(columns, column)
+		}
+		if _, err := trimVisibilityIndexes(context.Background(), visFile, columns); err != nil {
+			return nil, nil, err
+		}
 	}
 	return store, visibility, nil
 }
