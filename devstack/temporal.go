@@ -204,7 +204,7 @@ func prepareSQLite(opts temporalOptions) (store, visibility *config.SQL, err err
 		for column := range ns.Detail.Config.CustomSearchAttributeAliases {
 			columns = append(columns, column)
 		}
-		if _, err := trimVisibilityIndexes(context.Background(), visFile, columns); err != nil {
+		if err := trimVisibilityIndexes(context.Background(), visFile, columns); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -29,23 +29,23 @@ var indexedColumn = regexp.MustCompile(`ON\s+executions_visibility\s*\(\s*namesp
 // statement cost as much again. Queries on a column whose index is gone
 // still work, by a scan. attrColumns are the columns octflow's search
 // attributes are stored in.
-func trimVisibilityIndexes(ctx context.Context, file string, attrColumns []string) (dropped int, err error) {
+func trimVisibilityIndexes(ctx context.Context, file string, attrColumns []string) error {
 	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)")
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", file, err)
+		return fmt.Errorf("open %s: %w", file, err)
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master
 		WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL`)
 	if err != nil {
-		return 0, fmt.Errorf("list visibility indexes: %w", err)
+		return fmt.Errorf("list visibility indexes: %w", err)
 	}
 	var drop []string
 	for rows.Next() {
 		var name, def string
 		if err := rows.Scan(&name, &def); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("list visibility indexes: %w", err)
+			return fmt.Errorf("list visibility indexes: %w", err)
 		}
 		m := indexedColumn.FindStringSubmatch(def)
 		if m == nil || slices.Contains(visibilityIndexColumns, m[1]) || slices.Contains(attrColumns, m[1]) {
@@ -55,13 +55,12 @@ func trimVisibilityIndexes(ctx context.Context, file string, attrColumns []strin
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("list visibility indexes: %w", err)
+		return fmt.Errorf("list visibility indexes: %w", err)
 	}
 	for _, name := range drop {
 		if _, err := db.ExecContext(ctx, `DROP INDEX "`+name+`"`); err != nil {
-			return dropped, fmt.Errorf("drop visibility index %s: %w", name, err)
+			return fmt.Errorf("drop visibility index %s: %w", name, err)
 		}
-		dropped++
 	}
-	return dropped, nil
+	return nil
 }
