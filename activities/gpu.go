@@ -53,6 +53,18 @@ func (b *stageBeat) started(ctx context.Context, gpu *int) {
 	now := time.Now().UTC()
 	b.mu.Lock()
 	b.beat.StartedAt, b.beat.GPU = &now, gpu
+	b.mu.Unlock()
+	b.send(ctx, true)
+}
+
+// send sends what the stage says now: always, or only if no heartbeat
+// went out yet.
+func (b *stageBeat) send(ctx context.Context, always bool) {
+	b.mu.Lock()
+	if b.sent && !always {
+		b.mu.Unlock()
+		return
+	}
 	b.sent = true
 	beat := b.beat
 	b.mu.Unlock()
@@ -68,19 +80,9 @@ func (b *stageBeat) started(ctx context.Context, gpu *int) {
 // start, so the stage shows as CLAIMED (lifecycle). A stage whose input
 // is in the node's cache does not need it: its start follows at once.
 func announceTake(ctx context.Context) {
-	b, ok := ctx.Value(stageBeatKey{}).(*stageBeat)
-	if !ok {
-		return
+	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+		b.send(ctx, false)
 	}
-	b.mu.Lock()
-	if b.sent {
-		b.mu.Unlock()
-		return
-	}
-	b.sent = true
-	beat := b.beat
-	b.mu.Unlock()
-	activity.RecordHeartbeat(ctx, beat)
 }
 
 type stageBeatKey struct{}
