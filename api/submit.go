@@ -352,9 +352,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	scan, err := imaging.ParseScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			p := problem(http.StatusUnprocessableEntity, "invalid-volume", err.Error())
-			p.ExamID = up.meta.ExamID
-			return nil, p
+			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
 		}
 		return nil, fmt.Errorf("read upload: %w", err)
 	}
@@ -367,9 +365,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	declared, _ := imaging.ParsePattern(up.meta.ScanType)
 	pattern, err := imaging.ResolvePattern(scan.Volume, declared)
 	if err != nil {
-		p := problem(http.StatusUnprocessableEntity, "invalid-meta", err.Error())
-		p.ExamID = up.meta.ExamID
-		return nil, p
+		return nil, unprocessable("invalid-meta", err, up.meta.ExamID)
 	}
 	patient := up.meta.PatientRef
 	if patient == "" {
@@ -384,9 +380,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if err != nil {
 		clean.close()
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			p := problem(http.StatusUnprocessableEntity, "invalid-volume", err.Error())
-			p.ExamID = up.meta.ExamID
-			return nil, p
+			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
 		}
 		return nil, err
 	}
@@ -398,6 +392,14 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		return nil, fmt.Errorf("rewind de-identified scan: %w", err)
 	}
 	return clean, nil
+}
+
+// unprocessable is the 422 problem of kind for an upload of examID
+// that err says is unusable.
+func unprocessable(kind string, err error, examID string) *Problem {
+	p := problem(http.StatusUnprocessableEntity, kind, err.Error())
+	p.ExamID = examID
+	return p
 }
 
 // storeClean puts the de-identified scan under key. S3 makes an object
