@@ -12,7 +12,9 @@ type aScanEvidence struct {
 	edgeILM     float64 // log step up at the ILM
 	edgeBM      float64 // log step down at BM
 	thicknessUm float64 // ILM to BM
+	edgeRPE     float64 // log step down at the RPE band's lower edge as found
 	jump        float64 // rows the ILM and BM move between the A-scans either side
+	clipped     bool    // the retina reaches the top of the image (see clipUm)
 }
 
 // gatherEvidence reads the evidence of every A-scan of a denoised volume
@@ -45,9 +47,15 @@ func gatherEvidence(v *Volume, l *Layers) []aScanEvidence {
 			}
 			a.edgeILM = meanLog(c, top, top+e) - meanLog(c, top-e, top)
 			a.edgeBM = meanLog(c, bottom-e, bottom) - meanLog(c, bottom, bottom+e)
+			a.edgeRPE = a.edgeBM
+			if len(l.RPEBottom) == len(ev) {
+				band := int(math.Round(float64(l.RPEBottom[i])))
+				a.edgeRPE = meanLog(c, band-e, band) - meanLog(c, band, band+e)
+			}
 			if top-e < 0 || bottom+e > v.Rows {
 				a.edgeILM, a.edgeBM = min(a.edgeILM, 0), min(a.edgeBM, 0) // a boundary at the image's edge is no edge
 			}
+			a.clipped = (len(l.Clipped) == len(ev) && l.Clipped[i]) || float64(ilm[i])*v.Spacing.AxialUm < clipUm
 			if c > 0 && c < v.Cols-1 {
 				a.jump = math.Abs(float64(ilm[i+1]-ilm[i-1])) + math.Abs(float64(bm[i+1]-bm[i-1]))
 			}
@@ -75,7 +83,9 @@ const (
 // retina's surface stands out of the vitreous (the ILM's step up in log
 // intensity, over 16 µm either side), whether the retina stands out of
 // the background at all, whether the retina's thickness is one an eye
-// can have, and whether the retina was seen before the search.
+// can have, whether the retina was seen before the search, whether it
+// reaches the top of the image (cut off or folded back), and whether an
+// RPE band ends under it.
 type Quality struct {
 	Gradable Gradability `json:"gradable"`
 	Reasons  []string    `json:"reasons,omitempty"`
@@ -136,13 +146,18 @@ func Assess(v *Volume, l *Layers) Quality {
 	score := make([]float64, len(ev))
 	pass := make([]bool, len(ev))
 	var strength float64
-	var seenNone, thin, flat int
+	noRPE := rpeMissing(v, ev)
+	var seenNone, clipped, noBand, thin, flat int
 	for i, a := range ev {
 		s := min(max((a.edgeILM-edgeNone)/(edgeFull-edgeNone), 0), 1)
 		strength += min(max(a.edgeILM/2, 0), 1)
 		switch {
-		case l.Retina != nil && !l.Retina[i]:
+		case len(l.Retina) == len(ev) && !l.Retina[i]:
 			s, seenNone = 0, seenNone+1
+		case a.clipped:
+			s, clipped = 0, clipped+1
+		case noRPE[i]:
+			s, noBand = 0, noBand+1
 		case a.contrast < minContrast:
 			s, flat = 0, flat+1
 		case a.thicknessUm < lo || a.thicknessUm > hi:
@@ -208,6 +223,12 @@ func Assess(v *Volume, l *Layers) Quality {
 		if seenNone > 0 {
 			q.Reasons = append(q.Reasons, pctReason(pct(seenNone), "of the A-scans show no retina above the background"))
 		}
+		if clipped > 0 {
+			q.Reasons = append(q.Reasons, pctReason(pct(clipped), "of the A-scans: the retina reaches the top of the image (cut off, or folded back by the mirror artefact; the scan was taken too close)"))
+		}
+		if noBand > 0 {
+			q.Reasons = append(q.Reasons, pctReason(pct(noBand), "of the A-scans: no RPE band under the retina (the optic disc, or a deep shadow), so Bruch's membrane cannot be told"))
+		}
 		if flat > 0 {
 			q.Reasons = append(q.Reasons, pctReason(pct(flat), "of the A-scans: the retina does not stand out of the background"))
 		}
@@ -219,6 +240,34 @@ func Assess(v *Volume, l *Layers) Quality {
 		}
 	}
 	return q
+}
+
+// minRPEEdge is the least mean step down (log intensity) at the RPE
+// band's lower edge over rpeWindowUm either side of an A-scan: where
+// there is no band to end (the optic disc, under a dense shadow) the
+// edge found is noise, 0.15 or less on the real scans; the band's edge
+// itself steps 0.5–0.8.
+const (
+	minRPEEdge  = 0.15
+	rpeWindowUm = 100
+)
+
+// rpeMissing marks the A-scans with no RPE band under the retina.
+func rpeMissing(v *Volume, ev []aScanEvidence) []bool {
+	half := max(1, int(math.Round(rpeWindowUm/max(v.Spacing.LateralUm, 1))))
+	out := make([]bool, len(ev))
+	for f := range v.Frames {
+		for c := range v.Cols {
+			var sum float64
+			var n int
+			for cc := max(0, c-half); cc <= min(v.Cols-1, c+half); cc++ {
+				sum += ev[f*v.Cols+cc].edgeRPE
+				n++
+			}
+			out[f*v.Cols+c] = sum/float64(n) < minRPEEdge
+		}
+	}
+	return out
 }
 
 func pctReason(pct int, what string) string { return strconv.Itoa(pct) + "% " + what }

@@ -21,6 +21,10 @@ type Layers struct {
 	// boundary was searched (nil when the segmenter does not say): in
 	// the others (a blink, a blanked B-scan) the boundaries are guesses.
 	Retina []bool `json:"retina,omitempty"`
+	// Clipped marks the A-scans whose retina reaches the top of the image
+	// (nil when the segmenter does not say): cut off or folded back
+	// there, so its boundaries cannot be told.
+	Clipped []bool `json:"clipped,omitempty"`
 }
 
 // has reports whether every named boundary is present and complete.
@@ -42,7 +46,8 @@ func (l *Layers) Row(name string, f, c int) float32 { return l.Boundaries[name][
 //
 //  1. ILM, the strongest dark-to-light boundary of the whole B-scan;
 //  2. the RPE band, the brightest ridge below it, and the band's lower
-//     edge (light-to-dark) just beneath;
+//     edge (light-to-dark) just beneath, or beneath the lowest band of
+//     the RPE complex where the ridge is a band above it (lowestBand);
 //  3. EZ, dark-to-light between the retina's midline and the RPE band;
 //  4. RPE, dark-to-light between the EZ and the ridge;
 //  5. OPL/ONL, light-to-dark between the ILM and the EZ;
@@ -62,7 +67,8 @@ func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 		return nil, err
 	}
 	l := &Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{},
-		RPEBottom: make([]float32, v.Frames*v.Cols), Retina: make([]bool, v.Frames*v.Cols)}
+		RPEBottom: make([]float32, v.Frames*v.Cols), Retina: make([]bool, v.Frames*v.Cols),
+		Clipped: make([]bool, v.Frames*v.Cols)}
 	for _, n := range BoundaryNames {
 		l.Boundaries[n] = make([]float32, v.Frames*v.Cols)
 	}
@@ -119,7 +125,7 @@ type frameSegmenter struct {
 	pf                  *pathFinder
 	rf                  *retinaFinder
 	top                 []int
-	found               []bool
+	found, clipped      []bool
 	logs                []float32
 	lo, hi              []int
 	ilm, ridge, bottom  []int
@@ -130,7 +136,7 @@ type frameSegmenter struct {
 
 func newFrameSegmenter(rows, cols int, sp Spacing) *frameSegmenter {
 	mk := func() []int { return make([]int, cols) }
-	return &frameSegmenter{pf: newPathFinder(rows, cols), rf: newRetinaFinder(rows, cols, sp), top: mk(), found: make([]bool, cols),
+	return &frameSegmenter{pf: newPathFinder(rows, cols), rf: newRetinaFinder(rows, cols, sp), top: mk(), found: make([]bool, cols), clipped: make([]bool, cols),
 		logs: make([]float32, rows*cols),
 		lo:   mk(), hi: mk(), ilm: mk(), ridge: mk(), bottom: mk(), ez: mk(), rpe: mk(), oplonl: mk(),
 		inlopl: mk(), iplinl: mk(), nfl: mk()}
@@ -155,8 +161,9 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 	// The ILM is searched near the retina's top as found; without a
 	// retina (a blank or noise B-scan) over the whole B-scan, and the
 	// quality gate judges what comes out.
-	if s.rf.find(s.logs, s.top, s.found) {
+	if s.rf.find(s.logs, s.top, s.found, s.clipped) {
 		copy(l.Retina[f*cols:(f+1)*cols], s.found)
+		copy(l.Clipped[f*cols:(f+1)*cols], s.clipped)
 		region(func(c int) int { return max(s.top[c]-px(60), k) }, func(c int) int { return min(s.top[c]+px(60), rows-k) })
 	} else {
 		region(func(int) int { return k }, func(int) int { return rows - k })
@@ -170,6 +177,7 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 
 	region(func(c int) int { return s.ridge[c] + 1 }, func(c int) int { return s.ridge[c] + px(rpeBandUm) })
 	pf.find(lightToDark, s.lo, s.hi, s.bottom)
+	s.lowestBand(px)
 
 	region(func(c int) int { return (s.ilm[c] + s.ridge[c]) / 2 }, func(c int) int { return s.ridge[c] - px(20) })
 	pf.find(darkToLight, s.lo, s.hi, s.ez)
@@ -273,6 +281,105 @@ func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
 			s.nfl[c], s.iplinl[c] = strongest[c], below[c]
 		}
 	}
+}
+
+// Thresholds of lowestBand, in log intensity.
+const (
+	// subBandLevel: a band under the ridge is part of the RPE complex if
+	// it is at most this much dimmer than the ridge;
+	subBandLevel = 0.5
+	// subBandDip: the dip that parts it from the ridge;
+	subBandDip = 0.15
+	// subBandFall: how far the level falls under it (into the choroid).
+	subBandFall = 0.5
+)
+
+// lowestBand moves Bruch's membrane under the lowest band of the RPE
+// complex. On a macular scan the outer retina may show the
+// interdigitation zone as a band of its own, as bright as the RPE just
+// under it or brighter: the ridge found is then that band, and its lower
+// edge lies a band short of Bruch's membrane. Where, under the lower
+// edge found, a band nearly as bright as the ridge follows after a dip
+// and the level then falls into the choroid, in most A-scans about, the
+// lower edge is searched again under that band.
+func (s *frameSegmenter) lowestBand(px func(um float64) int) {
+	// The outer retina shows at most three bands (EZ, interdigitation
+	// zone, RPE): the ridge and at most two under it.
+	for range 2 {
+		if !s.nextBand(px) {
+			return
+		}
+	}
+}
+
+// nextBand moves the RPE band's lower edge under the next band down, in
+// the A-scans where one follows (see lowestBand), and reports whether it
+// moved.
+func (s *frameSegmenter) nextBand(px func(um float64) int) bool {
+	pf, cols, rows := s.pf, s.pf.cols, s.pf.rows
+	level := func(r, c int) float32 { // over ±2 A-scans
+		var sum float32
+		n := 0
+		for cc := max(0, c-2); cc <= min(cols-1, c+2); cc++ {
+			sum += s.logs[min(max(r, 0), rows-1)*cols+cc]
+			n++
+		}
+		return sum / float32(n)
+	}
+	reach := px(rpeBandUm)
+	second, peak := s.scratch(3), s.scratch(4)
+	for c := range cols {
+		second[c] = 0
+		b, top := s.bottom[c], level(s.ridge[c], c)
+		low, dip := b, level(b, c) // the first dip under the edge
+		for r := b + 1; r <= min(b+reach, rows-1); r++ {
+			x := level(r, c)
+			if x > dip {
+				break
+			}
+			low, dip = r, x
+		}
+		r2, best := -1, float32(math.Inf(-1)) // the brightest under that
+		for r := low + 1; r <= min(low+reach, rows-1); r++ {
+			if x := level(r, c); x > best {
+				r2, best = r, x
+			}
+		}
+		if r2 < 0 || best < top-subBandLevel {
+			continue
+		}
+		fall := best // within two bands' reach: another may lie between
+		for r := r2 + 1; r <= min(r2+2*reach, rows-1); r++ {
+			fall = min(fall, level(r, c))
+		}
+		if best-dip >= subBandDip && best-fall >= subBandFall {
+			second[c], peak[c] = 1, r2
+		}
+	}
+	// Decided by the majority of the A-scans about, so the edge does not
+	// hop between bands.
+	const half = 10
+	moved := false
+	for c := range cols {
+		var votes, total int
+		for cc := max(0, c-half); cc <= min(cols-1, c+half); cc++ {
+			votes += second[cc]
+			total++
+		}
+		if 2*votes > total {
+			p := peak[c]
+			if second[c] == 0 { // follow the neighbours' band
+				p = s.bottom[c] + px(8)
+			}
+			s.lo[c], s.hi[c], moved = p+1, p+reach, true
+		} else {
+			s.lo[c], s.hi[c] = s.bottom[c], s.bottom[c]
+		}
+	}
+	if moved {
+		pf.find(lightToDark, s.lo, s.hi, s.bottom)
+	}
+	return moved
 }
 
 // scratch returns the i-th spare row buffer.

@@ -108,3 +108,152 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 	}
 	t.Log(table.String())
 }
+
+// readRealScan reads testdata/realdata/name.dcm and its device
+// segmentation.
+func readRealScan(t *testing.T, name string) (*Volume, deviceSegmentation) {
+	t.Helper()
+	f, err := os.Open("testdata/realdata/" + name + ".dcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := ReadDICOM(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("testdata/realdata/" + name + ".seg.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev deviceSegmentation
+	if err := json.Unmarshal(b, &dev); err != nil {
+		t.Fatal(err)
+	}
+	return v, dev
+}
+
+// TestARealLineScanThroughTheFovea runs a real 9 mm SPECTRALIS line
+// through the fovea, which ends in the optic disc: where it grades the
+// line, ILM and BM lie within 2 px of the device's; it finds the foveal
+// pit where the device's boundaries put it, and its central thickness
+// (1 mm around the pit) is within 15 µm of the device's. The disc and
+// the vitreous above it are left ungraded, not measured, and the graded
+// part shows no lesion: the interdigitation zone above the RPE is no
+// drusen.
+func TestARealLineScanThroughTheFovea(t *testing.T) {
+	v, dev := readRealScan(t, "spectralis-line-0")
+	if v.Pattern != Line {
+		t.Fatalf("pattern %q read from the DICOM, want line", v.Pattern)
+	}
+	a, l, _ := analyzeWith(t, v)
+	if a.Line == nil || a.Line.FoveaCol == nil {
+		t.Fatalf("line %+v, not measurable %q, quality %+v", a.Line, a.NotMeasurable, a.Quality)
+	}
+	mask := a.Quality.Mask
+	for _, b := range []struct {
+		name   string
+		device []*float64
+	}{{ILM, dev.ILM}, {BM, dev.BM}} {
+		var sum float64
+		var n int
+		for c, d := range b.device {
+			if d != nil && mask[c] {
+				sum += math.Abs(float64(l.Boundaries[b.name][c]) - *d)
+				n++
+			}
+		}
+		if n < v.Cols/2 {
+			t.Fatalf("%s: only %d graded A-scans where the device drew it", b.name, n)
+		}
+		if mae := sum / float64(n); mae > 2 {
+			t.Errorf("%s: mean absolute error %.2f px over the graded A-scans, want ≤ 2", b.name, mae)
+		}
+	}
+	// The device's pit and central thickness, as MeasureLine defines them.
+	mmPerCol := v.Spacing.LateralUm / 1000
+	thickness := func(c int) float64 { return (*dev.BM[c] - *dev.ILM[c]) * dev.ScaleZUm }
+	meanAround := func(c0 int, mm float64) float64 {
+		var s float64
+		var n int
+		for c := range v.Cols {
+			if math.Abs(float64(c-c0))*mmPerCol <= mm && dev.ILM[c] != nil && dev.BM[c] != nil {
+				s, n = s+thickness(c), n+1
+			}
+		}
+		return s / float64(n)
+	}
+	pit, best := -1, math.Inf(1)
+	for c := range v.Cols {
+		if math.Abs(float64(c)-float64(v.Cols-1)/2)*mmPerCol <= 1 {
+			if t := meanAround(c, 0.1); t < best {
+				pit, best = c, t
+			}
+		}
+	}
+	devCentral := meanAround(pit, 0.5)
+	if d := *a.Line.FoveaCol - pit; d < -8 || d > 8 {
+		t.Errorf("fovea at A-scan %d, the device's pit at %d", *a.Line.FoveaCol, pit)
+	}
+	if d := a.Line.CentralThicknessUm - devCentral; math.Abs(d) > 15 {
+		t.Errorf("central thickness %.1f µm, the device's %.1f", a.Line.CentralThicknessUm, devCentral)
+	}
+	// The disc, at the line's nasal end, has no retina to measure.
+	for c := v.Cols - 40; c < v.Cols-20; c++ {
+		if mask[c] && a.Line.ProfileUm[c] > 0 && dev.BM[c] == nil {
+			t.Errorf("A-scan %d, in the disc where the device drew no BM, measured %.0f µm", c, a.Line.ProfileUm[c])
+		}
+	}
+	// A healthy macula: where the line is graded, no lesion.
+	w, _ := Normalize(v)
+	den, err := Denoise(t.Context(), w, DenoiseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lesions, err := MarkLesions(t.Context(), den, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, les := range lesions {
+		if mask[les.Col] {
+			t.Errorf("%s at A-scan %d, %.0f µm high, on the graded part of a healthy line", les.Type, les.Col, les.HeightUm)
+		}
+	}
+	t.Logf("fovea %d (device %d), central %.1f µm (device %.1f), graded %.0f%%, %s",
+		*a.Line.FoveaCol, pit, a.Line.CentralThicknessUm, devCentral, 100*a.Quality.GradableFraction, a.Quality.Gradable)
+}
+
+// TestARealClippedCircleScanIsNotMeasured runs a real circle scan taken
+// too close to the eye: on both sides the retina leaves the top of the
+// image and comes back folded, upside down. Those A-scans are ungraded
+// for that reason, and with whole sectors of the circle lost no RNFL
+// figure is given at all: not the global mean, not the sectors left.
+// (The device's own segmentation of this scan is wrong, so it is no
+// reference here.)
+func TestARealClippedCircleScanIsNotMeasured(t *testing.T) {
+	v, _ := readRealScan(t, "spectralis-circle-clipped")
+	a, _, _ := analyzeWith(t, v)
+	if a.Pattern != Circle {
+		t.Fatalf("analysed as %s", a.Pattern)
+	}
+	if a.RNFL != nil || a.Measurable() {
+		t.Errorf("measured: RNFL %+v", a.RNFL)
+	}
+	if len(a.NotMeasurable) == 0 {
+		t.Error("no reason given for not measuring")
+	}
+	if a.Quality.Gradable == Gradable || !strings.Contains(strings.Join(a.Quality.Reasons, "; "), "top of the image") {
+		t.Errorf("quality %s, reasons %q: want the retina cut at the top of the image", a.Quality.Gradable, a.Quality.Reasons)
+	}
+	t.Logf("%s, graded %.0f%%: %q; %q", a.Quality.Gradable, 100*a.Quality.GradableFraction, a.Quality.Reasons, a.NotMeasurable)
+	// Where the retina is folded back, the first A-scans, nothing is graded.
+	for c := range 100 {
+		if a.Quality.Mask[c] {
+			t.Fatalf("A-scan %d, in the fold, graded", c)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 type retinaFinder struct {
 	rows, cols int
 	hy, hx     int // half-height and half-width of the smoothing box
+	clipRows   int // clipUm in rows
 	smooth     []float32
 	tmp, line  []float32
 	label      []int32
@@ -33,7 +34,7 @@ type retinaFinder struct {
 func newRetinaFinder(rows, cols int, sp Spacing) *retinaFinder {
 	hy := max(1, int(math.Round(12/sp.AxialUm)))
 	hx := max(1, int(math.Round(60/max(sp.LateralUm, 1))))
-	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx,
+	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx, clipRows: int(math.Round(clipUm / sp.AxialUm)),
 		smooth: make([]float32, rows*cols), tmp: make([]float32, rows*cols), line: make([]float32, cols), label: make([]int32, rows*cols)}
 }
 
@@ -42,14 +43,23 @@ func newRetinaFinder(rows, cols int, sp Spacing) *retinaFinder {
 // vitreous (with its cortex) and fluid do not.
 const tissueStep = 0.35
 
+// clipUm is how close to the top of the image the retina's tissue may
+// begin before the A-scan counts as clipped: an OCT image ends at the
+// zero-delay line, and a retina that reaches it is cut off there or, on
+// a Fourier-domain device, folded back into the image upside down (the
+// mirror artefact). Either way its boundaries cannot be told. A
+// well-placed scan shows the vitreous above the retina.
+const clipUm = 32
+
 // minTissueContrast is the least log-intensity step between background
 // and the brightest tissue (a factor of 4) for a B-scan to show a retina.
 const minTissueContrast = 1.4
 
-// find sets top[c] to the approximate ILM row of every A-scan and
-// found[c] to whether tissue was seen in that A-scan. It reports false
-// when the B-scan shows no retina at all.
-func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
+// find sets top[c] to the approximate ILM row of every A-scan, found[c]
+// to whether tissue was seen in that A-scan and clipped[c] to whether
+// that tissue reaches the top of the image (see clipUm). It reports
+// false when the B-scan shows no retina at all.
+func (rf *retinaFinder) find(logs []float32, top []int, found, clipped []bool) bool {
 	rows, cols := rf.rows, rf.cols
 	boxSmooth(logs, rf.smooth, rf.tmp, rf.line, rows, cols, rf.hy, rf.hx)
 	// The volume is normalised, so the background is the working scale's
@@ -65,7 +75,7 @@ func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
 	bg := float32(math.Log1p(workingBackground))
 	bright := rf.sample[min(len(rf.sample)-1, len(rf.sample)*995/1000)]
 	for c := range cols {
-		found[c], top[c] = false, 0
+		found[c], clipped[c], top[c] = false, false, 0
 	}
 	if !(bright-bg >= minTissueContrast) {
 		return false
@@ -112,7 +122,7 @@ func (rf *retinaFinder) find(logs []float32, top []int, found []bool) bool {
 	for c := range cols {
 		for r := range rows {
 			if l := rf.label[r*cols+c]; l != 0 && wide[l] {
-				top[c], found[c] = r, true
+				top[c], found[c], clipped[c] = r, true, r <= rf.clipRows
 				n++
 				break
 			}
