@@ -3,6 +3,7 @@ package imaging
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // LineMeasurements are what a single line scan allows: the thickness
@@ -129,8 +130,8 @@ const RNFLConvention = "TSNIT: A-scan 0 temporal, then superior, nasal, inferior
 // by sector, and its profile.
 type RNFLMeasurements struct {
 	GlobalUm float64 `json:"globalUm"`
-	// Sectors holds each sector's mean; a sector with under a third of
-	// its A-scans gradable is left out.
+	// Sectors holds each sector's mean. A circle with a sector under a
+	// third gradable is not measured at all.
 	Sectors    map[string]float64 `json:"sectors"`
 	Convention string             `json:"convention"`
 	// CircumferenceMm is the circle's length; DiameterMm the circle's.
@@ -192,13 +193,30 @@ func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("%w: no A-scan of the circle could be graded", ErrNotMeasurable)
 	}
-	m.GlobalUm, m.RetinaMeanUm = round1(sum/float64(n)), round1(retina/float64(n))
-	m.GradableFraction = round3(float64(n) / float64(v.Cols))
+	// A circle scan is read whole: the RNFL is twice as thick above and
+	// below the disc as beside it, so a mean over part of the circle
+	// says nothing of the whole. Each sector needs its share graded, and
+	// the global mean weighs each sector's mean by its length.
+	var missing []string
+	var global float64
 	for _, s := range RNFLSectors {
-		if counts[s] > 0 && float64(counts[s]) >= minSubfieldCoverage*float64(all[s]) {
-			m.Sectors[s] = round1(sums[s] / float64(counts[s]))
+		if counts[s] == 0 || float64(counts[s]) < minSubfieldCoverage*float64(all[s]) {
+			missing = append(missing, s)
+			continue
 		}
+		m.Sectors[s] = round1(sums[s] / float64(counts[s]))
+		global += sums[s] / float64(counts[s]) * float64(all[s]) / float64(v.Cols)
 	}
+	if len(missing) > 0 {
+		noun := "sector"
+		if len(missing) > 1 {
+			noun = "sectors"
+		}
+		return nil, fmt.Errorf("%w: the RNFL could not be graded in %s %s of the circle (under %.0f%% of the A-scans), and a circle scan is measured whole",
+			ErrNotMeasurable, noun, strings.Join(missing, ", "), 100*minSubfieldCoverage)
+	}
+	m.GlobalUm, m.RetinaMeanUm = round1(global), round1(retina/float64(n))
+	m.GradableFraction = round3(float64(n) / float64(v.Cols))
 	return m, nil
 }
 

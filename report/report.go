@@ -317,7 +317,7 @@ func rnflSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.RNFLMeasurem
 	pdf.Ln(2)
 	table(pdf, 30, imaging.RNFLSectors, [][]string{cells})
 	pdf.SetFont("Helvetica", "", 8)
-	pdf.MultiCell(0, 4, tr("Sector means in µm; - where too little was graded. Reading: "+m.Convention+"."), "", "L", false)
+	pdf.MultiCell(0, 4, tr("Sector means in µm; the global mean weighs each sector by its length. Reading: "+m.Convention+"."), "", "L", false)
 	n := float64(len(m.ProfileUm))
 	profilePlot(pdf, tr, m.ProfileUm, 250, "RNFL thickness profile, µm (gaps: not graded)",
 		[]profileMark{{0, "T"}, {n / 4, "S"}, {n / 2, "N"}, {3 * n / 4, "I"}, {n - 1, "T"}})
