@@ -96,6 +96,100 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 	})
 }
 
+// TestRealLineAndClippedScansThroughTheAPI sends two more real
+// SPECTRALIS scans as the device exported them. A 9 mm line through the
+// fovea completes with a line report whose central thickness is within
+// 15 µm of the device's own boundaries (1 mm about the pit). A circle
+// taken too close, its retina cut by the top of the image and folded
+// back, completes as not measurable: no RNFL figure anywhere, and the
+// report says why.
+func TestRealLineAndClippedScansThroughTheAPI(t *testing.T) {
+	line, err := os.ReadFile(filepath.Join(realData, "spectralis-line-0.dcm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clipped, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-clipped.dcm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev struct {
+		ILM, BM  []*float64
+		ScaleZUm float64 `json:"scaleZUm"`
+		ScaleXUm float64 `json:"scaleXUm"`
+	}
+	b, err := os.ReadFile(filepath.Join(realData, "spectralis-line-0.seg.json"))
+	if err != nil || json.Unmarshal(b, &dev) != nil {
+		t.Fatalf("device segmentation: %v", err)
+	}
+	// The device's central thickness: 1 mm about its thinnest 0.2 mm
+	// within 1 mm of the line's centre.
+	meanAround := func(c0 int, mm float64) float64 {
+		var s float64
+		var n int
+		for c := range dev.ILM {
+			if math.Abs(float64(c-c0))*dev.ScaleXUm/1000 <= mm && dev.ILM[c] != nil && dev.BM[c] != nil {
+				s, n = s+(*dev.BM[c]-*dev.ILM[c])*dev.ScaleZUm, n+1
+			}
+		}
+		return s / float64(n)
+	}
+	pit, thinnest := 0, math.Inf(1)
+	for c := range dev.ILM {
+		if math.Abs(float64(c)-float64(len(dev.ILM)-1)/2)*dev.ScaleXUm/1000 <= 1 {
+			if m := meanAround(c, 0.1); m < thinnest {
+				pit, thinnest = c, m
+			}
+		}
+	}
+	devCentral := meanAround(pit, 0.5)
+
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	for id, scan := range map[string][]byte{"real-line": line, "real-clipped": clipped} {
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "urgent"}, scan); code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", id, code, err)
+		}
+	}
+
+	st := h.waitTerminal("real-line")
+	if st.State != lifecycle.Completed || st.Report == nil {
+		t.Fatalf("line exam ended %s: %+v", st.State, st.LastFailure)
+	}
+	sum := st.Report.Summary
+	if sum.ScanType != "line" || sum.NotMeasurable || sum.CentralThicknessUm == nil || sum.RNFLGlobalUm != nil {
+		t.Fatalf("line status summary %+v, want a line with a central thickness", sum)
+	}
+	if d := *sum.CentralThicknessUm - devCentral; math.Abs(d) > 15 {
+		t.Errorf("central thickness %.1f µm, the device's %.1f", *sum.CentralThicknessUm, devCentral)
+	}
+	if sum.Lesions != 0 {
+		t.Errorf("%d lesions reported on a healthy macula", sum.Lesions)
+	}
+
+	st = h.waitTerminal("real-clipped")
+	if st.State != lifecycle.Completed || st.Report == nil {
+		t.Fatalf("clipped exam ended %s: %+v", st.State, st.LastFailure)
+	}
+	sum = st.Report.Summary
+	if sum.ScanType != "circle" || !sum.NotMeasurable || sum.RNFLGlobalUm != nil || sum.Gradable == "full" {
+		t.Errorf("clipped circle's status summary %+v, want not measurable, no RNFL figure", sum)
+	}
+	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Measurable || rep.RNFL != nil || len(rep.NotMeasurable) == 0 || strings.Contains(string(raw), `"globalUm"`) {
+		t.Errorf("clipped circle's report: measurable %v, RNFL %v, not measurable %q", rep.Measurable, rep.RNFL != nil, rep.NotMeasurable)
+	}
+	if !strings.Contains(strings.Join(rep.Quality.Reasons, "; "), "top of the image") {
+		t.Errorf("clipped circle's quality reasons %q", rep.Quality.Reasons)
+	}
+}
+
 // TestANoiseScanCompletesAsUngradable sends a valid DICOM of pure
 // speckle: the exam completes, ungradable, with no measurement in its
 // report, and the flag in status, in the report-ready event and in the
