@@ -246,16 +246,22 @@ func Assess(v *Volume, l *Layers) Quality {
 // band's lower edge over rpeWindowUm either side of an A-scan: where
 // there is no band to end (the optic disc, under a dense shadow) the
 // edge found is noise, 0.15 or less on the real scans; the band's edge
-// itself steps 0.5–0.8.
+// itself steps 0.5–0.8. The band is 15–25 µm thick, so only a scan
+// sampled at rpeResolvedUm per row or finer resolves it; on a coarser
+// one the step is blurred away and nothing is judged by it.
 const (
-	minRPEEdge  = 0.15
-	rpeWindowUm = 100
+	minRPEEdge    = 0.15
+	rpeWindowUm   = 100
+	rpeResolvedUm = 8
 )
 
 // rpeMissing marks the A-scans with no RPE band under the retina.
 func rpeMissing(v *Volume, ev []aScanEvidence) []bool {
 	half := max(1, int(math.Round(rpeWindowUm/max(v.Spacing.LateralUm, 1))))
 	out := make([]bool, len(ev))
+	if v.Spacing.AxialUm > rpeResolvedUm {
+		return out
+	}
 	for f := range v.Frames {
 		for c := range v.Cols {
 			var sum float64

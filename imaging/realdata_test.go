@@ -27,24 +27,7 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| scan | found | ILM px (µm) | RNFL/GCL px (µm) | BM px (µm) | RNFL global µm, device → octflow | T | TS | NS | N | NI | TI | gradable |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range []string{"spectralis-circle-2", "spectralis-circle-4"} {
-		f, err := os.Open("testdata/realdata/" + name + ".dcm")
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		v, _, err := ReadDICOM(f, st.Size())
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile("testdata/realdata/" + name + ".seg.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var dev deviceSegmentation
-		if err := json.Unmarshal(b, &dev); err != nil {
-			t.Fatal(err)
-		}
+		v, dev := readRealScan(t, name)
 		if v.Pattern != Circle {
 			t.Errorf("%s: pattern %q read from the DICOM, want circle", name, v.Pattern)
 		}

@@ -267,6 +267,21 @@ func phantomDICOM(t *testing.T, o imaging.PhantomOptions) (*imaging.Phantom, []b
 	return p, buf.Bytes()
 }
 
+// readReport reads an exam's report.json from the store, as stored and
+// decoded.
+func (h *harness) readReport(key string) (report.Report, []byte) {
+	h.t.Helper()
+	raw, err := h.store.ReadAll(context.Background(), key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		h.t.Fatal(err)
+	}
+	return rep, raw
+}
+
 func small(seed uint64) imaging.PhantomOptions {
 	return imaging.PhantomOptions{Seed: seed, Frames: 13, Rows: 248, Cols: 256}
 }
@@ -293,14 +308,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 		t.Fatalf("final status %+v, want COMPLETED with a report", final)
 	}
 
-	raw, err := h.store.ReadAll(ctx, final.Report.JSONKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, raw := h.readReport(final.Report.JSONKey)
 	if rep.SchemaVersion != report.SchemaVersion || rep.ScanPattern != imaging.Cube || !rep.Measurable ||
 		rep.Quality.Gradable != imaging.Gradable || rep.Measurements == nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Linear {
 		t.Fatalf("report %s: pattern %s, measurable %v, quality %s (%q), intensity %+v", rep.SchemaVersion, rep.ScanPattern,

@@ -21,7 +21,6 @@ import (
 	"octflow/api"
 	"octflow/imaging"
 	"octflow/lifecycle"
-	"octflow/report"
 )
 
 // realData is the real scans' folder, made absolute when the package
@@ -68,11 +67,7 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 	if sum.ScanType != "circle" || sum.Gradable != "full" || sum.NotMeasurable || sum.RNFLGlobalUm == nil || sum.CentralSubfieldThicknessUm != nil {
 		t.Errorf("status summary %+v, want a gradable circle with an RNFL figure and no macular one", sum)
 	}
-	var rep report.Report
-	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
-	if err != nil || json.Unmarshal(raw, &rep) != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	rep, _ := h.readReport(st.Report.JSONKey)
 	if rep.ScanPattern != imaging.Circle || rep.RNFL == nil || rep.Measurements != nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Power {
 		t.Fatalf("report: pattern %s, rnfl %v, cube %v, intensity %+v", rep.ScanPattern, rep.RNFL != nil, rep.Measurements != nil, rep.Intensity)
 	}
@@ -174,14 +169,7 @@ func TestRealLineAndClippedScansThroughTheAPI(t *testing.T) {
 	if sum.ScanType != "circle" || !sum.NotMeasurable || sum.RNFLGlobalUm != nil || sum.Gradable == "full" {
 		t.Errorf("clipped circle's status summary %+v, want not measurable, no RNFL figure", sum)
 	}
-	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, raw := h.readReport(st.Report.JSONKey)
 	if rep.Measurable || rep.RNFL != nil || len(rep.NotMeasurable) == 0 || strings.Contains(string(raw), `"globalUm"`) {
 		t.Errorf("clipped circle's report: measurable %v, RNFL %v, not measurable %q", rep.Measurable, rep.RNFL != nil, rep.NotMeasurable)
 	}
@@ -228,14 +216,7 @@ func TestANoiseScanCompletesAsUngradable(t *testing.T) {
 	if sum.Gradable != "ungradable" || !sum.NotMeasurable || sum.CentralSubfieldThicknessUm != nil || sum.MeanThicknessUm != nil || sum.TotalVolumeMm3 != nil {
 		t.Errorf("status summary %+v, want ungradable and no figure", sum)
 	}
-	raw, err := h.store.ReadAll(ctx, st.Report.JSONKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, raw := h.readReport(st.Report.JSONKey)
 	if rep.Measurable || len(rep.NotMeasurable) == 0 || rep.Measurements != nil || rep.Line != nil || rep.RNFL != nil ||
 		len(rep.Lesions) != 0 || rep.Quality.Gradable != imaging.Ungradable {
 		t.Errorf("report: measurable %v (%q), quality %s, cube %v, lesions %d", rep.Measurable, rep.NotMeasurable,
