@@ -107,7 +107,7 @@ func (a *Activities) algorithms() map[string]string {
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Denoise, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Denoise, in.MaxFailures, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Layers, in.MaxFailures, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err
@@ -161,7 +161,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 // as a label volume (NRRD) and the list of lesions (JSON).
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Lesions, in.MaxFailures, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ type measurementsFile struct {
 // to a report that says so.
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Measure, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Measure, in.MaxFailures, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -256,7 +256,7 @@ func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Render, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Render, in.MaxFailures, &out, func(ctx context.Context) error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
 			return err
@@ -383,33 +383,31 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 }
 
 // run executes a stage body while heartbeating, so a node that dies is
-// noticed after the heartbeat timeout rather than the stage timeout.
+// noticed after the heartbeat timeout rather than the stage timeout. A
+// failure of the body counts against maxFailures (stageBeat.failed).
 //
 // The body runs in its own goroutine, where the SDK's panic recovery
 // cannot reach: run recovers a panic there (and one that imaging's frame
 // workers hand back) into a non-retryable StagePanic error that names
 // the stage, so one bad input fails its exam instead of killing the node
 // and every stage on it.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func(context.Context) error) (err error) {
+func (a *Activities) run(ctx context.Context, stage exam.Stage, maxFailures int32, out *contract.StageOutput, body func(context.Context) error) (err error) {
 	start := time.Now()
 	// Deferred first, so it runs last and sees a recovered panic too.
 	defer func() { a.Metrics.observe(ctx, stage, a.Node, start, err) }()
+	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
+	beat.beat.FirstTakenAt = beat.beat.TakenAt
+	if prev := priorBeat(ctx); prev != nil {
+		out.RecoveredFrom = prev
+		beat.beat.FirstTakenAt = cmp.Or(prev.FirstTakenAt, prev.TakenAt, beat.beat.TakenAt)
+		beat.beat.Failures = prev.Failures
+	}
+	defer func() { err = beat.failed(ctx, err, maxFailures) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = a.panicked(stage, p)
 		}
 	}()
-	if activity.HasHeartbeatDetails(ctx) {
-		var prev contract.Heartbeat
-		if activity.GetHeartbeatDetails(ctx, &prev) == nil && prev.Node != "" {
-			out.RecoveredFrom = &prev
-		}
-	}
-	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
-	beat.beat.FirstTakenAt = beat.beat.TakenAt
-	if prev := out.RecoveredFrom; prev != nil {
-		beat.beat.FirstTakenAt = cmp.Or(prev.FirstTakenAt, prev.TakenAt, beat.beat.TakenAt)
-	}
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
 		// Injected faults (tests) come before the first heartbeat, so a
 		// stage held there is seen as CLAIMED.

@@ -89,7 +89,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				ctx = WithGPUGate(ctx, gate)
 			}
 			var out contract.StageOutput
-			return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+			return out, a.run(ctx, exam.Layers, 0, &out, func(ctx context.Context) error {
 				if _, err := a.get(ctx, "exams/E1/denoised.dcm"); err != nil {
 					return err
 				}
@@ -159,7 +159,7 @@ func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
 						ctx = WithGPUGate(ctx, waitingGate)
 					}
 					var out contract.StageOutput
-					return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+					return out, a.run(ctx, exam.Layers, 0, &out, func(ctx context.Context) error {
 						return a.onGPU(ctx, exam.Layers, func(context.Context) error { return nil })
 					})
 				}, activity.RegisterOptions{Name: "Stage"})

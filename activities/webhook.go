@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/contract"
@@ -257,10 +256,15 @@ type ReportLinks struct {
 func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (out contract.StageOutput, err error) {
 	start := time.Now()
 	defer func() { a.Metrics.observe(ctx, exam.Notify, a.Node, start, err) }()
-	return a.notify(ctx, in)
+	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: exam.Notify}}
+	if prev := priorBeat(ctx); prev != nil {
+		beat.beat.Failures = prev.Failures
+	}
+	defer func() { err = beat.failed(ctx, err, in.MaxFailures) }()
+	return a.notify(ctx, in, beat)
 }
 
-func (a *Activities) notify(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+func (a *Activities) notify(ctx context.Context, in contract.StageInput, beat *stageBeat) (contract.StageOutput, error) {
 	if a.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Reminder: in.Reminder}
@@ -314,7 +318,7 @@ func (a *Activities) notify(ctx context.Context, in contract.StageInput) (contra
 	req.Header.Set(IdempotencyKey, key)
 	req.Header.Set(TimestampHeader, strconv.FormatInt(ts, 10))
 	req.Header.Set(SignatureHeader, Sign([]byte(secret), ts, body))
-	activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: a.Node, Stage: exam.Notify})
+	beat.send(ctx, true)
 	u, _ := url.Parse(in.Exam.CallbackURL) // parsed by Check
 	resp, err := w.client(w.Guard.hosts[strings.ToLower(u.Hostname())]).Do(req)
 	if errors.Is(err, ErrCallbackRefused) {

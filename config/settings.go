@@ -57,6 +57,7 @@ var policyVars = map[string]string{
 	"reviewWindow":     "OCTFLOW_REVIEW_WINDOW",
 	"reviewReminder":   "OCTFLOW_REVIEW_REMINDER",
 	"infraRetryFor":    "OCTFLOW_INFRA_RETRY_FOR",
+	"lostAttempts":     "OCTFLOW_MAX_LOST_ATTEMPTS",
 	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
 }
 
@@ -64,9 +65,10 @@ var policyVars = map[string]string{
 // from def. Parse validates the result.
 func BindPolicy(s *Set, def exam.Policy) *exam.Policy {
 	p := &exam.Policy{}
-	var attempts int
+	var attempts, lost int
 	var normal, low time.Duration
-	s.Int(&attempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts), "attempts per stage")
+	s.Int(&attempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts), "attempts per stage that its own failures may spend")
+	s.Int(&lost, "max-lost-attempts", "OCTFLOW_MAX_LOST_ATTEMPTS", int(def.LostAttempts), "attempts per stage that may end with their node lost, on top of --max-attempts")
 	s.Duration(&p.RetryBase, "retry-base", "OCTFLOW_RETRY_BASE", def.RetryBase, "ceiling of the first retry delay (full jitter, doubling)")
 	s.Duration(&p.RetryCap, "retry-cap", "OCTFLOW_RETRY_CAP", def.RetryCap, "ceiling of any retry delay")
 	s.Duration(&p.StageTimeout, "stage-timeout", "OCTFLOW_STAGE_TIMEOUT", def.StageTimeout, "start-to-close limit of a stage")
@@ -80,7 +82,7 @@ func BindPolicy(s *Set, def exam.Policy) *exam.Policy {
 	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
 	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
 	s.Check(func() error {
-		p.MaxAttempts = int32(attempts)
+		p.MaxAttempts, p.LostAttempts = int32(attempts), int32(lost)
 		p.Aging = map[exam.Priority]time.Duration{exam.Normal: normal, exam.Low: low}
 		err := p.Validate()
 		if err == nil {

@@ -25,7 +25,7 @@ const (
 	ErrTypeStageFailed = "StageFailed"
 )
 
-// FailureDetails are attached to a retryable stage failure, so the exam's
+// FailureDetails are attached to a stage's failure, so the exam's
 // timeline can say on which node an attempt failed.
 type FailureDetails struct {
 	Node string `json:"node"`

@@ -19,6 +19,11 @@ type StageInput struct {
 	// report's time). Unset for exams started before the report stage
 	// opened the review: their pipeline starts it as a child workflow.
 	Review *ReviewStart `json:"review,omitempty"`
+	// MaxFailures is how many attempts of the stage may fail by their
+	// own error (the policy's MaxAttempts) when Temporal's retry policy
+	// also allows attempts lost with their node: the attempt that
+	// spends the last one fails for good. 0: Temporal's limit alone.
+	MaxFailures int32 `json:"maxFailures,omitempty"`
 }
 
 // StageOutput says what a stage wrote.
@@ -57,4 +62,9 @@ type Heartbeat struct {
 	// which a heartbeat reached the server: each attempt carries it on
 	// from the last heartbeat of the one before, which it replaces.
 	FirstTakenAt *time.Time `json:"firstTakenAt,omitempty"`
+	// Failures is how many attempts of the stage failed by their own
+	// error, this one included once it fails: each attempt carries it on
+	// from the last heartbeat before it, so an attempt lost with its
+	// node, which sends no failure, does not add to it.
+	Failures int32 `json:"failures,omitempty"`
 }

@@ -14,8 +14,17 @@ import (
 // across deploys, and the workflow uses it as given. Every field means
 // what it says; a zero is never replaced by a default.
 type Policy struct {
-	// MaxAttempts per stage (production: 3).
+	// MaxAttempts per stage (production: 3). With LostAttempts set, only
+	// the stage's own failures spend them.
 	MaxAttempts int32 `json:"maxAttempts"`
+	// LostAttempts is how many attempts of a stage may end without an
+	// answer from their node (killed, cut off: the heartbeat or stage
+	// timeout ends them) on top of MaxAttempts, so that nodes lost under
+	// an exam do not make it DEAD (production: 3). They stay bounded: an
+	// input that kills every node it lands on stops after MaxAttempts +
+	// LostAttempts attempts. 0, as in exams submitted before it existed:
+	// every attempt spends MaxAttempts.
+	LostAttempts int32 `json:"lostAttempts,omitempty"`
 	// RetryBase is the first retry delay's ceiling; later ones double
 	// (production: 5 min). Each delay is drawn with full jitter.
 	RetryBase time.Duration `json:"retryBase"`
@@ -62,6 +71,7 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		MaxAttempts:      3,
+		LostAttempts:     3,
 		RetryBase:        5 * time.Minute,
 		RetryCap:         30 * time.Minute,
 		StageTimeout:     10 * time.Minute,
@@ -94,6 +104,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxAttempts < 1 {
 		bad("maxAttempts", "%d: want at least 1", p.MaxAttempts)
+	}
+	if p.LostAttempts < 0 {
+		bad("lostAttempts", "%d: want 0 or more", p.LostAttempts)
 	}
 	if p.RetryBase <= 0 {
 		bad("retryBase", "%s: want a positive duration", p.RetryBase)

@@ -187,6 +187,9 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		}
 		var out contract.StageOutput
 		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
+		if p.in.Policy.LostAttempts > 0 {
+			in.MaxFailures = p.in.Policy.MaxAttempts
+		}
 		if stage == exam.Render && p.reportOpensReview {
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy}
 		}
@@ -303,11 +306,14 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue
 		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
+		// A stage fails for good once its own failures spent
+		// MaxAttempts (StageInput.MaxFailures); LostAttempts more are
+		// for attempts lost with their node.
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        pol.RetryBase,
 			BackoffCoefficient:     2,
 			MaximumInterval:        pol.RetryCap,
-			MaximumAttempts:        pol.MaxAttempts,
+			MaximumAttempts:        pol.MaxAttempts + pol.LostAttempts,
 			NonRetryableErrorTypes: final,
 		},
 		Priority: contract.TaskPriority(pol, bucket),

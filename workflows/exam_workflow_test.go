@@ -251,17 +251,42 @@ func TestAPanickedStageIsNotRetriedAndNamesTheStage(t *testing.T) {
 }
 
 func TestTransientFailureIsRetriedUpToMaxAttemptsThenDead(t *testing.T) {
-	env, rec := newEnv(t, map[exam.Stage]error{exam.Layers: errors.New("CUDA out of memory")})
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
-	if err := env.GetWorkflowError(); err == nil {
-		t.Fatal("workflow succeeded, want failure")
+	cases := []struct {
+		name            string
+		lost            int32 // the policy's LostAttempts
+		wantMaxFailures int32 // what the stage is told it may spend
+		wantRuns        int
+	}{
+		// Exams submitted before LostAttempts existed: every attempt counts.
+		{"every attempt spends MaxAttempts", 0, 0, 3},
+		// The stage stops itself once its own failures spent MaxAttempts
+		// (activities); a failure it does not count, as an attempt lost
+		// with its node, leaves Temporal LostAttempts more.
+		{"lost attempts on top", 2, 3, 5},
 	}
-	want := []exam.Stage{exam.Denoise, exam.Layers, exam.Layers, exam.Layers}
-	if !slices.Equal(rec.calls, want) {
-		t.Errorf("stages ran %v, want %v", rec.calls, want)
-	}
-	if p := queryProgress(t, env); p.State != string(lifecycle.Dead) {
-		t.Errorf("state = %s, want DEAD", p.State)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, rec := newEnv(t, map[exam.Stage]error{exam.Layers: errors.New("CUDA out of memory")})
+			in := testInput()
+			in.Policy.LostAttempts = c.lost
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err == nil {
+				t.Fatal("workflow succeeded, want failure")
+			}
+			want := []exam.Stage{exam.Denoise}
+			for range c.wantRuns {
+				want = append(want, exam.Layers)
+			}
+			if !slices.Equal(rec.calls, want) {
+				t.Errorf("stages ran %v, want %v", rec.calls, want)
+			}
+			if got := rec.inputs[exam.Layers].MaxFailures; got != c.wantMaxFailures {
+				t.Errorf("stage told it may fail %d times, want %d", got, c.wantMaxFailures)
+			}
+			if p := queryProgress(t, env); p.State != string(lifecycle.Dead) {
+				t.Errorf("state = %s, want DEAD", p.State)
+			}
+		})
 	}
 }
 

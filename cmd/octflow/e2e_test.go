@@ -599,6 +599,39 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	h.getJSON(h.sys.Secrets.Device, "/v1/exams/retry-1/events", http.StatusForbidden, nil)
 }
 
+func TestAStageThatKeepsFailingSpendsOnlyItsOwnAttempts(t *testing.T) {
+	var mu sync.Mutex
+	faults := 0
+	h := newHarness(t, 1, func(c *devsystem.Config) {
+		// Room for three attempts lost with their node, which must not
+		// serve the stage's own failures.
+		c.Policy.MaxAttempts, c.Policy.LostAttempts = 2, 3
+		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+			if stage != exam.Lesions {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			faults++
+			return errors.New("simulated CUDA out of memory")
+		}
+	})
+	_, scan := phantomDICOM(t, tiny(43))
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "fail-2"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	st := h.waitTerminal("fail-2")
+	if st.State != lifecycle.Dead || st.Stage != exam.Lesions || st.LastFailure == nil ||
+		st.LastFailure.Message != "simulated CUDA out of memory" {
+		t.Fatalf("exam ended %s at %s (%+v), want DEAD at lesions with the stage's failure", st.State, st.Stage, st.LastFailure)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := h.stageAttempts("fail-2", exam.Lesions); faults != 2 || n != 2 {
+		t.Errorf("the stage failed %d times in %d attempts, want 2 in 2", faults, n)
+	}
+}
+
 // pdfText extracts a PDF's text with pdftotext (poppler-utils, which
 // .ci/run installs).
 func pdfText(t *testing.T, pdf []byte) string {

@@ -19,6 +19,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"octflow/api"
+	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -137,8 +138,10 @@ func (h *harness) killAndComplete(node *childProcess, examID string, stage exam.
 	return events
 }
 
-func TestKilledNodesStageIsRetriedOnTheOtherNode(t *testing.T) {
-	h := newHarness(t, 0)
+func TestKilledNodesStageIsRetriedOnTheOtherNodeWithoutSpendingAnAttempt(t *testing.T) {
+	// No attempt to spare for a failure of the stage's own: the attempt
+	// lost with the node must not be counted as one.
+	h := newHarness(t, 0, func(c *devsystem.Config) { c.Policy.MaxAttempts, c.Policy.LostAttempts = 1, 1 })
 	a, b := h.spawnNode("gpu-proc-a", 30*time.Second), h.spawnNode("gpu-proc-b", 30*time.Second)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 111}) // full size: stages last long enough to be caught
