@@ -441,6 +441,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, maxFailures int3
 		select {
 		case err := <-done:
 			out.ObjectBytesRead = reads.n.Load()
+			out.GPUHeld = beat.gpuHeld()
 			if stage.NeedsGPU() {
 				out.NodeQueue = a.NodeQueue
 			}

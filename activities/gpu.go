@@ -39,6 +39,18 @@ type stageBeat struct {
 	mu   sync.Mutex
 	beat contract.Heartbeat
 	sent bool // the first heartbeat went out
+	// released is when the stage freed its GPU (zero: it held none).
+	released time.Time
+}
+
+// gpuHeld is when the stage held its GPU, if it did.
+func (b *stageBeat) gpuHeld() *contract.Span {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.beat.StartedAt == nil || b.released.IsZero() {
+		return nil
+	}
+	return &contract.Span{From: *b.beat.StartedAt, To: b.released}
 }
 
 func (b *stageBeat) get() contract.Heartbeat {
@@ -131,12 +143,20 @@ func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(c
 	if err != nil {
 		return err
 	}
-	defer release()
+	b, _ := ctx.Value(stageBeatKey{}).(*stageBeat)
+	defer func() {
+		release()
+		if b != nil {
+			b.mu.Lock()
+			b.released = time.Now().UTC()
+			b.mu.Unlock()
+		}
+	}()
 	ctx = exam.WithGPU(ctx, gpu)
 	if err := a.fault(ctx, stage); err != nil {
 		return err
 	}
-	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+	if b != nil {
 		b.started(ctx, &gpu)
 	}
 	if err := a.simulate(ctx, stage); err != nil {

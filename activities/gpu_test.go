@@ -107,8 +107,17 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				return nil
 			})
 		}, activity.RegisterOptions{Name: "Stage"})
-		if _, err := env.ExecuteActivity("Stage"); err != nil {
+		val, err := env.ExecuteActivity("Stage")
+		if err != nil {
 			t.Fatal(err)
+		}
+		var out contract.StageOutput
+		if err := val.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		// How long it held the GPU: from its start to the release.
+		if h := out.GPUHeld; (h != nil) != gated || h != nil && (h.From.IsZero() || h.To.Before(h.From)) {
+			t.Errorf("%s: GPU held %+v, want a span iff the stage had a GPU", c.name, h)
 		}
 		if !slices.Equal(steps, c.want) {
 			t.Errorf("%s: steps %v, want %v", c.name, steps, c.want)

@@ -163,6 +163,11 @@ type Result struct {
 	// limit and the bare engine's time: what no scheduler on this
 	// machine could beat.
 	MakespanVsBound float64 `json:"makespanVsBound"`
+	// GPUStageLoad is the GPUs' load over the burst, per 10 s from its
+	// start; HeldGPUS, how long completed stages held their GPUs in all
+	// (the simulated time, and the real work on the phantom).
+	GPUStageLoad []StageLoad `json:"gpuStageLoad"`
+	HeldGPUS     float64     `json:"heldGpuS"`
 }
 
 // slowest is one exam's wait and timeline.
@@ -416,6 +421,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		if stageWaits[e.priority] == nil {
 			stageWaits[e.priority] = map[exam.Stage][]float64{}
 		}
+		res.GPUStageLoad = gpuLoad(res.GPUStageLoad, res.StartedAt, facts.gpuHeld, tl)
 		for stage, wait := range waitsPerStage(tl) {
 			stageWaits[e.priority][stage] = append(stageWaits[e.priority][stage], wait)
 		}
@@ -444,6 +450,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			res.StageWaitS[string(p)][string(stage)] = newWaitStats(ws)
 		}
 	}
+	res.HeldGPUS = heldGPUSeconds(res.GPUStageLoad)
 	res.ObjectBytesPerExam = float64(bytesRead) / float64(c.Exams)
 	res.EventsPerExam = float64(events) / float64(c.Exams)
 	res.WorkflowTasksPerExam = float64(workflowTasks) / float64(c.Exams)
@@ -527,6 +534,8 @@ type examFacts struct {
 	// failed or was lost with its node (Temporal keeps no event of a lost
 	// one; the next attempt reads it from the lost one's last heartbeat).
 	firstTaken *time.Time
+	// gpuHeld are the spans its completed stages held a GPU.
+	gpuHeld []contract.Span
 }
 
 func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, error) {
@@ -553,6 +562,9 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 			continue
 		}
 		f.bytesRead += out.ObjectBytesRead
+		if out.GPUHeld != nil {
+			f.gpuHeld = append(f.gpuHeld, *out.GPUHeld)
+		}
 		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() {
 			// The first take a heartbeat told of: a later attempt's
 			// heartbeat replaces an earlier one's. One from before
@@ -682,6 +694,13 @@ func printBench(w io.Writer, r *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	gpus := r.Config.Nodes * r.Config.GPUsPerNode
+	fmt.Fprintf(w, "GPUs held / GPU stages waiting, mean per %s of the burst (%d GPUs):\n ", loadWindow, gpus)
+	for _, l := range r.GPUStageLoad {
+		fmt.Fprintf(w, " %.1f/%.0f", l.GPUsBusy, l.Waiting)
+	}
+	fmt.Fprintf(w, "\n  held %.0f GPU-s (%.1f s of the %d GPUs), %.0f %% of them over the makespan\n",
+		r.HeldGPUS, r.HeldGPUS/float64(max(gpus, 1)), gpus, 100*r.HeldGPUS/max(float64(gpus)*r.MakespanS, 1e-9))
 	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
 	fmt.Fprintf(w, "submission: %.1f s, %.1f exams/s through the gateway\n", r.SubmitS, r.SubmitPerS)
 	fmt.Fprintf(w, "object store reads: %.2f MB per exam\n", r.ObjectBytesPerExam/1e6)

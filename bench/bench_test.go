@@ -1,6 +1,14 @@
 package bench
 
-import "testing"
+import (
+	"math"
+	"testing"
+	"time"
+
+	"octflow/contract"
+	"octflow/exam"
+	"octflow/lifecycle"
+)
 
 func TestParseMixWantsThreePercentagesOf100(t *testing.T) {
 	cases := []struct {
@@ -24,5 +32,39 @@ func TestParseMixWantsThreePercentagesOf100(t *testing.T) {
 				t.Errorf("ParseMix(%q)[%s] = %d, want %d", c.in, k, got[k], v)
 			}
 		}
+	}
+}
+
+func TestGPULoadSplitsHeldAndWaitingTimeOverTheWindows(t *testing.T) {
+	start := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	tl := []lifecycle.Entry{
+		{At: at(1), To: lifecycle.Created},
+		{At: at(2), To: lifecycle.Queued, Stage: exam.Denoise},    // waits 2 → 6
+		{At: at(6), To: lifecycle.Executing, Stage: exam.Denoise}, // not a wait
+		{At: at(16), To: lifecycle.Queued, Stage: exam.Layers},    // waits 16 → 17
+		{At: at(17), To: lifecycle.Claimed, Stage: exam.Layers},   // on its node 17 → 19
+		{At: at(19), To: lifecycle.Executing, Stage: exam.Layers},
+		{At: at(21), To: lifecycle.RetryWait, Stage: exam.Layers}, // not a wait for a GPU
+		{At: at(25), To: lifecycle.Queued, Stage: exam.Render},    // a CPU stage
+		{At: at(29), To: lifecycle.Completed},
+	}
+	held := []contract.Span{{From: at(6), To: at(15)}, {From: at(25), To: at(25.5)}}
+	got := gpuLoad(nil, start, held, tl)
+	want := []StageLoad{{GPUsBusy: 0.4, Waiting: 0.4}, {GPUsBusy: 0.5, Waiting: 0.3}, {GPUsBusy: 0.05}}
+	if len(got) != len(want) {
+		t.Fatalf("load %v, want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i].GPUsBusy-want[i].GPUsBusy) > 1e-9 || math.Abs(got[i].Waiting-want[i].Waiting) > 1e-9 {
+			t.Errorf("window %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if s := heldGPUSeconds(got); math.Abs(s-9.5) > 1e-9 {
+		t.Errorf("held %v GPU-s, want 9.5", s)
+	}
+	// A second exam adds to the same windows.
+	if got = gpuLoad(got, start, held, tl); math.Abs(got[1].GPUsBusy-1.0) > 1e-9 {
+		t.Errorf("two exams: window 1 held %v GPUs, want 1", got[1].GPUsBusy)
 	}
 }

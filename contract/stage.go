@@ -44,6 +44,16 @@ type StageOutput struct {
 	// ObjectBytesRead is how many bytes the stage read from the object
 	// store (reads served by the node's cache are not counted).
 	ObjectBytesRead int64 `json:"objectBytesRead,omitempty"`
+	// GPUHeld is when the stage held its GPU on a GPU node, from its
+	// start to the GPU's release (its input was read before, its output
+	// is stored after); nil for a stage that ran without one.
+	GPUHeld *Span `json:"gpuHeld,omitempty"`
+}
+
+// Span is a stretch of time.
+type Span struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 }
 
 // Heartbeat is what a running stage reports every few seconds.
