@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 
 	"octflow/contract"
 	"octflow/exam"
@@ -38,17 +36,7 @@ func TestOnlyAStagesOwnFailuresSpendItsAttempts(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a := &Activities{Node: "gpu-b"}
-			var suite testsuite.WorkflowTestSuite
-			env := suite.NewTestActivityEnvironment()
-			if c.prev != nil {
-				env.SetHeartbeatDetails(*c.prev)
-			}
-			var beat contract.Heartbeat
-			env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-				if err := details.Get(&beat); err != nil {
-					t.Errorf("heartbeat: %v", err)
-				}
-			})
+			env, beat := attemptEnv(t, c.prev)
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				var out contract.StageOutput
 				return out, a.run(ctx, exam.Layers, c.maxFailures, &out, func(context.Context) error { return c.err })

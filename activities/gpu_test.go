@@ -152,17 +152,7 @@ func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
 		for _, gated := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, gated %v", c.name, gated), func(t *testing.T) {
 				a := &Activities{Node: "gpu-c"}
-				var suite testsuite.WorkflowTestSuite
-				env := suite.NewTestActivityEnvironment()
-				if c.prev != nil {
-					env.SetHeartbeatDetails(*c.prev)
-				}
-				var beat contract.Heartbeat
-				env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-					if err := details.Get(&beat); err != nil {
-						t.Errorf("heartbeat: %v", err)
-					}
-				})
+				env, beat := attemptEnv(t, c.prev)
 				env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 					if gated {
 						ctx = WithGPUGate(ctx, waitingGate)
@@ -185,4 +175,23 @@ func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
 			})
 		}
 	}
+}
+
+// attemptEnv is an activity environment for an attempt of a stage whose
+// last heartbeat before it was prev (nil: a first attempt); beat is what
+// the attempt's heartbeats said last.
+func attemptEnv(t *testing.T, prev *contract.Heartbeat) (env *testsuite.TestActivityEnvironment, beat *contract.Heartbeat) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env = suite.NewTestActivityEnvironment()
+	if prev != nil {
+		env.SetHeartbeatDetails(*prev)
+	}
+	beat = new(contract.Heartbeat)
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		if err := details.Get(beat); err != nil {
+			t.Errorf("heartbeat: %v", err)
+		}
+	})
+	return env, beat
 }
