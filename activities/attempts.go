@@ -46,14 +46,13 @@ func (b *stageBeat) failed(ctx context.Context, err error, maxFailures int32) er
 	}
 	b.mu.Lock()
 	b.beat.Failures++
-	b.sent = true
-	beat := b.beat
+	failures := b.beat.Failures
 	b.mu.Unlock()
-	activity.RecordHeartbeat(ctx, beat)
-	if maxFailures <= 0 || beat.Failures < maxFailures {
+	b.send(ctx, true)
+	if maxFailures <= 0 || failures < maxFailures {
 		return err
 	}
-	return LastAttemptFailed(err, beat.Node)
+	return LastAttemptFailed(err, b.get().Node)
 }
 
 // LastAttemptFailed is err as the final failure of a stage that spent its
