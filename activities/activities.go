@@ -68,6 +68,11 @@ type Activities struct {
 	NodeQueue string
 	// Metrics, when set, records each stage's duration and failures.
 	Metrics *StageMetrics
+	// Takes, on a GPU node, notes each attempt the node holds and what
+	// its heartbeats say, so that the node, restarted after a crash,
+	// hands back at once what it held (nil: a lost attempt waits out its
+	// heartbeat timeout).
+	Takes TakeLog
 	// Faults, when set, is asked before each stage runs and may fail it:
 	// fault injection for the tests and the benchmark's simulated GPU
 	// mode. Always nil in production.
@@ -401,6 +406,12 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, maxFailures int3
 		out.RecoveredFrom = prev
 		beat.beat.FirstTakenAt = cmp.Or(prev.FirstTakenAt, prev.TakenAt, beat.beat.TakenAt)
 		beat.beat.Failures = prev.Failures
+	}
+	if a.Takes != nil {
+		// First, so a node killed from here on leaves a note of the
+		// attempt; dropped last, once the stage has said all it will.
+		beat.note, beat.drop = a.Takes.Hold(ctx, beat.beat)
+		defer beat.drop()
 	}
 	defer func() { err = beat.failed(ctx, err, maxFailures) }()
 	defer func() {

@@ -41,6 +41,20 @@ type stageBeat struct {
 	sent bool // the first heartbeat went out
 	// released is when the stage freed its GPU (zero: it held none).
 	released time.Time
+	// note and drop keep the node's take log in step (nil: none).
+	note func(contract.Heartbeat)
+	drop func()
+}
+
+// TakeLog is where a node notes the stage attempts it holds. Hold notes
+// the attempt of ctx with its first heartbeat; note replaces what the
+// note says with a later heartbeat, drop forgets the attempt. Both may
+// be called from any goroutine, after the attempt's context has ended
+// too. A node killed while it holds an attempt leaves the note behind,
+// and the node's next start hands the attempt back with the heartbeat
+// (gpuworker.Takes).
+type TakeLog interface {
+	Hold(ctx context.Context, beat contract.Heartbeat) (note func(contract.Heartbeat), drop func())
 }
 
 // gpuHeld is when the stage held its GPU, if it did.
@@ -79,6 +93,9 @@ func (b *stageBeat) send(ctx context.Context, always bool) {
 	}
 	b.sent = true
 	beat := b.beat
+	if b.note != nil {
+		b.note(beat) // under the lock: notes keep the order of the beats
+	}
 	b.mu.Unlock()
 	activity.RecordHeartbeat(ctx, beat)
 }

@@ -195,3 +195,74 @@ func attemptEnv(t *testing.T, prev *contract.Heartbeat) (env *testsuite.TestActi
 	})
 	return env, beat
 }
+
+// takeSteps is a take log that notes what it is told, in order.
+type takeSteps struct {
+	mu    *sync.Mutex
+	steps *[]string
+	last  *contract.Heartbeat
+}
+
+func (l takeSteps) Hold(_ context.Context, beat contract.Heartbeat) (func(contract.Heartbeat), func()) {
+	l.step("hold", beat)
+	return func(b contract.Heartbeat) { l.step("note", b) }, func() { l.step("drop", contract.Heartbeat{}) }
+}
+
+func (l takeSteps) step(s string, b contract.Heartbeat) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s != "drop" {
+		*l.last = b
+		if b.StartedAt != nil {
+			s += " started"
+		}
+	}
+	*l.steps = append(*l.steps, s)
+}
+
+func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
+	cases := []struct {
+		name         string
+		fail         error
+		want         []string
+		wantFailures int32
+	}{
+		{"completes", nil, []string{"hold", "note", "store read", "note started", "drop"}, 1},
+		// The failure's count is noted before the note goes: a node
+		// killed before it reports the failure hands back the count.
+		{"fails", fmt.Errorf("bad GPU"), []string{"hold", "note", "store read", "note started", "note started", "drop"}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var steps []string
+			var last contract.Heartbeat
+			log := takeSteps{mu: &mu, steps: &steps, last: &last}
+			a := &Activities{Node: "gpu-n", Takes: log,
+				Store: storeReads{read: func() { mu.Lock(); steps = append(steps, "store read"); mu.Unlock() }}}
+			prev := contract.Heartbeat{Node: "gpu-m", Stage: exam.Lesions, Failures: 1}
+			env, _ := attemptEnv(t, &prev)
+			gate := GPUGate(func(context.Context, exam.Stage) (int, func(), error) { return 0, func() {}, nil })
+			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
+				ctx = WithGPUGate(ctx, gate)
+				var out contract.StageOutput
+				return out, a.run(ctx, exam.Lesions, 3, &out, func(ctx context.Context) error {
+					if _, err := a.get(ctx, "exams/E1/layers.json"); err != nil {
+						return err
+					}
+					return a.onGPU(ctx, exam.Lesions, func(context.Context) error { return c.fail })
+				})
+			}, activity.RegisterOptions{Name: "Stage"})
+			_, err := env.ExecuteActivity("Stage")
+			if (err != nil) != (c.fail != nil) {
+				t.Fatalf("stage returned %v", err)
+			}
+			if !slices.Equal(steps, c.want) {
+				t.Errorf("take log told %v, want %v", steps, c.want)
+			}
+			if last.Node != "gpu-n" || last.TakenAt == nil || last.Failures != c.wantFailures {
+				t.Errorf("last note %+v, want this node's take with %d failures", last, c.wantFailures)
+			}
+		})
+	}
+}

@@ -741,7 +741,9 @@ func (f *fleet) start(i int) error {
 		stageTime = 0 // the real stages, on the CPU
 	}
 	args := []string{"--node-id", id, "--gpus", fmt.Sprint(f.c.GPUsPerNode),
-		"--sim-stage-time", stageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate), "--drain-timeout", "5s"}
+		"--sim-stage-time", stageTime.String(), "--sim-failure-rate", fmt.Sprint(f.c.FailRate), "--drain-timeout", "5s",
+		// A killed node, restarted, hands back what it held from here.
+		"--takes-dir", filepath.Join(f.logDir, id+".takes")}
 	if f.c.NodeReportEvery > 0 {
 		args = append(args, "--report-every", f.c.NodeReportEvery.String())
 	}

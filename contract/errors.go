@@ -30,3 +30,9 @@ const (
 type FailureDetails struct {
 	Node string `json:"node"`
 }
+
+// ErrTypeNodeLost is an attempt handed back by a node that was killed
+// while it held it and has started again (gpuworker.Takes): the stage
+// did not fail, so it spends none of its attempts and the node's breaker
+// does not count it; Temporal retries it at once, on any node.
+const ErrTypeNodeLost = "NodeLost"

@@ -164,8 +164,10 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	nodes := make([]gpuworker.Config, cfg.GPUNodes)
 	for i := range nodes {
-		nodes[i] = gpuworker.Config{NodeID: fmt.Sprintf("sim-gpu-node-%d", i+1), Breaker: cfg.Breaker,
-			GPUs: gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)})}
+		id := fmt.Sprintf("sim-gpu-node-%d", i+1)
+		nodes[i] = gpuworker.Config{NodeID: id, Breaker: cfg.Breaker,
+			GPUs:     gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)}),
+			TakesDir: filepath.Join(stack.DataDir(), "node-takes", id)}
 	}
 	if cfg.APIOnly {
 		nodes = nil

@@ -52,6 +52,10 @@ type Config struct {
 	// frees (default 1; negative: none). A prefetched stage waits for a
 	// GPU on the node, the most urgent first.
 	Prefetch int
+	// TakesDir is where the node notes the stages it holds, so that after
+	// a crash its next start hands them back at once (Takes). Empty: no
+	// notes; a stage lost with the node waits out its heartbeat timeout.
+	TakesDir string
 }
 
 // Node is a running GPU node.
@@ -63,6 +67,7 @@ type Node struct {
 	slots   *Slots
 	breaker *Breaker
 	rep     *reporter
+	takes   *Takes
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -94,13 +99,27 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		n.cache = activities.NewLocalCache(int64(cmp.Or(cfg.CacheMiB, 1024)) << 20)
 		nodeActs.Cache = n.cache
 	}
+	if cfg.TakesDir != "" {
+		takes, err := OpenTakes(cfg.TakesDir, cfg.NodeID, cfg.Logger.With(zap.String("node", cfg.NodeID)))
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if handed := takes.HandBack(ctx, c); handed > 0 {
+			cfg.Logger.Info("handed back stages held before a crash", zap.String("node", cfg.NodeID), zap.Int("stages", handed))
+		}
+		cancel()
+		n.takes, nodeActs.Takes = takes, takes
+	}
 	var err error
 	if n.w, err = newStageWorker(c, cfg, cfg.TaskQueue, n.slots, n.slots.Interceptor(cfg.NodeID), &nodeActs); err != nil {
+		n.closeTakes()
 		return nil, err
 	}
 	if n.pinned, err = newStageWorker(c, cfg, nodeActs.NodeQueue, n.slots.NodeQueueSupplier(),
 		n.slots.NodeQueueInterceptor(cfg.NodeID), &nodeActs); err != nil {
 		n.w.Stop()
+		n.closeTakes()
 		return nil, err
 	}
 	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
@@ -183,5 +202,12 @@ func (n *Node) Stop() {
 	}()
 	n.w.Stop()
 	<-done
+	n.closeTakes()
 	n.cfg.GPUs.Close()
+}
+
+func (n *Node) closeTakes() {
+	if n.takes != nil {
+		n.takes.Close()
+	}
 }

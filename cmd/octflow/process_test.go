@@ -19,6 +19,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"octflow/api"
+	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/imaging"
@@ -91,12 +92,14 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-func (h *harness) spawnNode(id string, drain time.Duration) *childProcess {
+// spawnNode starts a GPU node process joined to the harness's stack, its
+// environment with env added.
+func (h *harness) spawnNode(id string, drain time.Duration, env ...string) *childProcess {
 	h.t.Helper()
-	p := startProcess(h.t, id, append(h.sys.NodeEnv(),
+	p := startProcess(h.t, id, append(append(h.sys.NodeEnv(),
 		"OCTFLOW_DRAIN_TIMEOUT="+drain.String(),
 		"OCTFLOW_REPORT_EVERY=1s",
-	), "gpuworker --node-id "+id)
+	), env...), "gpuworker --node-id "+id)
 	h.waitNode(id, func(v api.NodeView) bool { return v.Status == "up" })
 	return p
 }
@@ -164,6 +167,71 @@ func TestKilledNodesStageIsRetriedOnTheOtherNodeWithoutSpendingAnAttempt(t *test
 		t.Errorf("timeline does not show %s lost on %s and rerun on %s: %+v", st.Stage, victim.id, survivor.id, events)
 	}
 	h.waitNode(victim.id, func(v api.NodeView) bool { return v.Status == "down" })
+}
+
+func TestAKilledNodeHandsBackItsStageWhenItStartsAgain(t *testing.T) {
+	// The heartbeat and stage timeouts lie beyond the test: only the
+	// hand-back can move the lost stage on. No attempt to spare for a
+	// failure of the stage's own: the handed-back one must not count.
+	h := newHarness(t, 0, func(c *devsystem.Config) {
+		c.Policy.HeartbeatTimeout, c.Policy.StageTimeout = 5*time.Minute, 10*time.Minute
+		c.Policy.MaxAttempts, c.Policy.LostAttempts = 1, 1
+	})
+	takes := "OCTFLOW_NODE_TAKES_DIR=" + filepath.Join(t.TempDir(), "takes")
+	node := h.spawnNode("gpu-back", 30*time.Second, takes)
+	ctx := context.Background()
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 113}) // full size: stages last long enough to be caught
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "back-1"}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	_, st := h.runningOn("back-1", node)
+	if err := node.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-node.done
+	node.done <- nil // for the cleanup
+	killed := time.Now()
+	t.Logf("killed %s (-9) during %s; starting it again", node.id, st.Stage)
+	h.spawnNode("gpu-back", 30*time.Second, takes)
+
+	final := h.waitTerminal("back-1")
+	if final.State != lifecycle.Completed {
+		t.Fatalf("exam ended %s: %+v", final.State, final.LastFailure)
+	}
+	if n := h.stageRuns("back-1", exam.Render); n != 1 {
+		t.Errorf("report rendered %d times, want exactly 1", n)
+	}
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/back-1/events", http.StatusOK, &events)
+	var handedBack *lifecycle.Entry
+	for i, e := range events {
+		if e.Stage == st.Stage && e.To == lifecycle.RetryWait {
+			handedBack = &events[i]
+		}
+	}
+	if handedBack == nil || handedBack.Info["failureType"] != contract.ErrTypeNodeLost || handedBack.Info["node"] != node.id {
+		t.Fatalf("timeline does not show %s handed back by %s: %+v", st.Stage, node.id, events)
+	}
+	if after := handedBack.At.Sub(killed); after > time.Minute {
+		t.Errorf("the lost %s was retried %s after the kill, as if by its heartbeat timeout", st.Stage, after)
+	}
+	// The retry read the lost attempt's heartbeat: where and when the
+	// node had taken it.
+	var recovered *contract.Heartbeat
+	h.stageEvents("back-1", st.Stage, func(ev *historypb.HistoryEvent) bool {
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			var out contract.StageOutput
+			if err := h.sys.App.Codec().Data.FromPayloads(a.GetResult(), &out); err != nil {
+				t.Fatal(err)
+			}
+			recovered = out.RecoveredFrom
+			return false
+		}
+		return true
+	})
+	if recovered == nil || recovered.Node != node.id || recovered.TakenAt == nil || !recovered.TakenAt.Before(killed) {
+		t.Errorf("the retry recovered from %+v, want %s's attempt taken before the kill", recovered, node.id)
+	}
 }
 
 func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {

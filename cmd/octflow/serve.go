@@ -112,6 +112,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		memGiB, failRate                  float64
 		drain, stageTime, reportEvery     time.Duration
 		cacheMiB                          int
+		takesDir                          string
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
 	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs, used only where NVML finds none")
@@ -124,6 +125,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
 	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
 	s.Int(&cacheMiB, "cache-mib", "OCTFLOW_NODE_CACHE_MIB", 1024, "memory for the node's recent stage outputs, read by the exam's next stage here (0: no cache)")
+	s.String(&takesDir, "takes-dir", "OCTFLOW_NODE_TAKES_DIR", "", "where the node notes the stages it holds, so that after a crash its next start hands them back at once (default: a directory for the node ID under the system's temporary directory; off: no notes)")
 	s.Check(func() error {
 		switch {
 		case cacheMiB < 0:
@@ -155,6 +157,12 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
 	}
+	switch takesDir {
+	case "":
+		takesDir = gpuworker.DefaultTakesDir(nodeID)
+	case "off":
+		takesDir = ""
+	}
 	var simulated activities.FaultFunc
 	if failRate > 0 || stageTime > 0 {
 		if source != "simulated" {
@@ -166,7 +174,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
 		Backends: models.Backends(), Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
-			CacheMiB: cmp.Or(cacheMiB, -1)}},
+			CacheMiB: cmp.Or(cacheMiB, -1), TakesDir: takesDir}},
 	})
 }
 
