@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -47,7 +48,13 @@ func runBench(ctx context.Context, args []string) error {
 	if err := s.Parse(args); err != nil {
 		return err
 	}
-	var err error
+	// The embedded S3 endpoint moves the process into its own directory
+	// (versitygw's posix backend), which is gone when the result is
+	// written: name the file from where the command was started.
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
 	if c.Mix, err = bench.ParseMix(mix); err != nil {
 		return err
 	}
