@@ -112,6 +112,9 @@ type Result struct {
 	ResendsAnsweredOK   int `json:"resendsAnsweredOK"`
 	NodeKills           int `json:"nodeKills"`
 	StageRetries        int `json:"stageRetries"`
+	// HandedBack counts the retries of attempts that a killed node handed
+	// back when it started again (gpuworker.Takes).
+	HandedBack int `json:"handedBack"`
 	// Kills says which node was killed when.
 	Kills []NodeKill `json:"kills"`
 	// SubmitS is how long the devices took to upload the burst, and
@@ -429,6 +432,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		for _, t := range tl {
 			if t.To == lifecycle.RetryWait {
 				res.StageRetries++
+				if t.Info["failureType"] == contract.ErrTypeNodeLost {
+					res.HandedBack++
+				}
 			}
 			if t.Stage == exam.Render && t.From == lifecycle.Executing && t.To != lifecycle.RetryWait {
 				reports++
@@ -662,8 +668,8 @@ func printBench(w io.Writer, r *Result) {
 	for _, d := range r.DeadExams {
 		fmt.Fprintf(w, "  DEAD %s\n", d)
 	}
-	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d\n",
-		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries)
+	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d (handed back by a restarted node: %d)\n",
+		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries, r.HandedBack)
 	for _, k := range r.Kills {
 		fmt.Fprintf(w, "  killed %s at +%.2f s\n", k.Node, k.At.Sub(r.StartedAt).Seconds())
 	}
