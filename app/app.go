@@ -127,7 +127,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	conv := lifecycle.Codec{Data: dc, Failure: fc}
 	a.conv = conv
 	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
-		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Codec: conv, TLS: opts.TemporalTLS}); err != nil {
+		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Codec: conv, TLS: opts.TemporalTLS,
+		Compression: opts.Stack.TemporalCompression}); err != nil {
 		return nil, err
 	}
 	if opts.MetricsAddr != "" {

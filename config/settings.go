@@ -25,7 +25,10 @@ import (
 type Stack struct {
 	TemporalAddr string
 	Namespace    string
-	S3           storage.Config
+	// TemporalCompression is the gRPC compression of calls to Temporal:
+	// auto, gzip or none (workers.DialOptions).
+	TemporalCompression string
+	S3                  storage.Config
 }
 
 // BindStack binds the settings every api, worker and gpuworker shares.
@@ -33,6 +36,15 @@ func BindStack(s *Set) *Stack {
 	c := &Stack{}
 	s.String(&c.TemporalAddr, "temporal-addr", "OCTFLOW_TEMPORAL_ADDR", "127.0.0.1:7233", "Temporal frontend host:port")
 	s.String(&c.Namespace, "namespace", "OCTFLOW_NAMESPACE", "default", "Temporal namespace")
+	s.String(&c.TemporalCompression, "temporal-compression", "OCTFLOW_TEMPORAL_COMPRESSION", "auto",
+		"gzip the calls to Temporal: gzip, none, or auto (none where Temporal is on this machine's loopback, gzip elsewhere)")
+	s.Check(func() error {
+		switch c.TemporalCompression {
+		case "auto", "gzip", "none":
+			return nil
+		}
+		return fmt.Errorf("OCTFLOW_TEMPORAL_COMPRESSION (--temporal-compression) %q: want auto, gzip or none", c.TemporalCompression)
+	})
 	s.String(&c.S3.Endpoint, "s3-endpoint", "OCTFLOW_S3_ENDPOINT", "127.0.0.1:9000", "S3 endpoint host:port")
 	s.String(&c.S3.Bucket, "s3-bucket", "OCTFLOW_S3_BUCKET", "octflow", "S3 bucket")
 	s.Bool(&c.S3.UseTLS, "s3-tls", "OCTFLOW_S3_TLS", false, "use https for S3")
