@@ -91,6 +91,16 @@ const forceSearchAttributesRefresh = "system.forceSearchAttributesCacheRefreshOn
 // and the forced re-read cost about 3 % of the engine's CPU in reads
 // that took the database lock. Only a stack whose attributes are
 // registered while it runs (PostgreSQL) turns it on.
+//
+// A history queue slice keeps the predicate that takes every task
+// (history.queueShrinkPredicateMaxPendingKeys 0). By default a slice
+// whose tasks are all loaded narrows its predicate at a checkpoint to the
+// namespaces of its pending tasks; from then on each new range of tasks
+// (every write that adds one) re-splits that slice from its universal
+// neighbour, a walk over all its pending tasks, until they drain. In one
+// burst profiled it cost 17 s of the engine's 130 s of CPU. The
+// narrowing serves queues split per namespace, which a one-namespace
+// stack does not have.
 func DefaultDynamicConfig() map[string]any {
 	return map[string]any{
 		"matching.enableFairness":                         true,
@@ -101,6 +111,7 @@ func DefaultDynamicConfig() map[string]any {
 		"history.visibilityProcessorSchedulerWorkerCount": 2,
 		"history.transferProcessorSchedulerWorkerCount":   16,
 		"history.timerProcessorSchedulerWorkerCount":      16,
+		"history.queueShrinkPredicateMaxPendingKeys":      0,
 	}
 }
 

@@ -161,7 +161,8 @@ func TestTheStacksTemporalRunsTheDynamicConfigExamsRelyOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := devstack.DefaultDynamicConfig()
-	for _, key := range []string{"matching.enableFairness", "matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"} {
+	for _, key := range []string{"matching.enableFairness", "matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions",
+		"history.queueShrinkPredicateMaxPendingKeys"} {
 		if len(dc[key]) != 1 || dc[key][0].Value != dev[key] {
 			t.Errorf("%s = %v in the stack's dynamic config, want %v as in the dev stack", key, dc[key], dev[key])
 		}
