@@ -498,8 +498,8 @@ func (h *harness) rawSubmit(token, examID string, scan []byte) *http.Request {
 // TestExamCompletesAfterTheStackRestartsMidStage stops everything (the
 // Temporal server, S3, the workers and the node) while a stage runs, with
 // no drain, and starts it again: the stage, whose worker never answered,
-// is retried after its heartbeat timeout and the exam completes with one
-// report.
+// is handed back by its node as the node starts again (its note in the
+// data dir) and the exam completes with one report.
 func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	hung := make(chan struct{})
 	defer close(hung)
@@ -535,8 +535,8 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	var events []lifecycle.Entry
 	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/restart-1/events", http.StatusOK, &events)
 	retry := firstEntry(events, lifecycle.RetryWait, exam.Layers)
-	if retry == nil || retry.Info["failureType"] != "TimeoutHeartbeat" || retry.Info["node"] != mid.Node {
-		t.Errorf("no heartbeat-timeout retry of layers from %s in the timeline: %+v", mid.Node, events)
+	if retry == nil || retry.Info["failureType"] != contract.ErrTypeNodeLost || retry.Info["node"] != mid.Node {
+		t.Errorf("no retry of layers handed back by %s in the timeline: %+v", mid.Node, events)
 	}
 	if n := h.stageAttempts("restart-1", exam.Layers); n != 2 {
 		t.Errorf("layers ran %d attempts, want the cut-off one and its retry", n)
