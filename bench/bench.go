@@ -394,6 +394,13 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			why := "no failure recorded"
 			if f := st.LastFailure; f != nil {
 				why = fmt.Sprintf("%s attempt %d: %s (%s)", f.Stage, f.Attempt, f.Message, f.Type)
+				// How the attempts before it ended: their own failures or
+				// lost with a node.
+				for _, t := range tl {
+					if t.To == lifecycle.RetryWait && t.Stage == f.Stage {
+						why += fmt.Sprintf("; attempt %v: %v on %s", t.Info["failedAttempt"], t.Info["failureType"], t.Actor)
+					}
+				}
 			}
 			res.DeadExams = append(res.DeadExams, e.id+": "+why)
 		}
