@@ -1,0 +1,233 @@
+package audit
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pki is a CA and the certificates a test needs, as PEM files in dir.
+type pki struct {
+	dir string
+}
+
+func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// newPKI makes two CAs, "ca" and "wrong-ca"; a collector certificate for
+// 127.0.0.1 and clients "client" (from ca) and "stranger" (from wrong-ca).
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	p := pki{dir: t.TempDir()}
+	ca, caKey := p.ca(t, "ca")
+	wrong, wrongKey := p.ca(t, "wrong-ca")
+	p.leaf(t, "server", ca, caKey, true)
+	p.leaf(t, "client", ca, caKey, false)
+	p.leaf(t, "stranger", wrong, wrongKey, false)
+	// A collector certificate the right name, from the wrong CA.
+	p.leaf(t, "impostor", wrong, wrongKey, true)
+	return p
+}
+
+func (p pki) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "octflow test " + name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	p.write(t, name+".pem", "CERTIFICATE", der)
+	return cert, key
+}
+
+func (p pki) leaf(t *testing.T, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}
+	if server {
+		tmpl.IPAddresses, tmpl.DNSNames = []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.write(t, name+".pem", "CERTIFICATE", der)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.write(t, name+".key", "PRIVATE KEY", kder)
+}
+
+func (p pki) write(t *testing.T, name, typ string, der []byte) {
+	if err := os.WriteFile(p.path(name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collector is Debian's rsyslogd as an audit record repository: imtcp
+// with the gtls driver (RFC 5425), asking for a client certificate from
+// the test CA, writing each message's parsed fields to a file.
+type collector struct {
+	t    *testing.T
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+}
+
+// startCollector starts rsyslogd serving certName's certificate; it
+// skips the test when rsyslogd is not installed, unless CI is set.
+func startCollector(t *testing.T, p pki, certName string) *collector {
+	t.Helper()
+	bin, err := exec.LookPath("rsyslogd")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/rsyslogd"); serr == nil {
+			bin = "/usr/sbin/rsyslogd"
+		} else if os.Getenv("CI") != "" {
+			t.Fatal("rsyslogd is missing (Debian packages rsyslog rsyslog-gnutls)")
+		} else {
+			t.Skip("rsyslogd not installed (Debian packages rsyslog rsyslog-gnutls)")
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	c := &collector{t: t, dir: t.TempDir(), addr: addr}
+	// The template puts what rsyslog parsed out of each RFC 5424 message
+	// on one line, tab-separated.
+	conf := fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k"
+  defaultNetstreamDriver="gtls"
+  defaultNetstreamDriverCAFile=%[2]q
+  defaultNetstreamDriverCertFile=%[3]q
+  defaultNetstreamDriverKeyFile=%[4]q)
+module(load="imtcp" streamDriver.name="gtls" streamDriver.mode="1" streamDriver.authMode="x509/certvalid")
+input(type="imtcp" port=%[5]q address="127.0.0.1")
+template(name="fields" type="string" string="%%pri%%\t%%app-name%%\t%%msgid%%\t%%procid%%\t%%structured-data%%\t%%msg%%\n")
+action(type="omfile" file=%[6]q template="fields")
+`, c.dir, p.path("ca.pem"), p.path(certName+".pem"), p.path(certName+".key"), port, c.received())
+	if err := os.WriteFile(filepath.Join(c.dir, "rsyslog.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = exec.Command(bin, "-n", "-f", filepath.Join(c.dir, "rsyslog.conf"), "-i", filepath.Join(c.dir, "rsyslog.pid"))
+	c.start()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *collector) received() string { return filepath.Join(c.dir, "received.log") }
+
+func (c *collector) start() {
+	c.t.Helper()
+	cmd := exec.Command(c.cmd.Path, c.cmd.Args[1:]...)
+	out, err := os.Create(filepath.Join(c.dir, "rsyslogd.out"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd = cmd
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", c.addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(c.dir, "rsyslogd.out"))
+			c.t.Fatalf("rsyslogd does not listen on %s: %v\n%s", c.addr, err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends rsyslogd as an operator would (SIGTERM) and waits for it.
+func (c *collector) stop() {
+	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
+}
+
+// line is one message as rsyslog parsed it.
+type line struct {
+	pri, app, msgID, procID, sd, msg string
+	seq                              int
+}
+
+func (c *collector) lines() []line {
+	c.t.Helper()
+	f, err := os.Open(c.received())
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []line
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), "\t", 6)
+		if len(f) != 6 {
+			c.t.Fatalf("collector line %q: not 6 fields", sc.Text())
+		}
+		l := line{pri: f[0], app: f[1], msgID: f[2], procID: f[3], sd: f[4], msg: strings.TrimSpace(f[5]), seq: -1}
+		if s, ok := strings.CutPrefix(l.sd, `[meta sequenceId="`); ok {
+			l.seq, _ = strconv.Atoi(strings.TrimSuffix(s, `"]`))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// waitFor waits until the collector holds every sequence number 1..n.
+func (c *collector) waitFor(n int) []line {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ls := c.lines()
+		seen := map[int]bool{}
+		for _, l := range ls {
+			seen[l.seq] = true
+		}
+		if len(seen) >= n {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("collector has %d distinct messages of %d after 30 s", len(seen), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,215 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config is the audit trail's settings. The gateway's configuration names
+// them (environment in brackets):
+//
+//   - Collector (OCTFLOW_AUDIT_COLLECTOR): host:port of the syslog
+//     collector (the IHE ATNA audit record repository), over TLS. Empty:
+//     no trail is shipped; dev runs write JSON lines instead (see
+//     NewLogSink).
+//   - CAFile (OCTFLOW_AUDIT_CA): PEM CA certificates the collector's
+//     certificate must chain to (default: the system's roots).
+//   - CertFile, KeyFile (OCTFLOW_AUDIT_CERT, OCTFLOW_AUDIT_KEY): this
+//     node's client certificate, for collectors that ask for one (ATNA's
+//     mutual node authentication).
+//   - ServerName (OCTFLOW_AUDIT_SERVER_NAME): the name the collector's
+//     certificate must carry (default: Collector's host).
+//   - SpoolDir (OCTFLOW_AUDIT_SPOOL): the local journal; it must survive
+//     restarts (a volume, not a temp dir).
+//   - SpoolBytes (OCTFLOW_AUDIT_SPOOL_BYTES): the journal's cap (default
+//     256 MiB); see Trail.Record for what happens past it.
+//   - AppName (OCTFLOW_AUDIT_APP_NAME): the syslog APP-NAME (default
+//     "octflow").
+//   - Site (OCTFLOW_AUDIT_SITE): the AuditEnterpriseSiteID, e.g. the
+//     hospital's name (optional).
+type Config struct {
+	Collector         string
+	CAFile            string
+	CertFile, KeyFile string
+	ServerName        string
+	SpoolDir          string
+	SpoolBytes        int64
+	AppName           string
+	Site              string
+	// Settle is how long a sent message's connection must stay open
+	// before the message counts as taken (default 2 s).
+	Settle time.Duration
+	// MinBackoff and MaxBackoff bound reconnection waits (default 200 ms
+	// and 30 s).
+	MinBackoff, MaxBackoff time.Duration
+	// SegmentBytes is the size of a journal segment (default 8 MiB).
+	SegmentBytes int64
+}
+
+// alertReserve is room past the cap kept for the trail's own alerts.
+const alertReserve = 64 << 10
+
+// Trail is the Sink that ships to a syslog collector over TLS, through
+// the local journal.
+type Trail struct {
+	src    Source
+	header header
+	j      *journal
+	ship   *shipper
+	log    *zap.Logger
+
+	mu      sync.Mutex
+	lost    int       // events refused while the spool was full
+	fullAt  time.Time // when it filled (zero: not full)
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// Open opens the journal in cfg.SpoolDir (replaying what an earlier
+// process left there) and starts shipping it to cfg.Collector.
+func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
+	if cfg.Collector == "" || cfg.SpoolDir == "" {
+		return nil, errors.New("audit: a collector and a spool dir are needed")
+	}
+	host, _, err := net.SplitHostPort(cfg.Collector)
+	if err != nil {
+		return nil, fmt.Errorf("audit: collector %q: %w", cfg.Collector, err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cmp.Or(cfg.ServerName, host)}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("audit: CA: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("audit: CA %s: no PEM certificate", cfg.CAFile)
+		}
+	}
+	if cfg.CertFile != "" || cfg.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("audit: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	if src.PID == 0 {
+		src.PID = os.Getpid()
+	}
+	if src.Host == "" {
+		src.Host, _ = os.Hostname()
+	}
+	j, err := openJournal(cfg.SpoolDir, cmp.Or(cfg.SpoolBytes, 256<<20), alertReserve, cmp.Or(cfg.SegmentBytes, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Trail{src: src, header: newHeader(src, cmp.Or(cfg.AppName, "octflow")), j: j, log: log,
+		cancel: cancel, stopped: make(chan struct{}),
+		ship: &shipper{j: j, addr: cfg.Collector, tls: tc, log: log, settle: cmp.Or(cfg.Settle, 2*time.Second),
+			minBackoff: cmp.Or(cfg.MinBackoff, 200*time.Millisecond), maxBackoff: cmp.Or(cfg.MaxBackoff, 30*time.Second)}}
+	go func() {
+		defer close(t.stopped)
+		t.ship.run(ctx)
+	}()
+	return t, nil
+}
+
+// Record appends ev to the journal and returns once it is fsync'd; the
+// shipper sends it on.
+//
+// Past the spool's cap (the collector has been away long enough to fill
+// it) Record refuses: it returns ErrSpoolFull and writes nothing, and the
+// caller must refuse whatever it was about to allow (the api answers 503)
+// — octflow would rather stop serving than serve without a trail. The
+// first refusal writes an "Audit Recording Stopped" Security Alert into a
+// reserve kept past the cap; the first record accepted again is preceded
+// by an "Audit Recording Started" alert that says how many events were
+// refused meanwhile, so the gap is itself on the trail.
+func (t *Trail) Record(ev Event) error {
+	xml, err := Marshal(t.src, ev)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if !t.fullAt.IsZero() {
+		started := t.alert(AuditRecordingStarted, MinorFailure, fmt.Sprintf("the audit spool has room again; %d events were refused since %s",
+			t.lost, t.fullAt.UTC().Format(time.RFC3339)), t.lost)
+		if err := t.append(started, MinorFailure, false); err != nil {
+			err = t.refusedLocked(err)
+			t.mu.Unlock()
+			return err
+		}
+		t.fullAt, t.lost = time.Time{}, 0
+	}
+	t.mu.Unlock()
+	// Not under mu: concurrent records share one fsync (group commit).
+	if err := t.append(xml, ev.Outcome, false); err != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.refusedLocked(err)
+	}
+	return nil
+}
+
+// refusedLocked counts an event the journal did not take, and on the
+// first one after a good run writes the "stopped" alert.
+func (t *Trail) refusedLocked(err error) error {
+	if errors.Is(err, ErrSpoolFull) {
+		if t.fullAt.IsZero() {
+			t.fullAt = time.Now()
+			stopped := t.alert(AuditRecordingStopped, SeriousFailure, "the audit spool is full: the collector has not taken its messages; requests are refused", 0)
+			if aerr := t.append(stopped, SeriousFailure, true); aerr != nil {
+				t.log.Error("audit: cannot record that recording stopped", zap.Error(aerr))
+			}
+			t.log.Error("audit spool full: refusing requests until the collector takes the spool")
+		}
+		t.lost++
+	}
+	return err
+}
+
+func (t *Trail) append(xml []byte, outcome Outcome, alert bool) error {
+	at := time.Now()
+	return t.j.append(func(seq uint64) []byte { return t.header.message(seq, at, outcome != Success, xml) }, alert)
+}
+
+// alert is a Security Alert about the trail itself.
+func (t *Trail) alert(kind Code, outcome Outcome, detail string, lost int) []byte {
+	ev := Event{ID: SecurityAlert, Types: []Code{kind}, Action: Execute, Outcome: outcome, Description: detail,
+		User: User{ID: t.src.ID}, Objects: []Object{{ID: "audit-spool", IDType: Code{Code: "audit-spool", System: "octflow", Meaning: "Audit spool"},
+			Type: 2, Role: 13, Details: []Detail{{Type: "refused", Value: strconv.Itoa(lost)}}}}}
+	xml, err := Marshal(t.src, ev)
+	if err != nil { // cannot happen: the event is well-formed
+		panic(err)
+	}
+	return xml
+}
+
+// Pending is how many records the collector has not taken yet.
+func (t *Trail) Pending() uint64 {
+	end, shipped := t.j.durable()
+	return end.Seq - shipped.Seq
+}
+
+// Close stops shipping (what is not shipped stays in the spool for the
+// next process) and closes the journal.
+func (t *Trail) Close() error {
+	t.cancel()
+	<-t.stopped
+	return t.j.close()
+}

@@ -1,0 +1,268 @@
+package audit
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+var testSource = Source{ID: "api@test", Site: "Test Hospital", Host: "test-host", PID: 4242}
+
+// reportRead is the event of a clinician reading an exam's report.
+func reportRead(i int) Event {
+	return Event{ID: PatientRecord, Action: Read, Outcome: Success,
+		User: User{ID: "dr-lee", Role: "clinician", Address: "10.0.0.7"},
+		Objects: []Object{{ID: fmt.Sprintf("north/exam-%d", i), IDType: Code{Code: "exam", System: "octflow", Meaning: "Exam"},
+			Type: 2, Role: 3, Details: []Detail{{Type: "requestId", Value: "r1"}}}}}
+}
+
+func openTrail(t *testing.T, p pki, addr, spool string, tweak func(*Config)) *Trail {
+	t.Helper()
+	cfg := Config{Collector: addr, CAFile: p.path("ca.pem"), CertFile: p.path("client.pem"), KeyFile: p.path("client.key"),
+		SpoolDir: spool, Settle: 300 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	tr, err := Open(cfg, testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// atnaMessage is what a repository reads out of a message.
+type atnaMessage struct {
+	Event struct {
+		Action  string `xml:"EventActionCode,attr"`
+		Time    string `xml:"EventDateTime,attr"`
+		Outcome string `xml:"EventOutcomeIndicator,attr"`
+		ID      struct {
+			Code   string `xml:"csd-code,attr"`
+			System string `xml:"codeSystemName,attr"`
+		} `xml:"EventID"`
+	} `xml:"EventIdentification"`
+	Participants []struct {
+		UserID    string `xml:"UserID,attr"`
+		Requestor bool   `xml:"UserIsRequestor,attr"`
+		Access    string `xml:"NetworkAccessPointID,attr"`
+	} `xml:"ActiveParticipant"`
+	Source struct {
+		ID   string `xml:"AuditSourceID,attr"`
+		Site string `xml:"AuditEnterpriseSiteID,attr"`
+	} `xml:"AuditSourceIdentification"`
+	Objects []struct {
+		ID      string `xml:"ParticipantObjectID,attr"`
+		Details []struct {
+			Type  string `xml:"type,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"ParticipantObjectDetail"`
+	} `xml:"ParticipantObjectIdentification"`
+}
+
+func TestMessagesReachRsyslogFramedAndParsable(t *testing.T) {
+	p := newPKI(t)
+	c := startCollector(t, p, "server")
+	tr := openTrail(t, p, c.addr, t.TempDir(), nil)
+	refused := Event{ID: UserAuthenticated, Types: []Code{Login}, Action: Execute, Outcome: MinorFailure,
+		Description: "401 unknown token\nsecond line", User: User{ID: "unauthenticated", Address: "10.0.0.9"}}
+	for _, ev := range []Event{reportRead(1), refused, reportRead(2)} {
+		if err := tr.Record(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls := c.waitFor(3)
+	if len(ls) != 3 {
+		t.Fatalf("collector got %d messages, want 3 (one per record, none merged): %+v", len(ls), ls)
+	}
+	for i, l := range ls {
+		if l.app != "octflow" || l.msgID != "IHE+RFC-3881" || l.procID != "4242" || l.seq != i+1 {
+			t.Errorf("message %d: app %q msgid %q procid %q seq %d", i, l.app, l.msgID, l.procID, l.seq)
+		}
+		var m atnaMessage
+		if err := xml.Unmarshal([]byte(l.msg), &m); err != nil {
+			t.Fatalf("message %d is not XML: %v\n%s", i, err, l.msg)
+		}
+		if m.Source.ID != "api@test" || m.Source.Site != "Test Hospital" || len(m.Participants) != 2 || !m.Participants[0].Requestor {
+			t.Errorf("message %d: source or participants wrong: %+v", i, m)
+		}
+	}
+	var m atnaMessage
+	_ = xml.Unmarshal([]byte(ls[0].msg), &m)
+	if m.Event.ID.Code != "110110" || m.Event.ID.System != "DCM" || m.Event.Action != "R" || m.Event.Outcome != "0" ||
+		ls[0].pri != "85" || m.Objects[0].ID != "north/exam-1" || m.Participants[0].UserID != "dr-lee" || m.Participants[0].Access != "10.0.0.7" {
+		t.Errorf("report read: pri %s %+v", ls[0].pri, m)
+	}
+	if v, _ := base64.StdEncoding.DecodeString(m.Objects[0].Details[0].Value); string(v) != "r1" {
+		t.Errorf("request ID detail %q", v)
+	}
+	_ = xml.Unmarshal([]byte(ls[1].msg), &m)
+	if m.Event.ID.Code != "110114" || m.Event.Outcome != "4" || ls[1].pri != "84" {
+		t.Errorf("refused token: pri %s %+v", ls[1].pri, m.Event)
+	}
+}
+
+func TestNothingIsLostWhileTheCollectorIsStoppedNorAcrossARestart(t *testing.T) {
+	p := newPKI(t)
+	c := startCollector(t, p, "server")
+	spool := t.TempDir()
+	tr := openTrail(t, p, c.addr, spool, nil)
+	record := func(tr *Trail, from, to int) {
+		for i := from; i <= to; i++ {
+			if err := tr.Record(reportRead(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	record(tr, 1, 5)
+	c.waitFor(5)
+	c.stop()
+	record(tr, 6, 10)
+	// The api restarts while the collector is away: the spool carries
+	// the messages over.
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tr = openTrail(t, p, c.addr, spool, nil)
+	if n := tr.Pending(); n < 5 {
+		t.Errorf("a reopened spool holds %d messages, want at least the 5 sent while the collector was away", n)
+	}
+	record(tr, 11, 15)
+	time.Sleep(300 * time.Millisecond) // a few reconnections fail
+	c.start()
+	ls := c.waitFor(15)
+
+	// At least once, in order: each sequence number's first arrival
+	// comes after the one before it, and carries its own exam.
+	first := map[int]int{}
+	for i, l := range ls {
+		if _, ok := first[l.seq]; !ok {
+			first[l.seq] = i
+		}
+		var m atnaMessage
+		if err := xml.Unmarshal([]byte(l.msg), &m); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("north/exam-%d", l.seq); m.Objects[0].ID != want {
+			t.Errorf("sequence %d carries %s, want %s", l.seq, m.Objects[0].ID, want)
+		}
+	}
+	for seq := 2; seq <= 15; seq++ {
+		if first[seq] < first[seq-1] {
+			t.Errorf("sequence %d arrived before %d", seq, seq-1)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tr.Pending() != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := tr.Pending(); n != 0 {
+		t.Errorf("%d messages still pending after the collector took them all", n)
+	}
+}
+
+func TestTLSWithTheWrongCAIsRefused(t *testing.T) {
+	p := newPKI(t)
+	for _, tc := range []struct {
+		name       string
+		serverCert string
+		tweak      func(*Config)
+	}{
+		{"the collector's certificate is from a CA we do not trust", "impostor", nil},
+		{"our client certificate is from a CA the collector does not trust", "server", func(c *Config) {
+			c.CertFile, c.KeyFile = p.path("stranger.pem"), p.path("stranger.key")
+		}},
+		{"we trust only the wrong CA", "server", func(c *Config) { c.CAFile = p.path("wrong-ca.pem") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCollector(t, p, tc.serverCert)
+			tr := openTrail(t, p, c.addr, t.TempDir(), tc.tweak)
+			if err := tr.Record(reportRead(1)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond) // several attempts and settle times
+			if ls := c.lines(); len(ls) != 0 {
+				t.Errorf("the collector got %d messages over a refused TLS session", len(ls))
+			}
+			if n := tr.Pending(); n != 1 {
+				t.Errorf("pending %d, want the message kept for a collector we trust", n)
+			}
+		})
+	}
+}
+
+func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
+	spool := t.TempDir()
+	// Nothing listens on the collector's port: everything stays spooled.
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: spool, SpoolBytes: 8 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	accepted := 0
+	for ; accepted < 100; accepted++ {
+		if err := tr.Record(reportRead(accepted)); err != nil {
+			if !errors.Is(err, ErrSpoolFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if accepted == 0 || accepted == 100 {
+		t.Fatalf("%d records accepted under an 8 KiB cap", accepted)
+	}
+	if err := tr.Record(reportRead(1000)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("a second record past the cap: %v, want ErrSpoolFull", err)
+	}
+	msgs := journalMessages(t, tr)
+	if len(msgs) != accepted+1 || !strings.Contains(msgs[accepted], `csd-code="110133"`) {
+		t.Fatalf("journal holds %d messages, want the %d accepted and one Audit Recording Stopped alert; last: %s",
+			len(msgs), accepted, msgs[len(msgs)-1])
+	}
+	// The collector takes everything: the spool has room again.
+	end, _ := tr.j.durable()
+	if err := tr.j.commit(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Record(reportRead(2000)); err != nil {
+		t.Fatal(err)
+	}
+	end2, _ := tr.j.durable()
+	if end2.Seq != end.Seq+2 {
+		t.Fatalf("after room came back %d records were written, want the alert and the event", end2.Seq-end.Seq)
+	}
+	msgs = journalMessages(t, tr)
+	started := msgs[len(msgs)-2]
+	if !strings.Contains(started, `csd-code="110134"`) || !strings.Contains(started, "2 events were refused") {
+		t.Errorf("no Audit Recording Started alert counting the 2 refused events: %s", started)
+	}
+	if !strings.Contains(msgs[len(msgs)-1], "north/exam-2000") {
+		t.Errorf("the event itself is not last: %s", msgs[len(msgs)-1])
+	}
+}
+
+// journalMessages reads every unshipped message of tr's journal.
+func journalMessages(t *testing.T, tr *Trail) []string {
+	t.Helper()
+	_, shipped := tr.j.durable()
+	r := tr.j.reader(shipped)
+	defer r.close()
+	var out []string
+	for {
+		fr, _, ok, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, string(fr))
+	}
+}
