@@ -7,6 +7,7 @@ package hostile
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 )
 
 // File is one hostile file and what it attacks.
@@ -25,7 +26,142 @@ func Files() []File {
 		{"many-frames", "a header declaring 100 000 frames of 1024 × 1024 over a few bytes of pixel data", ManyFrames()},
 		{"element-flood", "a million tiny elements, each an allocation in the parser", ElementFlood(1_000_000)},
 		{"length-overrun", "an element claiming 2 GB of a 1 KB file", LengthOverrun()},
+		// Number of Frames as the parser reads it (strconv.Atoi, sizes
+		// compared in 32 bits, then make([]*frame.Frame, n)).
+		{"frames-plus-sign", "Number of Frames +1099511627777 over one byte of 1 × 1 pixel data: 2^40+1 bytes wrap to 1 in 32 bits and the parser allocates 8 TiB of frame pointers", Frames("+1099511627777", 1, 1, 8, 1)},
+		{"frames-over-32-bits", "Number of Frames 4294967297, past a 32-bit parse: wraps to 1 byte, 32 GiB of frame pointers", Frames("4294967297", 1, 1, 8, 1)},
+		{"frames-wrap", "Number of Frames +16777217 of 16 × 8 16-bit frames over 256 bytes: wraps to one frame's size, 128 MiB of frame pointers", Frames("+16777217", 16, 8, 16, 256)},
+		{"frames-padded", "Number of Frames 16777217 padded with spaces to 40 bytes, longer than a pre-scan read", Frames("16777217"+strings.Repeat(" ", 32), 16, 8, 16, 256)},
+		{"frames-twice", "Number of Frames given twice, 16777217 then 1: the parser takes the first", FramesTwice("16777217", "1", 16, 8, 16, 256)},
+		{"rows-as-ul", "Rows written as UL 268435457, whose first two bytes say 1: the parser allocates a 4 GiB frame", RowsAsUL(0x10000001, 16, 16)},
+		{"samples-overflow", "32768 rows, columns and samples per pixel over 524288 frames: 2^64 samples, 0 in 64 bits, over no pixel data; the parser's first frame is 32 TiB", SamplesOverflow()},
+		{"nested-pixel-data", "pixel data of 2^40+1 frames inside a sequence item, read against the item's own header", NestedPixelData("+1099511627777")},
+		{"pixel-data-as-sequence", "pixel data labelled SQ over an empty item, still read as 2^40+8 frames of native pixel data", PixelDataAsSequence()},
+		{"vr-desync", "a value labelled SV, which the parser gives a 2-byte length, hiding elements of 2^40+1 frames from a reader that gives it 4 bytes", VRDesync()},
+		{"date-undefined-length", "a date whose 2-byte length FFFFH the parser takes as undefined and allocates 4 GiB for", DateUndefinedLength()},
 	}
+}
+
+// Frames is a 1-frame-looking OCT object whose Number of Frames says
+// frames, of rows × cols at bits, over pixelBytes bytes of pixel data.
+func Frames(frames string, rows, cols, bits uint16, pixelBytes int) []byte {
+	return FramesTwice(frames, "", rows, cols, bits, pixelBytes)
+}
+
+// FramesTwice is Frames with a second Number of Frames, again, unless "".
+func FramesTwice(frames, again string, rows, cols, bits uint16, pixelBytes int) []byte {
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	explicitUS(b, 0x0028, 0x0002, 1)
+	explicitString(b, 0x0028, 0x0008, "IS", frames)
+	if again != "" {
+		explicitString(b, 0x0028, 0x0008, "IS", again)
+	}
+	geometry(b, rows, cols, bits)
+	pixelData(b, "OW", pixelBytes)
+	return b.Bytes()
+}
+
+// RowsAsUL writes Rows as a UL of rows, over cols × rows 8-bit samples
+// as a 32-bit product wraps them.
+func RowsAsUL(rows uint32, cols uint16, pixelBytes int) []byte {
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	explicitUS(b, 0x0028, 0x0002, 1)
+	explicitUL(b, 0x0028, 0x0010, rows)
+	explicitUS(b, 0x0028, 0x0011, cols)
+	explicitUS(b, 0x0028, 0x0100, 8)
+	pixelData(b, "OW", pixelBytes)
+	return b.Bytes()
+}
+
+// SamplesOverflow declares 2^15 rows, columns and samples per pixel and
+// 2^19 frames, whose product is 2^64, over no pixel data.
+func SamplesOverflow() []byte {
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	explicitUS(b, 0x0028, 0x0002, 32768)
+	explicitString(b, 0x0028, 0x0008, "IS", "524288")
+	geometry(b, 32768, 32768, 8)
+	pixelData(b, "OW", 0)
+	return b.Bytes()
+}
+
+// NestedPixelData holds, in an item of the Icon Image Sequence, a
+// 1 × 1 8-bit image of frames over one byte of pixel data.
+func NestedPixelData(frames string) []byte {
+	var item bytes.Buffer
+	explicitUS(&item, 0x0028, 0x0002, 1)
+	explicitString(&item, 0x0028, 0x0008, "IS", frames)
+	geometry(&item, 1, 1, 8)
+	pixelData(&item, "OW", 1)
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	b.Write([]byte{0x88, 0x00, 0x00, 0x02, 'S', 'Q', 0, 0}) // (0088,0200) Icon Image Sequence
+	binary.Write(b, binary.LittleEndian, uint32(8+item.Len()))
+	tagLen(b, 0xFFFE, 0xE000, uint32(item.Len()))
+	b.Write(item.Bytes())
+	return b.Bytes()
+}
+
+// PixelDataAsSequence labels pixel data SQ: the parser reads (7FE0,0010)
+// as pixel data whatever its VR.
+func PixelDataAsSequence() []byte {
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	explicitUS(b, 0x0028, 0x0002, 1)
+	explicitString(b, 0x0028, 0x0008, "IS", "+1099511627784")
+	geometry(b, 1, 1, 8)
+	b.Write([]byte{0xE0, 0x7F, 0x10, 0x00, 'S', 'Q', 0, 0})
+	binary.Write(b, binary.LittleEndian, uint32(8))
+	tagLen(b, 0xFFFE, 0xE000, 0) // an empty item
+	return b.Bytes()
+}
+
+// VRDesync hides a 2^40+1-frame image in what a reader giving SV a
+// 4-byte length takes for the value of an SV element.
+func VRDesync() []byte {
+	var hidden bytes.Buffer
+	explicitString(&hidden, 0x0028, 0x0008, "IS", "+1099511627777")
+	pixelData(&hidden, "OW", 1)
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	octHeader(b)
+	explicitUS(b, 0x0028, 0x0002, 1)
+	geometry(b, 1, 1, 8)
+	// The parser: SV, a 2-byte length of 4, a 4-byte value. Another
+	// reader: SV, 2 reserved bytes, a 4-byte length of the rest.
+	b.Write([]byte{0x09, 0x00, 0x10, 0x10, 'S', 'V', 4, 0})
+	binary.Write(b, binary.LittleEndian, uint32(hidden.Len()))
+	b.Write(hidden.Bytes())
+	return b.Bytes()
+}
+
+// DateUndefinedLength ends with a Study Date of 2-byte length FFFFH
+// over 65535 bytes, which a reader taking the length as it reads finds
+// exactly.
+func DateUndefinedLength() []byte {
+	b := bytes.NewBuffer(Preamble(ExplicitLE))
+	b.Write([]byte{0x08, 0x00, 0x20, 0x00, 'D', 'A', 0xFF, 0xFF})
+	b.Write(bytes.Repeat([]byte("19700101"), 1<<13)[:0xFFFF])
+	return b.Bytes()
+}
+
+func octHeader(b *bytes.Buffer) {
+	explicitString(b, 0x0008, 0x0016, "UI", "1.2.840.10008.5.1.4.1.1.77.1.5.4")
+	explicitString(b, 0x0008, 0x0060, "CS", "OPT")
+}
+
+// geometry writes Rows, Columns and Bits Allocated.
+func geometry(b *bytes.Buffer, rows, cols, bits uint16) {
+	explicitUS(b, 0x0028, 0x0010, rows)
+	explicitUS(b, 0x0028, 0x0011, cols)
+	explicitUS(b, 0x0028, 0x0100, bits)
+}
+
+func pixelData(b *bytes.Buffer, vr string, n int) {
+	b.Write([]byte{0xE0, 0x7F, 0x10, 0x00, vr[0], vr[1], 0, 0})
+	binary.Write(b, binary.LittleEndian, uint32(n))
+	b.Write(make([]byte, n))
 }
 
 // Preamble is the 128-byte preamble, "DICM" and a file meta group
