@@ -88,6 +88,12 @@ type UploadLimits struct {
 	// Retry-After.
 	Validating int
 	Wait       time.Duration
+	// ValidationBytes bounds the memory all validations together may
+	// take, in bytes (default DefaultValidationBytes): each is charged
+	// what its scan's header says reading and de-identifying it takes
+	// (imaging.PreScan), and waits for it within Wait; a scan that
+	// could never fit is refused 413.
+	ValidationBytes int64
 	// PerDevice bounds one device's uploads in flight (default 2); over
 	// it a device gets 429.
 	PerDevice int
@@ -100,6 +106,7 @@ type Server struct {
 	cfg     Config
 	echo    *echo.Echo
 	uploads chan struct{} // one token per upload in progress
+	budget  *byteBudget   // the memory of validations (Uploads.ValidationBytes)
 	// illegal counts forbidden moves found while folding histories.
 	illegal prometheus.Counter
 	// arrivals counts accepted exams per campus and device.
@@ -132,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 	u := &cfg.Uploads
 	u.Validating = cmp.Or(max(u.Validating, 0), 4)
 	u.Wait = cmp.Or(u.Wait, 30*time.Second)
+	u.ValidationBytes = cmp.Or(max(u.ValidationBytes, 0), DefaultValidationBytes)
 	u.PerDevice = cmp.Or(max(u.PerDevice, 0), 2)
 	u.Pace.Idle = cmp.Or(u.Pace.Idle, 30*time.Second)
 	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
@@ -139,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Audit == nil {
 		cfg.Audit = cfg.Logger.Named("audit")
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), deviceUploads: map[string]int{},
+	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), budget: newByteBudget(cfg.Uploads.ValidationBytes), deviceUploads: map[string]int{},
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octflow_timeline_illegal_transitions_total",
 			Help: "State transitions the lifecycle table forbids, found while folding an exam's history.",

@@ -1,44 +1,68 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"octflow/imaging"
 )
 
-// takeUploadTurn waits for one of the validation slots, or answers 503.
-func (s *Server) takeUploadTurn(c echo.Context) (func(), error) {
-	wait := time.NewTimer(s.cfg.Uploads.Wait)
-	defer wait.Stop()
+// takeUploadTurn waits, within Uploads.Wait, for one of the validation
+// slots and for peak bytes of the validation memory budget, or answers
+// 503 with Retry-After.
+func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Uploads.Wait)
+	defer cancel()
 	select {
 	case s.uploads <- struct{}{}:
-		return func() { <-s.uploads }, nil
-	case <-wait.C:
-	case <-c.Request().Context().Done():
+		release, err := s.budget.take(ctx, peak)
+		if err == nil {
+			return func() { release(); <-s.uploads }, nil
+		}
+		<-s.uploads
+	case <-ctx.Done():
 	}
 	c.Response().Header().Set("Retry-After", "10")
 	return func() {}, problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
 }
 
 // cleanUpload validates the spooled scan as an OCT volume and writes its
-// de-identified copy, in one of the few validation slots (a volume is
-// held in memory). A scan that is not a valid OCT volume is 422.
+// de-identified copy, in one of the few validation slots and charged to
+// the validation memory budget what its header says that takes (a
+// volume is held in memory). A scan that is not a valid OCT volume is
+// 422; one that could never fit the budget, 413.
 func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
-	release, err := s.takeUploadTurn(c)
+	r, err := up.scan.reader()
+	if err != nil {
+		return nil, fmt.Errorf("read spooled upload: %w", err)
+	}
+	head, err := imaging.PreScan(r, up.size)
+	if err != nil {
+		if errors.Is(err, imaging.ErrInvalidVolume) {
+			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
+		}
+		return nil, fmt.Errorf("read upload: %w", err)
+	}
+	if budget := s.cfg.Uploads.ValidationBytes; head.Peak > budget {
+		p := problem(http.StatusRequestEntityTooLarge, "too-large",
+			fmt.Sprintf("validating this scan (%d×%d×%d samples of %d bits) would take %d MiB; the gateway validates at most %d MiB at once",
+				head.Frames, head.Rows, head.Cols, head.Bits, head.Peak>>20, budget>>20))
+		p.ExamID = up.meta.ExamID
+		return nil, p
+	}
+	release, err := s.takeUploadTurn(c, head.Peak)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	r, err := up.scan.reader()
-	if err != nil {
-		return nil, fmt.Errorf("read spooled upload: %w", err)
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read spooled upload: rewind: %w", err)
 	}
 	scan, err := imaging.ParseScan(r, up.size)
 	if err != nil {
