@@ -2,6 +2,10 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -19,21 +23,34 @@ func (a *Activities) ArchiveReview(ctx context.Context, in contract.ReviewArchiv
 	return a.putJSON(ctx, exam.ReviewKey(in.Exam), in)
 }
 
-// ScanStore lists and removes stored objects, for the scan sweep.
+// ScanStore lists, reads and removes stored objects, for the scan sweep.
 type ScanStore interface {
 	Objects(ctx context.Context, prefix string) ([]storage.Object, error)
+	ReadAll(ctx context.Context, key string) ([]byte, error)
 	Delete(ctx context.Context, key string) error
 }
 
-// ScanIndex says whether an exam took a stored scan (by the digest
-// prefix in its key).
+// ScanIndex says whether Temporal holds an exam started with a stored
+// scan (by the digest prefix in its key). The sweep asks it only to
+// repair a missing record: Temporal's silence deletes nothing.
 type ScanIndex interface {
 	ScanInUse(ctx context.Context, ref exam.Ref, digest string) (bool, error)
 }
 
-// SweepScans removes stored scans older than the grace period that no
-// exam references. A scan whose exam cannot be looked up now stays: the
-// next sweep decides.
+// SweepScans removes the stored scans that octflow knows no exam will
+// ever need, and nothing else. Retention is octflow's own, never
+// Temporal's: a scan goes only when
+//
+//   - its exam's record names another scan (an upload refused as a
+//     conflict, or one that lost a race for the exam ID), or
+//   - its intake marker, past the grace period, has no record and
+//     Temporal holds no exam started with it: the start never took and no
+//     device was told 202.
+//
+// A scan its exam's record names stays, whatever Temporal says (its
+// retention passed, its database was restored from a backup). A scan
+// with neither marker nor record is not octflow's to judge: it stays and
+// is counted. Scans younger than the grace period are not looked at.
 func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (contract.SweepResult, error) {
 	var res contract.SweepResult
 	objs, err := a.Scans.Objects(ctx, exam.ScansPrefix)
@@ -41,6 +58,25 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		return res, unavailable(ctx, err)
 	}
 	now := time.Now()
+	stored := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		stored[o.Key] = true
+	}
+	records := map[exam.Ref]*exam.Record{}
+	recordOf := func(ref exam.Ref) (*exam.Record, error) {
+		if rec, ok := records[ref]; ok {
+			return rec, nil
+		}
+		var rec *exam.Record
+		if key := exam.RecordKey(ref); stored[key] {
+			rec = &exam.Record{}
+			if err := a.readJSON(ctx, key, rec); err != nil {
+				return nil, err
+			}
+		}
+		records[ref] = rec
+		return rec, nil
+	}
 	for _, o := range objs {
 		ref, digest, ok := exam.ParseScanKey(o.Key)
 		if !ok || now.Sub(o.Modified) < in.Grace {
@@ -48,19 +84,87 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		}
 		res.Scans++
 		activity.RecordHeartbeat(ctx, res)
-		used, err := a.Index.ScanInUse(ctx, ref, digest)
-		if err != nil {
-			return res, unavailable(ctx, err)
-		}
-		if used {
+		rec, err := recordOf(ref)
+		if errors.Is(err, errUnreadable) {
+			res.Unaccounted++
+			a.Logger.Error("an exam's record cannot be read; its scan stays", zap.String("campus", ref.Campus),
+				zap.String("examId", ref.ID), zap.Error(err))
 			continue
+		} else if err != nil {
+			return res, err
+		}
+		marker := exam.IntakeKey(ref, digest)
+		switch {
+		case rec != nil && strings.HasPrefix(rec.ScanDigest, digest):
+			res.Kept++
+			continue
+		case rec != nil:
+			// The exam took another scan; this one can never be its.
+		case !stored[marker]:
+			res.Unaccounted++
+			a.Logger.Warn("a stored scan has neither record nor intake marker; it stays",
+				zap.String("campus", ref.Campus), zap.String("examId", ref.ID))
+			continue
+		default:
+			var in exam.Intake
+			if err := a.readJSON(ctx, marker, &in); errors.Is(err, errUnreadable) {
+				res.Unaccounted++
+				a.Logger.Error("an intake marker cannot be read; its scan stays", zap.Error(err))
+				continue
+			} else if err != nil {
+				return res, err
+			}
+			used, err := a.Index.ScanInUse(ctx, ref, digest)
+			if err != nil {
+				return res, unavailable(ctx, err)
+			}
+			if used {
+				// The gateway stopped between the start and the record.
+				rec := exam.Record{Exam: ref, ScanDigest: in.ScanDigest, AcceptedAt: in.At}
+				if err := a.putJSON(ctx, exam.RecordKey(ref), rec); err != nil {
+					return res, unavailable(ctx, err)
+				}
+				records[ref] = &rec
+				res.Repaired++
+				res.Kept++
+				continue
+			}
 		}
 		if err := a.Scans.Delete(ctx, o.Key); err != nil {
 			return res, unavailable(ctx, err)
+		}
+		if stored[marker] {
+			if err := a.Scans.Delete(ctx, marker); err != nil {
+				return res, unavailable(ctx, err)
+			}
 		}
 		res.Removed++
 		a.Logger.Info("removed a scan no exam took", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 			zap.Time("stored", o.Modified))
 	}
+	// A marker whose scan was never stored (its put failed) guards
+	// nothing.
+	for _, o := range objs {
+		if scan, ok := exam.IntakeScanKey(o.Key); ok && !stored[scan] && now.Sub(o.Modified) >= in.Grace {
+			if err := a.Scans.Delete(ctx, o.Key); err != nil {
+				return res, unavailable(ctx, err)
+			}
+		}
+	}
 	return res, nil
+}
+
+// errUnreadable marks a stored record or marker that is not valid JSON.
+var errUnreadable = errors.New("unreadable")
+
+// readJSON decodes a stored object the sweep reads.
+func (a *Activities) readJSON(ctx context.Context, key string, v any) error {
+	b, err := a.Scans.ReadAll(ctx, key)
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w: %w", key, errUnreadable, err)
+	}
+	return nil
 }

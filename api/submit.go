@@ -104,6 +104,17 @@ func (s *Server) submitExam(c echo.Context) error {
 	} else if !isNotFound(err) {
 		return unavailable(ctx, err)
 	}
+	// Temporal does not know it; the exam's own record may: its retention
+	// passed, or its database was restored from an older backup.
+	rec, err := s.readRecord(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		if done, err := s.answerRecorded(c, rec, up); done || err != nil {
+			return err
+		}
+	}
 
 	prio, _ := exam.ParsePriority(up.meta.Priority)
 	eye, _ := exam.ParseEye(up.meta.Eye)
@@ -115,6 +126,13 @@ func (s *Server) submitExam(c echo.Context) error {
 		PatientRef: clean.patientRef, DeviceID: who.DeviceID, Campus: ref.Campus,
 		ScanKey: exam.ScanKey(ref, up.digest), ScanDigest: up.digest,
 		SubmittedAt: time.Now().UTC(), ScanType: string(clean.pattern),
+	}
+	if rec == nil {
+		// Marked before it is stored: a scan is never without a marker or
+		// a record, and the sweep reads those, not Temporal.
+		if err := s.markIntake(ctx, exam.Intake{Exam: ref, ScanDigest: up.digest, At: sub.SubmittedAt}); err != nil {
+			return err
+		}
 	}
 	if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
 		return err
@@ -164,6 +182,10 @@ func (s *Server) submitExam(c echo.Context) error {
 		// Another request won the race for this exam ID.
 		return s.answerExisting(c, f, up, clean)
 	}
+	if err := s.recordExam(ctx, exam.Record{Exam: ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: sub.SubmittedAt}); err != nil {
+		// The exam runs; a resend finds it and writes the record.
+		return err
+	}
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 		zap.String("priority", string(prio)), zap.String("deviceId", who.DeviceID))
 	s.audit(c, "submit", ref, http.StatusAccepted)
@@ -187,6 +209,11 @@ func (s *Server) answerExisting(c echo.Context, f *examFound, up *upload, clean 
 		p.ExamID = f.ref.ID
 		return p
 	}
+	created := f.desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+	prio, _ := exam.ParsePriority(up.meta.Priority)
+	if err := s.ensureRecord(ctx, exam.Record{Exam: f.ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: created}); err != nil {
+		return err
+	}
 	key := exam.ScanKey(f.ref, up.digest)
 	switch ok, err := s.cfg.Store.Exists(ctx, key); {
 	case err != nil:
@@ -204,6 +231,32 @@ func (s *Server) answerExisting(c echo.Context, f *examFound, up *upload, clean 
 	}
 	c.Response().Header().Set(echo.HeaderLocation, examLocation(f.ref))
 	return c.JSON(http.StatusOK, st)
+}
+
+// answerRecorded replies to a submission whose exam Temporal does not
+// know but whose record does (done: the reply is sent): another scan is a
+// conflict, and an exam whose report exists is answered 200 from its
+// record and never run again. An exam with a record and no report was
+// lost by Temporal (a restored database): done is false and the caller
+// starts it again.
+func (s *Server) answerRecorded(c echo.Context, rec *exam.Record, up *upload) (done bool, err error) {
+	ctx := c.Request().Context()
+	if rec.ScanDigest != up.digest {
+		p := problem(http.StatusConflict, "exam-conflict", "exam "+rec.Exam.ID+" was submitted with a different scan")
+		p.ExamID = rec.Exam.ID
+		return true, p
+	}
+	reported, err := s.cfg.Store.Exists(ctx, exam.ReportJSONKey(rec.Exam))
+	if err != nil {
+		return true, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	}
+	if !reported {
+		s.cfg.Logger.Warn("an accepted exam is unknown to Temporal and has no report; starting it again",
+			zap.String("campus", rec.Exam.Campus), zap.String("examId", rec.Exam.ID))
+		return false, nil
+	}
+	c.Response().Header().Set(echo.HeaderLocation, examLocation(rec.Exam))
+	return true, c.JSON(http.StatusOK, archivedStatus(rec))
 }
 
 func examLocation(ref exam.Ref) string {

@@ -76,6 +76,13 @@ type SweepInput struct {
 
 // SweepResult counts what a sweep saw and removed.
 type SweepResult struct {
-	Scans   int `json:"scans"`
-	Removed int `json:"removed"`
+	// Scans counts the scans past the grace period; Kept those an exam's
+	// record names (Repaired of them had their record written by this
+	// sweep); Removed those no exam will need; Unaccounted those with
+	// neither record nor intake marker, which stay.
+	Scans       int `json:"scans"`
+	Kept        int `json:"kept,omitempty"`
+	Repaired    int `json:"repaired,omitempty"`
+	Removed     int `json:"removed"`
+	Unaccounted int `json:"unaccounted,omitempty"`
 }

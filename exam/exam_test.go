@@ -90,3 +90,20 @@ func TestParseScanKeyReadsBackWhatScanKeyWrote(t *testing.T) {
 		}
 	}
 }
+
+func TestAnIntakeMarkerNamesTheScanItGuards(t *testing.T) {
+	ref := Ref{Campus: "north", ID: "e-1"}
+	digest := "0123456789abcdef0123456789abcdef"
+	scan, ok := IntakeScanKey(IntakeKey(ref, digest))
+	if !ok || scan != ScanKey(ref, digest) {
+		t.Errorf("IntakeScanKey(IntakeKey) = %q %v, want %q", scan, ok, ScanKey(ref, digest))
+	}
+	for _, key := range []string{
+		ScanKey(ref, digest), RecordKey(ref), ReportJSONKey(ref),
+		"other/north/e-1/intake-0123456789abcdef.json", "exams/north/e-1/intake-.json",
+	} {
+		if s, ok := IntakeScanKey(key); ok {
+			t.Errorf("IntakeScanKey(%q) = %q, want not a marker", key, s)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package exam
 
-import "strings"
+import (
+	"path"
+	"strings"
+)
 
 // Object keys. Every key is a pure function of the exam (and, for the
 // scan, of its digest), so a re-executed stage overwrites its own output
@@ -13,10 +16,24 @@ import "strings"
 // the same exam ID can never overwrite the scan an accepted exam is
 // processing.
 func ScanKey(r Ref, digest string) string {
+	return r.prefix() + "scan-" + shortDigest(digest) + ".dcm"
+}
+
+// RecordKey is the exam's own Record.
+func RecordKey(r Ref) string { return r.prefix() + "exam.json" }
+
+// IntakeKey is the Intake marker of a scan (by its digest) whose exam is
+// starting.
+func IntakeKey(r Ref, digest string) string {
+	return r.prefix() + "intake-" + shortDigest(digest) + ".json"
+}
+
+// shortDigest is the digest as keys carry it: its first 16 hex digits.
+func shortDigest(digest string) string {
 	if len(digest) > 16 {
-		digest = digest[:16]
+		return digest[:16]
 	}
-	return r.prefix() + "scan-" + digest + ".dcm"
+	return digest
 }
 
 // DenoisedKey is the denoised volume (DICOM, without patient identifier).
@@ -70,4 +87,18 @@ func ParseScanKey(key string) (r Ref, digest string, ok bool) {
 		return Ref{}, "", false
 	}
 	return r, digest, true
+}
+
+// IntakeScanKey is the key of the scan an intake marker's key guards.
+func IntakeScanKey(markerKey string) (string, bool) {
+	dir, name := path.Split(markerKey)
+	name, ok := strings.CutPrefix(name, "intake-")
+	if !ok || !strings.HasPrefix(dir, ScansPrefix) {
+		return "", false
+	}
+	digest, ok := strings.CutSuffix(name, ".json")
+	if !ok || digest == "" {
+		return "", false
+	}
+	return dir + "scan-" + digest + ".dcm", true
 }

@@ -198,7 +198,8 @@ type ScanIndex struct {
 }
 
 // ScanInUse reports whether the exam's latest run was submitted with the
-// scan whose digest starts with digest.
+// scan whose digest starts with digest. False also when Temporal does
+// not know the exam: the sweep takes only a true answer as evidence.
 func (x ScanIndex) ScanInUse(ctx context.Context, ref exam.Ref, digest string) (bool, error) {
 	desc, err := x.Codec.Describe(ctx, x.Client, ref)
 	var nf *serviceerror.NotFound

@@ -268,48 +268,4 @@ func TestAResendStoresAMissingScanAgain(t *testing.T) {
 	}
 }
 
-func TestTheScanSweepRemovesOnlyScansNoExamTook(t *testing.T) {
-	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.SweepEvery, c.SweepGrace = time.Hour, time.Nanosecond // run it by hand; any age will do
-	})
-	ctx := context.Background()
-	_, scan := phantomDICOM(t, tiny(221))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "kept-1"}, scan); code != http.StatusAccepted {
-		t.Fatalf("submit: %d %v", code, err)
-	}
-	h.waitTerminal("kept-1")
-	kept, _ := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/kept-1/scan-")
-	orphans := []string{
-		exam.ScanKey(exam.Ref{Campus: h.sys.Secrets.Campus, ID: "never-started"}, "00112233445566778899"),
-		exam.ScanKey(exam.Ref{Campus: h.sys.Secrets.Campus, ID: "kept-1"}, "ffeeddccbbaa99887766"), // a losing conflicting upload
-	}
-	for _, k := range orphans {
-		if err := h.store.Put(ctx, k, bytes.NewReader(scan), int64(len(scan)), "application/dicom"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := h.sys.App.Client().ScheduleClient().GetHandle(ctx, "octflow-scan-sweep").Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		left := 0
-		for _, k := range orphans {
-			if ok, _ := h.store.Exists(ctx, k); ok {
-				left++
-			}
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d orphan scans still stored a minute after the sweep started", left)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if ok, err := h.store.Exists(ctx, kept[0]); !ok || err != nil {
-		t.Errorf("the sweep removed the scan of a completed exam: %v", err)
-	}
-}
-
 func gpuworkerConfig(id string) gpuworker.Config { return gpuworker.Config{NodeID: id} }
