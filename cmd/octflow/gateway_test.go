@@ -28,7 +28,6 @@ import (
 	"octflow/api"
 	"octflow/devstack"
 	"octflow/devsystem"
-	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging/hostile"
 	"octflow/lifecycle"
