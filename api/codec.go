@@ -1,33 +1,111 @@
 package api
 
 import (
+	"errors"
 	"html"
+	"io"
+	"math"
+	"mime"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
-	"go.temporal.io/sdk/converter"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"octflow/codec"
+	"octflow/exam"
 )
 
-// codecCookie carries an operator's token to the codec endpoint from a
-// browser: the Temporal Web UI calls the endpoint itself, with the
-// browser's cookies but no header of ours.
-const codecCookie = "octflow_codec"
+// The codec endpoint's limits.
+const (
+	// codecBodyLimit bounds an encode or decode request (413 over it).
+	// The Web UI sends one event's payloads at a time.
+	codecBodyLimit = 4 << 20
+	// loginBodyLimit bounds the sign-in form (413 over it): it holds a
+	// token and nothing else.
+	loginBodyLimit = 4 << 10
+	// codecSessionTTL is how long a browser stays signed in.
+	codecSessionTTL = 8 * time.Hour
+	// codecSessionsMax bounds the sessions held; past it the one
+	// expiring first is dropped.
+	codecSessionsMax = 10_000
+	// A client (an IPv4 address, an IPv6 /64) may fail to sign in
+	// loginFailureBurst times at once, then once every loginFailureEvery
+	// (429 with Retry-After in between). loginClientsMax bounds the
+	// clients tracked; past it new clients share one allowance.
+	loginFailureBurst = 10
+	loginFailureEvery = 6 * time.Second
+	loginClientsMax   = 10_000
+)
+
+// codecCookie carries a browser's codec session to the codec endpoint:
+// the Temporal Web UI calls the endpoint itself, with the browser's
+// cookies but no header of ours. It holds an opaque session ID (see
+// codecSessions), never a token.
+const codecCookie = "octflow_codec_session"
+
+// campusHeader names the campus whose scope /codec/encode seals in
+// (default: the system's).
+const campusHeader = "X-Octflow-Campus"
+
+// codecEndpoint serves the payload codec and its browser sign-in.
+type codecEndpoint struct {
+	s      *Server
+	sealer *codec.Codec
+	// sameOrigin refuses a browser's cross-origin POST unless it comes
+	// from one of CodecOrigins (CSRF).
+	sameOrigin *http.CrossOriginProtection
+	sessions   *codecSessions
+	failures   *loginFailures
+	now        func() time.Time
+}
 
 // codecRoutes serve the payload codec at /codec/encode and /codec/decode
 // (the protocol of Temporal's codec server, which the Web UI and the
-// CLI's --codec-endpoint speak), for admins and clinicians only: a
-// bearer token, or the cookie /codec/login sets. A browser on one of
-// CodecOrigins may call it (CORS with credentials).
+// CLI's --codec-endpoint speak). The caller shows a bearer token, or the
+// session cookie /codec/login sets.
+//
+// Each sealed payload names its scope, a campus or the system, and its
+// seal authenticates the name (see package codec). /codec/decode opens a
+// request's payloads only if the caller may read every scope they name:
+// an admin any, a clinician their campuses' (403 otherwise, and nothing
+// opened). /codec/encode is for admins: it seals in the system scope, or
+// in the campus the X-Octflow-Campus header names. Bodies are bounded
+// (413), every answer is audited.
+//
+// A browser on one of CodecOrigins may call the endpoint with its
+// cookie (CORS with credentials); any other cross-origin POST from a
+// browser is refused (403), so no page can use a signed-in browser's
+// session or sign it in to another.
+//
+// Config.PayloadCodec must be a *codec.Codec, whose payloads name their
+// scope; with another codec the endpoint is not served.
 func (s *Server) codecRoutes(e *echo.Echo) {
-	handler := echo.WrapHandler(http.StripPrefix("/codec", converter.NewPayloadCodecHTTPHandler(s.cfg.PayloadCodec)))
+	sealer, ok := s.cfg.PayloadCodec.(*codec.Codec)
+	if !ok {
+		s.cfg.Logger.Error("codec endpoint not served: its payload codec is not octflow's, which binds payloads to campuses")
+		return
+	}
+	ce := &codecEndpoint{s: s, sealer: sealer, sameOrigin: http.NewCrossOriginProtection(),
+		sessions: newCodecSessions(codecSessionTTL, codecSessionsMax),
+		failures: newLoginFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
+	for _, o := range s.cfg.CodecOrigins {
+		if err := ce.sameOrigin.AddTrustedOrigin(o); err != nil {
+			s.cfg.Logger.Warn("codec: a Web UI origin that cannot be trusted is left out: " + err.Error())
+		}
+	}
 	g := e.Group("/codec", s.codecCORS)
 	g.OPTIONS("/*", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
-	g.POST("/encode", handler, s.codecAuth)
-	g.POST("/decode", handler, s.codecAuth)
+	g.POST("/encode", ce.encode, ce.checkOrigin("codec-encode"), ce.auth("codec-encode", RoleAdmin))
+	g.POST("/decode", ce.decode, ce.checkOrigin("codec-decode"), ce.auth("codec-decode", RoleAdmin, RoleClinician))
 	g.GET("/login", codecLoginPage)
-	g.POST("/login", s.codecLogin)
+	g.POST("/login", ce.login, ce.checkOrigin("codec-login"))
+	g.POST("/logout", ce.logout, ce.checkOrigin("codec-logout"))
 }
 
 // codecCORS lets the Web UI's origins call the codec from a browser,
@@ -47,44 +125,270 @@ func (s *Server) codecCORS(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// codecAuth admits an admin or a clinician, by bearer token or cookie.
-func (s *Server) codecAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		if !ok {
-			if ck, err := c.Cookie(codecCookie); err == nil {
-				token = ck.Value
-			}
-		}
-		p, found := s.cfg.Tokens.lookup(strings.TrimSpace(token))
-		switch {
-		case token == "" || !found:
-			return problem(http.StatusUnauthorized, "unauthenticated", "the codec needs an admin's or a clinician's token (bearer, or sign in at /codec/login)")
-		case p.Role != RoleAdmin && p.Role != RoleClinician:
-			return problem(http.StatusForbidden, "forbidden", "only admins and clinicians may decode payloads")
-		}
-		c.Set(principalKey, p)
-		return next(c)
+// auditCodec notes a use of the codec, or its refusal, for the request's
+// audit entry (see audit): action, with "-system" when a payload of the
+// system scope is among those named, and each campus named.
+func (s *Server) auditCodec(c echo.Context, action string, scopes []codec.Scope, status int) {
+	if slices.Contains(scopes, codec.System) {
+		action += "-system"
 	}
+	s.audit(c, action, exam.Ref{}, status)
+	for _, sc := range scopes {
+		if !sc.IsSystem() {
+			s.audit(c, action, exam.Ref{Campus: sc.Campus}, status)
+		}
+	}
+}
+
+// checkOrigin refuses a browser's cross-origin request from an origin
+// that is not one of CodecOrigins (requests from other clients, which
+// send neither Sec-Fetch-Site nor Origin, pass).
+func (ce *codecEndpoint) checkOrigin(action string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := ce.sameOrigin.Check(c.Request()); err != nil {
+				ce.s.auditCodec(c, action, nil, http.StatusForbidden)
+				return problem(http.StatusForbidden, "forbidden",
+					"a cross-origin request from a page that is not one of the Web UI's origins (OCTFLOW_CODEC_ORIGINS)")
+			}
+			return next(c)
+		}
+	}
+}
+
+// auth admits one of roles, by bearer token or session cookie.
+func (ce *codecEndpoint) auth(action string, roles ...Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			var p Principal
+			var found bool
+			if token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer "); ok {
+				p, found = ce.s.cfg.Tokens.lookup(strings.TrimSpace(token))
+			} else if ck, err := c.Cookie(codecCookie); err == nil {
+				p, found = ce.sessions.lookup(ck.Value, ce.now())
+			}
+			if !found {
+				ce.s.auditCodec(c, action, nil, http.StatusUnauthorized)
+				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="octflow"`)
+				return problem(http.StatusUnauthorized, "unauthenticated",
+					"the codec needs an admin's or a clinician's token (bearer, or sign in at /codec/login)")
+			}
+			c.Set(principalKey, p)
+			if !slices.Contains(roles, p.Role) {
+				ce.s.auditCodec(c, action, nil, http.StatusForbidden)
+				return problem(http.StatusForbidden, "forbidden", "role "+string(p.Role)+" may not use "+c.Path())
+			}
+			return next(c)
+		}
+	}
+}
+
+// mayRead reports whether who may read payloads of scope s: an admin
+// every scope, a clinician their campuses' (never the system's).
+func mayRead(who Principal, s codec.Scope) bool {
+	if who.Role == RoleAdmin {
+		return true
+	}
+	return who.Role == RoleClinician && !s.IsSystem() && who.CanSee(s.Campus)
+}
+
+// decode opens the payloads of a request, all or none: if one names a
+// scope the caller may not read, nothing is opened (403).
+func (ce *codecEndpoint) decode(c echo.Context) error {
+	const action = "codec-decode"
+	payloads, err := readPayloads(c)
+	if err != nil {
+		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		return err
+	}
+	var scopes []codec.Scope
+	for _, p := range payloads {
+		sc, sealed, err := codec.ScopeOf(p)
+		if err != nil {
+			ce.s.auditCodec(c, action, nil, http.StatusBadRequest)
+			return problem(http.StatusBadRequest, "malformed-request", "a payload names a scope octflow does not write")
+		}
+		if sealed && !slices.Contains(scopes, sc) {
+			scopes = append(scopes, sc)
+		}
+	}
+	who := principal(c)
+	for _, sc := range scopes {
+		if !mayRead(who, sc) {
+			ce.s.auditCodec(c, action, scopes, http.StatusForbidden)
+			return problem(http.StatusForbidden, "forbidden",
+				"payloads of "+describeScope(sc)+" are not this "+string(who.Role)+"'s to read; nothing was opened")
+		}
+	}
+	out, err := ce.sealer.Decode(payloads)
+	if err != nil {
+		ce.s.auditCodec(c, action, scopes, http.StatusBadRequest)
+		return problem(http.StatusBadRequest, "malformed-request",
+			"a payload does not open: altered, relabelled, or sealed with a key this gateway does not hold")
+	}
+	ce.s.auditCodec(c, action, scopes, http.StatusOK)
+	return writePayloads(c, out)
+}
+
+// encode seals the payloads of a request (admins only), in the system
+// scope or the campus X-Octflow-Campus names.
+func (ce *codecEndpoint) encode(c echo.Context) error {
+	const action = "codec-encode"
+	scope := codec.System
+	if campus := c.Request().Header.Get(campusHeader); campus != "" {
+		if exam.ValidateCampus(campus) != nil {
+			ce.s.auditCodec(c, action, nil, http.StatusBadRequest)
+			return problem(http.StatusBadRequest, "malformed-request", campusHeader+" names no campus")
+		}
+		scope = codec.CampusScope(campus)
+	}
+	scopes := []codec.Scope{scope}
+	payloads, err := readPayloads(c)
+	if err != nil {
+		ce.s.auditCodec(c, action, scopes, problemStatus(err))
+		return err
+	}
+	out, err := ce.sealer.InScope(scope).Encode(payloads)
+	if err != nil {
+		return err
+	}
+	ce.s.auditCodec(c, action, scopes, http.StatusOK)
+	return writePayloads(c, out)
+}
+
+func describeScope(s codec.Scope) string {
+	if s.IsSystem() {
+		return "the system (no campus)"
+	}
+	return "campus " + s.Campus
+}
+
+// readPayloads reads a codec request's JSON, at most codecBodyLimit.
+func readPayloads(c echo.Context) ([]*commonpb.Payload, error) {
+	b, err := readBody(c, "application/json", codecBodyLimit)
+	if err != nil {
+		return nil, err
+	}
+	var ps commonpb.Payloads
+	if err := protojson.Unmarshal(b, &ps); err != nil {
+		return nil, problem(http.StatusBadRequest, "malformed-request", "want {\"payloads\": [...]} as Temporal's codec protocol sends")
+	}
+	return ps.GetPayloads(), nil
+}
+
+func writePayloads(c echo.Context, ps []*commonpb.Payload) error {
+	b, err := protojson.Marshal(&commonpb.Payloads{Payloads: ps})
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+}
+
+// readBody reads a request body of media type mediaType (415 otherwise)
+// and at most limit bytes (413 over it), stopping as soon as it is over.
+func readBody(c echo.Context, mediaType string, limit int64) ([]byte, error) {
+	r := c.Request()
+	if mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); err != nil || mt != mediaType {
+		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media", "send "+mediaType)
+	}
+	tooLarge := problem(http.StatusRequestEntityTooLarge, "too-large",
+		"this request's body holds at most "+strconv.FormatInt(limit, 10)+" bytes")
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
+	var over *http.MaxBytesError
+	switch {
+	case errors.As(err, &over):
+		return nil, tooLarge
+	case err != nil:
+		return nil, problem(http.StatusBadRequest, "malformed-request", "the body could not be read")
+	}
+	return b, nil
+}
+
+// problemStatus is the status of a Problem (500 for another error).
+func problemStatus(err error) int {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Status
+	}
+	return http.StatusInternalServerError
 }
 
 // codecLoginPage is a form to sign a browser in to the codec.
 func codecLoginPage(c echo.Context) error {
+	h := c.Response().Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
 	return c.HTML(http.StatusOK, `<!doctype html><title>octflow codec</title>
 <p>Sign this browser in to octflow's payload codec, so the Temporal Web UI can show the payloads it has sealed.
 <form method="post"><label>Admin or clinician token <input name="token" type="password" autocomplete="off"></label>
 <button>Sign in</button></form>`)
 }
 
-// codecLogin sets the codec cookie for a valid admin or clinician token.
-func (s *Server) codecLogin(c echo.Context) error {
-	token := strings.TrimSpace(c.FormValue("token"))
-	p, ok := s.cfg.Tokens.lookup(token)
-	if !ok || (p.Role != RoleAdmin && p.Role != RoleClinician) {
-		return problem(http.StatusUnauthorized, "unauthenticated", "not an admin's or a clinician's token")
+// login signs a browser in: for an admin's or a clinician's token in an
+// application/x-www-form-urlencoded form (415 otherwise, never parsed
+// as multipart) of at most loginBodyLimit (413), it starts a session
+// and sets its cookie. A client that keeps failing is answered 429 with
+// Retry-After before its form is read.
+func (ce *codecEndpoint) login(c echo.Context) error {
+	const action = "codec-login"
+	now := ce.now()
+	client := clientOf(c.Request())
+	if wait := ce.failures.wait(client, now); wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		ce.s.auditCodec(c, action, nil, http.StatusTooManyRequests)
+		return problem(http.StatusTooManyRequests, "rate-limited", "too many failed sign-ins from this address")
 	}
-	c.SetCookie(&http.Cookie{Name: codecCookie, Value: token, Path: "/codec", HttpOnly: true,
-		Secure: c.Scheme() == "https", SameSite: http.SameSiteLaxMode, MaxAge: 8 * 3600})
-	return c.HTML(http.StatusOK, "<!doctype html><p>Signed in as "+html.EscapeString(p.Name)+
-		" for 8 hours. The Temporal Web UI can now show octflow's payloads.")
+	who, err := ce.signIn(c)
+	if err != nil {
+		ce.failures.fail(client, now)
+		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		return err
+	}
+	id, err := ce.sessions.start(who, now)
+	if err != nil {
+		return err
+	}
+	c.Set(principalKey, who)
+	c.SetCookie(&http.Cookie{Name: codecCookie, Value: id, Path: "/codec", HttpOnly: true,
+		Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode, MaxAge: int(codecSessionTTL / time.Second)})
+	c.Response().Header().Set("Cache-Control", "no-store")
+	ce.s.auditCodec(c, action, nil, http.StatusOK)
+	return c.HTML(http.StatusOK, "<!doctype html><p>Signed in as "+html.EscapeString(who.Name)+
+		" for "+codecSessionTTL.String()+". The Temporal Web UI can now show octflow's payloads.")
+}
+
+// signIn reads the sign-in form and checks its token.
+func (ce *codecEndpoint) signIn(c echo.Context) (Principal, error) {
+	b, err := readBody(c, echo.MIMEApplicationForm, loginBodyLimit)
+	if err != nil {
+		return Principal{}, err
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return Principal{}, problem(http.StatusBadRequest, "malformed-request", "the form does not parse")
+	}
+	token := strings.TrimSpace(form.Get("token"))
+	p, ok := ce.s.cfg.Tokens.lookup(token)
+	if token == "" || !ok || (p.Role != RoleAdmin && p.Role != RoleClinician) {
+		return Principal{}, problem(http.StatusUnauthorized, "unauthenticated", "not an admin's or a clinician's token")
+	}
+	return p, nil
+}
+
+// logout ends the browser's session and clears its cookie.
+func (ce *codecEndpoint) logout(c echo.Context) error {
+	if ck, err := c.Cookie(codecCookie); err == nil {
+		if p, ok := ce.sessions.lookup(ck.Value, ce.now()); ok {
+			c.Set(principalKey, p)
+		}
+		ce.sessions.end(ck.Value)
+	}
+	c.SetCookie(&http.Cookie{Name: codecCookie, Value: "", Path: "/codec", HttpOnly: true,
+		Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	ce.s.auditCodec(c, "codec-logout", nil, http.StatusNoContent)
+	return c.NoContent(http.StatusNoContent)
 }
