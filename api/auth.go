@@ -152,6 +152,7 @@ func (t *Tokens) require(roles ...Role) echo.MiddlewareFunc {
 				return problem(http.StatusUnauthorized, "unauthenticated", "unknown token")
 			}
 			if !slices.Contains(roles, p.Role) {
+				auditRefusal(c, "role "+string(p.Role)+" not permitted", &p)
 				return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not %s %s", p.Role, c.Request().Method, c.Path()))
 			}
 			c.Set(principalKey, p)

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/activities"
+	"octflow/audit"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -32,7 +33,6 @@ type ObjectStore interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
 	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
 	Exists(ctx context.Context, key string) (bool, error)
-	Delete(ctx context.Context, key string) error
 	Ping(ctx context.Context) error
 }
 
@@ -45,9 +45,13 @@ type Config struct {
 	Tokens        *Tokens
 	Pseudonymizer *Pseudonymizer
 	Logger        *zap.Logger
-	// Audit receives one entry per read or change of an exam: who, which
-	// exam, what, the answer. No patient data. Default: Logger named
-	// "audit".
+	// AuditTrail receives one DICOM audit event per access decision,
+	// allowed or refused (see api/audit.go): audit.Open's trail to a
+	// syslog collector, or audit.NewLogSink's JSON lines in dev.
+	AuditTrail audit.Sink
+	// Audit is the former audit log, used only when AuditTrail is nil.
+	//
+	// Deprecated: set AuditTrail.
 	Audit *zap.Logger
 	// Codec decodes what Temporal stores: the converters the Temporal
 	// client was built with (default: Temporal's own).
@@ -145,8 +149,8 @@ func New(cfg Config) (*Server, error) {
 	u.Pace.Idle = cmp.Or(u.Pace.Idle, 30*time.Second)
 	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
 	u.Pace.MinRate = cmp.Or(u.Pace.MinRate, 16<<10)
-	if cfg.Audit == nil {
-		cfg.Audit = cfg.Logger.Named("audit")
+	if cfg.AuditTrail == nil {
+		cfg.AuditTrail = zapTrail{l: cmp.Or(cfg.Audit, cfg.Logger.Named("audit"))}
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), budget: newByteBudget(cfg.Uploads.ValidationBytes), deviceUploads: map[string]int{},
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
@@ -168,9 +172,10 @@ func New(cfg Config) (*Server, error) {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
-	e.Use(middleware.RequestID())
+	e.Use(serverRequestID)
 	e.Use(middleware.Recover())
 	e.Use(s.accessLog)
+	e.Use(s.auditTrail)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -233,14 +238,4 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			zap.String("principal", principal(c).Name))
 		return nil
 	}
-}
-
-// audit records one read or change of an exam in the audit log: who,
-// with what role, which exam, what, and the answer's status. It names
-// exams by campus and ID, never a patient.
-func (s *Server) audit(c echo.Context, action string, ref exam.Ref, status int) {
-	who := principal(c)
-	s.cfg.Audit.Info(action, zap.String("principal", who.Name), zap.String("role", string(who.Role)),
-		zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Int("status", status),
-		zap.String("requestId", c.Response().Header().Get(echo.HeaderXRequestID)))
 }

@@ -77,6 +77,9 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	who := principal(c)
 	if q := c.QueryParam("campus"); q != "" {
 		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
+			if exam.ValidateCampus(q) == nil && exam.ValidateID(c.Param("examId")) == nil {
+				auditProbe(c, exam.Ref{Campus: q, ID: c.Param("examId")})
+			}
 			return nil, problem(http.StatusNotFound, "not-found", "no exam "+c.Param("examId"))
 		}
 		return []string{q}, nil

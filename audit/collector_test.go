@@ -113,6 +113,12 @@ func startCollector(t *testing.T, p pki, certName string) *collector {
 			t.Skip("rsyslogd not installed (Debian packages rsyslog rsyslog-gnutls)")
 		}
 	}
+	if gtls, _ := filepath.Glob("/usr/lib/*/rsyslog/lmnsd_gtls.so"); len(gtls) == 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("rsyslog's TLS driver is missing (Debian package rsyslog-gnutls)")
+		}
+		t.Skip("rsyslog's TLS driver not installed (Debian package rsyslog-gnutls)")
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,349 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"octflow/audit"
+	"octflow/exam"
+)
+
+// Every access decision of the gateway goes to the audit trail
+// (Config.AuditTrail): each request to /v1 and /codec is written there,
+// allowed or refused, 401 included, just before its answer's status is
+// written (echo's Response.Before), so a crash right after answering
+// cannot lose it. When the trail cannot take the entry, an answer that
+// would allow something is replaced by 503: nothing is served without
+// its audit entry. Handlers add what only they know (which exam, what
+// was done) with audit; the decision's outcome is the status written.
+
+const (
+	auditNoteKey       = "octflow.audit"
+	clientRequestIDKey = "octflow.clientRequestId"
+)
+
+// auditNote is what a request's handlers tell the trail before the
+// answer goes out.
+type auditNote struct {
+	action string
+	refs   []exam.Ref
+	reason string
+	who    *Principal // who was refused before principal(c) was set
+	err    error      // the handler's error, for its detail
+	cancel context.CancelFunc
+	done   bool
+}
+
+// audit notes that the request did action to ref (ref may be zero, or a
+// campus only). The entry is written when the answer's status is, with
+// that status; status is what the handler means to answer.
+func (s *Server) audit(c echo.Context, action string, ref exam.Ref, status int) {
+	n := note(c)
+	if n == nil {
+		return
+	}
+	n.action = action
+	if ref != (exam.Ref{}) {
+		n.refs = append(n.refs, ref)
+	}
+	_ = status // the status written prevails
+}
+
+// auditRefusal notes why a request is refused (no patient data), and
+// who was refused when the principal is not the request's yet.
+func auditRefusal(c echo.Context, reason string, who *Principal) {
+	if n := note(c); n != nil {
+		n.reason, n.who = reason, who
+	}
+}
+
+// auditProbe notes that a request named an exam of a campus the caller
+// may not see; it is answered 404 like a missing exam, and audited as a
+// refusal naming that campus.
+func auditProbe(c echo.Context, ref exam.Ref) {
+	if n := note(c); n != nil {
+		n.reason = "campus not permitted"
+		n.refs = append(n.refs, ref)
+	}
+}
+
+func note(c echo.Context) *auditNote {
+	n, _ := c.Get(auditNoteKey).(*auditNote)
+	return n
+}
+
+// serverRequestID gives each request an ID of the server's own (the
+// X-Request-ID answered and logged); a client's X-Request-ID is kept
+// apart, bounded, for the audit entry only.
+func serverRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Set(clientRequestIDKey, boundedClientID(c.Request().Header.Get(echo.HeaderXRequestID)))
+		c.Response().Header().Set(echo.HeaderXRequestID, randomID())
+		return next(c)
+	}
+}
+
+// boundedClientID keeps a client's request ID when it is at most 64
+// characters of [A-Za-z0-9._:-]; anything else is dropped.
+func boundedClientID(id string) string {
+	if len(id) > 64 {
+		return ""
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			return ""
+		}
+	}
+	return id
+}
+
+// audited says whether a request is an access decision: the API and the
+// codec, not health checks, the OpenAPI document or CORS preflights.
+func audited(c echo.Context) bool {
+	p := c.Path()
+	return c.Request().Method != http.MethodOptions && (strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/codec/")) &&
+		!(c.Request().Method == http.MethodGet && p == "/codec/login")
+}
+
+// auditTrail writes each audited request's decision before its answer.
+func (s *Server) auditTrail(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !audited(c) {
+			return next(c)
+		}
+		ctx, cancel := context.WithCancel(c.Request().Context())
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		n := &auditNote{cancel: cancel}
+		c.Set(auditNoteKey, n)
+		c.Response().Before(func() { s.recordDecision(c, n) })
+		err := next(c)
+		n.err = err
+		return err
+	}
+}
+
+// recordDecision writes the entry; if the trail refuses it, an answer
+// that allows is turned into a 503 and the handler is cancelled.
+func (s *Server) recordDecision(c echo.Context, n *auditNote) {
+	if n.done {
+		return
+	}
+	n.done = true
+	res := c.Response()
+	err := s.cfg.AuditTrail.Record(s.auditEvent(c, n, res.Status))
+	if err == nil {
+		return
+	}
+	s.cfg.Logger.Error("audit trail refused an entry", zap.String("route", c.Path()), zap.Int("status", res.Status), zap.Error(err))
+	if res.Status >= 400 {
+		return // a refusal stays one
+	}
+	n.cancel()
+	p := problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")
+	p.Instance = c.Request().URL.Path
+	body, _ := json.Marshal(p)
+	h := res.Header()
+	h.Del(echo.HeaderContentLength)
+	h.Del(echo.HeaderContentEncoding)
+	h.Set(echo.HeaderContentType, "application/problem+json")
+	h.Set(echo.HeaderContentLength, strconv.Itoa(len(body)))
+	h.Set("Retry-After", "30")
+	res.Status = http.StatusServiceUnavailable
+	res.Writer = &withheld{ResponseWriter: res.Writer, body: body}
+}
+
+// withheld answers a problem in place of a response whose audit entry
+// could not be written, and drops whatever the handler writes.
+type withheld struct {
+	http.ResponseWriter
+	body []byte
+}
+
+func (w *withheld) WriteHeader(code int) {
+	w.ResponseWriter.WriteHeader(code)
+	_, _ = w.ResponseWriter.Write(w.body)
+}
+func (w *withheld) Write(b []byte) (int, error) { return len(b), nil }
+func (w *withheld) Flush()                      {}
+func (w *withheld) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// auditEvent is the decision as a DICOM audit event.
+func (s *Server) auditEvent(c echo.Context, n *auditNote, status int) audit.Event {
+	action := n.action
+	if action == "" {
+		action = routeAction(c.Request().Method, c.Path())
+	}
+	kind := actionEvent(action)
+	who := principal(c)
+	if who.Name == "" && n.who != nil {
+		who = *n.who
+	}
+	ev := audit.Event{ID: kind.id, Types: kind.types, Action: kind.action, Outcome: outcome(status),
+		User: audit.User{ID: who.Name, Role: string(who.Role), Address: remoteIP(c.Request())}}
+	if status == http.StatusUnauthorized {
+		ev.ID, ev.Types, ev.Action = audit.UserAuthenticated, []audit.Code{audit.Login}, audit.Execute
+		ev.User.ID = "unauthenticated"
+	}
+	ev.Description = strconv.Itoa(status) + " " + http.StatusText(status)
+	reason := n.reason
+	var p *Problem
+	if reason == "" && errors.As(n.err, &p) && status >= 400 {
+		reason = p.Detail
+	}
+	if reason != "" {
+		ev.Description += ": " + reason
+	}
+	req := audit.Object{ID: c.Request().Method + " " + c.Path(), Type: 2,
+		IDType: audit.Code{Code: "route", System: "octflow", Meaning: "API route"},
+		Details: []audit.Detail{{Type: "action", Value: action}, {Type: "status", Value: strconv.Itoa(status)},
+			{Type: "requestId", Value: c.Response().Header().Get(echo.HeaderXRequestID)}}}
+	if id, _ := c.Get(clientRequestIDKey).(string); id != "" {
+		req.Details = append(req.Details, audit.Detail{Type: "clientRequestId", Value: id})
+	}
+	ev.Objects = append(ev.Objects, req)
+	refs := n.refs
+	if len(refs) == 0 {
+		// Refused before the handler resolved the exam: the exam the
+		// request named, in the campus it named (if any).
+		if id := c.Param("examId"); id != "" && exam.ValidateID(id) == nil {
+			ref := exam.Ref{ID: id}
+			if q := c.QueryParam("campus"); exam.ValidateCampus(q) == nil {
+				ref.Campus = q
+			}
+			refs = []exam.Ref{ref}
+		}
+	}
+	for _, ref := range refs {
+		ev.Objects = append(ev.Objects, examObject(ref, kind.role))
+	}
+	return ev
+}
+
+func examObject(ref exam.Ref, role int) audit.Object {
+	if ref.ID == "" {
+		return audit.Object{ID: ref.Campus, Type: 3, Role: 2, IDType: audit.Code{Code: "campus", System: "octflow", Meaning: "Campus"}}
+	}
+	return audit.Object{ID: ref.Campus + "/" + ref.ID, Type: 2, Role: role,
+		IDType: audit.Code{Code: "exam", System: "octflow", Meaning: "Exam (campus/exam ID)"}}
+}
+
+// eventKind is how an action is described in DICOM's terms.
+type eventKind struct {
+	id     audit.Code
+	types  []audit.Code
+	action audit.Action
+	role   int // the exam object's ParticipantObjectTypeCodeRole
+}
+
+// Participant object roles (PS3.15 A.5.1.2.2).
+const (
+	roleReport = 3
+	roleJob    = 20
+)
+
+// actionEvent maps the gateway's actions to DICOM audit events.
+func actionEvent(action string) eventKind {
+	switch action {
+	case "submit":
+		return eventKind{id: audit.InstancesTransferred, action: audit.Create, role: roleJob}
+	case "read-status", "read-events":
+		return eventKind{id: audit.PatientRecord, action: audit.Read, role: roleJob}
+	case "read-report":
+		return eventKind{id: audit.PatientRecord, action: audit.Read, role: roleReport}
+	case "review":
+		return eventKind{id: audit.PatientRecord, action: audit.Update, role: roleReport}
+	case "rerun":
+		return eventKind{id: audit.PatientRecord, action: audit.Execute, types: []audit.Code{audit.UseOfRestrictedFunction}, role: roleJob}
+	case "notifications", "list-nodes", "list-queues":
+		return eventKind{id: audit.Query, action: audit.Execute}
+	case "codec-decode", "codec-decode-system":
+		return eventKind{id: audit.Export, action: audit.Read}
+	case "codec-encode", "codec-encode-system":
+		return eventKind{id: audit.Import, action: audit.Create}
+	case "codec-login", "codec-logout":
+		return eventKind{id: audit.UserAuthenticated, types: []audit.Code{audit.Login}, action: audit.Execute}
+	}
+	// Admin actions, and any route added without an entry here.
+	return eventKind{id: audit.SecurityAlert, types: []audit.Code{audit.UseOfRestrictedFunction}, action: audit.Execute}
+}
+
+// routeAction is a route's action when its handler named none (it was
+// refused before, or does not call audit).
+func routeAction(method, path string) string {
+	switch method + " " + path {
+	case "POST /v1/exams":
+		return "submit"
+	case "GET /v1/exams/:examId":
+		return "read-status"
+	case "GET /v1/exams/:examId/events":
+		return "read-events"
+	case "GET /v1/exams/:examId/report":
+		return "read-report"
+	case "POST /v1/exams/:examId/review":
+		return "review"
+	case "POST /v1/exams/:examId/rerun":
+		return "rerun"
+	case "GET /v1/notifications":
+		return "notifications"
+	case "GET /v1/nodes":
+		return "list-nodes"
+	case "GET /v1/queues":
+		return "list-queues"
+	case "POST /v1/nodes/:nodeId/breaker/reset":
+		return "reset-breaker"
+	case "POST /codec/decode":
+		return "codec-decode"
+	case "POST /codec/encode":
+		return "codec-encode"
+	case "POST /codec/login":
+		return "codec-login"
+	case "POST /codec/logout":
+		return "codec-logout"
+	}
+	return strings.ToLower(method) + " " + path
+}
+
+// outcome maps an answer's status to an EventOutcomeIndicator: allowed
+// and done, refused (4xx), failed (5xx).
+func outcome(status int) audit.Outcome {
+	switch {
+	case status < 400:
+		return audit.Success
+	case status < 500:
+		return audit.MinorFailure
+	}
+	return audit.SeriousFailure
+}
+
+// remoteIP is the peer's address as the connection shows it (never a
+// forwarding header a client could write).
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// zapTrail is the transitional trail over Config.Audit's logger.
+type zapTrail struct{ l *zap.Logger }
+
+func (z zapTrail) Record(ev audit.Event) error {
+	fields := []zap.Field{zap.String("event", ev.ID.Meaning), zap.String("principal", ev.User.ID),
+		zap.String("role", ev.User.Role), zap.Int("outcome", int(ev.Outcome)), zap.String("description", ev.Description)}
+	var objects []string
+	for _, o := range ev.Objects {
+		objects = append(objects, o.ID)
+	}
+	z.l.Info("audit", append(fields, zap.Strings("objects", objects))...)
+	return nil
+}

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"octflow/audit"
+	"octflow/exam"
+)
+
+// recordingTrail keeps the events it takes; fail makes it refuse them.
+type recordingTrail struct {
+	mu     sync.Mutex
+	events []audit.Event
+	// answered says, per event, whether the answer's status had been
+	// written when the event was recorded.
+	answered []bool
+	w        *watchedWriter
+	fail     error
+}
+
+func (r *recordingTrail) Record(ev audit.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.events = append(r.events, ev)
+	r.answered = append(r.answered, r.w != nil && r.w.wroteHeader)
+	return nil
+}
+
+// watchedWriter notes when the status goes out.
+type watchedWriter struct {
+	*httptest.ResponseRecorder
+	wroteHeader bool
+}
+
+func (w *watchedWriter) WriteHeader(code int) {
+	w.wroteHeader = true
+	w.ResponseRecorder.WriteHeader(code)
+}
+
+func auditedServer(t *testing.T, trail *recordingTrail) *Server {
+	t.Helper()
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev-north"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("dr-north"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, AuditTrail: trail})
+	// A report read that needs no Temporal: what getReport does.
+	srv.echo.GET("/v1/test/:examId/report", func(c echo.Context) error {
+		s := srv
+		s.audit(c, "read-report", exam.Ref{Campus: "north", ID: c.Param("examId")}, http.StatusOK)
+		return c.String(http.StatusOK, "the report")
+	}, tokens.require(RoleClinician))
+	return srv
+}
+
+func call(srv *Server, trail *recordingTrail, method, target, token string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, target, nil)
+	req.RemoteAddr = "192.0.2.10:5555"
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := &watchedWriter{ResponseRecorder: httptest.NewRecorder()}
+	trail.mu.Lock()
+	trail.w = w
+	trail.mu.Unlock()
+	srv.ServeHTTP(w, req)
+	return w.ResponseRecorder
+}
+
+func detail(o audit.Object, typ string) string {
+	for _, d := range o.Details {
+		if d.Type == typ {
+			return d.Value
+		}
+	}
+	return ""
+}
+
+func TestEveryAccessDecisionIsAuditedBeforeItIsAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, target, token string
+		status                      int
+		event                       audit.Code
+		outcome                     audit.Outcome
+		user, object, reason        string
+	}{
+		{"no token", "GET", "/v1/exams/e1/report", "", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "/e1", "missing bearer token"},
+		{"an unknown token", "GET", "/v1/exams/e1/report", "guess", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "/e1", "unknown token"},
+		{"a submission without a token", "POST", "/v1/exams", "", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "", ""},
+		{"a device reading a report", "GET", "/v1/exams/e1/report", "dev-north", 403, audit.PatientRecord, audit.MinorFailure, "oct-1", "/e1", "role device not permitted"},
+		{"a probe of another campus's exam", "GET", "/v1/exams/e1/report?campus=south", "dr-north", 404, audit.PatientRecord, audit.MinorFailure, "dr-lee", "south/e1", "campus not permitted"},
+		{"a probe of another campus's exam status", "GET", "/v1/exams/e1?campus=south", "dev-north", 404, audit.PatientRecord, audit.MinorFailure, "oct-1", "south/e1", "campus not permitted"},
+		{"an admin action without the role", "POST", "/v1/nodes/n1/breaker/reset", "dr-north", 403, audit.SecurityAlert, audit.MinorFailure, "dr-lee", "", "role clinician not permitted"},
+		{"a report read", "GET", "/v1/test/e7/report", "dr-north", 200, audit.PatientRecord, audit.Success, "dr-lee", "north/e7", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trail := &recordingTrail{}
+			srv := auditedServer(t, trail)
+			w := call(srv, trail, tc.method, tc.target, tc.token)
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if len(trail.events) != 1 {
+				t.Fatalf("%d audit events, want 1", len(trail.events))
+			}
+			ev := trail.events[0]
+			if trail.answered[0] {
+				t.Error("the event was recorded after the answer's status went out")
+			}
+			if ev.ID != tc.event || ev.Outcome != tc.outcome || ev.User.ID != tc.user || ev.User.Address != "192.0.2.10" {
+				t.Errorf("event %s outcome %d user %q from %q; want %s %d %q", ev.ID.Meaning, ev.Outcome, ev.User.ID, ev.User.Address,
+					tc.event.Meaning, tc.outcome, tc.user)
+			}
+			if !strings.Contains(ev.Description, tc.reason) {
+				t.Errorf("description %q does not say %q", ev.Description, tc.reason)
+			}
+			var objects []string
+			for _, o := range ev.Objects[1:] {
+				objects = append(objects, o.ID)
+			}
+			if got := strings.Join(objects, ","); got != tc.object {
+				t.Errorf("exam objects %q, want %q", got, tc.object)
+			}
+			if got := detail(ev.Objects[0], "requestId"); got == "" || got != w.Header().Get(echo.HeaderXRequestID) {
+				t.Errorf("requestId %q, answered %q", got, w.Header().Get(echo.HeaderXRequestID))
+			}
+		})
+	}
+}
+
+func TestRequestIDsAreTheServersOwn(t *testing.T) {
+	for _, tc := range []struct{ sent, kept string }{
+		{"trace-42.a:b", "trace-42.a:b"},
+		{"has space", ""},
+		{strings.Repeat("x", 65), ""},
+		{"<script>", ""},
+	} {
+		trail := &recordingTrail{}
+		srv := auditedServer(t, trail)
+		w := call(srv, trail, "GET", "/v1/test/e7/report", "dr-north", "X-Request-ID", tc.sent)
+		got := w.Header().Get(echo.HeaderXRequestID)
+		if got == "" || got == tc.sent {
+			t.Errorf("sent %q: answered request ID %q, want one of the server's", tc.sent, got)
+		}
+		req := trail.events[0].Objects[0]
+		if detail(req, "requestId") != got || detail(req, "clientRequestId") != tc.kept {
+			t.Errorf("sent %q: audited requestId %q clientRequestId %q, want %q and %q", tc.sent,
+				detail(req, "requestId"), detail(req, "clientRequestId"), got, tc.kept)
+		}
+	}
+}
+
+func TestNothingIsServedWithoutItsAuditEntry(t *testing.T) {
+	trail := &recordingTrail{fail: audit.ErrSpoolFull}
+	srv := auditedServer(t, trail)
+	w := call(srv, trail, "GET", "/v1/test/e7/report", "dr-north")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || strings.Contains(w.Body.String(), "the report") {
+		t.Fatalf("an allowed read the trail refused: %d %q, want 503 with Retry-After and no report", w.Code, w.Body)
+	}
+	var p Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != http.StatusServiceUnavailable {
+		t.Errorf("body %q is not a 503 problem: %v", w.Body, err)
+	}
+	// A refusal stays the refusal it was.
+	if w := call(srv, trail, "GET", "/v1/test/e7/report", ""); w.Code != http.StatusUnauthorized {
+		t.Errorf("a refused request the trail refused: %d, want 401", w.Code)
+	}
+	// Health checks are no access decision.
+	trail.fail = nil
+	call(srv, trail, "GET", "/healthz", "")
+	if len(trail.events) != 0 {
+		t.Errorf("health check audited: %+v", trail.events)
+	}
+}
