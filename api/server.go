@@ -33,6 +33,7 @@ type ObjectStore interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
 	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
 	Exists(ctx context.Context, key string) (bool, error)
+	Delete(ctx context.Context, key string) error
 	Ping(ctx context.Context) error
 }
 
