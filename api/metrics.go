@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +36,94 @@ type statusCollector struct {
 	gpuUtil, gpuMemUsed, gpuMemTotal, healthy *prometheus.Desc
 }
 
-func newStatusCollector(s *Server) *statusCollector {
+// DefaultStatusMaxAge is how long a scrape's reading of Temporal serves
+// further scrapes (Config.StatusMaxAge).
+const DefaultStatusMaxAge = 15 * time.Second
+
+// cachedCollector serves a costly collector's metrics from a cache: it
+// collects at most once per maxAge, one collection at a time, and every
+// scrape in between is answered from the last one. A scrape that finds
+// the cache stale while a collection runs is answered from the stale
+// cache; only scrapes with nothing cached wait. So any number of
+// concurrent scrapes costs at most one collection per maxAge.
+type cachedCollector struct {
+	inner  prometheus.Collector
+	maxAge time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	metrics []prometheus.Metric
+	at      time.Time     // when metrics were collected; zero: never
+	running chan struct{} // non-nil while a collection runs; closed at its end
+}
+
+func newCachedCollector(inner prometheus.Collector, maxAge time.Duration, now func() time.Time) *cachedCollector {
+	return &cachedCollector{inner: inner, maxAge: maxAge, now: now}
+}
+
+// Describe implements prometheus.Collector.
+func (c *cachedCollector) Describe(ch chan<- *prometheus.Desc) { c.inner.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (c *cachedCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.current() {
+		ch <- m
+	}
+}
+
+// current returns the cached metrics, collecting them first when they
+// are stale and no collection runs.
+func (c *cachedCollector) current() []prometheus.Metric {
+	c.mu.Lock()
+	switch {
+	case !c.at.IsZero() && c.now().Sub(c.at) < c.maxAge:
+		defer c.mu.Unlock()
+		return c.metrics
+	case c.running != nil && !c.at.IsZero():
+		defer c.mu.Unlock()
+		return c.metrics // stale, while the next collection runs
+	case c.running != nil:
+		running := c.running
+		c.mu.Unlock()
+		<-running
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.metrics
+	}
+	running := make(chan struct{})
+	c.running = running
+	c.mu.Unlock()
+
+	metrics := collect(c.inner)
+	c.mu.Lock()
+	c.metrics, c.at, c.running = metrics, c.now(), nil
+	c.mu.Unlock()
+	close(running)
+	return metrics
+}
+
+// collect gathers what a collector collects.
+func collect(inner prometheus.Collector) []prometheus.Metric {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		defer close(ch)
+		inner.Collect(ch)
+	}()
+	var metrics []prometheus.Metric
+	for m := range ch {
+		metrics = append(metrics, m)
+	}
+	return metrics
+}
+
+// newStatusCollector is the status collector of s behind a cache of
+// s.cfg.StatusMaxAge: each of its collections costs some forty calls to
+// Temporal's visibility store.
+func newStatusCollector(s *Server) prometheus.Collector {
+	return newCachedCollector(newTemporalStatus(s), cmp.Or(s.cfg.StatusMaxAge, DefaultStatusMaxAge), time.Now)
+}
+
+func newTemporalStatus(s *Server) *statusCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}

@@ -66,16 +66,26 @@ type Config struct {
 	MaxScanBytes int64
 	// SpoolDir holds uploads while they are validated (default: os.TempDir).
 	SpoolDir string
-	// Metrics, when set, is served at GET /metrics.
-	Metrics http.Handler
+	// StatusMaxAge is how long one reading of Temporal for the status
+	// metrics serves further scrapes (default DefaultStatusMaxAge). The
+	// gateway serves no /metrics: its process serves the registry on a
+	// listener of its own, off the public port.
+	StatusMaxAge time.Duration
 	// Callbacks decides which callback URLs a device may give.
 	Callbacks *activities.CallbackGuard
 	// NotifyPoll is how often the event stream reads the inbox (default 1 s).
 	NotifyPoll time.Duration
+	// Streams bounds the event streams held open.
+	Streams StreamLimits
 	// DeviceRate limits each device's submissions.
 	DeviceRate RateLimit
 	// Uploads bounds what uploads may take of the gateway.
 	Uploads UploadLimits
+	// SpoolMaxBytes caps what all uploads in flight may put in SpoolDir
+	// together (default DefaultSpoolMaxBytes); over it an upload is
+	// answered 503 with Retry-After. It must hold one upload of
+	// MaxScanBytes.
+	SpoolMaxBytes int64
 	// PayloadCodec, when set, is served at /codec/encode and
 	// /codec/decode for admins and clinicians, so the Temporal Web UI
 	// can show sealed payloads; CodecOrigins are the Web UI origins that
@@ -120,6 +130,10 @@ type Server struct {
 	// deviceUploads counts each device's uploads in flight.
 	deviceMu      sync.Mutex
 	deviceUploads map[string]int
+	// notify admits event streams and feeds them, one hub per campus.
+	notify *notifier
+	// spool bounds the bytes of uploads in flight.
+	spool *spoolQuota
 }
 
 // New builds the gateway and its routes.
@@ -153,6 +167,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AuditTrail == nil {
 		cfg.AuditTrail = zapTrail{l: cmp.Or(cfg.Audit, cfg.Logger.Named("audit"))}
 	}
+	cfg.SpoolMaxBytes = cmp.Or(cfg.SpoolMaxBytes, DefaultSpoolMaxBytes)
+	if need := SpoolBytesFor(cfg.MaxScanBytes); cfg.SpoolMaxBytes < need {
+		return nil, fmt.Errorf("spool cap %d bytes holds no upload of %d bytes: want at least %d", cfg.SpoolMaxBytes, cfg.MaxScanBytes, need)
+	}
 	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), budget: newByteBudget(cfg.Uploads.ValidationBytes), deviceUploads: map[string]int{},
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octflow_timeline_illegal_transitions_total",
@@ -162,7 +180,9 @@ func New(cfg Config) (*Server, error) {
 			Name: "octflow_exam_arrivals_total",
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
+		spool: &spoolQuota{max: cfg.SpoolMaxBytes},
 	}
+	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -181,14 +201,11 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.yaml", serveOpenAPI)
-	if cfg.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
-	}
 	if cfg.PayloadCodec != nil {
 		s.codecRoutes(e)
 	}
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate))
+	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate), s.spoolBudget)
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))

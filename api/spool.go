@@ -10,7 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
+
+	"github.com/labstack/echo/v4"
 )
 
 // spool holds an upload on disk while it is checked. The upload as sent
@@ -127,4 +130,139 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 func (p *pacedReader) Close() error {
 	_ = p.rc.SetReadDeadline(time.Time{})
 	return p.r.Close()
+}
+
+// DefaultSpoolMaxBytes is the spool's default cap (Config.SpoolMaxBytes).
+const DefaultSpoolMaxBytes = 4 << 30
+
+// spoolCharge is what an upload is charged per byte of its body: the
+// spool holds its scan encrypted and then its de-identified copy, each
+// about the size of the scan, at the same time.
+const spoolCharge = 2
+
+// spoolRetryAfter is what an upload refused for a full spool is told to
+// wait: uploads in flight end within minutes.
+const spoolRetryAfter = 30 * time.Second
+
+var errSpoolFull = errors.New("the upload spool is full")
+
+// spoolQuota bounds the bytes all uploads in flight together may put in
+// the spool directory.
+type spoolQuota struct {
+	max int64
+
+	mu   sync.Mutex
+	used int64
+}
+
+// take charges n bytes, or reports that they do not fit.
+func (q *spoolQuota) take(n int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n > q.max-q.used {
+		return false
+	}
+	q.used += n
+	return true
+}
+
+// give returns n bytes taken before.
+func (q *spoolQuota) give(n int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.used -= n
+}
+
+// inUse is what the uploads in flight are charged.
+func (q *spoolQuota) inUse() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.used
+}
+
+// spoolBudget admits an upload (middleware of POST /v1/exams) only while
+// the spool has room for it, or answers 503 with Retry-After. An upload
+// that says its length is charged for it before a byte is read; one
+// sent in chunks is charged as it arrives and refused once it does not
+// fit. Whatever way the request ends, its charge is given back when the
+// handler has returned, after its spool files are removed.
+//
+// An upload's body is paced (see UploadPace) and its answer is small,
+// so the server's write timeout, which counts from the request's start,
+// does not apply to it.
+func (s *Server) spoolBudget(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		body := &budgetedBody{r: req.Body, quota: s.spool}
+		defer body.release()
+		if n := req.ContentLength; n > 0 {
+			// Over the request's limit the body is cut (413): no more is
+			// charged (nor multiplied, which could overflow).
+			charge := SpoolBytesFor(s.cfg.MaxScanBytes)
+			if n < charge/spoolCharge {
+				charge = n * spoolCharge
+			}
+			if !body.charge(charge) {
+				return s.spoolFull(c)
+			}
+		}
+		req.Body = body
+		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Time{})
+		err := next(c)
+		if err != nil && body.refused {
+			return s.spoolFull(c)
+		}
+		return err
+	}
+}
+
+// maxMetaBytes is what an upload's body may hold besides its scan (see
+// receive).
+const maxMetaBytes = 1 << 20
+
+// SpoolBytesFor is what the spool must hold for one upload of a scan of
+// maxScanBytes: the least cap that lets the largest upload in.
+func SpoolBytesFor(maxScanBytes int64) int64 { return (maxScanBytes + maxMetaBytes + 1) * spoolCharge }
+
+func (s *Server) spoolFull(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", retryAfter(spoolRetryAfter))
+	return problem(http.StatusServiceUnavailable, "unavailable",
+		fmt.Sprintf("the uploads in flight fill the gateway's spool (%d bytes); retry shortly", s.spool.max))
+}
+
+// budgetedBody charges a request body to the spool quota as it is read.
+type budgetedBody struct {
+	r       io.ReadCloser
+	quota   *spoolQuota
+	charged int64 // what this request holds of the quota
+	read    int64
+	refused bool
+}
+
+func (b *budgetedBody) charge(n int64) bool {
+	if !b.quota.take(n) {
+		b.refused = true
+		return false
+	}
+	b.charged += n
+	return true
+}
+
+// Read reads on while what was read is charged; bytes that do not fit
+// are dropped with errSpoolFull, before anyone can write them.
+func (b *budgetedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	if need := b.read*spoolCharge - b.charged; need > 0 && !b.charge(need) {
+		return 0, errSpoolFull
+	}
+	return n, err
+}
+
+func (b *budgetedBody) Close() error { return b.r.Close() }
+
+// release gives the request's charge back.
+func (b *budgetedBody) release() {
+	b.quota.give(b.charged)
+	b.charged = 0
 }

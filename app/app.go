@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -55,10 +56,21 @@ type Options struct {
 	// callback URLs at submission (api).
 	Webhooks  *activities.Webhooks
 	Callbacks *activities.CallbackGuard
-	// Metrics is the process's registry (default: a new one). The API
-	// serves it at /metrics; MetricsAddr serves it on its own port.
+	// Metrics is the process's registry (default: a new one).
+	// MetricsAddr serves it at /metrics on a listener of its own; the
+	// gateway's public port never does.
 	Metrics     *workers.Metrics
 	MetricsAddr string
+	// StatusMaxAge is how long one reading of Temporal for the gateway's
+	// status metrics serves further scrapes (0: api.DefaultStatusMaxAge).
+	StatusMaxAge time.Duration
+	// HTTP bounds the gateway's connections (zero fields: the defaults,
+	// config.DefaultHTTPLimits).
+	HTTP config.HTTPLimits
+	// Streams bounds the gateway's event streams, and SpoolMaxBytes the
+	// disk its uploads in flight take (zero: defaults).
+	Streams       api.StreamLimits
+	SpoolMaxBytes int64
 	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
 	NodeReportEvery time.Duration
 	// Faults injects stage failures before a stage starts (tests only).
@@ -105,6 +117,7 @@ type App struct {
 	served  chan error
 	metrics *workers.Metrics
 	mhttp   *http.Server
+	maddr   string // the metrics listener's address
 	conv    lifecycle.Codec
 }
 
@@ -136,9 +149,11 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("metrics listen: %w", err)
 		}
+		a.maddr = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", a.metrics.Handler())
-		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 		go a.mhttp.Serve(ln)
 	}
 	var stageMetrics *activities.StageMetrics
@@ -177,8 +192,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		}
 		gwCfg := api.Config{
 			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Audit: opts.Audit, Policy: opts.Policy, Metrics: a.metrics.Handler(),
-			Registerer: a.metrics.Registry, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
+			Logger: opts.Logger.Named("api"), Audit: opts.Audit, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
+			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
 			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins,
 		}
 		if opts.Codec != nil {
@@ -196,24 +211,45 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		if opts.APITLS != nil {
 			ln, a.scheme = tls.NewListener(ln, opts.APITLS), "https"
 		}
-		// Bodies are paced by the gateway (a deadline between reads and
-		// a minimum rate); headers must come at once, idle connections go.
-		// The server's own complaints (a failed TLS handshake, a client
-		// speaking HTTP to HTTPS) go to the log, not to stderr.
+		// Headers must come at once, a request is read within a minute
+		// and answered within two, idle connections go. Uploads lift the
+		// read and write timeouts for a pace of their own (a deadline
+		// between reads and a minimum rate); event streams lift them and
+		// bound each write. The server's own complaints (a failed TLS
+		// handshake, a client speaking HTTP to HTTPS) go to the log, not
+		// to stderr.
 		errLog, err := zap.NewStdLogAt(opts.Logger.Named("http"), zapcore.InfoLevel)
 		if err != nil {
 			return nil, err
 		}
-		a.http = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			MaxHeaderBytes: 64 << 10, ErrorLog: errLog}
+		a.http = gatewayServer(gw, opts.HTTP, errLog)
 		a.served = make(chan error, 1)
 		go func() { a.served <- a.http.Serve(ln) }()
 	}
 	return a, nil
 }
 
+// gatewayServer is the gateway's HTTP server under lim (zero fields:
+// config.DefaultHTTPLimits).
+func gatewayServer(h http.Handler, lim config.HTTPLimits, errLog *log.Logger) *http.Server {
+	def := config.DefaultHTTPLimits()
+	return &http.Server{Handler: h, ErrorLog: errLog,
+		ReadHeaderTimeout: cmp.Or(lim.ReadHeader, def.ReadHeader), ReadTimeout: cmp.Or(lim.Read, def.Read),
+		WriteTimeout: cmp.Or(lim.Write, def.Write), IdleTimeout: cmp.Or(lim.Idle, def.Idle),
+		MaxHeaderBytes: cmp.Or(lim.MaxHeaderBytes, def.MaxHeaderBytes)}
+}
+
 // APIURL is the gateway's base URL.
 func (a *App) APIURL() string { return cmp.Or(a.scheme, "http") + "://" + a.apiAddr }
+
+// MetricsURL is the URL of the process's /metrics, or "" when it
+// serves none.
+func (a *App) MetricsURL() string {
+	if a.maddr == "" {
+		return ""
+	}
+	return "http://" + a.maddr + "/metrics"
+}
 
 // Codec holds the converters this process's client reads and writes
 // Temporal payloads with.
@@ -272,7 +308,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	opts.Logger.Info("octflow running", zap.String("identity", opts.Identity), zap.String("api", a.apiAddr))
+	opts.Logger.Info("octflow running", zap.String("identity", opts.Identity), zap.String("api", a.apiAddr), zap.String("metrics", a.maddr))
 	<-ctx.Done()
 	opts.Logger.Info("shutting down: draining running stages")
 	a.Stop()

@@ -298,3 +298,83 @@ func (l *Log) Logger() (*zap.Logger, error) {
 	}
 	return log, nil
 }
+
+// HTTPLimits are an HTTP server's timeouts and header cap.
+type HTTPLimits struct {
+	// ReadHeader bounds the time to read a request's headers.
+	ReadHeader time.Duration
+	// Read bounds the time to read a whole request. Uploads are paced
+	// instead (OCTFLOW_UPLOAD_IDLE, OCTFLOW_UPLOAD_MIN_RATE) and event
+	// streams read nothing after their headers: both lift it.
+	Read time.Duration
+	// Write bounds the time from a request's headers to the end of its
+	// answer. Uploads and event streams lift it (an event stream bounds
+	// each write instead).
+	Write time.Duration
+	// Idle bounds how long a kept-alive connection waits for its next
+	// request.
+	Idle time.Duration
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes int
+}
+
+// DefaultHTTPLimits are the api's HTTP limits unless configured.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{ReadHeader: 10 * time.Second, Read: time.Minute, Write: 2 * time.Minute, Idle: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10}
+}
+
+// Serving is how the api serves: its HTTP limits, its caps on event
+// streams and on the upload spool, and its metrics listener.
+type Serving struct {
+	HTTP    HTTPLimits
+	Streams api.StreamLimits
+	// SpoolMaxBytes caps the bytes all uploads in flight may spool.
+	SpoolMaxBytes int64
+	// MetricsAddr serves Prometheus /metrics, off the public port ("":
+	// nowhere).
+	MetricsAddr string
+	// StatusMaxAge is how long one reading of Temporal for the status
+	// metrics serves further scrapes.
+	StatusMaxAge time.Duration
+}
+
+// BindServing binds how the api serves. g is the gateway's upload
+// settings, bound before: the spool must hold the largest upload.
+func BindServing(s *Set, g *Gateway) *Serving {
+	v := &Serving{}
+	def := DefaultHTTPLimits()
+	var spoolMiB int
+	s.Duration(&v.HTTP.ReadHeader, "http-read-header-timeout", "OCTFLOW_HTTP_READ_HEADER_TIMEOUT", def.ReadHeader, "longest time to read a request's headers")
+	s.Duration(&v.HTTP.Read, "http-read-timeout", "OCTFLOW_HTTP_READ_TIMEOUT", def.Read, "longest time to read a request, body included (uploads are paced instead; event streams read no body)")
+	s.Duration(&v.HTTP.Write, "http-write-timeout", "OCTFLOW_HTTP_WRITE_TIMEOUT", def.Write, "longest time from a request's headers to the end of its answer (not uploads; event streams bound each write instead)")
+	s.Duration(&v.HTTP.Idle, "http-idle-timeout", "OCTFLOW_HTTP_IDLE_TIMEOUT", def.Idle, "how long a kept-alive connection may wait for its next request")
+	s.Int(&v.HTTP.MaxHeaderBytes, "http-max-header-bytes", "OCTFLOW_HTTP_MAX_HEADER_BYTES", def.MaxHeaderBytes, "largest request headers, bytes")
+	s.Int(&v.Streams.Total, "sse-streams", "OCTFLOW_SSE_STREAMS", 256, "event streams (GET /v1/notifications) open at once (over it: 429)")
+	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", 8, "event streams one token may hold open (over it: 429)")
+	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", api.DefaultSpoolMaxBytes>>20, "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
+	s.String(&v.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "127.0.0.1:9464", "serve Prometheus /metrics here, a listener of its own off the public api port (off: nowhere)")
+	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", api.DefaultStatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")
+	s.Check(func() error {
+		h := v.HTTP
+		switch {
+		case h.ReadHeader <= 0 || h.Read <= 0 || h.Write <= 0 || h.Idle <= 0:
+			return errors.New("OCTFLOW_HTTP_READ_HEADER_TIMEOUT, OCTFLOW_HTTP_READ_TIMEOUT, OCTFLOW_HTTP_WRITE_TIMEOUT and OCTFLOW_HTTP_IDLE_TIMEOUT must be positive")
+		case h.MaxHeaderBytes < 4<<10:
+			return fmt.Errorf("OCTFLOW_HTTP_MAX_HEADER_BYTES (--http-max-header-bytes) %d: want at least 4096", h.MaxHeaderBytes)
+		case v.Streams.Total < 1 || v.Streams.PerToken < 1:
+			return errors.New("OCTFLOW_SSE_STREAMS and OCTFLOW_SSE_STREAMS_PER_TOKEN must be positive")
+		case v.StatusMaxAge <= 0:
+			return errors.New("OCTFLOW_METRICS_MAX_AGE (--metrics-max-age) must be positive")
+		}
+		v.SpoolMaxBytes = int64(spoolMiB) << 20
+		if need := api.SpoolBytesFor(g.MaxScanBytes); v.SpoolMaxBytes < need {
+			return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d holds no upload of OCTFLOW_MAX_SCAN_MIB: want at least %d", spoolMiB, (need+1<<20-1)>>20)
+		}
+		if v.MetricsAddr == "off" {
+			v.MetricsAddr = ""
+		}
+		return nil
+	})
+	return v
+}

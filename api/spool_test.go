@@ -1,0 +1,181 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// spoolServer is a gateway whose spool holds exactly one largest upload
+// (a scan of 1024 bytes).
+func spoolServer(t *testing.T) (*Server, *httptest.Server, string) {
+	t.Helper()
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev-1"), Principal: Principal{Name: "d1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("dev-2"), Principal: Principal{Name: "d2", Role: RoleDevice, DeviceID: "oct-2", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+		MaxScanBytes: 1024, SpoolDir: dir, SpoolMaxBytes: SpoolBytesFor(1024)})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return srv, ts, dir
+}
+
+// uploadForm is a multipart upload of scan.
+func uploadForm(scan string) (string, []byte) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, _ := mw.CreateFormField("meta")
+	w.Write([]byte(`{"examId":"E1","priority":"low"}`))
+	w, _ = mw.CreateFormFile("scan", "scan.dcm")
+	w.Write([]byte(scan))
+	mw.Close()
+	return mw.FormDataContentType(), body.Bytes()
+}
+
+// sendUpload sends body (of length n, -1: chunked) and returns the status and
+// the problem's type.
+func sendUpload(t *testing.T, ctx context.Context, base, token, contentType string, body io.Reader, n int64) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/exams", body)
+	req.ContentLength = n
+	req.Header.Set("Content-Type", contentType)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	var p Problem
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	return resp.StatusCode, strings.TrimPrefix(p.Type, "urn:octflow:problem:"), resp.Header
+}
+
+// onlyChunks hides a reader's length, so the request is sent chunked.
+type onlyChunks struct{ io.Reader }
+
+// While the spool is full an upload is answered 503 with Retry-After:
+// one that says its length before a byte is read, one sent in chunks
+// once it does not fit; the space comes back when uploads end.
+func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
+	srv, ts, _ := spoolServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// An upload of 1 MiB that has sent nothing yet holds 2 MiB of the
+	// spool's 2 MiB and a bit.
+	held, holdBody := io.Pipe()
+	heldDone := make(chan int)
+	go func() {
+		code, _, _ := sendUpload(t, ctx, ts.URL, "dev-1", "multipart/form-data; boundary=x", held, 1<<20)
+		heldDone <- code
+	}()
+	eventually(t, "the held upload is charged", func() bool { return srv.spool.inUse() == 2<<20 })
+
+	// Refused before its body is read: this body never comes.
+	never, _ := io.Pipe()
+	if code, kind, h := sendUpload(t, ctx, ts.URL, "dev-2", "multipart/form-data; boundary=x", never, 1<<20); code != http.StatusServiceUnavailable || kind != "unavailable" || h.Get("Retry-After") != "30" {
+		t.Errorf("an upload with a length over the room left: %d %s, Retry-After %q; want 503 unavailable, 30", code, kind, h.Get("Retry-After"))
+	}
+	ct, big := uploadForm(strings.Repeat("x", 1000))
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, onlyChunks{bytes.NewReader(big)}, -1); code != http.StatusServiceUnavailable || kind != "unavailable" {
+		t.Errorf("a chunked upload over the room left: %d %s, want 503 unavailable", code, kind)
+	}
+	ct2, small := uploadForm("not a dicom file")
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct2, bytes.NewReader(small), int64(len(small))); code != http.StatusUnprocessableEntity {
+		t.Errorf("an upload that fits: %d %s, want it validated (422: not DICOM)", code, kind)
+	}
+
+	holdBody.CloseWithError(io.ErrUnexpectedEOF)
+	<-heldDone
+	eventually(t, "an ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, bytes.NewReader(big), int64(len(big))); code != http.StatusUnprocessableEntity {
+		t.Errorf("after the held upload ended: %d %s, want 422 (not DICOM)", code, kind)
+	}
+}
+
+// Whichever way an upload ends, its charge to the spool is given back
+// and its files are gone. (The refusal of a full spool gives back too:
+// see TestUploadsAreRefusedWhileTheSpoolIsFull.)
+func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
+	srv, ts, dir := spoolServer(t)
+	ct, notDICOM := uploadForm("not a dicom file")
+	_, tooBig := uploadForm(strings.Repeat("x", 4096))
+	_, noMeta := func() (string, []byte) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		w, _ := mw.CreateFormFile("scan", "scan.dcm")
+		w.Write([]byte("x"))
+		mw.Close()
+		return "", body.Bytes()
+	}()
+	_, huge := uploadForm(strings.Repeat("x", 3<<20))
+	cases := []struct {
+		name, token, contentType string
+		body                     []byte
+		chunked                  bool
+		status                   int
+	}{
+		{"no token", "", ct, notDICOM, false, 401},
+		{"json body", "dev-1", "application/json", []byte("{}"), false, 415},
+		{"scan too large", "dev-1", formType(tooBig), tooBig, false, 413},
+		{"scan too large, chunked", "dev-1", formType(tooBig), tooBig, true, 413},
+		{"missing meta", "dev-1", formType(noMeta), noMeta, false, 400},
+		{"not DICOM", "dev-1", ct, notDICOM, false, 422},
+		{"not DICOM, chunked", "dev-1", ct, notDICOM, true, 422},
+		{"over the request limit", "dev-1", formType(huge), huge, false, 413},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var body io.Reader = bytes.NewReader(c.body)
+			n := int64(len(c.body))
+			if c.chunked {
+				body, n = onlyChunks{body}, -1
+			}
+			code, kind, _ := sendUpload(t, context.Background(), ts.URL, c.token, c.contentType, body, n)
+			if code != c.status {
+				t.Errorf("%d %s, want %d", code, kind, c.status)
+			}
+			eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+			if files, _ := os.ReadDir(dir); len(files) > 0 {
+				t.Errorf("left in the spool: %v", files)
+			}
+		})
+	}
+	t.Run("client gone mid-body", func(t *testing.T) {
+		r, w := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sendUpload(t, ctx, ts.URL, "dev-1", ct, r, 1<<20)
+		}()
+		w.Write(notDICOM[:100])
+		eventually(t, "the upload is charged", func() bool { return srv.spool.inUse() > 0 })
+		cancel()
+		w.Close()
+		<-done
+		eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+	})
+}
+
+// formType is a multipart body's content type, its boundary read from
+// its first line.
+func formType(body []byte) string {
+	line, _, _ := bytes.Cut(body, []byte("\r\n"))
+	return "multipart/form-data; boundary=" + strings.TrimPrefix(string(line), "--")
+}
