@@ -80,6 +80,15 @@ type Config struct {
 	Audit *zap.Logger
 	// APITLS, when set, serves the gateway over HTTPS.
 	APITLS *tls.Config
+	// MetricsAddr serves /metrics, off the gateway's port ("": a free
+	// loopback port; "off": none). StatusMaxAge is how long a reading
+	// of Temporal for the status metrics serves scrapes (default 1 s).
+	MetricsAddr  string
+	StatusMaxAge time.Duration
+	// Streams bounds the gateway's event streams, and SpoolMaxBytes the
+	// disk its uploads in flight take (zero: the gateway's defaults).
+	Streams       api.StreamLimits
+	SpoolMaxBytes int64
 }
 
 // Secrets are the demo credentials kept in the data dir so that they
@@ -193,12 +202,26 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		Codec:            sealer, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
 		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit, APITLS: cfg.APITLS,
+		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
+		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
 	})
 	if err != nil {
 		stack.Stop()
 		return nil, err
 	}
 	return &System{Stack: stack, StackConfig: stackCfg, App: a, Secrets: secrets}, nil
+}
+
+// metricsAddr is where the dev system serves /metrics: a free loopback
+// port unless told, nowhere when told "off".
+func metricsAddr(addr string) string {
+	switch addr {
+	case "":
+		return "127.0.0.1:0"
+	case "off":
+		return ""
+	}
+	return addr
 }
 
 // Stop drains octflow's parts, then stops the stack.

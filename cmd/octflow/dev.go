@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -34,6 +35,7 @@ func runDev(ctx context.Context, args []string) error {
 	s.String(&cfg.TemporalAddr, "temporal-addr", "OCTFLOW_TEMPORAL_ADDR", "127.0.0.1:7233", "Temporal frontend address")
 	s.String(&cfg.UIAddr, "ui-addr", "OCTFLOW_UI_ADDR", "127.0.0.1:8233", "Temporal Web UI address, or off")
 	s.String(&cfg.S3Addr, "s3-addr", "OCTFLOW_S3_ADDR", "127.0.0.1:9000", "S3 endpoint address")
+	s.String(&cfg.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "127.0.0.1:9464", "Prometheus /metrics address, off the API's port, or off")
 	s.Int(&cfg.GPUNodes, "gpu-nodes", "OCTFLOW_GPU_NODES", 2, "simulated GPU nodes in this process")
 	s.Duration(&cfg.StopTimeout, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
 	var pgURL, pgPassword string
@@ -74,6 +76,7 @@ func runDev(ctx context.Context, args []string) error {
 octflow dev is running (data in %s, Temporal on %s)
 
   API           %s
+  Metrics       %s
   Temporal UI   %s
   Temporal      %s (namespace %s)
   S3            http://%s (bucket octflow)
@@ -86,7 +89,7 @@ Submit a phantom exam:
   ./bin/octflow submit --api %s --dev-tokens %s --file exam.dcm --wait
 
 Ctrl-C stops it; running stages finish first.
-`, dir, temporalStore(cfg.Postgres), d.App.APIURL(), d.Stack.UIURL(), d.Stack.TemporalAddr(), d.Stack.Namespace(),
+`, dir, temporalStore(cfg.Postgres), d.App.APIURL(), cmp.Or(d.App.MetricsURL(), "off"), d.Stack.UIURL(), d.Stack.TemporalAddr(), d.Stack.Namespace(),
 		d.Stack.S3Endpoint(), filepath.Join(dir, "dev-tokens.json"), filepath.Join(dir, "dev.env"),
 		d.App.APIURL(), filepath.Join(dir, "dev-tokens.json"))
 	<-ctx.Done()

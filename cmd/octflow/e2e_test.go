@@ -659,7 +659,7 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(h.sys.App.APIURL() + "/metrics")
+		resp, err := http.Get(h.sys.App.MetricsURL())
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

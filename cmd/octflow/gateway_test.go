@@ -38,13 +38,13 @@ import (
 // memory afterwards.
 func TestHostileFilesAreRefusedAndTheGatewayStaysSmall(t *testing.T) {
 	dir := t.TempDir()
-	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN=dev --data-dir "+dir+" --api-addr "+addrs[0]+
-		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --ui-addr off --gpu-nodes 0 --log-level warn")
+		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --metrics-addr "+addrs[3]+" --ui-addr off --gpu-nodes 0 --log-level warn")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

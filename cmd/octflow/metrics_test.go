@@ -27,7 +27,7 @@ var repoRoot, _ = filepath.Abs("../..")
 // scrape reads the dev system's /metrics into metric families.
 func (h *harness) scrape() map[string]*dto.MetricFamily {
 	h.t.Helper()
-	resp, err := http.Get(h.sys.App.APIURL() + "/metrics")
+	resp, err := http.Get(h.sys.App.MetricsURL())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ func runAPI(ctx context.Context, args []string) error {
 	temporalTLS := config.BindTemporalTLS(s)
 	serverTLS := config.BindServerTLS(s)
 	gateway := config.BindGateway(s)
+	serving := config.BindServing(s, gateway)
 	var addr, tokensFile string
 	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
 	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
@@ -68,6 +69,8 @@ func runAPI(ctx context.Context, args []string) error {
 		APIAddr: addr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer(*key), Policy: *policy,
 		Callbacks: hooks.Guard(), DeviceRate: *rate, Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
 		APITLS: serverTLS.Config(), CodecOrigins: gateway.CodecOrigins(), Uploads: gateway.Uploads, MaxScanBytes: gateway.MaxScanBytes,
+		HTTP: serving.HTTP, Streams: serving.Streams, SpoolMaxBytes: serving.SpoolMaxBytes,
+		MetricsAddr: serving.MetricsAddr, StatusMaxAge: serving.StatusMaxAge,
 	})
 }
 

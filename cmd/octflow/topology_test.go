@@ -49,7 +49,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 	}
 	temporal := startTemporalServer(t, pg)
 
-	addrs, err := devstack.FreeAddrs("127.0.0.1", 2)
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 			t.Fatalf("octflow setup: %v\n%s", err, out)
 		}
 	}
-	startProcess(t, "api", env, "api --api-addr "+addrs[1])
+	startProcess(t, "api", env, "api --api-addr "+addrs[1]+" --metrics-addr "+addrs[2])
 	startProcess(t, "worker", env, "worker")
 	nodes := []*childProcess{
 		startProcess(t, "gpu-a", env, "gpuworker --node-id gpu-a"),
