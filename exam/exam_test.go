@@ -84,7 +84,8 @@ func TestParseScanKeyReadsBackWhatScanKeyWrote(t *testing.T) {
 	if !ok || got != ref || digest != "0123456789abcdef" {
 		t.Errorf("ParseScanKey = %+v %q %v", got, digest, ok)
 	}
-	for _, k := range []string{"exams/E1/scan-0123.dcm", "exams/north/E1/report.json", "other/north/E1/scan-1.dcm", "exams/North/E1/scan-1.dcm"} {
+	for _, k := range []string{"exams/E1/scan-0123.dcm", "exams/north/E1/report.json", "other/north/E1/scan-1.dcm", "exams/North/E1/scan-1.dcm",
+		DenoisedKey(ref), "exams/north/E1/scan-.dcm"} {
 		if _, _, ok := ParseScanKey(k); ok {
 			t.Errorf("ParseScanKey(%q) accepted", k)
 		}

@@ -78,8 +78,9 @@ func ParseScanKey(key string) (r Ref, digest string, ok bool) {
 	if !strings.HasPrefix(key, ScansPrefix) || len(parts) != 3 {
 		return Ref{}, "", false
 	}
-	name, found := strings.CutPrefix(parts[2], "scan-")
-	if digest, found = strings.CutSuffix(name, ".dcm"); !found || digest == "" {
+	name, isScan := strings.CutPrefix(parts[2], "scan-")
+	digest, dicom := strings.CutSuffix(name, ".dcm")
+	if !isScan || !dicom || digest == "" {
 		return Ref{}, "", false
 	}
 	r = Ref{Campus: parts[0], ID: parts[1]}

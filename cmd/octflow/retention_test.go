@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -262,8 +263,15 @@ func TestARestoredTemporalDatabaseLosesNoScan(t *testing.T) {
 		}
 	}
 	h.stop()
-	restore(backup, h.cfg.DataDir) // the restore
-	h.cfg.APIOnly = false
+	// The restore, onto a new host: the object store as it is, Temporal's
+	// database from the backup. (A new data dir, because the embedded
+	// server keeps its SQLite connections for the life of the process.)
+	moved := t.TempDir()
+	if out, err := exec.Command("cp", "-a", h.cfg.DataDir+"/.", moved).CombinedOutput(); err != nil {
+		t.Fatalf("copy the data dir: %v %s", err, out)
+	}
+	restore(backup, moved)
+	h.cfg.DataDir, h.cfg.APIOnly = moved, false
 	h.start()
 
 	scans := h.storedKeys("exams/" + campus + "/")
