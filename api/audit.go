@@ -333,17 +333,3 @@ func remoteIP(r *http.Request) string {
 	}
 	return host
 }
-
-// zapTrail is the transitional trail over Config.Audit's logger.
-type zapTrail struct{ l *zap.Logger }
-
-func (z zapTrail) Record(ev audit.Event) error {
-	fields := []zap.Field{zap.String("event", ev.ID.Meaning), zap.String("principal", ev.User.ID),
-		zap.String("role", ev.User.Role), zap.Int("outcome", int(ev.Outcome)), zap.String("description", ev.Description)}
-	var objects []string
-	for _, o := range ev.Objects {
-		objects = append(objects, o.ID)
-	}
-	z.l.Info("audit", append(fields, zap.Strings("objects", objects))...)
-	return nil
-}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"octflow/activities"
 	"octflow/audit"
@@ -48,12 +50,9 @@ type Config struct {
 	Logger        *zap.Logger
 	// AuditTrail receives one DICOM audit event per access decision,
 	// allowed or refused (see api/audit.go): audit.Open's trail to a
-	// syslog collector, or audit.NewLogSink's JSON lines in dev.
+	// syslog collector, or audit.NewLogSink's JSON lines (default: on
+	// stderr, unsampled).
 	AuditTrail audit.Sink
-	// Audit is the former audit log, used only when AuditTrail is nil.
-	//
-	// Deprecated: set AuditTrail.
-	Audit *zap.Logger
 	// Codec decodes what Temporal stores: the converters the Temporal
 	// client was built with (default: Temporal's own).
 	Codec lifecycle.Codec
@@ -165,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
 	u.Pace.MinRate = cmp.Or(u.Pace.MinRate, 16<<10)
 	if cfg.AuditTrail == nil {
-		cfg.AuditTrail = zapTrail{l: cmp.Or(cfg.Audit, cfg.Logger.Named("audit"))}
+		cfg.AuditTrail = audit.NewLogSink(zapcore.Lock(os.Stderr), audit.Source{ID: "api"})
 	}
 	cfg.SpoolMaxBytes = cmp.Or(cfg.SpoolMaxBytes, DefaultSpoolMaxBytes)
 	if need := SpoolBytesFor(cfg.MaxScanBytes); cfg.SpoolMaxBytes < need {

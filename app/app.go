@@ -23,6 +23,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/audit"
 	"octflow/codec"
 	"octflow/config"
 	"octflow/exam"
@@ -97,8 +98,9 @@ type Options struct {
 	// MaxScanBytes the size of a scan (0: 512 MiB).
 	Uploads      api.UploadLimits
 	MaxScanBytes int64
-	// Audit receives the gateway's audit log (default: Logger's "audit").
-	Audit *zap.Logger
+	// AuditTrail receives the gateway's audit events (default: JSON lines
+	// on stderr).
+	AuditTrail audit.Sink
 	// GatewayTemporal, when set, wraps the gateway's Temporal client:
 	// fault injection for the tests. Always nil in production.
 	GatewayTemporal func(client.Client) client.Client
@@ -192,7 +194,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		}
 		gwCfg := api.Config{
 			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), Audit: opts.Audit, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
+			Logger: opts.Logger.Named("api"), AuditTrail: opts.AuditTrail, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
 			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
 			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins,
 		}

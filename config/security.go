@@ -5,13 +5,16 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"octflow/api"
+	"octflow/audit"
 	"octflow/codec"
 )
 
@@ -194,25 +197,49 @@ type Gateway struct {
 	MaxScanBytes int64
 	origins      string
 	auditPath    string
+	// Audit is where the audit trail goes (see audit.Config).
+	Audit audit.Config
 }
 
 // BindGateway binds the gateway's upload limits, the Web UI origins its
 // codec answers and where its audit log goes.
 func BindGateway(s *Set) *Gateway {
 	g := &Gateway{}
-	var maxMiB, minRate int
+	var maxMiB, minRate, validationMiB int
 	s.Int(&maxMiB, "max-scan-mib", "OCTFLOW_MAX_SCAN_MIB", 512, "largest scan accepted, MiB (over it: 413)")
 	s.Int(&g.Uploads.Validating, "uploads-validating", "OCTFLOW_UPLOADS_VALIDATING", 4, "scans validated at once (each holds a volume in memory)")
+	s.Int(&validationMiB, "validation-mib", "OCTFLOW_VALIDATION_MIB", int(api.DefaultValidationBytes>>20), "memory the scans being validated may take together, MiB, as their headers declare it (a scan that could never fit: 413; one that must wait too long: 503)")
 	s.Int(&g.Uploads.PerDevice, "uploads-per-device", "OCTFLOW_UPLOADS_PER_DEVICE", 2, "one device's uploads in flight (over it: 429)")
 	s.Duration(&g.Uploads.Pace.Idle, "upload-idle", "OCTFLOW_UPLOAD_IDLE", 30*time.Second, "longest pause in an upload's body (over it: 408)")
 	s.Int(&minRate, "upload-min-rate", "OCTFLOW_UPLOAD_MIN_RATE", 16<<10, "least average upload rate in bytes a second after 10 s (under it: 408)")
 	s.String(&g.origins, "codec-origins", "OCTFLOW_CODEC_ORIGINS", "", "Web UI origins that may call the codec endpoint from a browser, comma separated")
-	s.String(&g.auditPath, "audit-log", "OCTFLOW_AUDIT_LOG", "", "file the audit log is appended to (default: the process log, logger audit)")
+	s.String(&g.auditPath, "audit-log", "OCTFLOW_AUDIT_LOG", "", "without a collector: file the audit trail is appended to as JSON lines (default: stderr)")
+	a := &g.Audit
+	var spoolMiB int
+	s.String(&a.Collector, "audit-collector", "OCTFLOW_AUDIT_COLLECTOR", "", "host:port of the syslog collector (IHE ATNA audit record repository) the audit trail goes to over TLS (RFC 5425)")
+	s.String(&a.CAFile, "audit-ca", "OCTFLOW_AUDIT_CA", "", "PEM CA certificates the collector's certificate must chain to (default: the system's)")
+	s.String(&a.CertFile, "audit-cert", "OCTFLOW_AUDIT_CERT", "", "client certificate (PEM) for the collector")
+	s.String(&a.KeyFile, "audit-key", "OCTFLOW_AUDIT_KEY", "", "client certificate's key (PEM)")
+	s.String(&a.ServerName, "audit-server-name", "OCTFLOW_AUDIT_SERVER_NAME", "", "name the collector's certificate must carry (default: the collector's host)")
+	s.String(&a.SpoolDir, "audit-spool", "OCTFLOW_AUDIT_SPOOL", "", "durable local journal of the audit trail, replayed to the collector (a persistent volume; required with a collector)")
+	s.Int(&spoolMiB, "audit-spool-mib", "OCTFLOW_AUDIT_SPOOL_MIB", 256, "audit messages not yet delivered that the journal may hold, MiB (past it: requests are refused 503)")
+	s.String(&a.AppName, "audit-app-name", "OCTFLOW_AUDIT_APP_NAME", "octflow", "syslog APP-NAME of the audit messages")
+	s.String(&a.Site, "audit-site", "OCTFLOW_AUDIT_SITE", "", "AuditEnterpriseSiteID of the audit messages, e.g. the hospital's name")
 	s.Check(func() error {
-		if maxMiB < 1 || g.Uploads.Validating < 1 || g.Uploads.PerDevice < 1 || minRate < 1 {
-			return errors.New("OCTFLOW_MAX_SCAN_MIB, OCTFLOW_UPLOADS_VALIDATING, OCTFLOW_UPLOADS_PER_DEVICE and OCTFLOW_UPLOAD_MIN_RATE must be positive")
+		if maxMiB < 1 || g.Uploads.Validating < 1 || g.Uploads.PerDevice < 1 || minRate < 1 || validationMiB < 1 {
+			return errors.New("OCTFLOW_MAX_SCAN_MIB, OCTFLOW_UPLOADS_VALIDATING, OCTFLOW_VALIDATION_MIB, OCTFLOW_UPLOADS_PER_DEVICE and OCTFLOW_UPLOAD_MIN_RATE must be positive")
 		}
+		g.Uploads.ValidationBytes = int64(validationMiB) << 20
 		g.MaxScanBytes, g.Uploads.Pace.MinRate = int64(maxMiB)<<20, int64(minRate)
+		a.SpoolBytes = int64(spoolMiB) << 20
+		switch {
+		case a.Collector != "" && a.SpoolDir == "":
+			return errors.New("OCTFLOW_AUDIT_COLLECTOR needs OCTFLOW_AUDIT_SPOOL, a directory that survives restarts")
+		case a.Collector != "" && g.auditPath != "":
+			return errors.New("OCTFLOW_AUDIT_LOG and OCTFLOW_AUDIT_COLLECTOR: set one")
+		case spoolMiB < 1:
+			return errors.New("OCTFLOW_AUDIT_SPOOL_MIB must be positive")
+		}
 		return nil
 	})
 	return g
@@ -229,16 +256,24 @@ func (g *Gateway) CodecOrigins() []string {
 	return out
 }
 
-// Audit is the audit logger: its own JSON file when one is set.
-func (g *Gateway) Audit(log *zap.Logger) (*zap.Logger, error) {
+// AuditTrail opens the audit trail: to the collector through the local
+// journal when one is set, else unsampled JSON lines to OCTFLOW_AUDIT_LOG
+// or stderr. The caller closes it.
+func (g *Gateway) AuditTrail(src audit.Source, log *zap.Logger) (audit.Sink, io.Closer, error) {
+	if g.Audit.Collector != "" {
+		src.Site = g.Audit.Site
+		t, err := audit.Open(g.Audit, src, log.Named("audit"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_COLLECTOR: %w", err)
+		}
+		return t, t, nil
+	}
 	if g.auditPath == "" {
-		return log.Named("audit"), nil
+		return audit.NewLogSink(zapcore.Lock(os.Stderr), src), io.NopCloser(nil), nil
 	}
-	cfg := zap.NewProductionConfig()
-	cfg.OutputPaths, cfg.Sampling = []string{g.auditPath}, nil
-	a, err := cfg.Build()
+	f, err := os.OpenFile(g.auditPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("OCTFLOW_AUDIT_LOG: %w", err)
+		return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_LOG: %w", err)
 	}
-	return a.Named("audit"), nil
+	return audit.NewLogSink(zapcore.AddSync(f), src), f, nil
 }

@@ -26,6 +26,7 @@ import (
 	"octflow/activities"
 	"octflow/api"
 	"octflow/app"
+	"octflow/audit"
 	"octflow/codec"
 	"octflow/config"
 	"octflow/devstack"
@@ -76,8 +77,9 @@ type Config struct {
 	// GatewayTemporal wraps the gateway's Temporal client: fault
 	// injection, tests only.
 	GatewayTemporal func(client.Client) client.Client
-	// Audit receives the gateway's audit log (default: the log's "audit").
-	Audit *zap.Logger
+	// AuditTrail receives the gateway's audit events (default: JSON lines
+	// appended to audit.log in the data dir).
+	AuditTrail audit.Sink
 	// APITLS, when set, serves the gateway over HTTPS.
 	APITLS *tls.Config
 	// MetricsAddr serves /metrics, off the gateway's port ("": a free
@@ -128,6 +130,7 @@ type System struct {
 	StackConfig config.Stack
 	App         *app.App
 	Secrets     Secrets
+	auditFile   *os.File // the default audit trail's, closed by Stop
 }
 
 // Start starts the embedded stack and every octflow part on it.
@@ -188,6 +191,15 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		stack.Stop()
 		return nil, err
 	}
+	trail, auditFile := cfg.AuditTrail, (*os.File)(nil)
+	if trail == nil {
+		// The dev stack's audit trail: unsampled JSON lines in the data dir.
+		if auditFile, err = os.OpenFile(filepath.Join(stack.DataDir(), "audit.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err != nil {
+			stack.Stop()
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		trail = audit.NewLogSink(zapcore.AddSync(auditFile), audit.Source{ID: "octflow-dev"})
+	}
 	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
 		PublicURL: apiURL}
 	a, err := app.Start(ctx, app.Options{
@@ -201,15 +213,18 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		NodeReportEvery:  cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 		Codec:            sealer, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
-		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, Audit: cfg.Audit, APITLS: cfg.APITLS,
+		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, AuditTrail: trail, APITLS: cfg.APITLS,
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
 		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
 	})
 	if err != nil {
 		stack.Stop()
+		if auditFile != nil {
+			auditFile.Close()
+		}
 		return nil, err
 	}
-	return &System{Stack: stack, StackConfig: stackCfg, App: a, Secrets: secrets}, nil
+	return &System{Stack: stack, StackConfig: stackCfg, App: a, Secrets: secrets, auditFile: auditFile}, nil
 }
 
 // metricsAddr is where the dev system serves /metrics: a free loopback
@@ -228,6 +243,9 @@ func metricsAddr(addr string) string {
 func (d *System) Stop() {
 	d.App.Stop()
 	d.Stack.Stop()
+	if d.auditFile != nil {
+		d.auditFile.Close()
+	}
 }
 
 // DeviceToken is a demo device's token.

@@ -14,6 +14,7 @@ import (
 	"octflow/activities"
 	"octflow/api"
 	"octflow/app"
+	"octflow/audit"
 	"octflow/config"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -59,13 +60,14 @@ func runAPI(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
-	audit, err := gateway.Audit(log)
+	identity := "api@" + hostname()
+	trail, closeTrail, err := gateway.AuditTrail(audit.Source{ID: identity, Host: hostname()}, log)
 	if err != nil {
 		return err
 	}
-	defer audit.Sync()
+	defer closeTrail.Close()
 	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: "api@" + hostname(), Logger: log, Audit: audit,
+		Stack: *stack, Identity: identity, Logger: log, AuditTrail: trail,
 		APIAddr: addr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer(*key), Policy: *policy,
 		Callbacks: hooks.Guard(), DeviceRate: *rate, Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
 		APITLS: serverTLS.Config(), CodecOrigins: gateway.CodecOrigins(), Uploads: gateway.Uploads, MaxScanBytes: gateway.MaxScanBytes,
