@@ -1,0 +1,340 @@
+package activities
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"golang.org/x/net/dns/dnsmessage"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// These tests pin the callback guard's safety properties: what it refuses
+// over https (where the scheme is no reason to refuse), and its second
+// look at the address a name resolves to when the connection is made.
+
+func TestTheGuardRefusesInternalAddressesOverHTTPS(t *testing.T) {
+	// Port 8443 is allow-listed, so the port is no reason to refuse
+	// either: only the address is.
+	g, err := NewCallbackGuard(":8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []string{
+		// IPv4 link-local, the cloud metadata address first.
+		"https://169.254.169.254/latest/meta-data",
+		"https://169.254.169.254:8443/latest/meta-data",
+		"https://169.254.0.1/hook",
+		"https://169.254.255.255/hook",
+		// IPv6 link-local, with and without a zone.
+		"https://[fe80::1]/hook",
+		"https://[fe80::a9fe:a9fe]:8443/hook",
+		"https://[fe80::1%25eth0]/hook",
+		"https://[febf:ffff::1]/hook",
+		"https://[ff02::1]/hook", // link-local multicast
+		// IPv4-mapped IPv6 forms of forbidden addresses.
+		"https://[::ffff:169.254.169.254]/hook",
+		"https://[::ffff:a9fe:a9fe]/hook", // the same, in hex
+		"https://[::ffff:127.0.0.1]:8443/hook",
+		"https://[::ffff:7f00:1]/hook",
+		"https://[::ffff:10.0.0.5]/hook",
+		"https://[::ffff:172.16.0.1]/hook",
+		"https://[::ffff:192.168.1.10]/hook",
+		"https://[::ffff:100.64.0.1]/hook",
+		"https://[::ffff:0.0.0.0]/hook",
+		// Loopback.
+		"https://127.0.0.1/hook",
+		"https://127.0.0.1:8443/hook",
+		"https://127.255.255.254/hook",
+		"https://[::1]/hook",
+		"https://[::1]:8443/hook",
+		// Private ranges, at their edges.
+		"https://10.0.0.0/hook",
+		"https://10.255.255.255:8443/hook",
+		"https://172.16.0.0/hook",
+		"https://172.31.255.255/hook",
+		"https://192.168.0.0/hook",
+		"https://192.168.255.255/hook",
+		"https://[fc00::1]/hook", // unique local
+		"https://[fdff:ffff::1]/hook",
+		// Unspecified and multicast.
+		"https://0.0.0.0/hook",
+		"https://[::]/hook",
+		"https://224.0.0.1/hook",
+		"https://239.255.255.250/hook",
+		"https://[ff05::2]/hook",
+		// Carrier-grade NAT.
+		"https://100.64.0.0/hook",
+		"https://100.127.255.255/hook",
+	}
+	for _, u := range refused {
+		t.Run(u, func(t *testing.T) {
+			if err := g.Check(u); !errors.Is(err, ErrCallbackRefused) {
+				t.Errorf("accepted over https: %v", err)
+			}
+		})
+	}
+	// Public neighbours of those ranges pass, so the guard is not just
+	// refusing everything.
+	accepted := []string{
+		"https://169.253.255.255/hook",
+		"https://169.255.0.0/hook",
+		"https://[fec0::1]/hook",
+		"https://[::ffff:93.184.215.14]/hook",
+		"https://126.255.255.255/hook",
+		"https://128.0.0.0:8443/hook",
+		"https://11.0.0.0/hook",
+		"https://172.15.255.255/hook",
+		"https://172.32.0.0/hook",
+		"https://192.167.255.255/hook",
+		"https://192.169.0.0/hook",
+		"https://[fbff:ffff::1]/hook",
+		"https://[fe00::1]/hook",
+		"https://100.63.255.255/hook",
+		"https://100.128.0.0/hook",
+		"https://[2606:2800:220:1::1]/hook",
+	}
+	for _, u := range accepted {
+		t.Run(u, func(t *testing.T) {
+			if err := g.Check(u); err != nil {
+				t.Errorf("refused a public address: %v", err)
+			}
+		})
+	}
+}
+
+func TestTheGuardRefusesMappedFormsOfAllowListedNeighbours(t *testing.T) {
+	// An allow-listed range opens that range only: its IPv4-mapped form
+	// is the same address and passes, the link-local metadata address
+	// next to nothing on the list does not, mapped or not.
+	g, err := NewCallbackGuard("10.20.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"https://10.20.3.4/hook", true},
+		{"https://[::ffff:10.20.3.4]/hook", true},
+		{"https://10.21.0.1/hook", false},
+		{"https://[::ffff:10.21.0.1]/hook", false},
+		{"https://[::ffff:169.254.169.254]/hook", false},
+		{"https://169.254.169.254/hook", false},
+	}
+	for _, c := range cases {
+		err := g.Check(c.url)
+		if c.ok && err != nil {
+			t.Errorf("%s refused: %v", c.url, err)
+		}
+		if !c.ok && !errors.Is(err, ErrCallbackRefused) {
+			t.Errorf("%s accepted", c.url)
+		}
+	}
+}
+
+// The guarded client refuses, at the moment it connects, any address the
+// guard refuses, whatever the URL said: literal addresses reach the
+// dialer only this way when a caller skips Check, names always do.
+func TestTheGuardedDialerRefusesInternalAddressesBeforeConnecting(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+	g, err := NewCallbackGuard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Webhooks{Guard: g}
+	dial := w.client(false).Transport.(*http.Transport).DialContext
+	for _, addr := range []string{
+		netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String(),
+		netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.1"), uint16(port)).String(),
+		"169.254.169.254:443",
+		"10.0.0.1:443",
+		"192.168.1.1:443",
+		"100.64.0.1:443",
+	} {
+		t.Run(addr, func(t *testing.T) {
+			// The deadline only bounds a dialer that does not refuse.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c, err := dial(ctx, "tcp", addr)
+			if c != nil {
+				c.Close()
+			}
+			if !errors.Is(err, ErrCallbackRefused) {
+				t.Errorf("dial %s: %v, want it refused by the guard", addr, err)
+			}
+		})
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the local server saw %d connections", n)
+	}
+}
+
+// A callback URL whose name passes Check (nothing is resolved then) but
+// resolves, when the event is delivered, to the loopback address: DNS
+// rebinding. The delivery must be refused for good at the dial, and the
+// local server never reached. The same name on the allow-list is
+// delivered, so the refusal is the guard's.
+func TestADeliveryToANameThatResolvesToLoopbackIsRefusedAtTheDial(t *testing.T) {
+	const name = "example.com" // the name in httptest's certificate
+	useResolver(t, map[string]netip.Addr{name + ".": netip.MustParseAddr("127.0.0.1")})
+
+	var mu sync.Mutex
+	var conns, requests int
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requests++
+		mu.Unlock()
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	callback := (&url.URL{Scheme: "https", Host: net.JoinHostPort(name, strconv.Itoa(port)), Path: "/hook"}).String()
+
+	for _, c := range []struct {
+		name      string
+		allow     string
+		delivered bool
+	}{
+		{"guarded", ":" + strconv.Itoa(port), false},
+		{"allow-listed host", name, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mu.Lock()
+			conns, requests = 0, 0
+			mu.Unlock()
+			g, err := NewCallbackGuard(c.allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Check(callback); err != nil {
+				t.Fatalf("Check refused %s before any resolution: %v", callback, err)
+			}
+			w := &Webhooks{Guard: g, Secrets: map[string]string{"*": "site-secret"}, PublicURL: "https://octflow.example"}
+			// Trust the test server's certificate on both clients: only
+			// the guard can stop the guarded delivery.
+			pool := x509.NewCertPool()
+			pool.AddCert(srv.Certificate())
+			for _, allow := range []bool{false, true} {
+				w.client(allow).Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
+			}
+			a := &Activities{Webhooks: w, Node: "cpu-1"}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			env.RegisterActivity(a.NotifyWorkstation)
+			in := contract.StageInput{Exam: exam.Submission{ExamID: "E1", Campus: "north", CallbackURL: callback}}
+			v, err := env.ExecuteActivity(a.NotifyWorkstation, in)
+			mu.Lock()
+			gotConns, gotRequests := conns, requests
+			mu.Unlock()
+			if c.delivered {
+				var out contract.StageOutput
+				if err != nil || v.Get(&out) != nil || !out.Delivered || gotRequests != 1 {
+					t.Fatalf("allow-listed delivery: err %v, %d requests", err, gotRequests)
+				}
+				return
+			}
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) || app.Type() != "CallbackRejected" || !app.NonRetryable() {
+				t.Errorf("delivery to a name resolving to loopback: %v, want a final CallbackRejected", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "127.0.0.1") {
+				t.Errorf("the refusal does not name the address: %v", err)
+			}
+			if gotConns != 0 || gotRequests != 0 {
+				t.Errorf("the loopback server saw %d connections, %d requests", gotConns, gotRequests)
+			}
+		})
+	}
+}
+
+// useResolver points the process's resolver, for the test, at an
+// in-memory DNS server that answers A queries for names and nothing else
+// (hosts files are still read first, so names must not be in them).
+func useResolver(t *testing.T, names map[string]netip.Addr) {
+	t.Helper()
+	prev := net.DefaultResolver
+	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go serveDNS(server, names)
+		return client, nil
+	}}
+	t.Cleanup(func() { net.DefaultResolver = prev })
+}
+
+// serveDNS answers DNS over a stream (two-byte length prefixes).
+func serveDNS(c net.Conn, names map[string]netip.Addr) {
+	defer c.Close()
+	for {
+		var n [2]byte
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
+		}
+		msg := make([]byte, binary.BigEndian.Uint16(n[:]))
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(msg)
+		if err != nil {
+			return
+		}
+		q, err := p.Question()
+		if err != nil {
+			return
+		}
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
+		b.EnableCompression()
+		_ = b.StartQuestions()
+		_ = b.Question(q)
+		_ = b.StartAnswers()
+		if ip, ok := names[strings.ToLower(q.Name.String())]; ok && q.Type == dnsmessage.TypeA {
+			_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60},
+				dnsmessage.AResource{A: ip.As4()})
+		}
+		out, err := b.Finish()
+		if err != nil {
+			return
+		}
+		binary.BigEndian.PutUint16(n[:], uint16(len(out)))
+		if _, err := c.Write(append(n[:], out...)); err != nil {
+			return
+		}
+	}
+}
