@@ -25,12 +25,21 @@ func (p *Pseudonymizer) Ref(campus, id string) string {
 	return "pt-" + hex.EncodeToString(p.sum("patient", campus, id))[:24]
 }
 
-// UID returns the replacement of a DICOM UID: "2.25." and the first 128
-// bits of its keyed hash in decimal, the UUID-derived form of PS3.5
-// B.2. The same UID always gets the same replacement, so the scans of a
-// study stay together, and no one without the key can map it back.
-func (p *Pseudonymizer) UID(uid string) string {
-	return "2.25." + new(big.Int).SetBytes(p.sum("uid", uid)[:16]).String()
+// UID returns the replacement of a DICOM UID in campus's copies: "2.25."
+// and the first 128 bits of its keyed hash in decimal, the UUID-derived
+// form of PS3.5 B.2. The same UID always gets the same replacement
+// within a campus, so the scans of a study stay together, and no one
+// without the key can map it back. A campus is a tenant: the same UID
+// gets another replacement at another campus, so copies of two campuses
+// cannot be linked by their UIDs.
+func (p *Pseudonymizer) UID(campus, uid string) string {
+	return "2.25." + new(big.Int).SetBytes(p.sum("uid", campus, uid)[:16]).String()
+}
+
+// UIDs is UID for campus, as de-identification takes it
+// (imaging.Deidentification.UID).
+func (p *Pseudonymizer) UIDs(campus string) func(string) string {
+	return func(uid string) string { return p.UID(campus, uid) }
 }
 
 func (p *Pseudonymizer) sum(parts ...string) []byte {

@@ -118,8 +118,8 @@ func TestPseudonymIsStableKeyedPerCampusAndHidesTheID(t *testing.T) {
 	if a.Ref("north", "") != "" {
 		t.Error("empty ID must give no pseudonym")
 	}
-	uid := a.UID("1.3.6.1.4.1.9590.100.1.2.1111")
-	if uid != a.UID("1.3.6.1.4.1.9590.100.1.2.1111") || uid == b.UID("1.3.6.1.4.1.9590.100.1.2.1111") ||
+	uid := a.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111")
+	if uid != a.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111") || uid == b.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111") ||
 		!strings.HasPrefix(uid, "2.25.") || len(uid) > 64 || strings.Contains(uid, "9590") {
 		t.Errorf("UID replacement %q", uid)
 	}

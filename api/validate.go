@@ -91,7 +91,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
-	err = scan.WriteDeidentified(clean.file, imaging.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UID})
+	err = scan.WriteDeidentified(clean.file, imaging.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UIDs(principal(c).Campus)})
 	if err != nil {
 		clean.close()
 		if errors.Is(err, imaging.ErrInvalidVolume) {

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"octflow/imaging"
+)
+
+// TestUIDReplacementIsKeyedPerCampus: a UID's replacement is stable
+// within a campus, another at another campus or under another key, and
+// never shows the UID; UIDs is UID for one campus.
+func TestUIDReplacementIsKeyedPerCampus(t *testing.T) {
+	const uid = "1.3.6.1.4.1.9590.100.1.2.1111"
+	a, b := NewPseudonymizer([]byte("key-one-0123456789")), NewPseudonymizer([]byte("key-two-0123456789"))
+	base := a.UID("north", uid)
+	for _, c := range []struct {
+		name string
+		got  string
+		same bool
+	}{
+		{"the same UID, campus and key", a.UID("north", uid), true},
+		{"UIDs of the campus", a.UIDs("north")(uid), true},
+		{"another campus", a.UID("south", uid), false},
+		{"UIDs of another campus", a.UIDs("south")(uid), false},
+		{"another key", b.UID("north", uid), false},
+		{"another UID", a.UID("north", uid+"2"), false},
+		// The campus and the UID are hashed apart, not run together.
+		{"the campus's end moved into the UID", a.UID("nort", "h"+uid), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if (c.got == base) != c.same {
+				t.Errorf("%q against %q: same %v, want %v", c.got, base, c.got == base, c.same)
+			}
+			if !strings.HasPrefix(c.got, "2.25.") || len(c.got) > 64 || strings.Contains(c.got, "9590") {
+				t.Errorf("UID replacement %q", c.got)
+			}
+			for _, d := range c.got[len("2.25."):] {
+				if d < '0' || d > '9' {
+					t.Fatalf("UID replacement %q is not 2.25 and a decimal", c.got)
+				}
+			}
+		})
+	}
+}
+
+// TestACampusCopyHasItsCampusUIDs: the gateway de-identifies an upload
+// with the UIDs of the uploading device's campus, so the same scan sent
+// at two campuses gives two copies no UID links.
+func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
+	srv := intakeServer(t, UploadLimits{})
+	v := imaging.NewVolume(2, 16, 16, imaging.Spacing{AxialUm: 3.9, LateralUm: 11.7, FrameUm: 120})
+	h := imaging.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
+		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982"}
+	var scan bytes.Buffer
+	if err := imaging.WriteDICOM(&scan, v, h); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, campus := range []string{"north", "south"} {
+		contentType, body := Multipart(SubmitMeta{ExamID: "E-1"}, scan.Bytes())
+		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
+		req.Header.Set(echo.HeaderContentType, contentType)
+		c := echo.New().NewContext(req, httptest.NewRecorder())
+		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: campus})
+		up, clean, err := srv.intake(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied, err := io.ReadAll(clean.file)
+		up.close()
+		clean.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := imaging.ReadDICOM(bytes.NewReader(copied), int64(len(copied)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []struct{ orig, got string }{
+			{h.SOPInstanceUID, got.SOPInstanceUID}, {h.StudyInstanceUID, got.StudyInstanceUID}, {h.SeriesInstanceUID, got.SeriesInstanceUID},
+		} {
+			if want := srv.cfg.Pseudonymizer.UID(campus, u.orig); u.got != want {
+				t.Errorf("%s: %s became %s, want its campus's %s", campus, u.orig, u.got, want)
+			}
+			if other, ok := seen[u.got]; ok {
+				t.Errorf("%s and %s copies share the UID %s", other, campus, u.got)
+			}
+			seen[u.got] = campus
+		}
+	}
+}
