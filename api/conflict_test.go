@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"octflow/contract"
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/storage"
+)
+
+// conflictTemporal knows one exam (or none) and its scan's digest. Any
+// call but a description panics (its embedded Client is nil), which the
+// gateway answers 500: a start, a query, a listing never happen here.
+type conflictTemporal struct {
+	client.Client
+	known  string // the workflow ID Temporal knows, "" for none
+	digest string
+}
+
+func (f *conflictTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if id != f.known {
+		return nil, serviceerror.NewNotFound("no workflow " + id)
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayload(f.digest)
+	if err != nil {
+		return nil, err
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-1"},
+		Memo:      &commonpb.Memo{Fields: map[string]*commonpb.Payload{contract.MemoScanDigest: p}},
+	}}, nil
+}
+
+// conflictStore is an object store in memory that notes every write.
+type conflictStore struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	puts    []string
+}
+
+func (s *conflictStore) Put(_ context.Context, key string, r io.Reader, _ int64, _ string) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[key] = b
+	s.puts = append(s.puts, key)
+	return nil
+}
+
+func (s *conflictStore) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[key]
+	if !ok {
+		return nil, 0, storage.ErrNotFound
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+
+func (s *conflictStore) Exists(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.objects[key]
+	return ok, nil
+}
+
+func (s *conflictStore) Delete(_ context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, key)
+	return nil
+}
+
+func (s *conflictStore) Ping(context.Context) error { return nil }
+
+// A device that sends another scan under an exam ID its campus already
+// used is answered 409 exam-conflict, whether Temporal still knows the
+// exam or only the exam's own record does (its retention passed), and
+// nothing is stored or started for it.
+func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
+	var scan bytes.Buffer
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	if err := imaging.WriteDICOM(&scan, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	ref := exam.Ref{Campus: "north", ID: "E-1"}
+	const otherDigest = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	record, _ := json.Marshal(exam.Record{Exam: ref, ScanDigest: otherDigest, Priority: exam.Low})
+	cases := []struct {
+		name     string
+		temporal *conflictTemporal
+		objects  map[string][]byte
+	}{
+		{"Temporal knows the exam", &conflictTemporal{known: contract.ExamWorkflowID(ref), digest: otherDigest}, nil},
+		{"only the exam's record does", &conflictTemporal{}, map[string][]byte{exam.RecordKey(ref): record}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := &conflictStore{objects: map[string][]byte{}}
+			for k, v := range c.objects {
+				store.objects[k] = v
+			}
+			tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+				SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20, Temporal: c.temporal, Store: store})
+
+			contentType, body := Multipart(SubmitMeta{ExamID: ref.ID, Priority: "low"}, scan.Bytes())
+			req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
+			req.Header.Set("Content-Type", contentType)
+			req.Header.Set("Authorization", "Bearer dev")
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+
+			var prob struct {
+				Type   string `json:"type"`
+				ExamID string `json:"examId"`
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &prob)
+			if rec.Code != http.StatusConflict || !strings.HasSuffix(prob.Type, "exam-conflict") || prob.ExamID != ref.ID {
+				t.Fatalf("answered %d %s, want 409 exam-conflict naming %s", rec.Code, rec.Body, ref.ID)
+			}
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if len(store.puts) != 0 {
+				t.Errorf("a conflicting scan stored %v", store.puts)
+			}
+		})
+	}
+}
