@@ -10,19 +10,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"octflow/audit/audittest"
 )
 
 // dyingCollector takes one frame on its first connection and then closes
 // it without reading the rest, as a collector that stops with messages
 // still in its socket's buffer; on later connections it reads all.
-func dyingCollector(t *testing.T, p pki) (addr string, got func() []string) {
+func dyingCollector(t *testing.T, p audittest.PKI) (addr string, got func() []string) {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(p.path("server.pem"), p.path("server.key"))
+	cert, err := tls.LoadX509KeyPair(p.Path("server.pem"), p.Path("server.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pem, _ := os.ReadFile(p.path("ca.pem"))
+	pem, _ := os.ReadFile(p.Path("ca.pem"))
 	pool.AppendCertsFromPEM(pem)
 	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert})
@@ -65,7 +67,7 @@ func dyingCollector(t *testing.T, p pki) (addr string, got func() []string) {
 }
 
 func TestMessagesACollectorDiedWithAreSentAgain(t *testing.T) {
-	p := newPKI(t)
+	p := audittest.NewPKI(t)
 	addr, got := dyingCollector(t, p)
 	tr := openTrail(t, p, addr, t.TempDir(), nil)
 	for i := 1; i <= 5; i++ {

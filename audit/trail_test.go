@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"octflow/audit/audittest"
 )
 
 var testSource = Source{ID: "api@test", Site: "Test Hospital", Host: "test-host", PID: 4242}
@@ -22,9 +24,9 @@ func reportRead(i int) Event {
 			Type: 2, Role: 3, Details: []Detail{{Type: "requestId", Value: "r1"}}}}}
 }
 
-func openTrail(t *testing.T, p pki, addr, spool string, tweak func(*Config)) *Trail {
+func openTrail(t *testing.T, p audittest.PKI, addr, spool string, tweak func(*Config)) *Trail {
 	t.Helper()
-	cfg := Config{Collector: addr, CAFile: p.path("ca.pem"), CertFile: p.path("client.pem"), KeyFile: p.path("client.key"),
+	cfg := Config{Collector: addr, CAFile: p.Path("ca.pem"), CertFile: p.Path("client.pem"), KeyFile: p.Path("client.key"),
 		SpoolDir: spool, Settle: 300 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
@@ -67,9 +69,9 @@ type atnaMessage struct {
 }
 
 func TestMessagesReachRsyslogFramedAndParsable(t *testing.T) {
-	p := newPKI(t)
-	c := startCollector(t, p, "server")
-	tr := openTrail(t, p, c.addr, t.TempDir(), nil)
+	p := audittest.NewPKI(t)
+	c := audittest.StartCollector(t, p, "server")
+	tr := openTrail(t, p, c.Addr(), t.TempDir(), nil)
 	refused := Event{ID: UserAuthenticated, Types: []Code{Login}, Action: Execute, Outcome: MinorFailure,
 		Description: "401 unknown token\nsecond line", User: User{ID: "unauthenticated", Address: "10.0.0.9"}}
 	for _, ev := range []Event{reportRead(1), refused, reportRead(2)} {
@@ -77,42 +79,42 @@ func TestMessagesReachRsyslogFramedAndParsable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ls := c.waitFor(3)
+	ls := c.WaitFor(3)
 	if len(ls) != 3 {
 		t.Fatalf("collector got %d messages, want 3 (one per record, none merged): %+v", len(ls), ls)
 	}
 	for i, l := range ls {
-		if l.app != "octflow" || l.msgID != "IHE+RFC-3881" || l.procID != "4242" || l.seq != i+1 {
-			t.Errorf("message %d: app %q msgid %q procid %q seq %d", i, l.app, l.msgID, l.procID, l.seq)
+		if l.App != "octflow" || l.MsgID != "IHE+RFC-3881" || l.ProcID != "4242" || l.Seq != i+1 {
+			t.Errorf("message %d: app %q msgid %q procid %q seq %d", i, l.App, l.MsgID, l.ProcID, l.Seq)
 		}
 		var m atnaMessage
-		if err := xml.Unmarshal([]byte(l.msg), &m); err != nil {
-			t.Fatalf("message %d is not XML: %v\n%s", i, err, l.msg)
+		if err := xml.Unmarshal([]byte(l.Msg), &m); err != nil {
+			t.Fatalf("message %d is not XML: %v\n%s", i, err, l.Msg)
 		}
 		if m.Source.ID != "api@test" || m.Source.Site != "Test Hospital" || len(m.Participants) != 2 || !m.Participants[0].Requestor {
 			t.Errorf("message %d: source or participants wrong: %+v", i, m)
 		}
 	}
 	var m atnaMessage
-	_ = xml.Unmarshal([]byte(ls[0].msg), &m)
+	_ = xml.Unmarshal([]byte(ls[0].Msg), &m)
 	if m.Event.ID.Code != "110110" || m.Event.ID.System != "DCM" || m.Event.Action != "R" || m.Event.Outcome != "0" ||
-		ls[0].pri != "85" || m.Objects[0].ID != "north/exam-1" || m.Participants[0].UserID != "dr-lee" || m.Participants[0].Access != "10.0.0.7" {
-		t.Errorf("report read: pri %s %+v", ls[0].pri, m)
+		ls[0].Pri != "85" || m.Objects[0].ID != "north/exam-1" || m.Participants[0].UserID != "dr-lee" || m.Participants[0].Access != "10.0.0.7" {
+		t.Errorf("report read: pri %s %+v", ls[0].Pri, m)
 	}
 	if v, _ := base64.StdEncoding.DecodeString(m.Objects[0].Details[0].Value); string(v) != "r1" {
 		t.Errorf("request ID detail %q", v)
 	}
-	_ = xml.Unmarshal([]byte(ls[1].msg), &m)
-	if m.Event.ID.Code != "110114" || m.Event.Outcome != "4" || ls[1].pri != "84" {
-		t.Errorf("refused token: pri %s %+v", ls[1].pri, m.Event)
+	_ = xml.Unmarshal([]byte(ls[1].Msg), &m)
+	if m.Event.ID.Code != "110114" || m.Event.Outcome != "4" || ls[1].Pri != "84" {
+		t.Errorf("refused token: pri %s %+v", ls[1].Pri, m.Event)
 	}
 }
 
 func TestNothingIsLostWhileTheCollectorIsStoppedNorAcrossARestart(t *testing.T) {
-	p := newPKI(t)
-	c := startCollector(t, p, "server")
+	p := audittest.NewPKI(t)
+	c := audittest.StartCollector(t, p, "server")
 	spool := t.TempDir()
-	tr := openTrail(t, p, c.addr, spool, nil)
+	tr := openTrail(t, p, c.Addr(), spool, nil)
 	record := func(tr *Trail, from, to int) {
 		for i := from; i <= to; i++ {
 			if err := tr.Record(reportRead(i)); err != nil {
@@ -121,36 +123,36 @@ func TestNothingIsLostWhileTheCollectorIsStoppedNorAcrossARestart(t *testing.T) 
 		}
 	}
 	record(tr, 1, 5)
-	c.waitFor(5)
-	c.stop()
+	c.WaitFor(5)
+	c.Stop()
 	record(tr, 6, 10)
 	// The api restarts while the collector is away: the spool carries
 	// the messages over.
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tr = openTrail(t, p, c.addr, spool, nil)
+	tr = openTrail(t, p, c.Addr(), spool, nil)
 	if n := tr.Pending(); n < 5 {
 		t.Errorf("a reopened spool holds %d messages, want at least the 5 sent while the collector was away", n)
 	}
 	record(tr, 11, 15)
 	time.Sleep(300 * time.Millisecond) // a few reconnections fail
-	c.start()
-	ls := c.waitFor(15)
+	c.Start()
+	ls := c.WaitFor(15)
 
 	// At least once, in order: each sequence number's first arrival
 	// comes after the one before it, and carries its own exam.
 	first := map[int]int{}
 	for i, l := range ls {
-		if _, ok := first[l.seq]; !ok {
-			first[l.seq] = i
+		if _, ok := first[l.Seq]; !ok {
+			first[l.Seq] = i
 		}
 		var m atnaMessage
-		if err := xml.Unmarshal([]byte(l.msg), &m); err != nil {
+		if err := xml.Unmarshal([]byte(l.Msg), &m); err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("north/exam-%d", l.seq); m.Objects[0].ID != want {
-			t.Errorf("sequence %d carries %s, want %s", l.seq, m.Objects[0].ID, want)
+		if want := fmt.Sprintf("north/exam-%d", l.Seq); m.Objects[0].ID != want {
+			t.Errorf("sequence %d carries %s, want %s", l.Seq, m.Objects[0].ID, want)
 		}
 	}
 	for seq := 2; seq <= 15; seq++ {
@@ -168,7 +170,7 @@ func TestNothingIsLostWhileTheCollectorIsStoppedNorAcrossARestart(t *testing.T) 
 }
 
 func TestTLSWithTheWrongCAIsRefused(t *testing.T) {
-	p := newPKI(t)
+	p := audittest.NewPKI(t)
 	for _, tc := range []struct {
 		name       string
 		serverCert string
@@ -176,18 +178,18 @@ func TestTLSWithTheWrongCAIsRefused(t *testing.T) {
 	}{
 		{"the collector's certificate is from a CA we do not trust", "impostor", nil},
 		{"our client certificate is from a CA the collector does not trust", "server", func(c *Config) {
-			c.CertFile, c.KeyFile = p.path("stranger.pem"), p.path("stranger.key")
+			c.CertFile, c.KeyFile = p.Path("stranger.pem"), p.Path("stranger.key")
 		}},
-		{"we trust only the wrong CA", "server", func(c *Config) { c.CAFile = p.path("wrong-ca.pem") }},
+		{"we trust only the wrong CA", "server", func(c *Config) { c.CAFile = p.Path("wrong-ca.pem") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := startCollector(t, p, tc.serverCert)
-			tr := openTrail(t, p, c.addr, t.TempDir(), tc.tweak)
+			c := audittest.StartCollector(t, p, tc.serverCert)
+			tr := openTrail(t, p, c.Addr(), t.TempDir(), tc.tweak)
 			if err := tr.Record(reportRead(1)); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond) // several attempts and settle times
-			if ls := c.lines(); len(ls) != 0 {
+			if ls := c.Lines(); len(ls) != 0 {
 				t.Errorf("the collector got %d messages over a refused TLS session", len(ls))
 			}
 			if n := tr.Pending(); n != 1 {

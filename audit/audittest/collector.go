@@ -1,4 +1,7 @@
-package audit
+// Package audittest runs a real audit record repository for tests:
+// Debian's rsyslogd with its TLS driver (RFC 5425), with certificates the
+// test makes.
+package audittest
 
 import (
 	"bufio"
@@ -21,18 +24,20 @@ import (
 	"time"
 )
 
-// pki is a CA and the certificates a test needs, as PEM files in dir.
-type pki struct {
+// PKI is a CA and the certificates a test needs, as PEM files in a
+// directory of the test's own.
+type PKI struct {
 	dir string
 }
 
-func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+// Path is the file of a certificate (name.pem) or key (name.key).
+func (p PKI) Path(name string) string { return filepath.Join(p.dir, name) }
 
-// newPKI makes two CAs, "ca" and "wrong-ca"; a collector certificate for
+// NewPKI makes two CAs, "ca" and "wrong-ca"; a collector certificate for
 // 127.0.0.1 and clients "client" (from ca) and "stranger" (from wrong-ca).
-func newPKI(t *testing.T) pki {
+func NewPKI(t *testing.T) PKI {
 	t.Helper()
-	p := pki{dir: t.TempDir()}
+	p := PKI{dir: t.TempDir()}
 	ca, caKey := p.ca(t, "ca")
 	wrong, wrongKey := p.ca(t, "wrong-ca")
 	p.leaf(t, "server", ca, caKey, true)
@@ -43,7 +48,7 @@ func newPKI(t *testing.T) pki {
 	return p
 }
 
-func (p pki) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+func (p PKI) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +65,7 @@ func (p pki) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey
 	return cert, key
 }
 
-func (p pki) leaf(t *testing.T, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) {
+func (p PKI) leaf(t *testing.T, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -83,25 +88,25 @@ func (p pki) leaf(t *testing.T, name string, ca *x509.Certificate, caKey *ecdsa.
 	p.write(t, name+".key", "PRIVATE KEY", kder)
 }
 
-func (p pki) write(t *testing.T, name, typ string, der []byte) {
-	if err := os.WriteFile(p.path(name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+func (p PKI) write(t *testing.T, name, typ string, der []byte) {
+	if err := os.WriteFile(p.Path(name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// collector is Debian's rsyslogd as an audit record repository: imtcp
+// Collector is Debian's rsyslogd as an audit record repository: imtcp
 // with the gtls driver (RFC 5425), asking for a client certificate from
 // the test CA, writing each message's parsed fields to a file.
-type collector struct {
+type Collector struct {
 	t    *testing.T
 	dir  string
 	addr string
 	cmd  *exec.Cmd
 }
 
-// startCollector starts rsyslogd serving certName's certificate; it
+// StartCollector starts rsyslogd serving certName's certificate; it
 // skips the test when rsyslogd is not installed, unless CI is set.
-func startCollector(t *testing.T, p pki, certName string) *collector {
+func StartCollector(t *testing.T, p PKI, certName string) *Collector {
 	t.Helper()
 	bin, err := exec.LookPath("rsyslogd")
 	if err != nil {
@@ -126,7 +131,7 @@ func startCollector(t *testing.T, p pki, certName string) *collector {
 	addr := l.Addr().String()
 	l.Close()
 	_, port, _ := net.SplitHostPort(addr)
-	c := &collector{t: t, dir: t.TempDir(), addr: addr}
+	c := &Collector{t: t, dir: t.TempDir(), addr: addr}
 	// The template puts what rsyslog parsed out of each RFC 5424 message
 	// on one line, tab-separated.
 	conf := fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k"
@@ -138,19 +143,20 @@ module(load="imtcp" streamDriver.name="gtls" streamDriver.mode="1" streamDriver.
 input(type="imtcp" port=%[5]q address="127.0.0.1")
 template(name="fields" type="string" string="%%pri%%\t%%app-name%%\t%%msgid%%\t%%procid%%\t%%structured-data%%\t%%msg%%\n")
 action(type="omfile" file=%[6]q template="fields")
-`, c.dir, p.path("ca.pem"), p.path(certName+".pem"), p.path(certName+".key"), port, c.received())
+`, c.dir, p.Path("ca.pem"), p.Path(certName+".pem"), p.Path(certName+".key"), port, c.received())
 	if err := os.WriteFile(filepath.Join(c.dir, "rsyslog.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.cmd = exec.Command(bin, "-n", "-f", filepath.Join(c.dir, "rsyslog.conf"), "-i", filepath.Join(c.dir, "rsyslog.pid"))
-	c.start()
-	t.Cleanup(c.stop)
+	c.Start()
+	t.Cleanup(c.Stop)
 	return c
 }
 
-func (c *collector) received() string { return filepath.Join(c.dir, "received.log") }
+func (c *Collector) received() string { return filepath.Join(c.dir, "received.log") }
 
-func (c *collector) start() {
+// Start starts rsyslogd again after Stop.
+func (c *Collector) Start() {
 	c.t.Helper()
 	cmd := exec.Command(c.cmd.Path, c.cmd.Args[1:]...)
 	out, err := os.Create(filepath.Join(c.dir, "rsyslogd.out"))
@@ -177,8 +183,8 @@ func (c *collector) start() {
 	}
 }
 
-// stop ends rsyslogd as an operator would (SIGTERM) and waits for it.
-func (c *collector) stop() {
+// Stop ends rsyslogd as an operator would (SIGTERM) and waits for it.
+func (c *Collector) Stop() {
 	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
 		return
 	}
@@ -186,13 +192,16 @@ func (c *collector) stop() {
 	_ = c.cmd.Wait()
 }
 
-// line is one message as rsyslog parsed it.
-type line struct {
-	pri, app, msgID, procID, sd, msg string
-	seq                              int
+// Line is one message as rsyslog parsed it: its PRI, APP-NAME, MSGID,
+// PROCID, structured data and message, and Seq, the sequence number its
+// structured data names (-1: none).
+type Line struct {
+	Pri, App, MsgID, ProcID, SD, Msg string
+	Seq                              int
 }
 
-func (c *collector) lines() []line {
+// Lines are the messages received so far.
+func (c *Collector) Lines() []Line {
 	c.t.Helper()
 	f, err := os.Open(c.received())
 	if os.IsNotExist(err) {
@@ -201,7 +210,7 @@ func (c *collector) lines() []line {
 		c.t.Fatal(err)
 	}
 	defer f.Close()
-	var out []line
+	var out []Line
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -209,24 +218,24 @@ func (c *collector) lines() []line {
 		if len(f) != 6 {
 			c.t.Fatalf("collector line %q: not 6 fields", sc.Text())
 		}
-		l := line{pri: f[0], app: f[1], msgID: f[2], procID: f[3], sd: f[4], msg: strings.TrimSpace(f[5]), seq: -1}
-		if s, ok := strings.CutPrefix(l.sd, `[meta sequenceId="`); ok {
-			l.seq, _ = strconv.Atoi(strings.TrimSuffix(s, `"]`))
+		l := Line{Pri: f[0], App: f[1], MsgID: f[2], ProcID: f[3], SD: f[4], Msg: strings.TrimSpace(f[5]), Seq: -1}
+		if s, ok := strings.CutPrefix(l.SD, `[meta sequenceId="`); ok {
+			l.Seq, _ = strconv.Atoi(strings.TrimSuffix(s, `"]`))
 		}
 		out = append(out, l)
 	}
 	return out
 }
 
-// waitFor waits until the collector holds every sequence number 1..n.
-func (c *collector) waitFor(n int) []line {
+// WaitFor waits until the collector holds every sequence number 1..n.
+func (c *Collector) WaitFor(n int) []Line {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ls := c.lines()
+		ls := c.Lines()
 		seen := map[int]bool{}
 		for _, l := range ls {
-			seen[l.seq] = true
+			seen[l.Seq] = true
 		}
 		if len(seen) >= n {
 			return ls
@@ -237,3 +246,6 @@ func (c *collector) waitFor(n int) []line {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Addr is the collector's host:port.
+func (c *Collector) Addr() string { return c.addr }
