@@ -68,9 +68,9 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			return rec, nil
 		}
 		var rec *exam.Record
-		if key := exam.RecordKey(ref); stored[key] {
-			rec = &exam.Record{}
-			if err := a.readJSON(ctx, key, rec); err != nil {
+		if stored[exam.RecordKey(ref)] {
+			var err error
+			if rec, err = a.readRecord(ctx, ref); err != nil {
 				return nil, err
 			}
 		}
@@ -106,13 +106,22 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 				zap.String("campus", ref.Campus), zap.String("examId", ref.ID))
 			continue
 		default:
-			var in exam.Intake
-			if err := a.readJSON(ctx, marker, &in); errors.Is(err, errUnreadable) {
+			var intake exam.Intake
+			err := a.readJSON(ctx, marker, &intake)
+			if err == nil && !strings.HasPrefix(intake.ScanDigest, digest) {
+				err = fmt.Errorf("intake marker %s names scan %q: %w", marker, intake.ScanDigest, errUnreadable)
+			}
+			if errors.Is(err, errUnreadable) {
 				res.Unaccounted++
 				a.Logger.Error("an intake marker cannot be read; its scan stays", zap.Error(err))
 				continue
 			} else if err != nil {
 				return res, err
+			}
+			if now.Sub(intake.At) < in.Grace {
+				// A resend wrote it again since the listing: that start is
+				// under way.
+				continue
 			}
 			used, err := a.Index.ScanInUse(ctx, ref, digest)
 			if err != nil {
@@ -120,7 +129,7 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			}
 			if used {
 				// The gateway stopped between the start and the record.
-				rec := exam.Record{Exam: ref, ScanDigest: in.ScanDigest, AcceptedAt: in.At}
+				rec := exam.Record{Exam: ref, ScanDigest: intake.ScanDigest, AcceptedAt: intake.At}
 				if err := a.putJSON(ctx, exam.RecordKey(ref), rec); err != nil {
 					return res, unavailable(ctx, err)
 				}
@@ -129,6 +138,19 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 				res.Kept++
 				continue
 			}
+		}
+		// Asked again right before the delete, not from the listing: a
+		// resend may have made this scan an exam's since.
+		switch fresh, err := a.readRecord(ctx, ref); {
+		case errors.Is(err, errUnreadable):
+			res.Unaccounted++
+			continue
+		case err != nil:
+			return res, err
+		case fresh != nil && strings.HasPrefix(fresh.ScanDigest, digest):
+			records[ref] = fresh
+			res.Kept++
+			continue
 		}
 		if err := a.Scans.Delete(ctx, o.Key); err != nil {
 			return res, unavailable(ctx, err)
@@ -152,6 +174,21 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		}
 	}
 	return res, nil
+}
+
+// readRecord reads an exam's record as it is now (nil: it has none). A
+// record that names no scan is unreadable: nothing is decided on it.
+func (a *Activities) readRecord(ctx context.Context, ref exam.Ref) (*exam.Record, error) {
+	var rec exam.Record
+	switch err := a.readJSON(ctx, exam.RecordKey(ref), &rec); {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case rec.ScanDigest == "":
+		return nil, fmt.Errorf("the record of exam %s names no scan: %w", ref, errUnreadable)
+	}
+	return &rec, nil
 }
 
 // errUnreadable marks a stored record or marker that is not valid JSON.

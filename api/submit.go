@@ -186,6 +186,16 @@ func (s *Server) submitExam(c echo.Context) error {
 		// The exam runs; a resend finds it and writes the record.
 		return err
 	}
+	// A sweep that listed this exam's marker from an earlier, failed start
+	// may have removed the scan just now: the record stops the next one.
+	switch ok, err := s.cfg.Store.Exists(ctx, sub.ScanKey); {
+	case err != nil:
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	case !ok:
+		if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
+			return err
+		}
+	}
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 		zap.String("priority", string(prio)), zap.String("deviceId", who.DeviceID))
 	s.audit(c, "submit", ref, http.StatusAccepted)
