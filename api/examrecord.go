@@ -41,14 +41,27 @@ func (s *Server) recordExam(ctx context.Context, rec exam.Record) error {
 	return nil
 }
 
-// readRecord returns the exam's record, or nil if it has none.
+// readRecord returns the exam's record, or nil if it has none. A record
+// replaced while it is read (a concurrent resend writes the same one) is
+// read again.
 func (s *Server) readRecord(ctx context.Context, ref exam.Ref) (*exam.Record, error) {
+	var err error
+	for range 3 {
+		var rec *exam.Record
+		if rec, err = s.readRecordOnce(ctx, ref); err == nil {
+			return rec, nil
+		}
+	}
+	return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+}
+
+func (s *Server) readRecordOnce(ctx context.Context, ref exam.Ref) (*exam.Record, error) {
 	rc, _, err := s.cfg.Store.Get(ctx, exam.RecordKey(ref))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, err
 	}
 	defer rc.Close()
 	var rec exam.Record

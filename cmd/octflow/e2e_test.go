@@ -347,8 +347,8 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 			t.Errorf("object key %s holds the patient ID", k)
 		}
 	}
-	if len(keys) != 9 {
-		t.Errorf("objects = %v, want scan, intensity, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
+	if len(keys) != 10 {
+		t.Errorf("objects = %v, want the exam's record, scan, intensity, denoised, layers, lesions, lesion labels, measurements, report.json, report.pdf", keys)
 	}
 	t.Log(h.waitMetric("temporal_request", `operation="StartWorkflowExecution"`))
 	// Last, so that a missing pdftotext on a developer's machine skips
