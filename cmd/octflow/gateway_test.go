@@ -6,16 +6,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,7 +22,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"octflow/api"
-	"octflow/devstack"
 	"octflow/devsystem"
 	"octflow/gpuworker"
 	"octflow/imaging/hostile"
@@ -37,43 +32,8 @@ import (
 // file to a real `octflow dev` process and reads the process's peak
 // memory afterwards.
 func TestHostileFilesAreRefusedAndTheGatewayStaysSmall(t *testing.T) {
-	dir := t.TempDir()
-	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN=dev --data-dir "+dir+" --api-addr "+addrs[0]+
-		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --metrics-addr "+addrs[3]+" --ui-addr off --gpu-nodes 0 --log-level warn")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("octflow dev:\n%s", out.String())
-		}
-	}()
-	base := "http://" + addrs[0]
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("octflow dev did not come up")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	var secrets devsystem.Secrets
-	b, err := os.ReadFile(filepath.Join(dir, "dev-tokens.json"))
-	if err != nil || json.Unmarshal(b, &secrets) != nil {
-		t.Fatalf("dev tokens: %v", err)
-	}
+	dev := startDev(t, 0)
+	cmd, base, secrets := dev.cmd, dev.base, dev.secrets
 	before := peakRSS(t, cmd.Process.Pid)
 	device := &api.Client{Base: base, Token: secrets.Device}
 	for _, f := range hostile.Files() {

@@ -50,33 +50,10 @@ func TestAHostileClientLeavesOctflowDevStanding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts octflow dev and loads it")
 	}
-	dir := t.TempDir()
-	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN=dev --data-dir "+dir+" --api-addr "+addrs[0]+
-		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --metrics-addr "+addrs[3]+
-		" --ui-addr off --gpu-nodes 1 --log-level warn")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("octflow dev:\n%s", out.String())
-		}
-	}()
-	base, metrics := "http://"+addrs[0], "http://"+addrs[3]+"/metrics"
-	waitUp(t, base+"/healthz")
-	var secrets devsystem.Secrets
-	b, err := os.ReadFile(filepath.Join(dir, "dev-tokens.json"))
-	if err != nil || json.Unmarshal(b, &secrets) != nil || len(secrets.Devices) < 2 || len(secrets.Clinicians) < 2 {
-		t.Fatalf("dev tokens: %v", err)
+	dev := startDev(t, 1)
+	cmd, base, metrics, secrets := dev.cmd, dev.base, dev.metrics, dev.secrets
+	if len(secrets.Devices) < 2 || len(secrets.Clinicians) < 2 {
+		t.Fatalf("dev tokens: %+v", secrets)
 	}
 	attacker, other := secrets.Devices[0], secrets.Devices[1]
 	var otherClinician string
@@ -284,4 +261,47 @@ func temporalReads(t *testing.T, metricsURL string) float64 {
 		t.Fatal(fmt.Errorf("read metrics: %w", err))
 	}
 	return sum
+}
+
+// devProcess is a real `octflow dev` process on free loopback ports,
+// its data dir the test's own.
+type devProcess struct {
+	cmd           *exec.Cmd
+	base, metrics string // the api's URL and the metrics listener's /metrics
+	secrets       devsystem.Secrets
+}
+
+// startDev starts `octflow dev` with gpuNodes simulated GPU nodes, waits
+// until it answers, and stops it (SIGTERM) when the test ends, showing
+// its output if the test failed.
+func startDev(t *testing.T, gpuNodes int) *devProcess {
+	t.Helper()
+	dir := t.TempDir()
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "OCTFLOW_TEST_AS_MAIN=dev --data-dir "+dir+" --api-addr "+addrs[0]+
+		" --temporal-addr "+addrs[1]+" --s3-addr "+addrs[2]+" --metrics-addr "+addrs[3]+
+		" --ui-addr off --gpu-nodes "+strconv.Itoa(gpuNodes)+" --log-level warn")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("octflow dev:\n%s", out.String())
+		}
+	})
+	d := &devProcess{cmd: cmd, base: "http://" + addrs[0], metrics: "http://" + addrs[3] + "/metrics"}
+	waitUp(t, d.base+"/healthz")
+	b, err := os.ReadFile(filepath.Join(dir, "dev-tokens.json"))
+	if err != nil || json.Unmarshal(b, &d.secrets) != nil {
+		t.Fatalf("dev tokens: %v", err)
+	}
+	return d
 }
