@@ -11,10 +11,7 @@ func TestCallbackGuardRefusesInternalTargetsUnlessAllowListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		url string
-		ok  bool
-	}{
+	cases := []guardCase{
 		{"https://ws.radiology.example/hook", true},
 		{"http://ws.radiology.example/hook", false}, // plain http to a stranger
 		{"http://ws.lab.example/hook", true},        // allow-listed host
@@ -55,15 +52,7 @@ func TestCallbackGuardRefusesInternalTargetsUnlessAllowListed(t *testing.T) {
 		{"https://10.20.3.4:9000/hook", true},
 		{"https://93.184.215.14:8080/hook", false},
 	}
-	for _, c := range cases {
-		err := g.Check(c.url)
-		if c.ok && err != nil {
-			t.Errorf("%s refused: %v", c.url, err)
-		}
-		if !c.ok && !errors.Is(err, ErrCallbackRefused) {
-			t.Errorf("%s accepted", c.url)
-		}
-	}
+	checkGuard(t, g, cases)
 }
 
 func TestSignatureCoversTimestampAndBody(t *testing.T) {
@@ -96,5 +85,25 @@ func TestDeliveriesShareOneTransportPerGuard(t *testing.T) {
 	tr := a.Transport.(*http.Transport)
 	if tr.MaxIdleConnsPerHost == 0 || tr.IdleConnTimeout == 0 || tr.MaxConnsPerHost == 0 {
 		t.Errorf("the transport has no idle limits: %+v", tr)
+	}
+}
+
+// guardCase is a callback URL and whether the guard lets it through.
+type guardCase struct {
+	url string
+	ok  bool
+}
+
+// checkGuard checks the guard's answer to each case.
+func checkGuard(t *testing.T, g *CallbackGuard, cases []guardCase) {
+	t.Helper()
+	for _, c := range cases {
+		err := g.Check(c.url)
+		if c.ok && err != nil {
+			t.Errorf("%s refused: %v", c.url, err)
+		}
+		if !c.ok && !errors.Is(err, ErrCallbackRefused) {
+			t.Errorf("%s accepted", c.url)
+		}
 	}
 }
