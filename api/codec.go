@@ -337,14 +337,15 @@ func (ce *codecEndpoint) login(c echo.Context) error {
 	const action = "codec-login"
 	now := ce.now()
 	client := clientOf(c.Request())
-	if wait := ce.failures.wait(client, now); wait > 0 {
+	wait, settle := ce.failures.attempt(client, now)
+	if wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		ce.s.auditCodec(c, action, nil, http.StatusTooManyRequests)
 		return problem(http.StatusTooManyRequests, "rate-limited", "too many failed sign-ins from this address")
 	}
 	who, err := ce.signIn(c)
+	settle(err == nil, ce.now())
 	if err != nil {
-		ce.failures.fail(client, now)
 		ce.s.auditCodec(c, action, nil, problemStatus(err))
 		return err
 	}

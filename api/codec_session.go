@@ -156,6 +156,27 @@ func (f *loginFailures) wait(client netip.Prefix, now time.Time) time.Duration {
 	return time.Duration((1 - tokens) * float64(f.every))
 }
 
+// attempt takes one failure's worth of client's allowance before a
+// sign-in is tried, so sign-ins sent in parallel cannot overdraw it:
+// wait > 0 refuses this one. Otherwise settle gives the allowance back
+// when the sign-in succeeded, and keeps it spent when it failed.
+func (f *loginFailures) attempt(client netip.Prefix, now time.Time) (wait time.Duration, settle func(succeeded bool, at time.Time)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.limiter(client, now)
+	if tokens := l.TokensAt(now); tokens < 1 {
+		return time.Duration((1 - tokens) * float64(f.every)), nil
+	}
+	r := l.ReserveN(now, 1)
+	return 0, func(succeeded bool, at time.Time) {
+		if succeeded {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			r.CancelAt(at)
+		}
+	}
+}
+
 // fail spends one of client's failures.
 func (f *loginFailures) fail(client netip.Prefix, now time.Time) {
 	f.mu.Lock()

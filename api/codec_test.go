@@ -467,3 +467,28 @@ func TestLoginFailuresRefillAndAreBounded(t *testing.T) {
 		t.Error("past the bound, new clients got a fresh allowance")
 	}
 }
+
+func TestSignInsInParallelCannotOverdrawTheAllowance(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	f := newLoginFailures(2, 10*time.Second, 10)
+	a := netip.MustParsePrefix("192.0.2.1/32")
+	// Two sign-ins under way at once take the whole burst: a third,
+	// before either has failed, is refused.
+	_, first := f.attempt(a, t0)
+	_, second := f.attempt(a, t0)
+	if w, _ := f.attempt(a, t0); w == 0 {
+		t.Fatal("a third parallel sign-in was let through a burst of 2")
+	}
+	// A sign-in that succeeds gives its share back; one that fails keeps
+	// it spent.
+	first(true, t0)
+	second(false, t0)
+	w, third := f.attempt(a, t0)
+	if w != 0 {
+		t.Fatalf("after a success the allowance was not given back: wait %v", w)
+	}
+	third(false, t0)
+	if w, _ := f.attempt(a, t0); w != 10*time.Second {
+		t.Errorf("after two failures: wait %v, want 10s", w)
+	}
+}
