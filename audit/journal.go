@@ -228,6 +228,13 @@ func (j *journal) append(build func(seq uint64) []byte, alert bool) error {
 	return err
 }
 
+// undelivered is the bytes not shipped yet, and the cap.
+func (j *journal) undelivered() (size, capacity int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sizeLocked(), j.cap
+}
+
 // sizeLocked is the bytes not shipped yet, written or pending. (The disk
 // holds at most a segment more: the shipped head of the cursor's one.)
 func (j *journal) sizeLocked() int64 {

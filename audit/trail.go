@@ -69,11 +69,14 @@ type Trail struct {
 	ship   *shipper
 	log    *zap.Logger
 
-	mu      sync.Mutex
-	lost    int       // events refused while the spool was full
-	fullAt  time.Time // when it filled (zero: not full)
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	mu   sync.Mutex
+	lost int // events refused while the spool was full
+	// failedAuths counts failed authentications kept off the journal
+	// while it was three quarters full.
+	failedAuths int
+	fullAt      time.Time // when it filled (zero: not full)
+	cancel      context.CancelFunc
+	stopped     chan struct{}
 }
 
 // Open opens the journal in cfg.SpoolDir (replaying what an earlier
@@ -140,12 +143,35 @@ func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 // reserve kept past the cap; the first record accepted again is preceded
 // by an "Audit Recording Started" alert that says how many events were
 // refused meanwhile, so the gap is itself on the trail.
+//
+// Failed authentications (a missing or unknown token, a failed sign-in)
+// are the one kind of event a caller with no credentials can make at
+// will: they may fill at most three quarters of the spool, so that a
+// flood of them while the collector is away cannot turn every allowed
+// request into a 503. Past that they are counted, and the next record
+// written is preceded by a Security Alert that says how many were not
+// recorded one by one.
 func (t *Trail) Record(ev Event) error {
 	xml, err := Marshal(t.src, ev)
 	if err != nil {
 		return err
 	}
+	if ev.ID == UserAuthenticated && ev.Outcome != Success {
+		if size, capacity := t.j.undelivered(); size >= capacity/4*3 {
+			t.mu.Lock()
+			t.failedAuths++
+			t.mu.Unlock()
+			return nil
+		}
+	}
 	t.mu.Lock()
+	if t.failedAuths > 0 {
+		counted := t.alert(Login, MinorFailure, fmt.Sprintf("%d failed authentications were counted, not recorded one by one: the audit spool was three quarters full",
+			t.failedAuths), t.failedAuths)
+		if err := t.append(counted, MinorFailure, false); err == nil {
+			t.failedAuths = 0
+		}
+	}
 	if !t.fullAt.IsZero() {
 		started := t.alert(AuditRecordingStarted, MinorFailure, fmt.Sprintf("the audit spool has room again; %d events were refused since %s",
 			t.lost, t.fullAt.UTC().Format(time.RFC3339)), t.lost)

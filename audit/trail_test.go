@@ -268,3 +268,41 @@ func journalMessages(t *testing.T, tr *Trail) []string {
 		out = append(out, string(fr))
 	}
 }
+
+// failedLogin is the event of a request with an unknown token.
+func failedLogin() Event {
+	return Event{ID: UserAuthenticated, Types: []Code{Login}, Action: Execute, Outcome: MinorFailure,
+		User: User{ID: "unauthenticated", Address: "203.0.113.9"}}
+}
+
+func TestFailedAuthenticationsCannotFillTheSpool(t *testing.T) {
+	// Nothing listens on the collector's port: everything stays spooled.
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 16 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for i := range 200 { // far more than 16 KiB of them
+		if err := tr.Record(failedLogin()); err != nil {
+			t.Fatalf("failed authentication %d: %v", i, err)
+		}
+	}
+	if size, capacity := tr.j.undelivered(); size > capacity/4*3+2<<10 {
+		t.Fatalf("failed authentications fill %d of %d bytes, want at most three quarters", size, capacity)
+	}
+	before := tr.Pending()
+	// An allowed request still gets its entry, after one alert counting
+	// the failed authentications kept off the journal.
+	if err := tr.Record(reportRead(1)); err != nil {
+		t.Fatalf("an allowed request after a flood of failed authentications: %v", err)
+	}
+	if n := tr.Pending() - before; n != 2 {
+		t.Fatalf("%d records written for the allowed request, want the alert and the event", n)
+	}
+	msgs := journalMessages(t, tr)
+	alert := msgs[len(msgs)-2]
+	if !strings.Contains(alert, `csd-code="110113"`) || !strings.Contains(alert, "failed authentications were counted") {
+		t.Errorf("no Security Alert counting the failed authentications: %s", alert)
+	}
+}
