@@ -42,7 +42,7 @@ func BindCodec(s *Set) *Sealing {
 		case k.inline != "":
 			keys, err = codec.ParseKeys([]byte(k.inline))
 		default:
-			return errors.New("OCTFLOW_CODEC_KEYS_FILE or OCTFLOW_CODEC_KEYS: payloads to Temporal are sealed, and no keys are set (see the README, Keys)")
+			return errors.New("OCTFLOW_CODEC_KEYS_FILE or OCTFLOW_CODEC_KEYS: payloads to Temporal are sealed, and no keys are set (see docs/security.md, Keys)")
 		}
 		if err == nil {
 			k.codec, err = codec.New(keys)

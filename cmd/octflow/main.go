@@ -8,7 +8,7 @@
 //	octflow submit     send a scan to the API (for operators and demos)
 //	octflow phantom    write a synthetic macular OCT cube as DICOM
 //
-// Every flag has an OCTFLOW_* environment variable; see the README.
+// Every flag has an OCTFLOW_* environment variable; see docs/configuration.md.
 package main
 
 import (

@@ -25,8 +25,8 @@ import (
 	"octflow/lifecycle"
 )
 
-// The bounds the siege test holds `octflow dev` to (the README's
-// security section states them).
+// The bounds the siege test holds `octflow dev` to (docs/security.md
+// states them).
 const (
 	// siegePeakRSS bounds the whole process's peak memory: the embedded
 	// Temporal server, S3 endpoint, gateway, workers and a GPU node.
