@@ -213,13 +213,14 @@ func (s *Server) auditEvent(c echo.Context, n *auditNote, status int) audit.Even
 	refs := n.refs
 	if len(refs) == 0 {
 		// Refused before the handler resolved the exam: the exam the
-		// request named, in the campus it named (if any).
+		// request named, by its reference in the campus it named or the
+		// caller's; with neither known, its reference under no campus.
 		if id := c.Param("examId"); id != "" && exam.ValidateID(id) == nil {
-			ref := exam.Ref{ID: id}
+			campus := who.Campus
 			if q := c.QueryParam("campus"); exam.ValidateCampus(q) == nil {
-				ref.Campus = q
+				campus = q
 			}
-			refs = []exam.Ref{ref}
+			refs = []exam.Ref{s.cfg.Pseudonymizer.ExamRef(campus, id)}
 		}
 	}
 	for _, ref := range refs {

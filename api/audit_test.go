@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"octflow/audit"
-	"octflow/exam"
 )
 
 // recordingTrail keeps the events it takes; fail makes it refuse them.
@@ -60,7 +59,7 @@ func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 	// A report read that needs no Temporal: what getReport does.
 	srv.echo.GET("/v1/test/:examId/report", func(c echo.Context) error {
 		s := srv
-		s.audit(c, "read-report", exam.Ref{Campus: "north", ID: c.Param("examId")}, http.StatusOK)
+		s.audit(c, "read-report", s.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")), http.StatusOK)
 		return c.String(http.StatusOK, "the report")
 	}, tokens.require(RoleClinician))
 	return srv
@@ -103,7 +102,7 @@ func TestEveryAccessDecisionIsAuditedBeforeItIsAnswered(t *testing.T) {
 		{"no token", "GET", "/v1/exams/e1/report", "", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "/e1", "missing bearer token"},
 		{"an unknown token", "GET", "/v1/exams/e1/report", "guess", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "/e1", "unknown token"},
 		{"a submission without a token", "POST", "/v1/exams", "", 401, audit.UserAuthenticated, audit.MinorFailure, "unauthenticated", "", ""},
-		{"a device reading a report", "GET", "/v1/exams/e1/report", "dev-north", 403, audit.PatientRecord, audit.MinorFailure, "oct-1", "/e1", "role device not permitted"},
+		{"a device reading a report", "GET", "/v1/exams/e1/report", "dev-north", 403, audit.PatientRecord, audit.MinorFailure, "oct-1", "north/e1", "role device not permitted"},
 		{"a probe of another campus's exam", "GET", "/v1/exams/e1/report?campus=south", "dr-north", 404, audit.PatientRecord, audit.MinorFailure, "dr-lee", "south/e1", "campus not permitted"},
 		{"a probe of another campus's exam status", "GET", "/v1/exams/e1?campus=south", "dev-north", 404, audit.PatientRecord, audit.MinorFailure, "oct-1", "south/e1", "campus not permitted"},
 		{"an admin action without the role", "POST", "/v1/nodes/n1/breaker/reset", "dr-north", 403, audit.SecurityAlert, audit.MinorFailure, "dr-lee", "", "role clinician not permitted"},
@@ -130,12 +129,18 @@ func TestEveryAccessDecisionIsAuditedBeforeItIsAnswered(t *testing.T) {
 			if !strings.Contains(ev.Description, tc.reason) {
 				t.Errorf("description %q does not say %q", ev.Description, tc.reason)
 			}
+			// Exams are named by their references, never by the
+			// device's exam ID, which may be an identifier.
 			var objects []string
 			for _, o := range ev.Objects[1:] {
 				objects = append(objects, o.ID)
 			}
-			if got := strings.Join(objects, ","); got != tc.object {
-				t.Errorf("exam objects %q, want %q", got, tc.object)
+			want := tc.object
+			if campus, id, ok := strings.Cut(tc.object, "/"); ok {
+				want = srv.cfg.Pseudonymizer.ExamRef(campus, id).String()
+			}
+			if got := strings.Join(objects, ","); got != want {
+				t.Errorf("exam objects %q, want %q (%s)", got, want, tc.object)
 			}
 			if got := detail(ev.Objects[0], "requestId"); got == "" || got != w.Header().Get(echo.HeaderXRequestID) {
 				t.Errorf("requestId %q, answered %q", got, w.Header().Get(echo.HeaderXRequestID))

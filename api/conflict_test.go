@@ -102,7 +102,9 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 	if err := imaging.WriteDICOM(&scan, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
-	ref := exam.Ref{Campus: "north", ID: "E-1"}
+	const examID = "E-1"
+	pseudonyms := NewPseudonymizer([]byte("0123456789abcdef"))
+	ref := pseudonyms.ExamRef("north", examID)
 	const otherDigest = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 	record, _ := json.Marshal(exam.Record{Exam: ref, ScanDigest: otherDigest, Priority: exam.Low})
 	cases := []struct {
@@ -123,10 +125,10 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
+			srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: pseudonyms,
 				SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20, Temporal: c.temporal, Store: store})
 
-			contentType, body := Multipart(SubmitMeta{ExamID: ref.ID, Priority: "low"}, scan.Bytes())
+			contentType, body := Multipart(SubmitMeta{ExamID: examID, Priority: "low"}, scan.Bytes())
 			req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 			req.Header.Set("Content-Type", contentType)
 			req.Header.Set("Authorization", "Bearer dev")

@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/big"
+
+	"octflow/exam"
 )
 
 // Pseudonymizer derives stable keyed pseudonyms, so that exams can be
 // linked without an identifier ever leaving the gateway: a patient's
-// pseudonym within a campus, and the replacement of a DICOM instance UID.
+// pseudonym within a campus, an exam's reference, and the replacement of
+// a DICOM instance UID.
 type Pseudonymizer struct{ key []byte }
 
 // NewPseudonymizer uses key (at least 16 bytes) for HMAC-SHA256.
@@ -23,6 +26,24 @@ func (p *Pseudonymizer) Ref(campus, id string) string {
 		return ""
 	}
 	return "pt-" + hex.EncodeToString(p.sum("patient", campus, id))[:24]
+}
+
+// Exam returns the reference octflow keeps an exam under: "ex-" and 24
+// hex digits of a keyed hash of the exam ID a device gave, within
+// campus. Devices may use an Accession Number or a Patient ID as their
+// exam ID, so that ID is never a workflow ID, an object key, a log field
+// or an idempotency key; the reference is. A reference given where an
+// exam ID is expected is taken as it is (see exam.IsReference).
+func (p *Pseudonymizer) Exam(campus, id string) string {
+	if exam.IsReference(id) {
+		return id
+	}
+	return exam.ReferencePrefix + hex.EncodeToString(p.sum("exam", campus, id))[:exam.ReferenceDigits]
+}
+
+// ExamRef is the exam a request names by id within campus.
+func (p *Pseudonymizer) ExamRef(campus, id string) exam.Ref {
+	return exam.Ref{Campus: campus, ID: p.Exam(campus, id)}
 }
 
 // UID returns the replacement of a DICOM UID in campus's copies: "2.25."

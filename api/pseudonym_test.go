@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/exam"
 	"octflow/imaging"
 )
 
@@ -94,5 +95,41 @@ func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 			}
 			seen[u.got] = campus
 		}
+	}
+}
+
+// TestExamReferencesAreKeyedPerCampus: an exam's reference is stable for
+// the same exam ID, campus and key, another for anything else, has the
+// reference's form, never shows the ID, and a reference is its own
+// reference (a request may name an exam either way).
+func TestExamReferencesAreKeyedPerCampus(t *testing.T) {
+	const id = "ACC-20261130-0042"
+	a, b := NewPseudonymizer([]byte("key-one-0123456789")), NewPseudonymizer([]byte("key-two-0123456789"))
+	base := a.Exam("north", id)
+	for _, c := range []struct {
+		name string
+		got  string
+		same bool
+	}{
+		{"the same ID, campus and key", a.Exam("north", id), true},
+		{"ExamRef", a.ExamRef("north", id).ID, true},
+		{"the reference itself", a.Exam("north", base), true},
+		{"another campus", a.Exam("south", id), false},
+		{"another key", b.Exam("north", id), false},
+		{"another ID", a.Exam("north", id+"3"), false},
+		{"the campus's end moved into the ID", a.Exam("nort", "h"+id), false},
+		{"a patient pseudonym of the same ID", a.Ref("north", id), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if (c.got == base) != c.same {
+				t.Errorf("%q against %q: same %v, want %v", c.got, base, c.got == base, c.same)
+			}
+		})
+	}
+	if !exam.IsReference(base) || strings.Contains(base, "0042") {
+		t.Errorf("reference %q", base)
+	}
+	if ref := a.ExamRef("north", id); ref.Campus != "north" || ref.Validate() != nil {
+		t.Errorf("ExamRef = %+v", ref)
 	}
 }

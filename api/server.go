@@ -9,6 +9,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -139,6 +140,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if cfg.Pseudonymizer == nil {
+		return nil, errors.New("no pseudonym key: exams and patients are kept under keyed pseudonyms")
 	}
 	if cfg.Codec.Data == nil || cfg.Codec.Failure == nil {
 		cfg.Codec = lifecycle.DefaultCodec()

@@ -96,7 +96,7 @@ func (s *Server) submitExam(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	ref := exam.Ref{Campus: who.Campus, ID: up.meta.ExamID}
+	ref := s.uploadRef(c, up)
 
 	// A repeat of a known exam is answered from Temporal.
 	if desc, err := s.describeExam(ctx, ref); err == nil {
@@ -385,6 +385,12 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	return up, nil
 }
 
+// uploadRef is the exam an upload names: its exam ID in the device's
+// campus, under its reference (the ID itself is never kept).
+func (s *Server) uploadRef(c echo.Context, up *upload) exam.Ref {
+	return s.cfg.Pseudonymizer.ExamRef(principal(c).Campus, up.meta.ExamID)
+}
+
 // storeClean puts the de-identified scan under key. S3 makes an object
 // visible only once it is complete, so a failed put leaves nothing.
 func (s *Server) storeClean(ctx context.Context, key string, clean *cleanScan) error {
@@ -401,6 +407,9 @@ func validateMeta(m SubmitMeta) error {
 	bad := func(detail string) error { return problem(http.StatusBadRequest, "invalid-meta", detail) }
 	if err := exam.ValidateID(m.ExamID); err != nil {
 		return bad(err.Error())
+	}
+	if exam.IsReference(m.ExamID) {
+		return bad("exam id: ex- and 24 hex digits is the form of octflow's own exam references; a device's exam ID cannot take it")
 	}
 	if _, err := exam.ParsePriority(m.Priority); err != nil {
 		return bad(err.Error())

@@ -68,6 +68,7 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 		{"bad priority", "dev-token", "", map[string]string{"meta": `{"examId":"E1","priority":"asap"}`, "scan": "x"}, 400, "invalid-meta"},
 		{"bad eye", "dev-token", "", map[string]string{"meta": `{"examId":"E1","eye":"left"}`, "scan": "x"}, 400, "invalid-meta"},
 		{"exam id with slash", "dev-token", "", map[string]string{"meta": `{"examId":"a/b"}`, "scan": "x"}, 400, "invalid-meta"},
+		{"exam id in the form of a reference", "dev-token", "", map[string]string{"meta": `{"examId":"ex-0123456789abcdef01234567"}`, "scan": "x"}, 400, "invalid-meta"},
 		{"callback not http", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"file:///etc/passwd"}`, "scan": "x"}, 422, "invalid-callback"},
 		{"callback to cloud metadata", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"http://169.254.169.254/latest"}`, "scan": "x"}, 422, "invalid-callback"},
 		{"callback to a private address", "dev-token", "", map[string]string{"meta": `{"examId":"E1","callbackUrl":"https://10.1.2.3/hook"}`, "scan": "x"}, 422, "invalid-callback"},
@@ -294,6 +295,9 @@ func newServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Policy.MaxAttempts == 0 {
 		cfg.Policy = exam.DefaultPolicy()
+	}
+	if cfg.Pseudonymizer == nil {
+		cfg.Pseudonymizer = NewPseudonymizer([]byte("0123456789abcdef"))
 	}
 	s, err := New(cfg)
 	if err != nil {

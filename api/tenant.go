@@ -26,14 +26,16 @@ func (f *examFound) runID() string {
 	return f.desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
-// findExam resolves the exam a request names: the path's exam ID in the
-// campus of ?campus= or, without it, in the caller's campuses. A campus
-// is a tenant, so an exam outside the caller's campuses answers exactly
-// like a missing one: 404, never 403, so nobody learns which IDs
-// another campus uses.
+// findExam resolves the exam a request names: the path's exam ID (the
+// device's, or the exam's reference) in the campus of ?campus= or,
+// without it, in the caller's campuses. A campus is a tenant, so an exam
+// outside the caller's campuses answers exactly like a missing one: 404,
+// never 403, so nobody learns which IDs another campus uses. Problems do
+// not repeat the path's ID: it may be an identifier, and they are
+// audited.
 func (s *Server) findExam(c echo.Context) (*examFound, error) {
 	id := c.Param("examId")
-	notFound := problem(http.StatusNotFound, "not-found", "no exam "+id)
+	notFound := problem(http.StatusNotFound, "not-found", "no such exam")
 	if exam.ValidateID(id) != nil {
 		return nil, notFound
 	}
@@ -44,7 +46,7 @@ func (s *Server) findExam(c echo.Context) (*examFound, error) {
 	ctx := c.Request().Context()
 	var found []*examFound
 	for _, campus := range campuses {
-		ref := exam.Ref{Campus: campus, ID: id}
+		ref := s.cfg.Pseudonymizer.ExamRef(campus, id)
 		desc, err := s.describeExam(ctx, ref)
 		if isNotFound(err) {
 			continue
@@ -63,10 +65,8 @@ func (s *Server) findExam(c echo.Context) (*examFound, error) {
 	for _, f := range found {
 		names = append(names, f.ref.Campus)
 	}
-	p := problem(http.StatusConflict, "ambiguous-exam",
-		"exam "+id+" exists in campuses "+strings.Join(names, ", ")+"; say which with ?campus=")
-	p.ExamID = id
-	return nil, p
+	return nil, problem(http.StatusConflict, "ambiguous-exam",
+		"the exam exists in campuses "+strings.Join(names, ", ")+"; say which with ?campus=")
 }
 
 // campusesFor lists the campuses a request's exam ID is looked up in:
@@ -78,9 +78,9 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	if q := c.QueryParam("campus"); q != "" {
 		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
 			if exam.ValidateCampus(q) == nil && exam.ValidateID(c.Param("examId")) == nil {
-				auditProbe(c, exam.Ref{Campus: q, ID: c.Param("examId")})
+				auditProbe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
 			}
-			return nil, problem(http.StatusNotFound, "not-found", "no exam "+c.Param("examId"))
+			return nil, problem(http.StatusNotFound, "not-found", "no such exam")
 		}
 		return []string{q}, nil
 	}

@@ -45,7 +45,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	head, err := imaging.PreScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
+			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
 		}
 		return nil, fmt.Errorf("read upload: %w", err)
 	}
@@ -53,7 +53,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		p := problem(http.StatusRequestEntityTooLarge, "too-large",
 			fmt.Sprintf("validating this scan (%d×%d×%d samples of %d bits) would take %d MiB; the gateway validates at most %d MiB at once",
 				head.Frames, head.Rows, head.Cols, head.Bits, head.Peak>>20, budget>>20))
-		p.ExamID = up.meta.ExamID
+		p.ExamID = s.uploadRef(c, up).ID
 		return nil, p
 	}
 	release, err := s.takeUploadTurn(c, head.Peak)
@@ -67,7 +67,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	scan, err := imaging.ParseScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
+			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
 		}
 		return nil, fmt.Errorf("read upload: %w", err)
 	}
@@ -80,7 +80,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	declared, _ := imaging.ParsePattern(up.meta.ScanType)
 	pattern, err := imaging.ResolvePattern(scan.Volume, declared)
 	if err != nil {
-		return nil, unprocessable("invalid-meta", err, up.meta.ExamID)
+		return nil, unprocessable("invalid-meta", err, s.uploadRef(c, up).ID)
 	}
 	patient := up.meta.PatientRef
 	if patient == "" {
@@ -95,7 +95,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if err != nil {
 		clean.close()
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, up.meta.ExamID)
+			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
 		}
 		return nil, err
 	}
@@ -109,8 +109,8 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	return clean, nil
 }
 
-// unprocessable is the 422 problem of kind for an upload of examID
-// that err says is unusable.
+// unprocessable is the 422 problem of kind for an upload of the exam
+// examID (its reference) that err says is unusable.
 func unprocessable(kind string, err error, examID string) *Problem {
 	p := problem(http.StatusUnprocessableEntity, kind, err.Error())
 	p.ExamID = examID

@@ -248,7 +248,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		FirstStageRetried: map[string]int{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.
 	var idle []float64
-	for i := range 3 {
+	for i := range probes {
 		id := fmt.Sprintf("probe-%d", i)
 		scan, err := benchScan(c.Seed*1_000_000+900_000+uint64(i), c.FullVolumes)
 		if err != nil {
@@ -257,7 +257,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
-		if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "probe-"}, i+1, 10*time.Minute); err != nil {
+		if err := waitExams(ctx, sys.Temporal(), sys.Campus(), i+1, 10*time.Minute); err != nil {
 			return nil, err
 		}
 		var tl []lifecycle.Entry
@@ -313,19 +313,24 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 
 	var mu sync.Mutex
 	var submitErr error
+	// refs are the exams' references, as the gateway answered them.
+	refs := make(map[string]string, len(exams))
 	jobs := make(chan sent)
 	var wg sync.WaitGroup
 	for range Uploaders {
 		wg.Go(func() {
 			for e := range jobs {
 				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
-				_, _, err := device.Submit(ctx, meta, e.scan)
+				st, _, err := device.Submit(ctx, meta, e.scan)
 				okResend := false
 				if err == nil && e.resend {
 					_, code, rerr := device.Submit(ctx, meta, e.scan)
 					err, okResend = rerr, code == http.StatusOK
 				}
 				mu.Lock()
+				if err == nil {
+					refs[e.id] = st.ExamID
+				}
 				if err != nil && submitErr == nil {
 					submitErr = fmt.Errorf("submit %s: %w", e.id, err)
 				}
@@ -355,7 +360,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if c.FullVolumes {
 		wait = max(wait, time.Duration(c.Exams)*2*time.Minute)
 	}
-	if err := waitExams(ctx, sys.Temporal(), exam.Ref{Campus: sys.Campus(), ID: "bench-"}, c.Exams, wait); err != nil {
+	if err := waitExams(ctx, sys.Temporal(), sys.Campus(), probes+c.Exams, wait); err != nil {
 		return nil, err
 	}
 	if profiling {
@@ -404,7 +409,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			}
 			res.DeadExams = append(res.DeadExams, e.id+": "+why)
 		}
-		facts, err := historyFacts(ctx, sys, exam.Ref{Campus: sys.Campus(), ID: e.id})
+		facts, err := historyFacts(ctx, sys, exam.Ref{Campus: sys.Campus(), ID: refs[e.id]})
 		if err != nil {
 			return nil, err
 		}
@@ -470,7 +475,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if c.Policy.AgingAfter(exam.Low) > 0 && c.Policy.AgingAfter(exam.Normal) > 0 {
 		res.AgingBoundS = (c.Policy.AgingAfter(exam.Low) + c.Policy.AgingAfter(exam.Normal)).Seconds()
 	}
-	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: sys.Campus(), ID: "bench-"}))
+	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: sys.Campus()}))
 	if err != nil {
 		return nil, err
 	}
@@ -621,11 +626,15 @@ func waitNodesUp(ctx context.Context, admin *api.Client, n int) error {
 	return errors.New("bench: GPU nodes did not come up within 2 minutes")
 }
 
-// waitExams waits until n exams whose IDs start with prefix are COMPLETED
+// probes is how many exams the bench sends one at a time to an idle fleet
+// before the burst.
+const probes = 3
+
+// waitExams waits until n exams of campus (the bench's own) are COMPLETED
 // or DEAD, as Temporal's visibility counts them.
-func waitExams(ctx context.Context, tc client.Client, prefix exam.Ref, n int, timeout time.Duration) error {
+func waitExams(ctx context.Context, tc client.Client, campus string, n int, timeout time.Duration) error {
 	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
-		contract.ExamWorkflowID(prefix), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
+		contract.ExamWorkflowID(exam.Ref{Campus: campus}), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
 	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
@@ -633,7 +642,7 @@ func waitExams(ctx context.Context, tc client.Client, prefix exam.Ref, n int, ti
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, prefix.ID, timeout, err)
+			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, campus, timeout, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -278,7 +278,7 @@ func TestScopeOfWorkflowFollowsTheWorkflowIDs(t *testing.T) {
 		{contract.ReviewWorkflowID(ref), CampusScope("st-mary-2")},
 		{contract.InboxWorkflowID("st-mary-2"), CampusScope("st-mary-2")},
 		{contract.FleetWorkflowID, System},
-		{contract.LegacyExamWorkflowID(ref.ID), System},
+		{"exam-" + ref.ID, System},
 		{contract.ScanSweepScheduleID + "-2026-01-01T00:00:00Z", System},
 		{"", System},
 		{"exam/north", System},

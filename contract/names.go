@@ -50,18 +50,13 @@ const (
 )
 
 // ExamWorkflowID is the workflow ID of an exam's pipeline,
-// "exam/<campus>/<examId>". Temporal allows one open workflow per ID,
+// "exam/<campus>/<reference>" (exam.IsReference). Temporal allows one open workflow per ID,
 // which makes submission idempotent within a campus; neither part can
 // hold a slash, so no two exams share an ID.
 func ExamWorkflowID(r exam.Ref) string { return "exam/" + r.Campus + "/" + r.ID }
 
 // ReviewWorkflowID is the workflow ID of an exam's review.
 func ReviewWorkflowID(r exam.Ref) string { return "review/" + r.Campus + "/" + r.ID }
-
-// LegacyExamWorkflowID is the ID an exam's pipeline had before campuses
-// were tenants, "exam-<examId>"; such runs may still be in flight or
-// within retention.
-func LegacyExamWorkflowID(examID string) string { return "exam-" + examID }
 
 // FleetWorkflowID is the one fleet workflow.
 const FleetWorkflowID = "octflow-fleet"

@@ -1,6 +1,7 @@
 package exam
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -61,11 +62,14 @@ func ParseEye(s string) (Eye, error) {
 var examIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // ValidateID checks an exam ID: 1–128 characters of letters, digits, dot,
-// dash and underscore, starting with a letter or digit. Exam IDs appear in
-// object keys and workflow IDs, so nothing else is accepted.
+// dash and underscore, starting with a letter or digit. A device's exam ID
+// is kept only as its reference (IsReference), which object keys and
+// workflow IDs carry; an exam's reference is itself a valid exam ID.
 func ValidateID(id string) error {
 	if !examIDPattern.MatchString(id) {
-		return fmt.Errorf("exam id %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit", id)
+		// The ID is not repeated: it may be an identifier, and problems
+		// are audited.
+		return errors.New("exam id: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit")
 	}
 	return nil
 }

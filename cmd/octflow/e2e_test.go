@@ -168,15 +168,24 @@ func (h *harness) waitTerminal(examID string) *api.ExamStatus {
 	return h.waitFor(examID, 2*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
 }
 
-// examWF and reviewWF are the workflow IDs of an exam of the demo
-// device's campus.
-func (h *harness) examWF(examID string) string {
-	return contract.ExamWorkflowID(exam.Ref{Campus: h.sys.Secrets.Campus, ID: examID})
+// ref is the reference of the demo device's exam examID, as the gateway
+// keeps it.
+func (h *harness) ref(examID string) exam.Ref {
+	return api.NewPseudonymizer([]byte(h.sys.Secrets.PseudonymKey)).ExamRef(h.sys.Secrets.Campus, examID)
 }
 
-func (h *harness) reviewWF(examID string) string {
-	return contract.ReviewWorkflowID(exam.Ref{Campus: h.sys.Secrets.Campus, ID: examID})
+// objects is the prefix of the object keys of the demo device's exam
+// examID.
+func (h *harness) objects(examID string) string {
+	ref := h.ref(examID)
+	return exam.ScansPrefix + ref.Campus + "/" + ref.ID + "/"
 }
+
+// examWF and reviewWF are the workflow IDs of an exam of the demo
+// device's campus.
+func (h *harness) examWF(examID string) string { return contract.ExamWorkflowID(h.ref(examID)) }
+
+func (h *harness) reviewWF(examID string) string { return contract.ReviewWorkflowID(h.ref(examID)) }
 
 // executions counts the workflow runs Temporal holds for an exam.
 func (h *harness) executions(examID string) int {
@@ -328,7 +337,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if got := rep.Measurements.TotalVolumeMm3; math.Abs(got-want.TotalVolumeMm3) > 0.15 {
 		t.Errorf("macular volume %.3f mm³, the phantom's %.3f mm³", got, want.TotalVolumeMm3)
 	}
-	if rep.ExamID != "e2e-1" || rep.DeviceID != h.sys.Secrets.DeviceID || rep.Eye != "OD" {
+	if rep.ExamID != h.ref("e2e-1").ID || rep.DeviceID != h.sys.Secrets.DeviceID || rep.Eye != "OD" {
 		t.Errorf("report header = %+v", rep)
 	}
 	if strings.Contains(string(raw), "PATIENT-7") || !strings.HasPrefix(rep.PatientRef, "pt-") {
@@ -338,7 +347,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		t.Errorf("report.pdf: %v, starts %q", err, pdf[:min(len(pdf), 8)])
 	}
-	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/e2e-1/")
+	keys, err := h.store.List(ctx, h.objects("e2e-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +424,7 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	if n := h.stageRuns("dup-1", exam.Render); n != 1 {
 		t.Errorf("report rendered %d times, want 1", n)
 	}
-	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/dup-1/")
+	keys, err := h.store.List(ctx, h.objects("dup-1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,7 +208,7 @@ func TestAResendStoresAMissingScanAgain(t *testing.T) {
 	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "lost-1"}, scan); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/lost-1/scan-")
+	keys, err := h.store.List(ctx, h.objects("lost-1")+"scan-")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("stored scan: %v %v", keys, err)
 	}

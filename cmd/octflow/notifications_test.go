@@ -73,7 +73,7 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	first := h.readEvents(0, 1)[0]
-	if first.event.ExamID != "sse-1" || first.event.Campus != h.sys.Secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == nil {
+	if first.event.ExamID != h.ref("sse-1").ID || first.event.Campus != h.sys.Secrets.Campus || first.event.Summary.CentralSubfieldThicknessUm == nil {
 		t.Errorf("first event %+v", first.event)
 	}
 	// The workstation was away while another report became ready; it
@@ -83,7 +83,7 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 	}
 	h.waitFor("sse-2", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Completed })
 	next := h.readEvents(first.id, 1)[0]
-	if next.event.ExamID != "sse-2" || next.id != first.id+1 {
+	if next.event.ExamID != h.ref("sse-2").ID || next.id != first.id+1 {
 		t.Errorf("after reconnect: event %d %+v, want sse-2 as event %d", next.id, next.event, first.id+1)
 	}
 	h.getJSON(h.sys.Secrets.Device, "/v1/notifications", http.StatusForbidden, nil)

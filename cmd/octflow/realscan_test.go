@@ -239,7 +239,7 @@ func TestANoiseScanCompletesAsUngradable(t *testing.T) {
 	mu.Unlock()
 
 	first := h.readEvents(0, 1)[0]
-	if first.event.ExamID != "noise-1" || first.event.Summary.Gradable != "ungradable" || !first.event.Summary.NotMeasurable {
+	if first.event.ExamID != h.ref("noise-1").ID || first.event.Summary.Gradable != "ungradable" || !first.event.Summary.NotMeasurable {
 		t.Errorf("clinician event %+v", first.event)
 	}
 

@@ -104,8 +104,7 @@ func (h *harness) exists(key string) bool {
 func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.SweepEvery = time.Hour })
 	ctx := context.Background()
-	campus := h.sys.Secrets.Campus
-	ref := func(id string) exam.Ref { return exam.Ref{Campus: campus, ID: id} }
+	ref := h.ref
 	_, scan := phantomDICOM(t, tiny(221))
 	_, other := phantomDICOM(t, tiny(222))
 	for _, id := range []string{"kept-1", "forgotten-1", "repaired-1"} {
@@ -117,7 +116,7 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 		}
 	}
 	scanOf := func(id string) string {
-		keys := h.storedKeys("exams/" + campus + "/" + id + "/scan-")
+		keys := h.storedKeys(h.objects(id) + "scan-")
 		if len(keys) != 1 {
 			t.Fatalf("%s: stored scans %v", id, keys)
 		}
@@ -125,7 +124,7 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	}
 	kept, forgotten, repaired := scanOf("kept-1"), scanOf("forgotten-1"), scanOf("repaired-1")
 	for _, id := range []string{"kept-1", "forgotten-1", "repaired-1"} {
-		if h.storedKeys("exams/"+campus+"/"+id+"/intake-") != nil {
+		if h.storedKeys(h.objects(id)+"intake-") != nil {
 			t.Errorf("%s: an accepted exam keeps its intake marker", id)
 		}
 	}

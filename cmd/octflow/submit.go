@@ -76,7 +76,9 @@ func runSubmit(ctx context.Context, args []string) error {
 		return err
 	}
 	verb := map[int]string{http.StatusAccepted: "accepted", http.StatusOK: "already known"}[code]
-	fmt.Printf("exam %s %s: %s\n", st.ExamID, verb, st.State)
+	// The answer names the exam by its reference; the device's ID is
+	// shown only here, to the one who typed it.
+	fmt.Printf("exam %s %s as %s: %s\n", *examID, verb, st.ExamID, st.State)
 	if !*wait {
 		return printJSON(st)
 	}

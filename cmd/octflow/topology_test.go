@@ -117,7 +117,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 		if final.State != lifecycle.Completed {
 			t.Fatalf("%s ended %s after %s: %+v", examID, final.State, outage.name, final.LastFailure)
 		}
-		wf := contract.ExamWorkflowID(exam.Ref{Campus: secrets.Campus, ID: examID})
+		wf := contract.ExamWorkflowID(exam.Ref{Campus: secrets.Campus, ID: final.ExamID})
 		var stageDone time.Time
 		stageEventsOf(t, c, wf, st.Stage, func(ev *historypb.HistoryEvent) bool {
 			if ev.GetActivityTaskCompletedEventAttributes() != nil {
