@@ -100,7 +100,9 @@ func (g *CallbackGuard) Check(raw string) error {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("%w: want an absolute https URL", ErrCallbackRefused)
 	}
-	host := strings.ToLower(u.Hostname())
+	// A name's trailing dot (the root) names the same host: localhost.
+	// is localhost.
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if g.hosts[host] {
 		return nil
 	}
