@@ -125,10 +125,33 @@ func (s *Server) auditTrail(next echo.HandlerFunc) echo.HandlerFunc {
 		n := &auditNote{cancel: cancel}
 		c.Set(auditNoteKey, n)
 		c.Response().Before(func() { s.recordDecision(c, n) })
+		if err := s.admitAction(c); err != nil {
+			n.err = err
+			return err
+		}
 		err := next(c)
 		n.err = err
 		return err
 	}
+}
+
+// admitAction refuses, before anything is done, a request that acts (a
+// submission, a review, a rerun, a breaker reset, a codec sign-in or
+// encoding) while the audit trail could not record it: otherwise the
+// action would be taken and only its answer turned into a 503. Reads
+// are refused at their answer (recordDecision), which they have not yet
+// given.
+func (s *Server) admitAction(c echo.Context) error {
+	a, ok := s.cfg.AuditTrail.(audit.Admitter)
+	if !ok || c.Request().Method == http.MethodGet || routeAction(c.Request().Method, c.Path()) == "codec-decode" {
+		return nil
+	}
+	if err := a.Admit(); err != nil {
+		s.cfg.Logger.Error("audit trail cannot record an action; refusing it", zap.String("route", c.Path()), zap.Error(err))
+		c.Response().Header().Set("Retry-After", "30")
+		return problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")
+	}
+	return nil
 }
 
 // recordDecision writes the entry; if the trail refuses it, an answer

@@ -22,6 +22,15 @@ type recordingTrail struct {
 	answered []bool
 	w        *watchedWriter
 	fail     error
+	// admit is what Admit answers; acted counts the test action's runs.
+	admit error
+	acted int
+}
+
+func (r *recordingTrail) Admit() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.admit
 }
 
 func (r *recordingTrail) Record(ev audit.Event) error {
@@ -56,6 +65,13 @@ func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 		t.Fatal(err)
 	}
 	srv := newServer(t, Config{Tokens: tokens, AuditTrail: trail})
+	// An action that needs no Temporal: what postReview does.
+	srv.echo.POST("/v1/test/:examId/review", func(c echo.Context) error {
+		trail.mu.Lock()
+		trail.acted++
+		trail.mu.Unlock()
+		return c.String(http.StatusOK, "recorded")
+	}, tokens.require(RoleClinician))
 	// A report read that needs no Temporal: what getReport does.
 	srv.echo.GET("/v1/test/:examId/report", func(c echo.Context) error {
 		s := srv
@@ -191,5 +207,26 @@ func TestNothingIsServedWithoutItsAuditEntry(t *testing.T) {
 	call(srv, trail, "GET", "/healthz", "")
 	if len(trail.events) != 0 {
 		t.Errorf("health check audited: %+v", trail.events)
+	}
+}
+
+// An action the trail could not record is refused before it is taken,
+// not after; a read is still answered while its entry can be written.
+func TestNoActionIsTakenThatTheTrailCouldNotRecord(t *testing.T) {
+	trail := &recordingTrail{admit: audit.ErrSpoolFull}
+	srv := auditedServer(t, trail)
+	w := call(srv, trail, "POST", "/v1/test/e7/review", "dr-north")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || trail.acted != 0 {
+		t.Fatalf("an action the trail could not admit: %d %q, acted %d times; want 503, Retry-After, not acted", w.Code, w.Body, trail.acted)
+	}
+	if len(trail.events) != 1 || trail.events[0].Outcome == audit.Success {
+		t.Errorf("the refusal's entry: %+v", trail.events)
+	}
+	if w := call(srv, trail, "GET", "/v1/test/e7/report", "dr-north"); w.Code != http.StatusOK {
+		t.Errorf("a read whose entry can be written: %d, want 200", w.Code)
+	}
+	trail.admit = nil
+	if w := call(srv, trail, "POST", "/v1/test/e7/review", "dr-north"); w.Code != http.StatusOK || trail.acted != 1 {
+		t.Errorf("an admitted action: %d, acted %d times; want 200 and 1", w.Code, trail.acted)
 	}
 }

@@ -25,6 +25,16 @@ type Sink interface {
 	Record(Event) error
 }
 
+// Admitter is a Sink that can say before an action whether it could
+// record it now: a caller asks before it acts (starts an exam, records a
+// review), so that an action is not taken whose entry the trail would
+// then refuse.
+type Admitter interface {
+	// Admit returns ErrSpoolFull (or the journal's failure) when an
+	// ordinary entry would be refused now.
+	Admit() error
+}
+
 // ErrSpoolFull is returned by Record when the local journal holds its
 // cap of messages the collector has not taken yet.
 var ErrSpoolFull = errors.New("audit: spool full")

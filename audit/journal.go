@@ -228,6 +228,20 @@ func (j *journal) append(build func(seq uint64) []byte, alert bool) error {
 	return err
 }
 
+// admit returns ErrSpoolFull unless a record of margin bytes would fit
+// under the cap now, or the journal's failure.
+func (j *journal) admit(margin int64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken != nil {
+		return j.broken
+	}
+	if j.sizeLocked()+margin > j.cap {
+		return ErrSpoolFull
+	}
+	return nil
+}
+
 // undelivered is the bytes not shipped yet, and the cap.
 func (j *journal) undelivered() (size, capacity int64) {
 	j.mu.Lock()

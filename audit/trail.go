@@ -192,6 +192,19 @@ func (t *Trail) Record(ev Event) error {
 	return nil
 }
 
+// admitMargin is the room Admit wants left for the entry that follows:
+// more than any ordinary audit message takes (a quarter of a smaller
+// spool).
+const admitMargin = 16 << 10
+
+// Admit says whether Record would take an ordinary entry now, with room
+// to spare: nil, or ErrSpoolFull when the spool is within admitMargin of
+// its cap (or the journal has failed). See Admitter.
+func (t *Trail) Admit() error {
+	_, capacity := t.j.undelivered()
+	return t.j.admit(min(admitMargin, capacity/4))
+}
+
 // refusedLocked counts an event the journal did not take, and on the
 // first one after a good run writes the "stopped" alert.
 func (t *Trail) refusedLocked(err error) error {

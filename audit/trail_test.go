@@ -208,6 +208,9 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
+	if err := tr.Admit(); err != nil {
+		t.Fatalf("an empty spool admits no action: %v", err)
+	}
 	accepted := 0
 	for ; accepted < 100; accepted++ {
 		if err := tr.Record(reportRead(accepted)); err != nil {
@@ -223,6 +226,9 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.Record(reportRead(1000)); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a second record past the cap: %v, want ErrSpoolFull", err)
 	}
+	if err := tr.Admit(); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("a full spool admits an action: %v, want ErrSpoolFull", err)
+	}
 	msgs := journalMessages(t, tr)
 	if len(msgs) != accepted+1 || !strings.Contains(msgs[accepted], `csd-code="110133"`) {
 		t.Fatalf("journal holds %d messages, want the %d accepted and one Audit Recording Stopped alert; last: %s",
@@ -232,6 +238,9 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	end, _ := tr.j.durable()
 	if err := tr.j.commit(end); err != nil {
 		t.Fatal(err)
+	}
+	if err := tr.Admit(); err != nil {
+		t.Fatalf("a spool with room again admits no action: %v", err)
 	}
 	if err := tr.Record(reportRead(2000)); err != nil {
 		t.Fatal(err)
