@@ -21,13 +21,35 @@ type Analysis struct {
 	// NotMeasurable lists why nothing was measured; empty when something
 	// was.
 	NotMeasurable []string `json:"notMeasurable,omitempty"`
+	// Boundaries says how reliable each boundary is over the graded
+	// A-scans; Withheld lists the figures not reported because a
+	// boundary they need is not reliable where they are measured, each
+	// with its reason. The figures present are those the analysis
+	// vouches for.
+	Boundaries []BoundaryReliability `json:"boundaries,omitempty"`
+	Withheld   []Withheld            `json:"withheld,omitempty"`
+}
+
+// LesionsWithheld is why the lesions found are not to be reported, ""
+// when they may be.
+func (a *Analysis) LesionsWithheld() string {
+	for _, w := range a.Withheld {
+		if w.Figure == FigureLesions {
+			return w.Reason
+		}
+	}
+	return ""
 }
 
 // Measurable reports whether the analysis carries measurements.
 func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || a.RNFL != nil }
 
 // Analyze runs the quality gate over a denoised, segmented volume and
-// measures what its pattern (v.Pattern; see ResolvePattern) allows.
+// measures what its pattern (v.Pattern; see ResolvePattern) allows. It
+// then reports only the figures whose boundaries the image shows
+// reliably where they are measured (see reliableBoundaries): the others
+// are listed in Withheld with the reason, and a full verdict becomes
+// partial.
 func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
@@ -61,5 +83,13 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		a.NotMeasurable = []string{err.Error()}
 		return a, nil
 	}
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	rel, err := reliableBoundaries(ctx, v, l)
+	if err != nil {
+		return nil, err
+	}
+	a.vouch(v, l, rel)
+	return a, nil
 }

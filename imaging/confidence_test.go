@@ -1,0 +1,141 @@
+package imaging
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestANoisyCircleWithholdsItsRNFL is the case: a real circle
+// scan with light additive noise in its 8-bit encoding (σ 5% of the
+// range), whose RNFL/GCL the segmentation then places 8–10 px off. Its
+// RNFL figures are withheld with the reason, the verdict is not full,
+// and the clean scan still reports them, fully gradable.
+func TestANoisyCircleWithholdsItsRNFL(t *testing.T) {
+	v, _ := readRealScan(t, "spectralis-circle-4")
+	for _, c := range []struct {
+		name string
+		d    degradation
+		want bool // RNFL reported
+	}{
+		{"clean", degradation{family: "clean"}, true},
+		{"σ 5%", additive(0.05), false},
+		{"weak signal", weak(0.33, 0.03), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := analyze(t, degrade(v, 255, c.d, 1))
+			if got := a.RNFL != nil; got != c.want {
+				global := math.NaN()
+				if a.RNFL != nil {
+					global = a.RNFL.GlobalUm
+				}
+				t.Fatalf("RNFL reported %v (global %.1f µm), want %v; withheld %+v", got, global, c.want, a.Withheld)
+			}
+			if c.want {
+				if a.Quality.Gradable != Gradable || len(a.Withheld) > 0 {
+					t.Errorf("clean: gate %s, withheld %+v", a.Quality.Gradable, a.Withheld)
+				}
+				return
+			}
+			if a.Quality.Gradable == Gradable {
+				t.Errorf("gate full while the RNFL is withheld: %q", a.Quality.Reasons)
+			}
+			var global bool
+			for _, w := range a.Withheld {
+				if w.Figure == FigureRNFLGlobal {
+					global = strings.Contains(w.Reason, RNFLGCL)
+				}
+			}
+			if !global || len(a.NotMeasurable) == 0 {
+				t.Errorf("withheld %+v, not measurable %q: want RNFL global withheld for its RNFL/GCL boundary", a.Withheld, a.NotMeasurable)
+			}
+			for _, b := range a.Boundaries {
+				if b.Boundary == RNFLGCL && b.ReliableFraction >= minReliableShare(RNFLGCL) {
+					t.Errorf("RNFL/GCL reliable in %.2f of the A-scans", b.ReliableFraction)
+				}
+			}
+		})
+	}
+}
+
+// TestBoundaryCNRSeesAnEdgeAndNotNoise: a step edge scores high where
+// the boundary lies on it and low a few rows off it, and rows that are
+// NaN, infinite or outside the image score 0 without a panic.
+func TestBoundaryCNRSeesAnEdgeAndNotNoise(t *testing.T) {
+	sp := Spacing{AxialUm: 3.9, LateralUm: 11, FrameUm: 100}
+	v := NewVolume(1, 64, 32, sp)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for r := range v.Rows {
+		for c := range v.Cols {
+			x := 500.0
+			if r >= 32 {
+				x = 5000
+			}
+			// Speckle-like texture, so the noise is not 0.
+			x *= 1 + 0.1*rng.NormFloat64()
+			v.Set(0, r, c, float32(x))
+		}
+	}
+	rows := func(r float32) []float32 {
+		out := make([]float32, v.Cols)
+		for i := range out {
+			out[i] = r
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		rows     []float32
+		min, max float64
+	}{
+		{"on the edge", rows(32), 5, math.Inf(1)},
+		{"12 rows above it", rows(20), 0, 1.5},
+		{"NaN", rows(float32(math.NaN())), 0, 0},
+		{"+Inf", rows(float32(math.Inf(1))), 0, 0},
+		{"below the image", rows(1e6), 0, 0},
+		{"wrong length", rows(32)[:3], 0, 0},
+	} {
+		got := boundaryCNR(v, c.rows)
+		for i, x := range got {
+			if !(x >= c.min && x <= c.max) {
+				t.Errorf("%s: A-scan %d scores %.2f, want %.1f–%.1f", c.name, i, x, c.min, c.max)
+				break
+			}
+		}
+	}
+}
+
+// TestReliabilityNeedsEachBoundaryItsShare: a figure holds only when
+// every boundary it needs is reliable in its share of the region's
+// A-scans, and a boundary the layers do not carry never holds.
+func TestReliabilityNeedsEachBoundaryItsShare(t *testing.T) {
+	n := 100
+	share := func(k int) []bool {
+		ok := make([]bool, n)
+		for i := range k {
+			ok[i] = true
+		}
+		return ok
+	}
+	all := func(int) bool { return true }
+	for _, c := range []struct {
+		name     string
+		rel      map[string][]bool
+		needs    []string
+		wantWeak string
+	}{
+		{"both hold", map[string][]bool{ILM: share(100), RNFLGCL: share(80)}, []string{ILM, RNFLGCL}, ""},
+		{"RNFL/GCL under its share", map[string][]bool{ILM: share(100), RNFLGCL: share(77)}, []string{ILM, RNFLGCL}, RNFLGCL},
+		{"ILM under its share", map[string][]bool{ILM: share(74), BM: share(100)}, []string{ILM, BM}, ILM},
+		{"BM missing", map[string][]bool{ILM: share(100)}, []string{ILM, BM}, BM},
+	} {
+		weak, _ := reliability(c.rel, all, n, minReliableShare, c.needs...)
+		if weak != c.wantWeak {
+			t.Errorf("%s: weak boundary %q, want %q", c.name, weak, c.wantWeak)
+		}
+	}
+	if weak, _ := reliability(map[string][]bool{ILM: share(100)}, func(int) bool { return false }, n, minReliableShare, ILM); weak != ILM {
+		t.Errorf("an empty region holds (%q): nothing measured there can be vouched for", weak)
+	}
+}
