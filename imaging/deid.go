@@ -403,7 +403,7 @@ var deidKeep = sync.OnceValue(func() map[tag.Tag]bool {
 		"SpecificCharacterSet", "SOPClassUID", "SOPInstanceUID", "ImageType", "Modality",
 		"StudyInstanceUID", "SeriesInstanceUID", "SeriesNumber", "InstanceNumber", "AcquisitionNumber",
 		"FrameOfReferenceUID", "Manufacturer", "ManufacturerModelName",
-		"Laterality", "ImageLaterality", "AcquisitionDuration",
+		"Laterality", "ImageLaterality", "AcquisitionDuration", "FrameAcquisitionDuration",
 		// Image pixel and its encoding (normalisation reads these).
 		"SamplesPerPixel", "PhotometricInterpretation", "Rows", "Columns", "BitsAllocated", "BitsStored", "HighBit",
 		"PixelRepresentation", "PlanarConfiguration", "NumberOfFrames", "PixelData", "PixelSpacing", "SliceThickness",
