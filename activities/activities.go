@@ -236,7 +236,8 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 	return out, err
 }
 
-// summarize is the headline of an analysis: what status and events show.
+// summarize is the headline of an analysis: what status and events show,
+// with the figures it withholds named (the report gives the reasons).
 func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
 		Lesions: lesions}
@@ -254,6 +255,12 @@ func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 		}
 	case an.RNFL != nil:
 		s.RNFLGlobalUm = num(an.RNFL.GlobalUm)
+	}
+	for _, w := range an.Withheld {
+		s.Withheld = append(s.Withheld, w.Figure)
+	}
+	if an.Measurable() && an.LesionsWithheld() != "" {
+		s.LesionsWithheld, s.Lesions = true, 0
 	}
 	return s
 }
@@ -376,6 +383,9 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 		if len(rows) == v.Frames*v.Cols {
 			figs.Boundaries[name] = rows[f*v.Cols : (f+1)*v.Cols]
 		}
+	}
+	if an.LesionsWithheld() != "" {
+		lesions = nil // not drawn where they are not reported
 	}
 	for _, les := range lesions {
 		for _, b := range les.Boxes {

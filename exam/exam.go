@@ -152,4 +152,12 @@ type Summary struct {
 	CentralThicknessUm *float64 `json:"centralThicknessUm,omitempty"`
 	RNFLGlobalUm       *float64 `json:"rnflGlobalUm,omitempty"`
 	Lesions            int      `json:"lesions"`
+	// Withheld names the figures the analysis does not vouch for (a
+	// boundary they need is not reliable where they are measured; the
+	// report gives the reasons): rnflGlobal, centralThickness,
+	// centralSubfieldThickness, etdrs:<subfield>, lesions, …
+	Withheld []string `json:"withheld,omitempty"`
+	// LesionsWithheld is true when lesions were not reported: Lesions
+	// is then 0 and says nothing of their absence.
+	LesionsWithheld bool `json:"lesionsWithheld,omitempty"`
 }

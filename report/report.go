@@ -54,6 +54,17 @@ type Report struct {
 	Line         *imaging.LineMeasurements `json:"line,omitempty"`
 	RNFL         *imaging.RNFLMeasurements `json:"rnfl,omitempty"`
 	Lesions      []imaging.Lesion          `json:"lesions"`
+	// LesionsWithheld, when set, is why no lesion is reported although
+	// the scan was measured: the boundaries fluid and drusen are found
+	// between are not reliable. Lesions is then empty, and says nothing
+	// of their absence.
+	LesionsWithheld string `json:"lesionsWithheld,omitempty"`
+	// Withheld lists the figures the analysis does not vouch for, each
+	// with its reason (a boundary it needs is not reliable where it is
+	// measured); Boundaries how reliable each boundary is over the
+	// graded A-scans. The figures present are the ones it vouches for.
+	Withheld   []imaging.Withheld            `json:"withheld,omitempty"`
+	Boundaries []imaging.BoundaryReliability `json:"boundaries,omitempty"`
 	// Algorithms names the version of each stage that produced the result.
 	Algorithms map[string]string `json:"algorithms"`
 	// Run is the pipeline run that wrote the report: a report is never
@@ -62,8 +73,10 @@ type Report struct {
 }
 
 // FromAnalysis fills the report's pattern, quality and measurements from
-// the measure stage's analysis, and keeps only the lesions on gradable
-// A-scans (none when nothing could be measured).
+// the measure stage's analysis, with the figures it withheld, and keeps
+// only the lesions on gradable A-scans (none when nothing could be
+// measured, or when the analysis withholds them: LesionsWithheld says
+// why).
 func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, cols int) {
 	r.ScanPattern, r.Quality, r.Measurable, r.NotMeasurable = a.Pattern, a.Quality, a.Measurable(), a.NotMeasurable
 	if a.Cube != nil {
@@ -75,8 +88,13 @@ func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, col
 		r.Line = &l
 	}
 	r.RNFL = a.RNFL
+	r.Withheld, r.Boundaries = a.Withheld, a.Boundaries
 	r.Lesions = []imaging.Lesion{}
 	if !r.Measurable {
+		return
+	}
+	if why := a.LesionsWithheld(); why != "" {
+		r.LesionsWithheld = why
 		return
 	}
 	for _, l := range lesions {
@@ -188,6 +206,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 			return nil, err
 		}
 	}
+	withheldSection(pdf, tr, r.Withheld)
 
 	pdf.AddPage()
 	if f != nil {
@@ -217,7 +236,11 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 
 	if r.Measurable {
 		section(pdf, "Lesions")
-		if len(r.Lesions) == 0 {
+		if r.LesionsWithheld != "" {
+			pdf.SetFont("Helvetica", "B", 10)
+			pdf.MultiCell(0, 5, tr("Not reported: "+r.LesionsWithheld+". Review the B-scans for fluid and drusen."), "", "L", false)
+			pdf.SetFont("Helvetica", "", 10)
+		} else if len(r.Lesions) == 0 {
 			pdf.CellFormat(0, 6, "No fluid or drusen detected.", "", 1, "L", false, 0, "")
 		} else {
 			var rows [][]string
@@ -284,11 +307,49 @@ func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures, 
 	return nil
 }
 
+// withheldSection lists the figures not reported because a boundary they
+// need is not reliable where they are measured, with the reasons.
+func withheldSection(pdf *fpdf.Fpdf, tr func(string) string, withheld []imaging.Withheld) {
+	if len(withheld) == 0 {
+		return
+	}
+	section(pdf, "Not reported: boundaries not reliable")
+	pdf.SetFont("Helvetica", "", 9)
+	pdf.MultiCell(0, 4, "These figures are withheld: the image does not show the boundaries they rest on plainly enough where they are measured. "+
+		"The figures above are the ones this report vouches for.", "", "L", false)
+	for _, w := range withheld {
+		pdf.MultiCell(0, 4, tr("- "+figureName(w.Figure)+": "+w.Reason), "", "L", false)
+	}
+}
+
+// figureName is how the report names a withheld figure.
+func figureName(figure string) string {
+	switch {
+	case strings.HasPrefix(figure, imaging.FigureETDRS):
+		return "ETDRS subfield " + strings.TrimPrefix(figure, imaging.FigureETDRS)
+	case strings.HasPrefix(figure, imaging.FigureRNFLSector):
+		return "RNFL sector " + strings.TrimPrefix(figure, imaging.FigureRNFLSector)
+	}
+	names := map[string]string{
+		imaging.FigureRNFLGlobal: "RNFL global thickness", imaging.FigureRNFLSectors: "RNFL sectors",
+		imaging.FigureCentral: "Central thickness (1 mm)", imaging.FigureCST: "Central subfield thickness",
+		imaging.FigureVolume: "Total macular volume", imaging.FigureLayers: "Layer thickness",
+		imaging.FigureLesions: "Lesions", imaging.FigureMeasurements: "Measurements",
+	}
+	if n, ok := names[figure]; ok {
+		return n
+	}
+	return figure
+}
+
 // lineSection is a line scan's figures: the central thickness through
 // the fovea, or why there is none, and the thickness profile.
 func lineSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.LineMeasurements) {
 	section(pdf, "Retinal thickness along the line, ILM to Bruch's membrane")
 	central := "not measured: " + m.NoFovea
+	if m.NoFovea == "" {
+		central = "not reported: see below"
+	}
 	if m.FoveaCol != nil {
 		central = fmt.Sprintf("%.0f µm (foveal pit %.0f µm deep, at A-scan %d)", m.CentralThicknessUm, m.PitDepthUm, *m.FoveaCol+1)
 	}

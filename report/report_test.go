@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -71,5 +72,52 @@ func TestPDFRendersWithFigures(t *testing.T) {
 		if l.MapUm != nil || m.Layers[i].MapUm == nil {
 			t.Errorf("layer %s: the report carries its map, or the measurements lost it", l.Name)
 		}
+	}
+}
+
+// TestWithheldFiguresAreSaidInJSONAndPDF: an analysis that withholds
+// figures and its lesions gives a report that lists them with their
+// reasons, in the JSON and in the PDF, carries no lesion, and says
+// the lesions were not reported rather than that there are none; the
+// figures it vouches for stay.
+func TestWithheldFiguresAreSaidInJSONAndPDF(t *testing.T) {
+	figs, m := phantomFigures(t)
+	delete(m.ETDRS, "OT")
+	const why = "the BM boundary is reliable in only 40% of the graded A-scans of subfield OT (75% needed)"
+	const lesionsWhy = "the EZ boundary is reliable in only 50% of the graded A-scans of the scan (75% needed)"
+	a := &imaging.Analysis{Pattern: imaging.Cube, Cube: m,
+		Quality: imaging.Quality{Gradable: imaging.PartlyGradable, Grade: "good", SignalStrength: 8, GradableFraction: 0.95},
+		Withheld: []imaging.Withheld{{Figure: imaging.FigureETDRS + "OT", Reason: why}, {Figure: imaging.FigureLesions, Reason: lesionsWhy}},
+		Boundaries: []imaging.BoundaryReliability{{Boundary: imaging.BM, ReliableFraction: 0.9}}}
+	lesions := []imaging.Lesion{{Type: imaging.Drusen, Frame: 1, Col: 10}}
+	var r Report
+	r.FromAnalysis(a, lesions, figs.Cols)
+	if len(r.Lesions) != 0 || r.LesionsWithheld != lesionsWhy {
+		t.Errorf("lesions %v, withheld %q: want none, and the reason", r.Lesions, r.LesionsWithheld)
+	}
+	if len(r.Withheld) != 2 || len(r.Boundaries) != 1 || r.Measurements == nil || r.Measurements.CentralSubfieldThicknessUm == 0 {
+		t.Errorf("withheld %+v, boundaries %+v, measurements %v: want the withheld figures listed and the others kept", r.Withheld, r.Boundaries, r.Measurements)
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"withheld":[{"figure":"etdrs:OT"`, `"lesionsWithheld":"the EZ boundary`, `"centralSubfieldThicknessUm"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("JSON lacks %s", want)
+		}
+	}
+	r.SchemaVersion, r.ExamID, r.Eye, r.Algorithms = SchemaVersion, "E-W", "OD", map[string]string{"denoise": "v0"}
+	pdf, err := PDF(&r, figs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Not reported: boundaries not reliable", "ETDRS subfield OT", "Not reported: the EZ boundary"} {
+		if !bytes.Contains(pdf, []byte(want)) {
+			t.Errorf("PDF lacks %q", want)
+		}
+	}
+	if bytes.Contains(pdf, []byte("No fluid or drusen detected")) {
+		t.Error("the PDF says no lesion was detected although lesions were withheld")
 	}
 }

@@ -1,0 +1,42 @@
+package activities
+
+import (
+	"slices"
+	"testing"
+
+	"octflow/imaging"
+)
+
+// TestSummaryNamesWhatIsWithheld: the status summary names the figures
+// the analysis withholds and says when lesions were not reported, so
+// that a count of 0 is not read as no lesion; what is reported stays.
+func TestSummaryNamesWhatIsWithheld(t *testing.T) {
+	ok := imaging.Quality{Gradable: imaging.PartlyGradable}
+	line := &imaging.LineMeasurements{MeanThicknessUm: 280}
+	for _, c := range []struct {
+		name         string
+		an           *imaging.Analysis
+		lesions      int
+		wantWithheld []string
+		wantLesions  bool
+		wantCentral  bool
+	}{
+		{"nothing withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line}, 2, nil, false, false},
+		{"central and lesions withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line,
+			Withheld: []imaging.Withheld{{Figure: imaging.FigureCentral, Reason: "r"}, {Figure: imaging.FigureLesions, Reason: "r"}}},
+			2, []string{imaging.FigureCentral, imaging.FigureLesions}, true, false},
+		{"RNFL withheld, nothing measured", &imaging.Analysis{Pattern: imaging.Circle, Quality: ok, NotMeasurable: []string{"r"},
+			Withheld: []imaging.Withheld{{Figure: imaging.FigureRNFLGlobal, Reason: "r"}}}, 0, []string{imaging.FigureRNFLGlobal}, false, false},
+	} {
+		s := summarize(c.an, c.lesions)
+		if !slices.Equal(s.Withheld, c.wantWithheld) || s.LesionsWithheld != c.wantLesions {
+			t.Errorf("%s: withheld %v, lesions withheld %v; want %v, %v", c.name, s.Withheld, s.LesionsWithheld, c.wantWithheld, c.wantLesions)
+		}
+		if c.wantLesions && s.Lesions != 0 {
+			t.Errorf("%s: %d lesions counted although withheld", c.name, s.Lesions)
+		}
+		if (s.CentralThicknessUm != nil) != c.wantCentral || (s.RNFLGlobalUm != nil && c.an.RNFL == nil) {
+			t.Errorf("%s: central %v, RNFL %v: a withheld figure in the summary", c.name, s.CentralThicknessUm, s.RNFLGlobalUm)
+		}
+	}
+}
