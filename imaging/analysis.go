@@ -49,7 +49,8 @@ func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || 
 // then reports only the figures whose boundaries the image shows
 // reliably where they are measured (see reliableBoundaries): the others
 // are listed in Withheld with the reason, and a full verdict becomes
-// partial.
+// partial. Scans whose rows are coarser than judgedResolutionUm are not
+// judged so.
 func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
@@ -85,6 +86,9 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if v.Spacing.AxialUm > judgedResolutionUm {
+		return a, nil // rows too coarse to judge a boundary by
 	}
 	rel, err := reliableBoundaries(ctx, v, l)
 	if err != nil {

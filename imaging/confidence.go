@@ -84,19 +84,27 @@ func boundaryCNR(v *Volume, rows []float32) []float64 {
 	return out
 }
 
-// agreeRows is how far (rows) a boundary may move when the volume is
-// denoised again at altStrength and segmented anew and still count as
-// reliable in an A-scan: a boundary the image shows plainly stays where
-// it is; one the noise placed moves.
+// agreeUm is how far a boundary may move when the volume is denoised
+// again at altStrength and segmented anew and still count as reliable
+// in an A-scan (2 rows of the 3.9 µm of the real scans and the
+// phantoms): a boundary the image shows plainly stays where it is; one
+// the noise placed moves.
 const (
-	agreeRows   = 2
+	agreeUm     = 8
 	altStrength = 2
 )
+
+// judgedResolutionUm is the coarsest row spacing at which boundaries are
+// judged: on coarser rows the ±8 µm either side of a boundary is under
+// a row, and the layers themselves are a row or two thick, so neither
+// the contrast across a boundary nor its agreement tells anything
+// (Analyze then judges none, and Analysis.Boundaries is empty).
+const judgedResolutionUm = rpeResolvedUm
 
 // reliableBoundaries marks, per boundary and A-scan, where the boundary
 // is reliable: its contrast-to-noise ratio reaches minCNR and the
 // reference segmenter, run again on the volume denoised once more,
-// finds it within agreeRows. Boundaries the layers do not carry are
+// finds it within agreeUm. Boundaries the layers do not carry are
 // absent.
 func reliableBoundaries(ctx context.Context, v *Volume, l *Layers) (map[string][]bool, error) {
 	alt, err := Denoise(ctx, v, DenoiseOptions{Strength: altStrength})
@@ -124,8 +132,8 @@ func reliableBoundaries(ctx context.Context, v *Volume, l *Layers) (map[string][
 		cnr := boundaryCNR(v, rows)
 		ok := make([]bool, len(rows))
 		for i := range ok {
-			d := math.Abs(float64(rows[i] - other[i]))
-			ok[i] = cnr[i] >= th && d <= agreeRows
+			d := math.Abs(float64(rows[i]-other[i])) * v.Spacing.AxialUm
+			ok[i] = cnr[i] >= th && d <= agreeUm
 		}
 		out[b] = ok
 	}
