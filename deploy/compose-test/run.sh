@@ -78,9 +78,10 @@ modbuild() {
 	rm -rf "$src"
 	cp -r "$dir" "$src"
 	chmod -R u+w "$src"
-	(cd "$src" && nice -n 10 go build -trimpath -ldflags "-s -w ${5:-}" -o "$out.tmp" "$3")
+	# A build cache of its own, dropped after: the binary is what is kept.
+	(cd "$src" && GOCACHE=$CACHE/gocache nice -n 10 go build -trimpath -ldflags "-s -w ${5:-}" -o "$out.tmp" "$3")
 	mv "$out.tmp" "$out"
-	rm -rf "$src"
+	rm -rf "$src" "$CACHE/gocache"
 }
 COMPOSE_BIN=$CACHE/docker-compose-$COMPOSE_VERSION
 if [ ! -x "$COMPOSE_BIN" ]; then
