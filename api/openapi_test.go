@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -46,4 +47,31 @@ func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
 	if !slices.Equal(documented, routed) {
 		t.Errorf("openapi.yaml documents\n%v\nthe gateway routes\n%v", documented, routed)
 	}
+}
+
+// In a YAML flow mapping an unquoted comma starts a new key: {description:
+// a, b} is a description "a" and a key "b" without a value. The
+// document has no key without a value.
+func TestOpenAPIHasNoKeyWithoutAValue(t *testing.T) {
+	var doc any
+	if err := yaml.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if e == nil {
+					t.Errorf("openapi.yaml: %s/%s has no value (an unquoted comma in a flow mapping?)", path, k)
+				}
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), e)
+			}
+		}
+	}
+	walk("", doc)
 }
