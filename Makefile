@@ -28,7 +28,7 @@ deploy-check:
 ## detector; the imaging accuracy run; the end-to-end tests on the embedded
 ## stack; a short fuzz of the DICOM reader, the image stages and the upload
 ## intake; one pass of the benchmarks
-test: fmt-check vet workflowcheck deploy-check
+test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# Build every test binary in parallel first.
 	$(GO) test -count=1 -run '^$$' ./... > /dev/null
 	$(GO) test -race -short -count=1 $(UNIT)
@@ -43,6 +43,19 @@ test: fmt-check vet workflowcheck deploy-check
 	@# runs out under load (go.dev/issue/75804, fixed in Go 1.27).
 	$(MAKE) fuzz FUZZ_DICOM=200000x FUZZ_STAGES=2000x FUZZ_INTAKE=20000x
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./imaging
+
+SPECTRAL_VERSION := 6.16.3
+SPECTRAL := .cache/spectral/node_modules/.bin/spectral
+## openapi-lint: Stoplight Spectral's OpenAPI ruleset (spectral:oas, see
+## .spectral.yaml) on api/openapi.yaml, failing on any warning; installs
+## the pinned @stoplight/spectral-cli from npm into .cache/spectral once
+.PHONY: openapi-lint
+openapi-lint:
+	@if [ "$$($(SPECTRAL) --version 2>/dev/null)" != "$(SPECTRAL_VERSION)" ]; then \
+		echo "installing @stoplight/spectral-cli@$(SPECTRAL_VERSION) into .cache/spectral"; \
+		npm install --prefix .cache/spectral --no-audit --no-fund --loglevel=error @stoplight/spectral-cli@$(SPECTRAL_VERSION); \
+	fi
+	$(SPECTRAL) lint --ruleset .spectral.yaml --fail-severity=warn api/openapi.yaml
 
 ## workflowcheck: Temporal's static check that workflow code is deterministic
 workflowcheck:
