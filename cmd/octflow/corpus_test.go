@@ -95,12 +95,12 @@ func recordExams(t *testing.T, dir string) {
 	}
 	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
-			switch id := examOf(ctx); {
-			case id == "corpus-retry" && stage == exam.Layers && once(id):
+			switch {
+			case isExam(ctx, "corpus-retry") && stage == exam.Layers && once("corpus-retry"):
 				return errors.New("simulated CUDA out of memory")
-			case id == "corpus-infra" && stage == exam.Lesions && once(id):
+			case isExam(ctx, "corpus-infra") && stage == exam.Lesions && once("corpus-infra"):
 				return temporal.NewApplicationError("unavailable: get exams/corpus-infra/layers.json: connection refused", contract.ErrTypeInfrastructure)
-			case id == "corpus-dead" && stage == exam.Measure && once(id):
+			case isExam(ctx, "corpus-dead") && stage == exam.Measure && once("corpus-dead"):
 				return temporal.NewNonRetryableApplicationError("measurements impossible on this volume", "InvalidVolume", nil)
 			}
 			return nil

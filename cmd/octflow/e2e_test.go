@@ -80,6 +80,11 @@ func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devsystem.Config)) *
 	for _, tweak := range tweaks {
 		tweak(&h.cfg)
 	}
+	// The stack's pseudonym key is the tests' own, so that fault hooks,
+	// which run before a harness exists, can name exams (isExam).
+	if err := os.WriteFile(filepath.Join(h.cfg.DataDir, "pseudonym.key"), []byte(testPseudonymKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h.start()
 	t.Cleanup(h.stop)
 	return h
@@ -364,7 +369,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	// only this.
 	t.Run("report PDF text", func(t *testing.T) {
 		text := pdfText(t, pdf)
-		for _, want := range []string{"Macular OCT report", "e2e-1", fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL",
+		for _, want := range []string{"Macular OCT report", h.ref("e2e-1").ID, fmt.Sprintf("%.0f µm", cst), "Central subfield thickness", "Layer thickness", "GCL+IPL",
 			"chiu-graph/v1", "gradable: signal strength"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("report.pdf text lacks %q", want)
@@ -515,7 +520,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.StopTimeout = time.Millisecond // no drain: the stage is cut off, as in a crash
 		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
-			if examOf(ctx) == "restart-1" && stage == exam.Layers && activity.GetInfo(ctx).Attempt == 1 {
+			if isExam(ctx, "restart-1") && stage == exam.Layers && activity.GetInfo(ctx).Attempt == 1 {
 				// The first attempt starts work, then never answers, even
 				// when cancelled.
 				activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: node, Stage: stage})

@@ -157,11 +157,16 @@ type flakyStart struct {
 	fired                 atomic.Int32
 }
 
+// ref is the reference of the demo campus's exam examID.
+func (f *flakyStart) ref(examID string) string {
+	return api.NewPseudonymizer([]byte(testPseudonymKey)).Exam(devsystem.FirstCampus, examID)
+}
+
 func (f *flakyStart) ExecuteWorkflow(ctx context.Context, o client.StartWorkflowOptions, w any, args ...any) (client.WorkflowRun, error) {
 	switch {
-	case strings.HasSuffix(o.ID, "/"+f.failBefore) && f.fired.CompareAndSwap(0, 1):
+	case strings.HasSuffix(o.ID, "/"+f.ref(f.failBefore)) && f.fired.CompareAndSwap(0, 1):
 		return nil, context.DeadlineExceeded
-	case strings.HasSuffix(o.ID, "/"+f.failAfter) && f.fired.CompareAndSwap(1, 2):
+	case strings.HasSuffix(o.ID, "/"+f.ref(f.failAfter)) && f.fired.CompareAndSwap(1, 2):
 		if _, err := f.Client.ExecuteWorkflow(ctx, o, w, args...); err != nil {
 			return nil, err
 		}

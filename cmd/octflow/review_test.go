@@ -33,7 +33,7 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.Policy.ReviewWindow = 8 * time.Second // short, to see it close
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
-			if examOf(ctx) == "review-1" && stage == exam.Denoise {
+			if isExam(ctx, "review-1") && stage == exam.Denoise {
 				<-hold
 			}
 			return nil

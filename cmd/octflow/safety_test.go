@@ -34,7 +34,7 @@ import (
 func TestAPanickingStageLeavesItsNodeUpAndOnlyItsExamDead(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
-			if examOf(ctx) == "panic-1" && stage == exam.Layers {
+			if isExam(ctx, "panic-1") && stage == exam.Layers {
 				var frames []int
 				_ = frames[7] // a bug that only this exam's input reaches
 			}
@@ -138,7 +138,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if examOf(ctx) == "rerun-1" && stage == exam.Lesions && broken {
+			if isExam(ctx, "rerun-1") && stage == exam.Lesions && broken {
 				// Not the node's fault: its breaker stays closed.
 				return temporal.NewNonRetryableApplicationError("model server returned garbage", "ModelFailed", nil)
 			}

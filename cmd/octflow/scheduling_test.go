@@ -29,10 +29,15 @@ import (
 	"octflow/lifecycle"
 )
 
-// examOf is the exam ID of the stage running in ctx.
-func examOf(ctx context.Context) string {
+// testPseudonymKey is the pseudonym key of every harness's stack.
+const testPseudonymKey = "octflow-test-pseudonym-key-0001"
+
+// isExam reports whether the stage running in ctx is the demo campus's
+// exam examID (a device's exam ID; workflow IDs carry its reference).
+func isExam(ctx context.Context, examID string) bool {
 	id := activity.GetInfo(ctx).WorkflowExecution.ID
-	return id[strings.LastIndex(id, "/")+1:]
+	campus, ref, _ := strings.Cut(strings.TrimPrefix(id, "exam/"), "/")
+	return ref == api.NewPseudonymizer([]byte(testPseudonymKey)).Exam(campus, examID)
 }
 
 func tiny(seed uint64) imaging.PhantomOptions {
@@ -44,10 +49,10 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.APIOnly = true
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
-			switch id, attempt := examOf(ctx), activity.GetInfo(ctx).Attempt; {
-			case id == "dead-1":
+			switch attempt := activity.GetInfo(ctx).Attempt; {
+			case isExam(ctx, "dead-1"):
 				return temporal.NewNonRetryableApplicationError("scan is not an OCT volume", "InvalidVolume", nil)
-			case id != "states-1" || stage != exam.Denoise:
+			case !isExam(ctx, "states-1") || stage != exam.Denoise:
 			case attempt == 1:
 				<-claimed // picked up, no progress reported yet
 				return temporal.NewApplicationErrorWithOptions("simulated CUDA out of memory", "StageFailed",
@@ -57,7 +62,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 		}
 		// Held once it reports its start on its GPU: EXECUTING.
 		c.SimulatedCompute = func(ctx context.Context, _ string, stage exam.Stage) error {
-			if examOf(ctx) == "states-1" && stage == exam.Denoise {
+			if isExam(ctx, "states-1") && stage == exam.Denoise {
 				<-executing
 			}
 			return nil
@@ -415,7 +420,7 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
-	keys, err := h.store.List(ctx, "exams/"+h.sys.Secrets.Campus+"/damaged-1/scan-")
+	keys, err := h.store.List(ctx, h.objects("damaged-1")+"scan-")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("stored scan: %v %v", keys, err)
 	}

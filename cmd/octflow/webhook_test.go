@@ -66,8 +66,8 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 		if want := activities.Sign(secret, ts, ev.body); ev.header.Get(activities.SignatureHeader) != want {
 			t.Errorf("delivery %d: signature does not verify", i)
 		}
-		if k := ev.header.Get(activities.IdempotencyKey); k != h.sys.Secrets.Campus+"/hook-1" {
-			t.Errorf("delivery %d: idempotency key %q, want the campus and exam ID", i, k)
+		if k := ev.header.Get(activities.IdempotencyKey); k != h.ref("hook-1").String() {
+			t.Errorf("delivery %d: idempotency key %q, want the campus and exam reference", i, k)
 		}
 	}
 	if !bytes.Equal(got[0].body, got[1].body) {
@@ -77,7 +77,7 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 	if err := json.Unmarshal(got[1].body, &event); err != nil {
 		t.Fatal(err)
 	}
-	if event.ExamID != "hook-1" || event.Campus != h.sys.Secrets.Campus || event.State != lifecycle.Completed {
+	if event.ExamID != h.ref("hook-1").ID || event.Campus != h.sys.Secrets.Campus || event.State != lifecycle.Completed {
 		t.Errorf("event %+v", event)
 	}
 	// The link in the event serves the report to a clinician.
