@@ -95,24 +95,45 @@ func (s *Server) submitExam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	ref := s.uploadRef(c, up)
+	a, err := s.admit(c.Request().Context(), who, who.DeviceID, s.uploadRef(c, up), up, clean)
+	if err != nil {
+		return err
+	}
+	s.audit(c, "submit", a.ref, a.code)
+	c.Response().Header().Set(echo.HeaderLocation, examLocation(a.ref))
+	return c.JSON(a.code, a.status)
+}
 
+// admission is how a scan was taken: the exam's status, 202 for a new
+// exam or 200 for one that had it already.
+type admission struct {
+	ref    exam.Ref
+	code   int
+	status *ExamStatus
+}
+
+// admit takes a validated, de-identified scan as the exam ref, sent by
+// who for deviceID: a repeat of a known exam is answered from Temporal
+// or the exam's record; a new one is marked, stored, started and
+// recorded. Another scan under a taken exam is a 409 problem. Nothing
+// stored is ever deleted here, where a start's outcome may be unknown
+// (the scan sweep removes scans no exam took).
+func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref exam.Ref, up *upload, clean *cleanScan) (*admission, error) {
 	// A repeat of a known exam is answered from Temporal.
 	if desc, err := s.describeExam(ctx, ref); err == nil {
-		return s.answerExisting(c, &examFound{ref: ref, desc: desc}, up, clean)
+		return s.admitKnown(ctx, &examFound{ref: ref, desc: desc}, up, clean)
 	} else if !isNotFound(err) {
-		return unavailable(ctx, err)
+		return nil, unavailable(ctx, err)
 	}
 	// Temporal does not know it; the exam's own record may: its retention
 	// passed, or its database was restored from an older backup.
 	rec, err := s.readRecord(ctx, ref)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rec != nil {
-		if done, err := s.answerRecorded(c, rec, up); done || err != nil {
-			return err
+		if a, err := s.admitRecorded(ctx, rec, up); a != nil || err != nil {
+			return a, err
 		}
 	}
 
@@ -123,7 +144,7 @@ func (s *Server) submitExam(c echo.Context) error {
 	}
 	sub := exam.Submission{
 		ExamID: ref.ID, Priority: prio, Eye: eye, CallbackURL: up.meta.CallbackURL,
-		PatientRef: clean.patientRef, DeviceID: who.DeviceID, Campus: ref.Campus,
+		PatientRef: clean.patientRef, DeviceID: deviceID, Campus: ref.Campus,
 		ScanKey: exam.ScanKey(ref, up.digest), ScanDigest: up.digest,
 		SubmittedAt: time.Now().UTC(), ScanType: string(clean.pattern),
 	}
@@ -131,11 +152,11 @@ func (s *Server) submitExam(c echo.Context) error {
 		// Marked before it is stored: a scan is never without a marker or
 		// a record, and the sweep reads those, not Temporal.
 		if err := s.markIntake(ctx, exam.Intake{Exam: ref, ScanDigest: up.digest, At: sub.SubmittedAt}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
-		return err
+		return nil, err
 	}
 
 	submissionID := randomID()
@@ -147,7 +168,7 @@ func (s *Server) submitExam(c echo.Context) error {
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		Memo: map[string]any{
-			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: who.DeviceID,
+			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: deviceID,
 			memoSubmitter: who.Name,
 		},
 		TypedSearchAttributes: examSearchAttributes(sub),
@@ -169,104 +190,96 @@ func (s *Server) submitExam(c echo.Context) error {
 		if _, err := s.describeExam(lctx, ref); err != nil {
 			s.cfg.Logger.Warn("exam start failed; its scan waits for a resend or the sweep",
 				zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Error(startErr))
-			return unavailable(ctx, startErr)
+			return nil, unavailable(ctx, startErr)
 		}
 		ctx = lctx
 	}
 	desc, err := s.describeExam(ctx, ref)
 	if err != nil {
-		return unavailable(ctx, err)
+		return nil, unavailable(ctx, err)
 	}
 	f := &examFound{ref: ref, desc: desc}
 	if s.memoString(desc, memoSubmissionID) != submissionID {
-		// Another request won the race for this exam ID.
-		return s.answerExisting(c, f, up, clean)
+		// Another request won the race for this exam.
+		return s.admitKnown(ctx, f, up, clean)
 	}
 	if err := s.recordExam(ctx, exam.Record{Exam: ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: sub.SubmittedAt}); err != nil {
 		// The exam runs; a resend finds it and writes the record.
-		return err
+		return nil, err
 	}
 	// A sweep that listed this exam's marker from an earlier, failed start
 	// may have removed the scan just now: the record stops the next one.
 	switch ok, err := s.cfg.Store.Exists(ctx, sub.ScanKey); {
 	case err != nil:
-		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	case !ok:
 		if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
-		zap.String("priority", string(prio)), zap.String("deviceId", who.DeviceID))
-	s.audit(c, "submit", ref, http.StatusAccepted)
-	s.arrivals.WithLabelValues(ref.Campus, who.DeviceID).Inc()
+		zap.String("priority", string(prio)), zap.String("deviceId", deviceID))
+	s.arrivals.WithLabelValues(ref.Campus, deviceID).Inc()
 	st, err := s.status(ctx, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, examLocation(ref))
-	return c.JSON(http.StatusAccepted, st)
+	return &admission{ref: ref, code: http.StatusAccepted, status: st}, nil
 }
 
-// answerExisting replies to a submission whose exam ID is taken in its
-// campus: the same scan is answered 200 with the exam (storing the scan
-// again if it went missing, so the exam can still run), another scan is
-// a conflict.
-func (s *Server) answerExisting(c echo.Context, f *examFound, up *upload, clean *cleanScan) error {
-	ctx := c.Request().Context()
+// admitKnown answers a scan for an exam Temporal holds: the same scan is
+// answered 200 with the exam (storing the scan again if it went missing,
+// so the exam can still run), another scan is a conflict.
+func (s *Server) admitKnown(ctx context.Context, f *examFound, up *upload, clean *cleanScan) (*admission, error) {
 	if s.memoString(f.desc, memoDigest) != up.digest {
 		p := problem(http.StatusConflict, "exam-conflict", "exam "+f.ref.ID+" was submitted with a different scan")
 		p.ExamID = f.ref.ID
-		return p
+		return nil, p
 	}
 	created := f.desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()
 	prio, _ := exam.ParsePriority(up.meta.Priority)
 	if err := s.ensureRecord(ctx, exam.Record{Exam: f.ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: created}); err != nil {
-		return err
+		return nil, err
 	}
 	key := exam.ScanKey(f.ref, up.digest)
 	switch ok, err := s.cfg.Store.Exists(ctx, key); {
 	case err != nil:
-		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	case !ok:
 		s.cfg.Logger.Warn("a resent exam's scan was missing; storing it again",
 			zap.String("campus", f.ref.Campus), zap.String("examId", f.ref.ID))
 		if err := s.storeClean(ctx, key, clean); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	st, err := s.status(ctx, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, examLocation(f.ref))
-	return c.JSON(http.StatusOK, st)
+	return &admission{ref: f.ref, code: http.StatusOK, status: st}, nil
 }
 
-// answerRecorded replies to a submission whose exam Temporal does not
-// know but whose record does (done: the reply is sent): another scan is a
-// conflict, and an exam whose report exists is answered 200 from its
-// record and never run again. An exam with a record and no report was
-// lost by Temporal (a restored database): done is false and the caller
-// starts it again.
-func (s *Server) answerRecorded(c echo.Context, rec *exam.Record, up *upload) (done bool, err error) {
-	ctx := c.Request().Context()
+// admitRecorded answers a scan for an exam Temporal does not know but
+// whose record does: another scan is a conflict, and an exam whose report
+// exists is answered 200 from its record and never run again. An exam
+// with a record and no report was lost by Temporal (a restored database):
+// no admission and no error, and the caller starts it again.
+func (s *Server) admitRecorded(ctx context.Context, rec *exam.Record, up *upload) (*admission, error) {
 	if rec.ScanDigest != up.digest {
 		p := problem(http.StatusConflict, "exam-conflict", "exam "+rec.Exam.ID+" was submitted with a different scan")
 		p.ExamID = rec.Exam.ID
-		return true, p
+		return nil, p
 	}
 	reported, err := s.cfg.Store.Exists(ctx, exam.ReportJSONKey(rec.Exam))
 	if err != nil {
-		return true, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	}
 	if !reported {
 		s.cfg.Logger.Warn("an accepted exam is unknown to Temporal and has no report; starting it again",
 			zap.String("campus", rec.Exam.Campus), zap.String("examId", rec.Exam.ID))
-		return false, nil
+		return nil, nil
 	}
-	c.Response().Header().Set(echo.HeaderLocation, examLocation(rec.Exam))
-	return true, c.JSON(http.StatusOK, archivedStatus(rec))
+	return &admission{ref: rec.Exam, code: http.StatusOK, status: archivedStatus(rec)}, nil
 }
 
 func examLocation(ref exam.Ref) string {
