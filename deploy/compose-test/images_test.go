@@ -1,0 +1,171 @@
+package composetest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+const repoRoot = "../.."
+
+// busybox is what Alpine's busybox gives every Alpine-based image (and the
+// busybox image Prometheus is built on): the applets a healthcheck or
+// entrypoint script may reasonably name.
+var busybox = []string{"sh", "ash", "wget", "nc", "cat", "echo", "test", "[", "grep", "sed", "awk", "sleep",
+	"trap", "exit", "export", "for", "do", "done", "if", "then", "fi", "true", "false", "ls", "env", "printf"}
+
+// moduleDir is where the go command keeps module m (at the version go.mod pins).
+func moduleDir(t *testing.T, m string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", m)
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		t.Fatalf("go list -m %s: %v (run go mod download)", m, err)
+	}
+	return dir
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// copied is every file name a Dockerfile COPYs into the image, by its
+// base name (the programs and scripts it adds).
+func copied(dockerfile string) []string {
+	var names []string
+	joined := regexp.MustCompile(`\\\n\s*`).ReplaceAllString(dockerfile, " ")
+	for _, line := range strings.Split(joined, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "COPY" {
+			continue
+		}
+		var args []string
+		for _, a := range f[1:] {
+			if !strings.HasPrefix(a, "--") {
+				args = append(args, a)
+			}
+		}
+		for _, src := range args[:len(args)-1] {
+			names = append(names, filepath.Base(src))
+		}
+		if dst := args[len(args)-1]; !strings.HasSuffix(dst, "/") {
+			names = append(names, filepath.Base(dst))
+		}
+	}
+	return names
+}
+
+// apkOrApt is every package a Dockerfile installs with apk or apt-get.
+func apkOrApt(dockerfile string) []string {
+	var pkgs []string
+	joined := regexp.MustCompile(`\\\n\s*`).ReplaceAllString(dockerfile, " ")
+	for _, m := range regexp.MustCompile(`(?:apk add|apt-get install)((?:\s+[-a-z0-9.]+)+)`).FindAllStringSubmatch(joined, -1) {
+		for _, p := range strings.Fields(m[1]) {
+			if !strings.HasPrefix(p, "-") {
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
+	return pkgs
+}
+
+// programs is what each image of the stack holds that a command may name,
+// by the image's repository.
+func programs(t *testing.T) map[string][]string {
+	temporal := moduleDir(t, "go.temporal.io/server")
+	ui := moduleDir(t, "github.com/temporalio/ui-server/v2")
+	vgw := moduleDir(t, "github.com/versity/versitygw")
+	ours := read(t, filepath.Join(repoRoot, "Dockerfile"))
+	uiDockerfile := read(t, filepath.Join(ui, "Dockerfile"))
+	p := map[string][]string{
+		"temporalio/server":      append(slices.Clone(busybox), copied(read(t, filepath.Join(temporal, "docker/targets/server.Dockerfile")))...),
+		"temporalio/admin-tools": append(slices.Clone(busybox), copied(read(t, filepath.Join(temporal, "docker/targets/admin-tools.Dockerfile")))...),
+		"temporalio/ui":          append(append(slices.Clone(busybox), copied(uiDockerfile)...), apkOrApt(uiDockerfile)...),
+		"versity/versitygw":      append(slices.Clone(busybox), copied(read(t, filepath.Join(vgw, "Dockerfile")))...),
+		// Not readable here: the official images' documented contents.
+		"prom/prometheus": append(slices.Clone(busybox), "prometheus", "promtool"),
+		"grafana/grafana": append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
+		"postgres":        {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
+		// Debian slim's dash and coreutils, and what the Dockerfile adds.
+		"octflow": append(append([]string{"sh", "dash", "bash", "cat", "test", "octflow"}, copied(ours)...), apkOrApt(ours)...),
+	}
+	return p
+}
+
+func repository(image string) string {
+	repo, _, _ := strings.Cut(image, ":")
+	return repo
+}
+
+func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  repoRoot,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
+		Environment: types.Mapping{},
+	}, func(o *loader.Options) {
+		o.SetProjectName("octflow", true)
+		o.SkipResolveEnvironment = true
+	})
+	if err != nil {
+		t.Fatalf("load docker-compose.yml: %v", err)
+	}
+	images := programs(t)
+	if !slices.Contains(images["temporalio/server"], "temporal-server") || slices.Contains(images["temporalio/server"], "temporal") {
+		t.Fatalf("read the server image's contents wrong: %v", images["temporalio/server"])
+	}
+	if !slices.Contains(images["temporalio/admin-tools"], "temporal-sql-tool") {
+		t.Fatalf("read the admin tools' contents wrong: %v", images["temporalio/admin-tools"])
+	}
+	checked := 0
+	for name, s := range p.Services {
+		has, ok := images[repository(s.Image)]
+		if !ok {
+			t.Errorf("%s: image %s is not one this test knows the contents of", name, s.Image)
+			continue
+		}
+		holds := func(what, prog string) {
+			checked++
+			if !slices.Contains(has, filepath.Base(prog)) {
+				t.Errorf("%s: its %s runs %q, which %s does not hold", name, what, prog, s.Image)
+			}
+		}
+		if hc := s.HealthCheck; hc != nil && len(hc.Test) > 1 {
+			switch hc.Test[0] {
+			case "CMD":
+				holds("healthcheck", hc.Test[1])
+			case "CMD-SHELL":
+				holds("healthcheck's shell", "sh")
+				holds("healthcheck", strings.Fields(hc.Test[1])[0])
+			}
+		}
+		if len(s.Entrypoint) > 0 {
+			holds("entrypoint", s.Entrypoint[0])
+			// A shell script's commands: the first word of each line.
+			if len(s.Command) > 0 && filepath.Base(s.Entrypoint[0]) == "sh" {
+				for _, line := range strings.Split(s.Command[0], "\n") {
+					if f := strings.Fields(strings.TrimSpace(line)); len(f) > 0 && !strings.Contains(f[0], "=") {
+						holds("command", f[0])
+					}
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked only %d commands", checked)
+	}
+}
