@@ -74,12 +74,14 @@ var load = sync.OnceValues(func() (*contract, error) {
 	return &contract{doc: doc, router: router, event: event.Value}, nil
 })
 
-// Bodies of these media types are opaque to the validator: it checks
-// only that the document declares the media type.
+// Bodies of the binary media types are opaque to the validator: it
+// checks only that the document declares the media type. DICOM JSON is
+// JSON.
 func init() {
-	for _, mt := range []string{"application/dicom", "application/pdf", "text/html"} {
+	for _, mt := range []string{"application/dicom", "application/pdf", "text/html", "multipart/related"} {
 		openapi3filter.RegisterBodyDecoder(mt, openapi3filter.FileBodyDecoder)
 	}
+	openapi3filter.RegisterBodyDecoder("application/dicom+json", openapi3filter.JSONBodyDecoder)
 }
 
 // Transport wraps base (http.DefaultTransport when nil) so that every
