@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func TestGatewayAnswersFromTemporalAsItsContractSays(t *testing.T) {
 	}
 
 	drain(get("/readyz", "", 200))
-	store.down = true
+	store.down.Store(true)
 	drain(get("/readyz", "", 503))
 	drain(get("/v1/nodes", "admin", 200))
 	drain(get("/v1/queues", "admin", 200))
@@ -215,7 +216,7 @@ func (j jsonValue) Get(ptr any) error {
 
 // stubStore is an object store that holds nothing and answers Ping
 // until it is down.
-type stubStore struct{ down bool }
+type stubStore struct{ down atomic.Bool }
 
 func (s *stubStore) Put(context.Context, string, io.Reader, int64, string) error {
 	return errors.New("read-only")
@@ -226,7 +227,7 @@ func (s *stubStore) Get(context.Context, string) (io.ReadCloser, int64, error) {
 func (s *stubStore) Exists(context.Context, string) (bool, error) { return false, nil }
 func (s *stubStore) Delete(context.Context, string) error         { return nil }
 func (s *stubStore) Ping(context.Context) error {
-	if s.down {
+	if s.down.Load() {
 		return errors.New("down")
 	}
 	return nil
