@@ -154,16 +154,14 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var input *openapi3filter.RequestValidationInput
 	var reqErr error
 	if routeErr == nil {
-		input = &openapi3filter.RequestValidationInput{
-			Request: fresh(), PathParams: params, Route: route,
-			Options: &openapi3filter.Options{
-				AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-				// Checked against the response instead, below.
-				IncludeResponseStatus: true,
-				MultiError:            true,
-				SkipSettingDefaults:   true,
-			},
+		opts := &openapi3filter.Options{
+			AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+			IncludeResponseStatus: true,
+			MultiError:            true,
+			SkipSettingDefaults:   true,
 		}
+		opts.WithCustomSchemaErrorFunc(schemaError)
+		input = &openapi3filter.RequestValidationInput{Request: fresh(), PathParams: params, Route: route, Options: opts}
 		reqErr = openapi3filter.ValidateRequest(context.Background(), input)
 	}
 
@@ -230,7 +228,21 @@ func (tr *transport) problem(resp *http.Response, b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	return tr.c.doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors())
+	return tr.c.doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors(),
+		openapi3.SetSchemaErrorMessageCustomizer(schemaError))
+}
+
+// schemaError is a schema mismatch in one line: where in the value, and
+// what is wrong there (the body is shown beside it, not the schema).
+func schemaError(err *openapi3.SchemaError) string {
+	reason := err.Reason
+	if reason == "" {
+		reason = "does not match the schema's " + err.SchemaField
+	}
+	if p := "/" + strings.Join(err.JSONPointer(), "/"); p != "/" && !strings.Contains(reason, p) {
+		return fmt.Sprintf("at %q: %s", p, reason)
+	}
+	return reason
 }
 
 // readBack reads a response's body and puts it back for the caller.
@@ -298,7 +310,8 @@ func (r *eventReader) event(data string) {
 		r.tr.fail("openapi: an event of %s is not JSON: %v: %s", r.what, err, excerpt([]byte(data)))
 		return
 	}
-	if err := r.tr.c.event.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+	if err := r.tr.c.event.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors(),
+		openapi3.SetSchemaErrorMessageCustomizer(schemaError)); err != nil {
 		r.tr.fail("openapi: an event of %s does not match ReportReadyEvent in api/openapi.yaml:\n%v\ndata: %s", r.what, err, excerpt([]byte(data)))
 	}
 }
