@@ -109,7 +109,8 @@ func boundedClientID(id string) string {
 // codec, not health checks, the OpenAPI document or CORS preflights.
 func audited(c echo.Context) bool {
 	p := c.Path()
-	return c.Request().Method != http.MethodOptions && (strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/codec/")) &&
+	return c.Request().Method != http.MethodOptions &&
+		(strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/codec/") || strings.HasPrefix(p, "/dicom-web/")) &&
 		!(c.Request().Method == http.MethodGet && p == "/codec/login")
 }
 
@@ -277,7 +278,7 @@ const (
 // actionEvent maps the gateway's actions to DICOM audit events.
 func actionEvent(action string) eventKind {
 	switch action {
-	case "submit":
+	case "submit", "store-instances":
 		return eventKind{id: audit.InstancesTransferred, action: audit.Create, role: roleJob}
 	case "read-status", "read-events":
 		return eventKind{id: audit.PatientRecord, action: audit.Read, role: roleJob}
@@ -306,6 +307,8 @@ func routeAction(method, path string) string {
 	switch method + " " + path {
 	case "POST /v1/exams":
 		return "submit"
+	case "POST /dicom-web/studies":
+		return "store-instances"
 	case "GET /v1/exams/:examId":
 		return "read-status"
 	case "GET /v1/exams/:examId/events":

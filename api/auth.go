@@ -18,11 +18,14 @@ import (
 // Role is what a token may do.
 type Role string
 
-// The three roles.
+// The roles.
 const (
 	RoleDevice    Role = "device"
 	RoleClinician Role = "clinician"
 	RoleAdmin     Role = "admin"
+	// RoleRouter is a DICOM router's (e.g. Orthanc's): it stores
+	// instances by STOW-RS for any device of its one campus.
+	RoleRouter Role = "router"
 )
 
 // Principal is who a request comes from. A campus is a tenant: a device
@@ -31,7 +34,7 @@ const (
 type Principal struct {
 	Name     string `json:"name"`
 	Role     Role   `json:"role"`
-	DeviceID string `json:"deviceId,omitempty"` // devices only
+	DeviceID string `json:"deviceId,omitempty"` // devices and routers only
 	// Campus is a device's campus, or a clinician's home campus (the
 	// default of their requests).
 	Campus string `json:"campus,omitempty"`
@@ -44,7 +47,7 @@ func (p Principal) CanSee(campus string) bool {
 	switch p.Role {
 	case RoleAdmin:
 		return true
-	case RoleDevice:
+	case RoleDevice, RoleRouter:
 		return campus == p.Campus
 	}
 	return campus == p.Campus || slices.Contains(p.Campuses, campus)
@@ -83,9 +86,9 @@ func NewTokens(entries []TokenEntry) (*Tokens, error) {
 			return nil, fmt.Errorf("token %d: sha256 must be 64 hex digits", i)
 		}
 		switch e.Role {
-		case RoleDevice:
+		case RoleDevice, RoleRouter:
 			if e.DeviceID == "" || e.Campus == "" || len(e.Campuses) > 0 {
-				return nil, fmt.Errorf("token %d: a device token needs a deviceId and one campus", i)
+				return nil, fmt.Errorf("token %d: a %s token needs a deviceId and one campus", i, e.Role)
 			}
 		case RoleClinician:
 			if e.Campus == "" && len(e.Campuses) == 0 {

@@ -18,9 +18,15 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// ExamID is set when the problem is about an exam.
 	ExamID string `json:"examId,omitempty"`
+	// cause is the error the problem reports, if any.
+	cause error
 }
 
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+// Unwrap is the error the problem reports, so that a caller can tell
+// causes apart (e.g. imaging.ErrNotOCT).
+func (p *Problem) Unwrap() error { return p.cause }
 
 // problem builds a Problem of a kind, e.g. problem(http.StatusConflict, "exam-conflict", "…").
 func problem(status int, kind, detail string) *Problem {

@@ -207,6 +207,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PayloadCodec != nil {
 		s.codecRoutes(e)
 	}
+	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
+	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), deviceLimit(cfg.DeviceRate), s.spoolBudget)
 	v1 := e.Group("/v1")
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate), s.spoolBudget)
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))

@@ -61,6 +61,10 @@ type cleanScan struct {
 	laterality string
 	patientRef string // the pseudonym, or ""
 	pattern    imaging.Pattern
+	// sopInstance and device are the original's SOP Instance UID and
+	// Device Serial Number, for a STOW-RS answer and the exam's reference
+	// only: the stored copy keeps neither.
+	sopInstance, device string
 }
 
 func (c *cleanScan) close() {
@@ -362,18 +366,9 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 			if up.scan != nil {
 				return up, problem(http.StatusBadRequest, "malformed-request", "more than one scan part")
 			}
-			if up.scan, err = newSpool(s.cfg.SpoolDir); err != nil {
-				return up, fmt.Errorf("spool upload: %w", err)
+			if err := s.spoolScan(up, part); err != nil {
+				return up, err
 			}
-			h := sha256.New()
-			n, err := io.Copy(io.MultiWriter(up.scan, h), io.LimitReader(part, s.cfg.MaxScanBytes+1))
-			if err != nil {
-				return up, readProblem(err, s.cfg.MaxScanBytes)
-			}
-			if n > s.cfg.MaxScanBytes {
-				return up, problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("scan exceeds %d bytes", s.cfg.MaxScanBytes))
-			}
-			up.size, up.digest = n, hex.EncodeToString(h.Sum(nil))
 		default:
 			return up, problem(http.StatusBadRequest, "malformed-request", fmt.Sprintf("unexpected part %q", part.FormName()))
 		}
@@ -398,9 +393,31 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	return up, nil
 }
 
+// spoolScan spools a scan as sent into up, encrypted, and hashes it. A
+// scan over the gateway's limit is 413; a failed read, a 4xx problem.
+func (s *Server) spoolScan(up *upload, r io.Reader) error {
+	var err error
+	if up.scan, err = newSpool(s.cfg.SpoolDir); err != nil {
+		return fmt.Errorf("spool upload: %w", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(up.scan, h), io.LimitReader(r, s.cfg.MaxScanBytes+1))
+	if err != nil {
+		return readProblem(err, s.cfg.MaxScanBytes)
+	}
+	if n > s.cfg.MaxScanBytes {
+		return problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("scan exceeds %d bytes", s.cfg.MaxScanBytes))
+	}
+	up.size, up.digest = n, hex.EncodeToString(h.Sum(nil))
+	return nil
+}
+
 // uploadRef is the exam an upload names: its exam ID in the device's
 // campus, under its reference (the ID itself is never kept).
 func (s *Server) uploadRef(c echo.Context, up *upload) exam.Ref {
+	if up.meta.ExamID == "" {
+		return exam.Ref{} // a STOW-RS instance: its exam is known once it is read
+	}
 	return s.cfg.Pseudonymizer.ExamRef(principal(c).Campus, up.meta.ExamID)
 }
 

@@ -87,7 +87,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		patient = scan.Header.PatientID
 	}
 	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient),
-		pattern: pattern}
+		pattern: pattern, sopInstance: scan.Header.SOPInstanceUID, device: scan.Header.DeviceSerialNumber}
 	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
@@ -113,6 +113,6 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 // examID (its reference) that err says is unusable.
 func unprocessable(kind string, err error, examID string) *Problem {
 	p := problem(http.StatusUnprocessableEntity, kind, err.Error())
-	p.ExamID = examID
+	p.ExamID, p.cause = examID, err
 	return p
 }

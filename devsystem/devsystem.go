@@ -106,6 +106,9 @@ type Secrets struct {
 	// Devices and Clinicians are the demo tokens of both campuses.
 	Devices    []DeviceToken    `json:"devices"`
 	Clinicians []ClinicianToken `json:"clinicians"`
+	// Router is the first campus's DICOM router token (STOW-RS for any
+	// of its devices, e.g. an Orthanc forwarding C-STOREs).
+	Router string `json:"router"`
 	// WebhookSecret signs report-ready events to workstations.
 	WebhookSecret string `json:"webhookSecret"`
 	PseudonymKey  string `json:"-"`
@@ -294,6 +297,9 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 	if s.WebhookSecret == "" { // data dirs from before webhooks were signed
 		s.WebhookSecret, changed = "dev-webhook-"+randomHex(16), true
 	}
+	if s.Router == "" { // data dirs from before STOW-RS
+		s.Router, changed = "dev-router-"+randomHex(16), true
+	}
 	if len(s.Devices) == 0 { // data dirs from before campuses were tenants
 		s.Devices = []DeviceToken{{s.Device, s.DeviceID, s.Campus},
 			{"dev-device-" + randomHex(16), "north-oct-1", SecondCampus}}
@@ -319,6 +325,8 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(d.Token),
 			Principal: api.Principal{Name: name("device", d.Campus), Role: api.RoleDevice, DeviceID: d.DeviceID, Campus: d.Campus}})
 	}
+	entries = append(entries, api.TokenEntry{SHA256: api.HashToken(s.Router),
+		Principal: api.Principal{Name: "demo router", Role: api.RoleRouter, DeviceID: "demo-router", Campus: s.Campus}})
 	for _, c := range s.Clinicians {
 		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(c.Token),
 			Principal: api.Principal{Name: name("clinician", c.Campus), Role: api.RoleClinician, Campus: c.Campus}})

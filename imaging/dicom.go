@@ -23,11 +23,27 @@ const OphthalmicTomographySOPClass = "1.2.840.10008.5.1.4.1.1.77.1.5.4"
 // the largest cube a clinical OCT writes (128 × 1024 × 512).
 const maxSamples = 1 << 28
 
+// ErrNotOCT is wrapped (with ErrInvalidVolume) by ParseScan's refusal
+// of an object that is not an Ophthalmic Tomography Image at all: another
+// SOP class or modality, as opposed to a broken one.
+var ErrNotOCT = errors.New("not an Ophthalmic Tomography Image")
+
+// notOCT is a refusal for another kind of object; it reads as the error
+// it wraps.
+type notOCT struct{ error }
+
+func (notOCT) Is(target error) bool { return target == ErrNotOCT }
+func (e notOCT) Unwrap() error      { return e.error }
+
 // Header is the identifying part of a DICOM object.
 type Header struct {
-	SOPInstanceUID    string
-	StudyInstanceUID  string
-	SeriesInstanceUID string
+	// DeviceSerialNumber names the device that made the scan (ParseScan
+	// reads it; WriteDICOM writes Identity's). The de-identified copy
+	// does not keep it.
+	DeviceSerialNumber string
+	SOPInstanceUID     string
+	StudyInstanceUID   string
+	SeriesInstanceUID  string
 	// PatientID is protected health information. The gateway turns it
 	// into a keyed pseudonym at once; it is never logged, stored in an
 	// object key or sent to Temporal in clear.
@@ -226,19 +242,20 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 		if sop == "" {
 			sop = str(ds, tag.MediaStorageSOPClassUID)
 		}
-		return nil, invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)
+		return nil, notOCT{invalidf("SOP class %q is not Ophthalmic Tomography Image (%s)", sop, OphthalmicTomographySOPClass)}
 	}
 	if m := str(ds, tag.Modality); m != "OPT" {
-		return nil, invalidf("modality %q is not OPT (ophthalmic tomography)", m)
+		return nil, notOCT{invalidf("modality %q is not OPT (ophthalmic tomography)", m)}
 	}
 	if err := checkTransferSyntax(str(ds, tag.TransferSyntaxUID)); err != nil {
 		return nil, err
 	}
 	h = Header{
-		SOPInstanceUID:    str(ds, tag.SOPInstanceUID),
-		StudyInstanceUID:  str(ds, tag.StudyInstanceUID),
-		SeriesInstanceUID: str(ds, tag.SeriesInstanceUID),
-		PatientID:         str(ds, tag.PatientID),
+		DeviceSerialNumber: str(ds, tag.DeviceSerialNumber),
+		SOPInstanceUID:     str(ds, tag.SOPInstanceUID),
+		StudyInstanceUID:   str(ds, tag.StudyInstanceUID),
+		SeriesInstanceUID:  str(ds, tag.SeriesInstanceUID),
+		PatientID:          str(ds, tag.PatientID),
 	}
 	rows, cols := integer(ds, tag.Rows), integer(ds, tag.Columns)
 	nframes, _ := strconv.Atoi(str(ds, tag.NumberOfFrames))

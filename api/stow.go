@@ -1,0 +1,254 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"octflow/exam"
+	"octflow/imaging"
+)
+
+// DICOMweb STOW-RS (PS3.18 §10.5): a device, or a router such as Orthanc
+// forwarding what devices sent it by C-STORE, stores instances with
+// POST /dicom-web/studies. Each Ophthalmic Tomography instance becomes one
+// exam, through the same intake as POST /v1/exams.
+
+// Failure Reason (0008,1197) values of a STOW-RS answer (PS3.18 Table
+// 10.5.3-1, from the C-STORE statuses of PS3.4).
+const (
+	// stowOutOfResources: refused for now (Temporal, the object store
+	// or the validation slots busy or away); send it again later.
+	stowOutOfResources = 0xA700
+	// stowCannotUnderstand: not a DICOM object octflow can read, or an
+	// OCT object that is broken or hostile.
+	stowCannotUnderstand = 0xC000
+	// stowSOPClassNotSupported: a readable object of another kind (CT,
+	// fundus photograph, …): octflow analyses OCT only.
+	stowSOPClassNotSupported = 0x0122
+	// stowDuplicateInstance: this SOP Instance UID was stored before with
+	// other content; the first is kept.
+	stowDuplicateInstance = 0x0111
+)
+
+// maxInstances is how many instances one STOW-RS request may carry; a
+// router sends more in further requests.
+const maxInstances = 64
+
+// PriorityHeader names the priority of the exams a STOW-RS request
+// starts (urgent, normal or low; default normal).
+const PriorityHeader = "X-Octflow-Priority"
+
+// stowResult is one instance's outcome in the answer.
+type stowResult struct {
+	sopClass, sopInstance string
+	reason                int    // 0: stored
+	status                string // where the exam's status is, when stored
+	transient             bool   // refused for now: worth sending again
+}
+
+// storeInstances serves POST /dicom-web/studies (multipart/related;
+// type="application/dicom"). Each part is one instance, taken as an exam
+// whose device exam ID is "sop:" and its SOP Instance UID (kept, like any
+// exam ID, only as its keyed reference), so that the same instance sent
+// again is the same exam, and other bytes under a stored SOP Instance
+// UID are refused. Instances are refused one by one (Failed SOP
+// Sequence), never the request for one of them: 200 when every instance
+// is stored (a resent one counts as stored), 202 when some are, 409 when
+// none is, 503 with Retry-After when none is and some could be later.
+func (s *Server) storeInstances(c echo.Context) error {
+	who := principal(c)
+	prio, err := exam.ParsePriority(c.Request().Header.Get(PriorityHeader))
+	if err != nil {
+		return problem(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
+	}
+	mediaType, params, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	if err != nil || mediaType != "multipart/related" || params["boundary"] == "" ||
+		!strings.EqualFold(strings.Trim(params["type"], `"`), "application/dicom") {
+		return problem(http.StatusUnsupportedMediaType, "unsupported-media",
+			`POST /dicom-web/studies takes multipart/related; type="application/dicom", one DICOM instance per part`)
+	}
+	release, err := s.takeDeviceTurn(c, who)
+	if err != nil {
+		return err
+	}
+	defer release()
+	req := c.Request()
+	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxScanBytes+1<<20)
+	req.Body = newPacedReader(body, http.NewResponseController(c.Response()), s.cfg.Uploads.Pace)
+	parts := multipart.NewReader(req.Body, params["boundary"])
+	var results []stowResult
+	for {
+		part, err := parts.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// The body itself is broken, cut or too large: what was
+			// stored stays stored, and the answer says which.
+			if len(results) == 0 {
+				return readProblem(err, s.cfg.MaxScanBytes)
+			}
+			s.cfg.Logger.Info("STOW-RS body ended early", zap.Error(err))
+			break
+		}
+		if len(results) == maxInstances {
+			return problem(http.StatusRequestEntityTooLarge, "too-large",
+				fmt.Sprintf("one request carries at most %d instances; send the rest in another", maxInstances))
+		}
+		res, err := s.storeInstance(c, who, prio, part)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	if len(results) == 0 {
+		return problem(http.StatusBadRequest, "malformed-request", "no instance in the request")
+	}
+	stored, transient := 0, false
+	for _, r := range results {
+		if r.reason == 0 {
+			stored++
+		}
+		transient = transient || r.transient
+	}
+	code := http.StatusOK
+	switch {
+	case stored == len(results):
+	case stored > 0:
+		code = http.StatusAccepted
+	case transient:
+		c.Response().Header().Set("Retry-After", "30")
+		code = http.StatusServiceUnavailable
+	default:
+		code = http.StatusConflict
+	}
+	b, err := json.Marshal(stowAnswer(results))
+	if err != nil {
+		return err
+	}
+	return c.Blob(code, "application/dicom+json", b)
+}
+
+// storeInstance takes one part. An instance refused is a result with its
+// reason; an error is the gateway's own failure.
+func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, part *multipart.Part) (stowResult, error) {
+	defer part.Close()
+	res := stowResult{sopClass: imaging.OphthalmicTomographySOPClass}
+	if ct, _, err := mime.ParseMediaType(part.Header.Get(echo.HeaderContentType)); err == nil && ct != "application/dicom" {
+		res.sopClass, res.reason = "", stowCannotUnderstand
+		return res, nil
+	}
+	up := &upload{meta: SubmitMeta{Priority: string(prio)}}
+	defer up.close()
+	if err := s.spoolScan(up, part); err != nil {
+		return s.refused(res, err)
+	}
+	clean, err := s.cleanUpload(c, up)
+	defer clean.close()
+	if err != nil {
+		return s.refused(res, err)
+	}
+	res.sopInstance = clean.sopInstance
+	if clean.sopInstance == "" {
+		res.reason = stowCannotUnderstand
+		return res, nil
+	}
+	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.sopInstance)
+	a, err := s.admit(c.Request().Context(), who, routedDevice(who, clean.device), ref, up, clean)
+	if err != nil {
+		return s.refused(res, err)
+	}
+	s.audit(c, "store-instances", a.ref, a.code)
+	res.status = examLocation(a.ref)
+	return res, nil
+}
+
+// refused turns why an instance was not stored into its Failure Reason;
+// anything but a problem is the gateway's own failure and fails the
+// request.
+func (s *Server) refused(res stowResult, err error) (stowResult, error) {
+	var p *Problem
+	// The reason's text stays here: a STOW-RS answer carries only its
+	// code. (No patient data: the pre-scan and the parser name
+	// structure, never values that identify.)
+	s.cfg.Logger.Info("STOW-RS instance refused", zap.Error(err))
+	switch {
+	case errors.Is(err, imaging.ErrNotOCT):
+		res.sopClass, res.reason = "", stowSOPClassNotSupported
+	case errors.As(err, &p) && p.Status == http.StatusConflict:
+		res.reason = stowDuplicateInstance
+	case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
+		res.reason, res.transient = stowOutOfResources, true
+	case errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge:
+		res.reason = stowOutOfResources
+	case errors.As(err, &p) && p.Status < 500:
+		res.sopClass, res.reason = "", stowCannotUnderstand
+	default:
+		return res, err
+	}
+	return res, nil
+}
+
+// deviceName is what a Device Serial Number may be to name a device: it
+// becomes a metric label and a search attribute.
+var deviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// routedDevice names the device of an instance: a device's own token
+// names it; a router's instance is named by its Device Serial Number
+// (0018,1000) under the router's ID, or the router's ID alone when the
+// instance has none that can name it.
+func routedDevice(who Principal, serial string) string {
+	if who.Role != RoleRouter || !deviceName.MatchString(serial) {
+		return who.DeviceID
+	}
+	return who.DeviceID + "." + serial
+}
+
+// dicomJSON is an attribute in the DICOM JSON model (PS3.18 Annex F).
+type dicomJSON struct {
+	VR    string `json:"vr"`
+	Value []any  `json:"Value,omitempty"`
+}
+
+// stowAnswer is the Store Instances Response Module in DICOM JSON:
+// Referenced SOP Sequence (0008,1199) for the instances stored, each with
+// a Retrieve URL (0008,1190) that is its exam's status (octflow serves
+// no WADO-RS), and Failed SOP Sequence (0008,1198) with each refusal's
+// Failure Reason (0008,1197).
+func stowAnswer(results []stowResult) map[string]dicomJSON {
+	var referenced, failed []any
+	for _, r := range results {
+		item := map[string]dicomJSON{}
+		if r.sopClass != "" {
+			item["00081150"] = dicomJSON{VR: "UI", Value: []any{r.sopClass}}
+		}
+		if r.sopInstance != "" {
+			item["00081155"] = dicomJSON{VR: "UI", Value: []any{r.sopInstance}}
+		}
+		if r.reason == 0 {
+			item["00081190"] = dicomJSON{VR: "UR", Value: []any{r.status}}
+			referenced = append(referenced, item)
+			continue
+		}
+		item["00081197"] = dicomJSON{VR: "US", Value: []any{r.reason}}
+		failed = append(failed, item)
+	}
+	out := map[string]dicomJSON{}
+	if len(referenced) > 0 {
+		out["00081199"] = dicomJSON{VR: "SQ", Value: referenced}
+	}
+	if len(failed) > 0 {
+		out["00081198"] = dicomJSON{VR: "SQ", Value: failed}
+	}
+	return out
+}

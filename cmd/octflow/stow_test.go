@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/suyashkumar/dicom"
+	"github.com/suyashkumar/dicom/pkg/tag"
+	"github.com/suyashkumar/dicom/pkg/uid"
+
+	"octflow/api"
+	"octflow/devstack"
+	"octflow/imaging"
+	"octflow/lifecycle"
+)
+
+// stowAnswer is a STOW-RS answer in DICOM JSON: attribute → {vr, Value}.
+type stowAnswer map[string]struct {
+	VR    string            `json:"vr"`
+	Value []json.RawMessage `json:"Value"`
+}
+
+// items is the answer's sequence tag (e.g. 00081199) as items.
+func (a stowAnswer) items(t *testing.T, seq string) []stowAnswer {
+	t.Helper()
+	var out []stowAnswer
+	for _, raw := range a[seq].Value {
+		var it stowAnswer
+		if err := json.Unmarshal(raw, &it); err != nil {
+			t.Fatalf("%s item %s: %v", seq, raw, err)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// str is the item's first value of attribute tag, as a string.
+func (a stowAnswer) str(tag string) string {
+	if v := a[tag].Value; len(v) > 0 {
+		var s string
+		if json.Unmarshal(v[0], &s) == nil {
+			return s
+		}
+		return string(v[0])
+	}
+	return ""
+}
+
+// stow sends parts (each one DICOM instance) to POST /dicom-web/studies.
+func (h *harness) stow(token, priority string, parts ...[]byte) (int, stowAnswer) {
+	h.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, p := range parts {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		_, _ = w.Write(p)
+	}
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", &body)
+	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
+	req.Header.Set("Authorization", "Bearer "+token)
+	if priority != "" {
+		req.Header.Set(api.PriorityHeader, priority)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var a stowAnswer
+	if resp.Header.Get("Content-Type") == "application/dicom+json" {
+		if err := json.Unmarshal(b, &a); err != nil {
+			h.t.Fatalf("answer %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, a
+}
+
+// ctInstance is a small CT Image object: DICOM, readable, not OCT.
+func ctInstance(t *testing.T) []byte {
+	t.Helper()
+	el := func(tg tag.Tag, v any) *dicom.Element {
+		e, err := dicom.NewElement(tg, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	const ct = "1.2.840.10008.5.1.4.1.1.2"
+	ds := dicom.Dataset{Elements: []*dicom.Element{
+		el(tag.MediaStorageSOPClassUID, []string{ct}), el(tag.MediaStorageSOPInstanceUID, []string{"2.25.2002"}),
+		el(tag.TransferSyntaxUID, []string{uid.ExplicitVRLittleEndian}),
+		el(tag.SOPClassUID, []string{ct}), el(tag.SOPInstanceUID, []string{"2.25.2002"}), el(tag.Modality, []string{"CT"}),
+		el(tag.PatientID, []string{"CT-PATIENT-9"}),
+	}}
+	var b bytes.Buffer
+	if err := dicom.Write(&b, ds); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A router stores a request mixing an OCT instance, a CT instance and a
+// part that is no DICOM: the OCT instance becomes one exam and runs to a
+// report; the other two are refused one by one with their reasons. The
+// same instance sent again is the same exam; other bytes under its SOP
+// Instance UID are refused.
+func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
+	h := newHarness(t, 1)
+	oct := func(seed uint64) []byte {
+		p := imaging.NewPhantom(tiny(seed))
+		var b bytes.Buffer
+		if err := imaging.WriteDICOM(&b, p.Volume, imaging.Header{SOPInstanceUID: "2.25.1001", PatientID: "STOW-PATIENT-1",
+			Identity: &imaging.Identity{DeviceSerialNumber: "SN4711"}}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	scan := oct(251)
+
+	code, a := h.stow(h.sys.Secrets.Router, "urgent", scan, ctInstance(t), []byte("not a DICOM object"))
+	if code != http.StatusAccepted {
+		t.Fatalf("a request with one storable instance of three: %d %v, want 202", code, a)
+	}
+	stored := a.items(t, "00081199")
+	if len(stored) != 1 || stored[0].str("00081155") != "2.25.1001" || stored[0].str("00081150") != imaging.OphthalmicTomographySOPClass {
+		t.Fatalf("referenced %v, want the OCT instance", stored)
+	}
+	var reasons []string
+	for _, f := range a.items(t, "00081198") {
+		reasons = append(reasons, f.str("00081197"))
+	}
+	slices.Sort(reasons)
+	// 0x0122 (290): SOP class not supported; 0xC000 (49152): cannot understand.
+	if want := []string{"290", "49152"}; !slices.Equal(reasons, want) {
+		t.Errorf("failure reasons %v, want %v", reasons, want)
+	}
+	ref := h.ref("sop:2.25.1001")
+	if loc := stored[0].str("00081190"); !strings.Contains(loc, "/v1/exams/"+ref.ID) {
+		t.Errorf("retrieve URL %q does not name the exam %s", loc, ref.ID)
+	}
+
+	// Sent again: the same exam, counted as stored.
+	if code, a := h.stow(h.sys.Secrets.Router, "", scan); code != http.StatusOK || len(a.items(t, "00081199")) != 1 {
+		t.Errorf("the same instance again: %d %v, want 200 with it stored", code, a)
+	}
+	// Other bytes under its SOP Instance UID: refused, the first kept.
+	if code, a := h.stow(h.sys.Secrets.Router, "", oct(252)); code != http.StatusConflict ||
+		len(a.items(t, "00081198")) != 1 || a.items(t, "00081198")[0].str("00081197") != "273" {
+		t.Errorf("another instance under a stored SOP Instance UID: %d %v, want 409 with reason 0x0111", code, a)
+	}
+	// Not STOW-RS at all.
+	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", strings.NewReader("x"))
+	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Router)
+	req.Header.Set("Content-Type", "application/dicom")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("a bare DICOM body: %v %v, want 415", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	st := waitExam(t, h.clin, ref.ID, 2*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+	if st.State != lifecycle.Completed || st.Report == nil || st.Priority != "urgent" || st.Runs != 1 {
+		t.Fatalf("the stored instance's exam: %+v", st)
+	}
+	rep, _ := h.readReport(st.Report.JSONKey)
+	if rep.DeviceID != "demo-router.SN4711" {
+		t.Errorf("the exam's device %q, want the router's ID and the instance's Device Serial Number", rep.DeviceID)
+	}
+	if n := h.executions("sop:2.25.1001"); n != 1 {
+		t.Errorf("the instance ran %d times", n)
+	}
+}
+
+// Orthanc, a real PACS and DICOM router, stores a real SPECTRALIS scan
+// in octflow with its DICOMweb client (STOW-RS, a router token): the
+// exam completes with an RNFL report.
+func TestOrthancStoresARealScanThroughSTOWRS(t *testing.T) {
+	plugin := "/usr/share/orthanc/plugins/libOrthancDicomWeb.so"
+	if _, err := exec.LookPath("Orthanc"); err != nil || !fileExists(plugin) {
+		if os.Getenv("CI") != "" {
+			t.Fatal("Orthanc or its DICOMweb plugin missing: .ci/run should have installed orthanc and orthanc-dicomweb")
+		}
+		t.Skip("Orthanc not installed (apt-get install orthanc orthanc-dicomweb)")
+	}
+	h := newHarness(t, 1)
+	scan, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orthanc := startOrthanc(t, plugin, h.sys.App.APIURL()+"/dicom-web/", h.sys.Secrets.Router)
+
+	var uploaded struct{ ID string }
+	orthanc.call(http.MethodPost, "/instances", bytes.NewReader(scan), &uploaded)
+	var tags map[string]any
+	orthanc.call(http.MethodGet, "/instances/"+uploaded.ID+"/simplified-tags", nil, &tags)
+	sop, _ := tags["SOPInstanceUID"].(string)
+	if uploaded.ID == "" || sop == "" {
+		t.Fatalf("Orthanc took the scan as %q (SOP Instance %q)", uploaded.ID, sop)
+	}
+	var job map[string]any
+	orthanc.call(http.MethodPost, "/dicom-web/servers/octflow/stow", strings.NewReader(`{"Resources": ["`+uploaded.ID+`"], "Synchronous": true}`), &job)
+
+	ref := h.ref("sop:" + sop)
+	st := waitExam(t, h.clin, ref.ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+	if st.State != lifecycle.Completed || st.Report == nil || st.Report.Summary.RNFLGlobalUm == nil || st.Priority != "urgent" {
+		t.Fatalf("the exam Orthanc stored: %+v", st)
+	}
+	t.Logf("Orthanc's STOW-RS: %v; exam %s %s, RNFL global %.1f µm", job, ref.ID, st.State, *st.Report.Summary.RNFLGlobalUm)
+}
+
+// orthancProc is an Orthanc started by a test, reached on its REST API.
+type orthancProc struct {
+	t    *testing.T
+	base string
+}
+
+// startOrthanc runs Orthanc on loopback ports in the test's directory,
+// with the DICOMweb plugin and octflow (stowURL, with token) as its
+// DICOMweb server "octflow"; it stops with the test.
+func startOrthanc(t *testing.T, plugin, stowURL, token string) *orthancProc {
+	t.Helper()
+	addrs, err := devstack.FreeAddrs("127.0.0.1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
+	dir := t.TempDir()
+	conf := map[string]any{
+		"Name": "octflow-test", "StorageDirectory": filepath.Join(dir, "db"), "IndexDirectory": filepath.Join(dir, "db"),
+		"HttpPort": json.Number(port(addrs[0])), "DicomPort": json.Number(port(addrs[1])),
+		"RemoteAccessAllowed": false, "AuthenticationEnabled": false, "HttpsVerifyPeers": false,
+		"Plugins": []string{plugin},
+		"DicomWeb": map[string]any{"Enable": true, "Root": "/dicom-web/", "Servers": map[string]any{
+			"octflow": map[string]any{"Url": stowURL, "HttpHeaders": map[string]string{
+				"Authorization": "Bearer " + token, api.PriorityHeader: "urgent"}},
+		}},
+	}
+	b, _ := json.Marshal(conf)
+	path := filepath.Join(dir, "orthanc.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command("Orthanc", path)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("Orthanc's log:\n%s", logs.String())
+		}
+	})
+	o := &orthancProc{t: t, base: "http://" + addrs[0]}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(o.base + "/system"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return o
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Orthanc did not come up: %s", logs.String())
+		}
+	}
+}
+
+// call makes a request of Orthanc's REST API and decodes its JSON answer.
+func (o *orthancProc) call(method, path string, body io.Reader, v any) {
+	o.t.Helper()
+	req, _ := http.NewRequest(method, o.base+path, body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		o.t.Fatalf("Orthanc %s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			o.t.Fatalf("Orthanc %s %s: %s: %v", method, path, b, err)
+		}
+	}
+}
