@@ -16,9 +16,15 @@
 //     as the test reads it: each event's data against the
 //     ReportReadyEvent schema.
 //
-// Plug it into an http.Client:
+// Plug it into an http.Client, or an api.Client's HTTP:
 //
 //	client := &http.Client{Transport: apitest.Transport(t, nil)}
+//	device := &api.Client{Base: base, Token: token, HTTP: apitest.Client(t, nil)}
+//
+// Bodies are read whole (but for an event stream's) before the caller
+// gets them, and each exchange costs a few milliseconds of CPU: the
+// validator, github.com/getkin/kin-openapi, compiles a JSON Schema
+// 2020-12 schema for each check.
 package apitest
 
 import (
