@@ -1,0 +1,84 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/textproto"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+
+	"octflow/api"
+	"octflow/api/apitest"
+	"octflow/audit"
+	"octflow/exam"
+)
+
+// STOW-RS refusals, answered before anything is stored, held to
+// api/openapi.yaml: a request of instances none of which is DICOM is 409
+// with a Failed SOP Sequence in DICOM JSON.
+func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
+	tokens, err := api.NewTokens([]api.TokenEntry{
+		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := api.New(api.Config{
+		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(),
+		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	client := apitest.Client(t, srv.Client())
+
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, ct := range []string{"application/dicom", "text/plain"} {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {ct}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, "no DICOM instance")
+	}
+	mw.Close()
+	related := `multipart/related; type="application/dicom"; boundary=` + mw.Boundary()
+
+	store := func(token, contentType string, want int) []byte {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/dicom-web/studies", bytes.NewReader(body.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", contentType)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Errorf("POST /dicom-web/studies: %d %s, want %d", resp.StatusCode, b, want)
+		}
+		return b
+	}
+	store("clin", related, http.StatusForbidden)
+	store("dev", "multipart/form-data; boundary="+mw.Boundary(), http.StatusUnsupportedMediaType)
+	answer := store("dev", related, http.StatusConflict)
+	var got map[string]struct {
+		Value []map[string]struct{ Value []any }
+	}
+	if err := json.Unmarshal(answer, &got); err != nil || len(got["00081198"].Value) != 2 {
+		t.Errorf("want two instances in the Failed SOP Sequence: %s (%v)", answer, err)
+	}
+}
