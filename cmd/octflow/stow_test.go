@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/textproto"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,19 +196,19 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 // in octflow with its DICOMweb client (STOW-RS, a router token): the
 // exam completes with an RNFL report.
 func TestOrthancStoresARealScanThroughSTOWRS(t *testing.T) {
-	plugin := "/usr/share/orthanc/plugins/libOrthancDicomWeb.so"
-	if _, err := exec.LookPath("Orthanc"); err != nil || !fileExists(plugin) {
-		if os.Getenv("CI") != "" {
-			t.Fatal("Orthanc or its DICOMweb plugin missing: .ci/run should have installed orthanc and orthanc-dicomweb")
-		}
-		t.Skip("Orthanc not installed (apt-get install orthanc orthanc-dicomweb)")
-	}
+	plugin := needOrthanc(t)
 	h := newHarness(t, 1)
 	scan, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	orthanc := startOrthanc(t, plugin, h.sys.App.APIURL()+"/dicom-web/", h.sys.Secrets.Router)
+	orthanc := startOrthanc(t, map[string]any{
+		"Plugins": []string{plugin},
+		"DicomWeb": map[string]any{"Enable": true, "Servers": map[string]any{
+			"octflow": map[string]any{"Url": h.sys.App.APIURL() + "/dicom-web/", "HttpHeaders": map[string]string{
+				"Authorization": "Bearer " + h.sys.Secrets.Router, api.PriorityHeader: "urgent"}},
+		}},
+	}, nil)
 
 	var uploaded struct{ ID string }
 	orthanc.call(http.MethodPost, "/instances", bytes.NewReader(scan), &uploaded)
@@ -224,16 +229,110 @@ func TestOrthancStoresARealScanThroughSTOWRS(t *testing.T) {
 	t.Logf("Orthanc's STOW-RS: %v; exam %s %s, RNFL global %.1f µm", job, ref.ID, st.State, *st.Report.Summary.RNFLGlobalUm)
 }
 
-// orthancProc is an Orthanc started by a test, reached on its REST API.
+// orthancRecipe is the shipped Orthanc recipe (read before a test moves
+// the working directory).
+var orthancRecipe, _ = filepath.Abs("../../deploy/orthanc")
+
+// needOrthanc skips (fails in CI) without Orthanc and its DICOMweb
+// plugin, and returns the plugin's path.
+func needOrthanc(t *testing.T) string {
+	t.Helper()
+	plugin := "/usr/share/orthanc/plugins/libOrthancDicomWeb.so"
+	if _, err := exec.LookPath("Orthanc"); err != nil || !fileExists(plugin) {
+		if os.Getenv("CI") != "" {
+			t.Fatal("Orthanc or its DICOMweb plugin missing: .ci/run should have installed orthanc and orthanc-dicomweb")
+		}
+		t.Skip("Orthanc not installed (apt-get install orthanc orthanc-dicomweb)")
+	}
+	return plugin
+}
+
+// A device sends real scans by C-STORE (DCMTK's storescu) to an Orthanc
+// configured with the shipped recipe (deploy/orthanc): Orthanc forwards
+// each OCT instance to octflow by STOW-RS with a router token. octflow is
+// away when the first forward comes (its load balancer answers 503): the
+// recipe's job retry sends it again, and every exam completes, once.
+func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
+	needOrthanc(t)
+	if _, err := exec.LookPath("storescu"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("storescu missing: .ci/run should have installed dcmtk")
+		}
+		t.Skip("storescu not installed (apt-get install dcmtk)")
+	}
+	h := newHarness(t, 1)
+	// octflow's front: away for the first STOW-RS requests, then through.
+	target, err := url.Parse(h.sys.App.APIURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refused atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refused.Load() < 2 {
+			refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "octflow is being deployed", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	recipe := func(name string) string { return filepath.Join(orthancRecipe, name) }
+	orthanc := startOrthanc(t, map[string]any{}, []string{
+		"OCTFLOW_DICOMWEB_URL=" + front.URL + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
+		"OCTFLOW_RETRY_PAUSE_S=1",
+	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+
+	names := []string{"spectralis-circle-2.dcm", "spectralis-line-0.dcm"}
+	var files, sops []string
+	for _, n := range names {
+		path := filepath.Join(realData, n)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := f.Stat()
+		scan, err := imaging.ParseScan(f, info.Size())
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, sops = append(files, path), append(sops, scan.Header.SOPInstanceUID)
+	}
+	// What a device does: one association, C-STORE of each scan.
+	out, err := exec.Command("storescu", append([]string{"-aec", "ORTHANC", "127.0.0.1", orthanc.dicomPort}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("storescu: %v\n%s", err, out)
+	}
+	for i, sop := range sops {
+		ref := h.ref("sop:" + sop)
+		st := waitExam(t, h.clin, ref.ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+		if st.State != lifecycle.Completed || st.Report == nil {
+			t.Fatalf("%s: the exam ended %s: %+v", names[i], st.State, st.LastFailure)
+		}
+		if n := h.executions("sop:" + sop); n != 1 {
+			t.Errorf("%s ran %d times", names[i], n)
+		}
+	}
+	if refused.Load() < 2 {
+		t.Errorf("octflow's front refused %d forwards; the retry was not exercised", refused.Load())
+	}
+}
+
+// orthancProc is an Orthanc started by a test, reached on its REST API
+// and its DICOM port.
 type orthancProc struct {
-	t    *testing.T
-	base string
+	t         *testing.T
+	base      string
+	dicomPort string
 }
 
 // startOrthanc runs Orthanc on loopback ports in the test's directory,
-// with the DICOMweb plugin and octflow (stowURL, with token) as its
-// DICOMweb server "octflow"; it stops with the test.
-func startOrthanc(t *testing.T, plugin, stowURL, token string) *orthancProc {
+// configured by conf (ports and storage added) and the configuration
+// files and scripts files (copied beside it), with env added to its
+// environment; it stops with the test.
+func startOrthanc(t *testing.T, conf map[string]any, env []string, files ...string) *orthancProc {
 	t.Helper()
 	addrs, err := devstack.FreeAddrs("127.0.0.1", 2)
 	if err != nil {
@@ -241,23 +340,32 @@ func startOrthanc(t *testing.T, plugin, stowURL, token string) *orthancProc {
 	}
 	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
 	dir := t.TempDir()
-	conf := map[string]any{
+	maps.Copy(conf, map[string]any{
 		"Name": "octflow-test", "StorageDirectory": filepath.Join(dir, "db"), "IndexDirectory": filepath.Join(dir, "db"),
 		"HttpPort": json.Number(port(addrs[0])), "DicomPort": json.Number(port(addrs[1])),
-		"RemoteAccessAllowed": false, "AuthenticationEnabled": false, "HttpsVerifyPeers": false,
-		"Plugins": []string{plugin},
-		"DicomWeb": map[string]any{"Enable": true, "Root": "/dicom-web/", "Servers": map[string]any{
-			"octflow": map[string]any{"Url": stowURL, "HttpHeaders": map[string]string{
-				"Authorization": "Bearer " + token, api.PriorityHeader: "urgent"}},
-		}},
-	}
+		"RemoteAccessAllowed": false, "AuthenticationEnabled": false,
+	})
 	b, _ := json.Marshal(conf)
-	path := filepath.Join(dir, "orthanc.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	confDir := filepath.Join(dir, "conf")
+	if err := os.Mkdir(confDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	cmd := exec.Command("Orthanc", path)
+	if err := os.WriteFile(filepath.Join(confDir, "test.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(confDir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	cmd := exec.Command("Orthanc", confDir)
+	cmd.Dir = confDir // relative paths in the configuration (Lua scripts) are its own
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -269,7 +377,7 @@ func startOrthanc(t *testing.T, plugin, stowURL, token string) *orthancProc {
 			t.Logf("Orthanc's log:\n%s", logs.String())
 		}
 	})
-	o := &orthancProc{t: t, base: "http://" + addrs[0]}
+	o := &orthancProc{t: t, base: "http://" + addrs[0], dicomPort: port(addrs[1])}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(o.base + "/system"); err == nil {
 			resp.Body.Close()
