@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"octflow/api"
+	"octflow/api/apitest"
 	"octflow/app"
 	"octflow/codec"
 	"octflow/contract"
@@ -63,7 +64,9 @@ type harness struct {
 	extra  []*app.App // workers and nodes a test started later
 	device *api.Client
 	clin   *api.Client
-	store  *storage.Store
+	// http holds every exchange to api/openapi.yaml (apitest).
+	http  *http.Client
+	store *storage.Store
 }
 
 func newHarness(t *testing.T, gpuNodes int, tweaks ...func(*devsystem.Config)) *harness {
@@ -105,8 +108,11 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	h.sys = sys
-	h.device = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Device}
-	h.clin = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Clinician}
+	// Every request and answer of the harness's clients is held to
+	// api/openapi.yaml.
+	h.http = apitest.Client(h.t, nil)
+	h.device = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Device, HTTP: h.http}
+	h.clin = &api.Client{Base: sys.App.APIURL(), Token: sys.Secrets.Clinician, HTTP: h.http}
 	creds := sys.Stack.S3Credentials()
 	h.store, err = storage.Open(context.Background(), storage.Config{Endpoint: sys.Stack.S3Endpoint(),
 		AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"})
@@ -708,7 +714,7 @@ func (h *harness) call(method, token, path string, body io.Reader, status int, v
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.http.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

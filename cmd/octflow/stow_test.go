@@ -81,7 +81,7 @@ func (h *harness) stow(token, priority string, parts ...[]byte) (int, stowAnswer
 	if priority != "" {
 		req.Header.Set(api.PriorityHeader, priority)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.http.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
