@@ -57,6 +57,9 @@ func (s *Server) nodeViews(ctx context.Context) ([]NodeView, error) {
 		v := NodeView{NodeID: n.Report.NodeID, Status: "up", LastReportAt: n.LastSeen.UTC(), TaskQueue: n.Report.TaskQueue,
 			GPUs: n.Report.GPUs, InFlight: n.Report.InFlight, Breaker: n.Report.Breaker,
 			ResetGeneration: n.ResetGeneration, ResetsApplied: n.Report.ResetsApplied}
+		if v.GPUs == nil {
+			v.GPUs = []exam.GPU{} // [], never null
+		}
 		switch {
 		case now.Sub(n.LastSeen) > 3*n.Report.Interval:
 			v.Status = "down"

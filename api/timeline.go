@@ -19,5 +19,8 @@ func (s *Server) getEvents(c echo.Context) error {
 		return unavailable(c.Request().Context(), err)
 	}
 	s.audit(c, "read-events", f.ref, http.StatusOK)
+	if rec.Timeline == nil {
+		return c.JSON(http.StatusOK, []struct{}{}) // [], never null
+	}
 	return c.JSON(http.StatusOK, rec.Timeline)
 }
