@@ -109,13 +109,13 @@ debian_mirror() {
 				if (types ~ /[ \t]deb([ \t]|$)/ && suites ~ ("[ \t]" suite "[ \t]")) { print uris; exit }
 			}' "$f"
 	done
-	cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+	{ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
 		awk -v suite="$SUITE" '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/) { if ($(i + 1) == suite) print $i; break } }'
 }
 if ! docker image inspect octflow-test/debian:$SUITE >/dev/null 2>&1; then
 	tarball=$CACHE/base/$SUITE-minbase.tar
 	if [ ! -s "$tarball" ]; then
-		mirror=$(debian_mirror | head -1)
+		mirror=$(debian_mirror | sed -n 1p) # not head: with pipefail, its early exit fails the pipe
 		[ -n "$mirror" ] || fail "no Debian $SUITE source in /etc/apt/sources.list*"
 		step "debootstrap --variant=minbase $SUITE from apt's Debian mirror"
 		mkdir -p "$CACHE/base"
@@ -302,32 +302,92 @@ step "api on $API"
 # --- exams ----------------------------------------------------------------
 scans=$CACHE/scans
 mkdir -p "$scans"
-# The api lets a device upload two scans at once (OCTFLOW_UPLOADS_PER_DEVICE),
-# so the uploads go one after the other; the exams then run together.
-ids=()
-for i in $(seq "$EXAMS"); do
-	f=$scans/phantom-$i.dcm
-	[ -s "$f" ] || bin/octflow phantom --out "$f" --seed "$((700 + i))" --frames 5 --rows 128 --cols 128 >/dev/null
-	out=$(OCTFLOW_TOKEN=$DEVICE bin/octflow submit --api "$API" --file "$f" --exam-id "compose-$i-$(rnd 3)" 2>&1) ||
-		logs_and_fail "submit $f: $out"
-	ids+=("$(sed -n '/^{/,$p' <<<"$out" | jq -r .examId)")
-done
-step "submitted $EXAMS exams (${ids[*]}); waiting for each to finish"
-status() { curl -fsS -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$1"; }
-deadline=$(($(date +%s) + 300))
-for id in "${ids[@]}"; do
-	while :; do
-		state=$(status "$id" | jq -r .state) || state=unreachable
-		case "$state" in COMPLETED | DEAD) break ;; esac
-		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id still $state after 5 minutes"
-		sleep 2
+all=()
+n=0
+# submit N: N new exams, their IDs in $batch. The api lets a device upload
+# two scans at once (OCTFLOW_UPLOADS_PER_DEVICE), so the uploads go one
+# after the other; the exams then run together.
+submit() {
+	batch=()
+	local i f out
+	for i in $(seq "$1"); do
+		n=$((n + 1))
+		f=$scans/phantom-$n.dcm
+		[ -s "$f" ] || bin/octflow phantom --out "$f" --seed "$((700 + n))" --frames 5 --rows 128 --cols 128 >/dev/null
+		out=$(OCTFLOW_TOKEN=$DEVICE bin/octflow submit --api "$API" --file "$f" --exam-id "compose-$n-$(rnd 3)" 2>&1) ||
+			logs_and_fail "submit $f: $out"
+		batch+=("$(sed -n '/^{/,$p' <<<"$out" | jq -r .examId)")
 	done
-	[ "$state" = COMPLETED ] || logs_and_fail "exam $id ended $state: $(status "$id" | jq -c .lastFailure)"
-	curl -fsS -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/report?format=json" -o "$scans/report.json" ||
-		logs_and_fail "exam $id: no report"
-	runs=$(curl -fsS -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" |
-		jq '[.[] | select(.stage == "report" and .to == "EXECUTING")] | length')
-	echo "    $id: $state, report $(wc -c <"$scans/report.json") bytes, report stage run $runs time(s)"
-	[ "$runs" = 1 ] || logs_and_fail "exam $id: its report stage ran $runs times, want 1"
-done
+	all+=("${batch[@]}")
+}
+status() { curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$1"; }
+# check ID...: each exam COMPLETED (waiting up to 5 minutes in all), its
+# report there, its report stage run once.
+check() {
+	local id state runs deadline=$(($(date +%s) + 300))
+	for id in "$@"; do
+		while :; do
+			state=$(status "$id" | jq -r .state) || state=unreachable
+			case "$state" in COMPLETED | DEAD) break ;; esac
+			[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id still $state after 5 minutes"
+			sleep 2
+		done
+		[ "$state" = COMPLETED ] || logs_and_fail "exam $id ended $state: $(status "$id" | jq -c .lastFailure)"
+		curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/report?format=json" -o "$scans/report.json" ||
+			logs_and_fail "exam $id: no report"
+		runs=$(curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" |
+			jq '[.[] | select(.stage == "report" and .to == "EXECUTING")] | length')
+		echo "    $id: $state, report $(wc -c <"$scans/report.json") bytes, report stage run $runs time(s)"
+		[ "$runs" = 1 ] || logs_and_fail "exam $id: its report stage ran $runs times, want 1"
+	done
+}
+# gpu_stage ID...: wait until one of the exams runs a stage on a GPU
+# node; prints "exam stage node".
+gpu_stage() {
+	local id st deadline=$(($(date +%s) + 120))
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		for id in "$@"; do
+			st=$(status "$id" | jq -r 'select(.state == "EXECUTING" and (.node // "" | startswith("gpu@"))) | "\(.examId) \(.stage) \(.node)"') || true
+			[ -n "$st" ] && echo "$st" && return 0
+		done
+		sleep 0.5
+	done
+	logs_and_fail "no exam of $* reached a GPU stage within 2 minutes"
+}
+
+submit "$EXAMS"
+step "submitted $EXAMS exams; waiting for each to finish"
+check "${batch[@]}"
 step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
+
+if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
+	# A GPU node's container killed (SIGKILL, no drain) in the middle of a stage.
+	submit 4
+	hit=$(gpu_stage "${batch[@]}") || exit 1
+	read -r exam stage node <<<"$hit"
+	step "killing GPU node $node (container ${node#gpu@}) while $exam runs $stage"
+	docker kill "${node#gpu@}" >/dev/null || logs_and_fail "docker kill ${node#gpu@}"
+	check "${batch[@]}"
+	step "PASS: a GPU node killed mid-stage; every exam COMPLETED, one report each"
+	compose up -d --wait --wait-timeout 180 --scale gpuworker=2 >>"$CACHE/logs/up.log" 2>&1 ||
+		logs_and_fail "the GPU nodes did not come back"
+
+	for service in temporal postgresql; do
+		submit 4
+		hit=$(gpu_stage "${batch[@]}") || exit 1
+	read -r exam stage node <<<"$hit"
+		step "restarting $service while $exam runs $stage on $node"
+		compose restart "$service" >/dev/null 2>&1 || logs_and_fail "docker compose restart $service"
+		check "${batch[@]}"
+		step "PASS: $service restarted with exams in flight; every exam COMPLETED, one report each"
+	done
+
+	# down, then up with the volumes kept: every exam and report still there.
+	step "docker compose down (volumes kept), then up --wait"
+	compose down >/dev/null 2>&1 || logs_and_fail "docker compose down"
+	compose up -d --wait --wait-timeout 300 --scale gpuworker=2 >>"$CACHE/logs/up.log" 2>&1 ||
+		logs_and_fail "the stack did not come back up healthy"
+	API=http://$(compose port api 8080)
+	check "${all[@]}"
+	step "PASS: after down and up, all ${#all[@]} exams COMPLETED with their reports"
+fi
