@@ -47,7 +47,7 @@ func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || 
 // Analyze runs the quality gate over a denoised, segmented volume and
 // measures what its pattern (v.Pattern; see ResolvePattern) allows. It
 // then reports only the figures whose boundaries the image shows
-// reliably where they are measured (see reliableBoundaries): the others
+// reliably where they are measured (see compareSegmentations): the others
 // are listed in Withheld with the reason, and a full verdict becomes
 // partial. Scans whose rows are coarser than judgedResolutionUm are not
 // judged so.
@@ -90,10 +90,31 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if v.Spacing.AxialUm > judgedResolutionUm {
 		return a, nil // rows too coarse to judge a boundary by
 	}
-	rel, err := reliableBoundaries(ctx, v, l)
+	alt, err := Denoise(ctx, v, DenoiseOptions{Strength: altStrength})
 	if err != nil {
 		return nil, err
 	}
-	a.vouch(v, l, rel)
+	again, err := SegmentLayers(ctx, alt)
+	if err != nil {
+		return nil, err
+	}
+	a.vouch(v, l, compareSegmentations(v, l, again))
+	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {
+		fluid, drusen, unmatched, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
+		if err != nil {
+			return nil, err
+		}
+		if worst := min(fluid, drusen); unmatched > 0 && worst >= minLesionAgreement {
+			a.withhold(FigureLesions, fmt.Sprintf("%d of the lesions found are not found again when the scan is denoised more strongly: "+
+				"noise, not the eye, decides what is found", unmatched))
+		} else if worst < minLesionAgreement {
+			kind := "fluid"
+			if drusen < fluid {
+				kind = "drusen"
+			}
+			a.withhold(FigureLesions, fmt.Sprintf("the %s found changes when the scan is denoised more strongly (Dice %.2f between the two, %.2f needed): "+
+				"noise, not the eye, decides what is found", kind, worst, minLesionAgreement))
+		}
+	}
 	return a, nil
 }

@@ -101,20 +101,12 @@ const (
 // (Analyze then judges none, and Analysis.Boundaries is empty).
 const judgedResolutionUm = rpeResolvedUm
 
-// reliableBoundaries marks, per boundary and A-scan, where the boundary
-// is reliable: its contrast-to-noise ratio reaches minCNR and the
-// reference segmenter, run again on the volume denoised once more,
-// finds it within agreeUm. Boundaries the layers do not carry are
-// absent.
-func reliableBoundaries(ctx context.Context, v *Volume, l *Layers) (map[string][]bool, error) {
-	alt, err := Denoise(ctx, v, DenoiseOptions{Strength: altStrength})
-	if err != nil {
-		return nil, err
-	}
-	again, err := SegmentLayers(ctx, alt)
-	if err != nil {
-		return nil, err
-	}
+// compareSegmentations marks, per boundary and A-scan, where the
+// boundary of l is reliable: its contrast-to-noise ratio in v reaches
+// minCNR and again, the reference segmenter's result on v denoised once
+// more (at altStrength), has it within agreeUm. Boundaries the layers
+// do not carry are absent.
+func compareSegmentations(v *Volume, l, again *Layers) map[string][]bool {
 	out := map[string][]bool{}
 	names := append(slices.Clone(BoundaryNames), rpeBottomName)
 	for _, b := range names {
@@ -137,8 +129,111 @@ func reliableBoundaries(ctx context.Context, v *Volume, l *Layers) (map[string][
 		}
 		out[b] = ok
 	}
-	return out, nil
+	return out
 }
+
+// lesionAgreement is how far the lesions found agree between the
+// volume as denoised (v, l) and denoised once more and segmented anew
+// (alt, again), over the graded A-scans (mask): the Dice coefficient of
+// the fluid and of the drusen voxels, 1 where neither finds any, and
+// how many lesions, found either way, are not found again over half
+// their voxels. Fluid and drusen the image shows stay; those the noise
+// made come and go.
+func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask []bool) (fluid, drusen float64, unmatched int, err error) {
+	m1, err := FindLesionMasks(ctx, v, l)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	m2, err := FindLesionMasks(ctx, alt, again)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	l1, err := m1.Lesions(v, l)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	l2, err := m2.Lesions(alt, again)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	// Only what would be reported counts: the voxels of each mask inside
+	// the boxes of the lesions of that kind (specks too small to report
+	// come and go with the noise of any scan).
+	reported := func(m []bool, lesions []Lesion, fluid bool) []bool {
+		out := make([]bool, len(m))
+		for _, les := range lesions {
+			if isFluid := les.Type == IntraretinalFluid || les.Type == SubretinalFluid; isFluid != fluid {
+				continue
+			}
+			for _, b := range les.Boxes {
+				for r := max(b.Row0, 0); r <= min(b.Row1, v.Rows-1); r++ {
+					for c := max(b.Col0, 0); c <= min(b.Col1, v.Cols-1); c++ {
+						if i := (b.Frame*v.Rows+r)*v.Cols + c; b.Frame >= 0 && b.Frame < v.Frames && m[i] && mask[b.Frame*v.Cols+c] {
+							out[i] = true
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	agree := func(a, b []bool) float64 {
+		var na, nb, both int
+		for i := range a {
+			if a[i] {
+				na++
+			}
+			if b[i] {
+				nb++
+			}
+			if a[i] && b[i] {
+				both++
+			}
+		}
+		if na+nb == 0 {
+			return 1
+		}
+		return 2 * float64(both) / float64(na+nb)
+	}
+	f1, f2 := reported(m1.Fluid, l1, true), reported(m2.Fluid, l2, true)
+	d1, d2 := reported(m1.Drusen, l1, false), reported(m2.Drusen, l2, false)
+	fluid, drusen = agree(f1, f2), agree(d1, d2)
+	// Each lesion, either way, must be found again over half its voxels.
+	for _, side := range []struct {
+		lesions []Lesion
+		mine    [2][]bool
+		other   [2][]bool
+	}{{l1, [2][]bool{f1, d1}, [2][]bool{f2, d2}}, {l2, [2][]bool{f2, d2}, [2][]bool{f1, d1}}} {
+		for _, les := range side.lesions {
+			kind := 1
+			if les.Type == IntraretinalFluid || les.Type == SubretinalFluid {
+				kind = 0
+			}
+			var n, k int
+			for _, b := range les.Boxes {
+				for r := max(b.Row0, 0); r <= min(b.Row1, v.Rows-1); r++ {
+					for c := max(b.Col0, 0); c <= min(b.Col1, v.Cols-1); c++ {
+						if i := (b.Frame*v.Rows+r)*v.Cols + c; b.Frame >= 0 && b.Frame < v.Frames && side.mine[kind][i] {
+							n++
+							if side.other[kind][i] {
+								k++
+							}
+						}
+					}
+				}
+			}
+			if n > 0 && 2*k < n {
+				unmatched++
+			}
+		}
+	}
+	return fluid, drusen, unmatched, nil
+}
+
+// minLesionAgreement is the least Dice coefficient between the lesions
+// found at two denoising strengths for lesions to be reported
+// (calibrated on the degradation suite's phantoms: docs/imaging.md).
+const minLesionAgreement = 0.8
 
 // rpeBottomName names the RPE band's lower edge among the boundaries
 // judged (drusen are measured on it).
@@ -166,7 +261,7 @@ type BoundaryReliability struct {
 	Boundary string `json:"boundary"`
 	// ReliableFraction is the share of the gradable A-scans in which the
 	// image shows the boundary plainly where it was found (see
-	// reliableBoundaries).
+	// compareSegmentations).
 	ReliableFraction float64 `json:"reliableFraction"`
 }
 
@@ -229,22 +324,22 @@ const minOwnSectorShare = 0.65
 
 // Figures the analysis may withhold (Withheld.Figure).
 const (
-	FigureRNFLGlobal      = "rnflGlobal"
-	FigureRNFLSectors     = "rnflSectors"
-	FigureRNFLSector      = "rnfl:" // + sector
-	FigureCentral         = "centralThickness"
-	FigureCST             = "centralSubfieldThickness"
-	FigureETDRS           = "etdrs:" // + subfield
-	FigureVolume          = "totalVolume"
-	FigureLayers          = "layers"
-	FigureLesions         = "lesions"
-	FigureMeasurements    = "measurements"
-	centralHalfWidthUm    = 500
-	withheldGateReasonFmt = "%d figure(s) withheld: a boundary they need is not reliable where they are measured"
+	FigureRNFLGlobal   = "rnflGlobal"
+	FigureRNFLSectors  = "rnflSectors"
+	FigureRNFLSector   = "rnfl:" // + sector
+	FigureCentral      = "centralThickness"
+	FigureCST          = "centralSubfieldThickness"
+	FigureETDRS        = "etdrs:" // + subfield
+	FigureVolume       = "totalVolume"
+	FigureLayers       = "layers"
+	FigureLesions      = "lesions"
+	FigureMeasurements = "measurements"
+	centralHalfWidthUm = 500
+	withheldGateReason = "some figures are withheld: what they rest on is not reliable where they are measured (see withheld)"
 )
 
 // vouch keeps only the figures whose boundaries are reliable where they
-// are measured (rel, from reliableBoundaries), lists the others in
+// are measured (rel, from compareSegmentations), lists the others in
 // a.Withheld with the reason, records each boundary's reliability, and
 // lowers a full verdict to partial when anything is withheld: the
 // gate's verdict follows from the boundaries the figures need.
@@ -266,7 +361,7 @@ func (a *Analysis) vouch(v *Volume, l *Layers, rel map[string][]bool) {
 			a.Boundaries = append(a.Boundaries, BoundaryReliability{Boundary: b, ReliableFraction: round3(float64(k) / float64(max(all, 1)))})
 		}
 	}
-	withhold := func(figure, reason string) { a.Withheld = append(a.Withheld, Withheld{Figure: figure, Reason: reason}) }
+	withhold := a.withhold
 	nothing := func(reason string) {
 		withhold(FigureMeasurements, reason)
 		a.NotMeasurable = append(a.NotMeasurable, "not reported: "+reason)
@@ -390,11 +485,18 @@ func (a *Analysis) vouch(v *Volume, l *Layers, rel map[string][]bool) {
 			withhold(FigureLesions, unreliableReason(weak, share, minReliableShare(weak), "of the scan")+"; fluid and drusen are found between these boundaries")
 		}
 	}
-	if len(a.Withheld) > 0 {
-		if a.Quality.Gradable == Gradable {
-			a.Quality.Gradable = PartlyGradable
-		}
-		a.Quality.Reasons = append(a.Quality.Reasons, fmt.Sprintf(withheldGateReasonFmt, len(a.Withheld)))
+}
+
+// withhold lists a figure as not reported, with the reason; a full
+// verdict becomes partial, with the reason, as the gate's verdict
+// follows from the boundaries the figures need.
+func (a *Analysis) withhold(figure, reason string) {
+	a.Withheld = append(a.Withheld, Withheld{Figure: figure, Reason: reason})
+	if a.Quality.Gradable == Gradable {
+		a.Quality.Gradable = PartlyGradable
+	}
+	if len(a.Withheld) == 1 {
+		a.Quality.Reasons = append(a.Quality.Reasons, withheldGateReason)
 	}
 }
 
