@@ -27,6 +27,7 @@ import (
 	"octflow/api"
 	"octflow/devstack"
 	"octflow/imaging"
+	"octflow/imaging/hostile"
 	"octflow/lifecycle"
 )
 
@@ -168,6 +169,23 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	if code, a := h.stow(h.sys.Secrets.Router, "", oct(252)); code != http.StatusConflict ||
 		len(a.items(t, "00081198")) != 1 || a.items(t, "00081198")[0].str("00081197") != "273" {
 		t.Errorf("another instance under a stored SOP Instance UID: %d %v, want 409 with reason 0x0111", code, a)
+	}
+	// The hostile corpus, every file a part of one request: each is
+	// refused on its own (unreadable, or too large to validate), nothing
+	// is stored, and the gateway goes on.
+	var corpus [][]byte
+	for _, f := range hostile.Files() {
+		corpus = append(corpus, f.Data)
+	}
+	code, a = h.stow(h.sys.Secrets.Router, "", corpus...)
+	if failed := a.items(t, "00081198"); code != http.StatusConflict || len(failed) != len(corpus) || len(a.items(t, "00081199")) != 0 {
+		t.Errorf("the hostile corpus: %d, %d failed of %d, want 409 and every one failed", code, len(failed), len(corpus))
+	} else {
+		for i, f := range failed {
+			if r := f.str("00081197"); r != "49152" && r != "42752" {
+				t.Errorf("%s: failure reason %s, want C000H or A700H", hostile.Files()[i].Name, r)
+			}
+		}
 	}
 	// Not STOW-RS at all.
 	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", strings.NewReader("x"))
