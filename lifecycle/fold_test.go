@@ -37,8 +37,8 @@ func history(t *testing.T, name string) []*historypb.HistoryEvent {
 
 func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 	for _, c := range []struct{ file, creator string }{
-		{"exam_workflow_v1.json", ""}, // recorded before the submitter was kept
-		{"exam_workflow_v2.json", "demo device"},
+		{"exam_plain.json", "demo device"},
+		{"exam_pinned.json", "demo device"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: history(t, c.file)}}, nil)
@@ -190,7 +190,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 				t.Error("no CREATED entry")
 			}
 		}},
-		{"review decisions", []Run{run("exam_pipeline_v3.json")}, ptr(run("review_decisions.json")), func(t *testing.T, r *Record) {
+		{"review decisions", []Run{run("exam_plain.json")}, ptr(run("review_decisions.json")), func(t *testing.T, r *Record) {
 			var trail []string
 			for _, e := range r.Timeline {
 				if d, ok := e.Info["review"]; ok && e.Info["reviewWindow"] == nil {
@@ -202,7 +202,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 				t.Errorf("trail %v, review %+v", trail, r.Review)
 			}
 		}},
-		{"reminders until the window closes", []Run{run("exam_pipeline_v3.json")}, ptr(run("review_reminders.json")), func(t *testing.T, r *Record) {
+		{"reminders until the window closes", []Run{run("exam_plain.json")}, ptr(run("review_reminders.json")), func(t *testing.T, r *Record) {
 			if r.Review == nil || r.Review.Status != exam.ReviewExpired || r.Review.Reminders != 3 {
 				t.Errorf("review %+v, want expired after 3 reminders", r.Review)
 			}
@@ -288,7 +288,7 @@ func TestFoldCountsAMoveTheTableForbids(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	// A history in which a finished exam's stage starts again: nothing
 	// octflow writes, but the check must see it if it ever happens.
-	events := history(t, "exam_pipeline_v3.json")
+	events := history(t, "exam_plain.json")
 	late := &historypb.HistoryEvent{EventId: 999, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{}}}
 	r := Fold(corpusCodec(t), t0, []Run{{Events: append(events, late)}}, nil)

@@ -54,17 +54,7 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
 		return contract.ExamResult{}, fmt.Errorf("register query: %w", err)
 	}
-	if err := p.registerLegacyReview(ctx); err != nil {
-		return contract.ExamResult{}, fmt.Errorf("register review: %w", err)
-	}
-	// Exams started before the SLA watch existed replay without it.
-	if workflow.GetVersion(ctx, "urgent-sla-watch", workflow.DefaultVersion, 1) == 1 {
-		p.watchUrgentSLA(ctx)
-	}
-	// Exams started before it upserted their search attributes at every
-	// stage; each upsert is a write to the visibility store, which on a
-	// small site shares one database with the exams' histories.
-	p.sparseAttrs = workflow.GetVersion(ctx, "sparse-search-attributes", workflow.DefaultVersion, 1) == 1
+	p.watchUrgentSLA(ctx)
 
 	result := contract.ExamResult{ExamID: in.Submission.ExamID}
 	for _, stage := range exam.Pipeline {
@@ -87,26 +77,9 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
 	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.Ref()), PDFKey: exam.ReportPDFKey(in.Submission.Ref())}
-	switch workflow.GetVersion(ctx, "review-loop", workflow.DefaultVersion, 2) {
-	case 2:
-		// The review is its own workflow and outlives this one. It runs
-		// before the exam is COMPLETED, so a decision always finds it:
-		// the report stage opened it, or, in runs from before it did,
-		// the pipeline starts it here.
-		if !p.reportOpensReview {
-			if err := p.startReview(ctx); err != nil {
-				return contract.ExamResult{}, err
-			}
-		}
-		p.move(ctx, lifecycle.Completed, "")
-	case 1:
-		// Runs from before the split wait for their review here.
-		p.move(ctx, lifecycle.Completed, "")
-		p.awaitLegacyReview(ctx)
-		result.Review, result.Reviews = p.review.status, p.review.reviews
-	default:
-		p.move(ctx, lifecycle.Completed, "")
-	}
+	// The review is its own workflow and outlives this one; the report
+	// stage opened it, so a decision finds it once the exam is COMPLETED.
+	p.move(ctx, lifecycle.Completed, "")
 	return result, nil
 }
 
@@ -114,30 +87,15 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 type pipeline struct {
 	in       contract.ExamInput
 	progress contract.Progress
-	// review takes decisions only in runs from before the split, once
-	// legacyReviewOpen says they wait for their review.
-	review           *reviewBook
-	legacyReviewOpen bool
-	// sparseAttrs: the search attributes change only with the state.
-	sparseAttrs bool
 	// node is the task queue of the GPU node that ran the exam's latest
 	// GPU stage and holds its output ("": none, or it did not take the
 	// next stage in time).
 	node string
-	// reportOpensReview: the report stage opens the review once the
-	// report is stored. Before, the pipeline started it as a child
-	// workflow at its end, which took a workflow task more per exam (the
-	// child's start comes back as an event) for nothing the exam needs.
-	reportOpensReview bool
 }
 
 // query answers ProgressQuery.
 func (p *pipeline) query() (contract.Progress, error) {
-	out := p.progress
-	if p.legacyReviewOpen {
-		out.Review, out.Reviews = p.review.status, p.review.reviews
-	}
-	return out, nil
+	return p.progress, nil
 }
 
 // move records a state change the workflow makes itself, after checking
@@ -158,7 +116,9 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 	}
 	p.progress.Transitions = append(p.progress.Transitions, contract.Transition{At: workflow.Now(ctx), From: string(from), To: string(to), Stage: stage})
 	p.progress.State, p.progress.Stage = string(to), stage
-	if p.sparseAttrs && from == to {
+	// The search attributes change only with the state: each upsert is a
+	// write to the visibility store.
+	if from == to {
 		return
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
@@ -171,11 +131,6 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 // scheduled again after a backoff, for at most the policy's
 // InfraRetryFor.
 func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.StageOutput, error) {
-	if stage == exam.Render {
-		// Runs that reached their report before the report stage opened
-		// the review replay without it.
-		p.reportOpensReview = workflow.GetVersion(ctx, "report-opens-review", workflow.DefaultVersion, 1) == 1
-	}
 	p.move(ctx, lifecycle.Queued, stage)
 	var infraWaited time.Duration
 	for infraTries := 1; ; {
@@ -190,7 +145,9 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		if p.in.Policy.LostAttempts > 0 {
 			in.MaxFailures = p.in.Policy.MaxAttempts
 		}
-		if stage == exam.Render && p.reportOpensReview {
+		if stage == exam.Render {
+			// The report stage opens the exam's review once the report
+			// is stored.
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy}
 		}
 		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, queue, bucket, wait), stage.ActivityName(),
@@ -263,32 +220,6 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 				"state", p.progress.State, "stage", p.progress.Stage)
 		}
 	})
-}
-
-// startReview starts the exam's ReviewWorkflow, which outlives this one,
-// and waits until it runs. An earlier run of the same exam may have
-// started it already; then there is nothing to do.
-func (p *pipeline) startReview(ctx workflow.Context) error {
-	sub := p.in.Submission
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            contract.ReviewWorkflowID(sub.Ref()),
-		TaskQueue:             exam.WorkflowQueue,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Priority:              contract.TaskPriority(p.in.Policy, sub.Priority),
-		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SubmissionAttributes(sub)...),
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, contract.ReviewWorkflow, contract.ReviewStart{
-		Submission: sub, Policy: p.in.Policy, Summary: p.progress.Summary, ReportAt: workflow.Now(ctx),
-	})
-	err := child.GetChildWorkflowExecution().Get(ctx, nil)
-	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("start review: %w", err)
-	}
-	return nil
 }
 
 // stageContext sets the activity options of one stage: its task queue,

@@ -10,7 +10,6 @@ import (
 
 	"octflow/contract"
 	"octflow/exam"
-	"octflow/lifecycle"
 )
 
 // maxReminders bounds the reminder pushes for an urgent exam.
@@ -166,30 +165,4 @@ func (b *reviewBook) await(ctx workflow.Context) {
 	}
 	// Let a decision that arrived at the last moment finish.
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-}
-
-// registerLegacyReview installs the review update on the pipeline. Runs
-// from before the split take their review here once the report exists;
-// newer runs refuse every decision, which goes to the exam's
-// ReviewWorkflow instead.
-func (p *pipeline) registerLegacyReview(ctx workflow.Context) error {
-	p.review = newReviewBook(p.in.Submission, p.in.Policy, exam.Summary{})
-	return p.review.register(ctx, func() error {
-		if state := lifecycle.State(p.progress.State); state != lifecycle.Completed || !p.legacyReviewOpen {
-			return fmt.Errorf("%w: the report is not ready (exam is %s)", ErrReviewRefused, state)
-		}
-		return nil
-	})
-}
-
-// awaitLegacyReview is the review of a run from before the split, kept
-// command for command as it ran then so those runs replay.
-func (p *pipeline) awaitLegacyReview(ctx workflow.Context) {
-	p.legacyReviewOpen = true
-	b := p.review
-	b.summary = p.progress.Summary
-	b.closesAt = workflow.Now(ctx).Add(p.in.Policy.ReviewWindow)
-	p.progress.Review = exam.ReviewPending
-	b.await(ctx)
-	p.progress.Review, p.progress.Reviews = b.status, b.reviews
 }

@@ -50,10 +50,7 @@ func TestRecordReplayCorpus(t *testing.T) {
 }
 
 // recordPinned records an exam whose later GPU stages went to the node
-// that ran its first, with search attributes upserted only on a change
-// of state, and whose report stage opened its review (the pipeline
-// starts no child). exam_pipeline_v4.json is the same before the report
-// stage opened the review.
+// that ran its first.
 func recordPinned(t *testing.T, dir string) {
 	h := newHarness(t, 1, corpusKeys(t, dir))
 	_, scan := phantomDICOM(t, tiny(330))
@@ -63,7 +60,7 @@ func recordPinned(t *testing.T, dir string) {
 	if st := h.waitTerminal("corpus-pinned"); st.State != lifecycle.Completed {
 		t.Fatalf("exam ended %s", st.State)
 	}
-	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pipeline_v5.json"))
+	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pinned.json"))
 }
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled
@@ -120,7 +117,7 @@ func recordExams(t *testing.T, dir string) {
 		t.Fatalf("rerun ended %s", st.State)
 	}
 	for file, id := range map[string]string{
-		"exam_pipeline_v3.json": "corpus-plain",
+		"exam_plain.json":       "corpus-plain",
 		"exam_retry.json":       "corpus-retry",
 		"exam_infra_retry.json": "corpus-infra",
 		"exam_rerun_2.json":     "corpus-dead",
