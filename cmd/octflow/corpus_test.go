@@ -91,8 +91,16 @@ func recordExams(t *testing.T, dir string) {
 		return first
 	}
 	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
+		// Short enough to spend within the recording.
+		c.Policy.InfraRetryFor, c.Policy.UrgentSLA = 3*time.Second, time.Second
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch {
+			case isExam(ctx, "corpus-spent") && stage == exam.Layers:
+				return errors.New("simulated CUDA out of memory, every time")
+			case isExam(ctx, "corpus-infra-spent") && stage == exam.Lesions:
+				return temporal.NewApplicationError("unavailable: the object store does not answer", contract.ErrTypeInfrastructure)
+			case isExam(ctx, "corpus-sla") && stage == exam.Denoise && once("corpus-sla"):
+				time.Sleep(1500 * time.Millisecond) // past the urgent SLA
 			case isExam(ctx, "corpus-retry") && stage == exam.Layers && once("corpus-retry"):
 				return errors.New("simulated CUDA out of memory")
 			case isExam(ctx, "corpus-infra") && stage == exam.Lesions && once("corpus-infra"):
@@ -104,9 +112,21 @@ func recordExams(t *testing.T, dir string) {
 		}
 	})
 	ctx := context.Background()
-	for i, id := range []string{"corpus-plain", "corpus-retry", "corpus-infra", "corpus-dead"} {
+	refuser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "this workstation takes no events", http.StatusGone)
+	}))
+	defer refuser.Close()
+	for i, id := range []string{"corpus-plain", "corpus-retry", "corpus-infra", "corpus-dead", "corpus-spent", "corpus-infra-spent",
+		"corpus-notify", "corpus-sla"} {
 		_, scan := phantomDICOM(t, tiny(uint64(300+i)))
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, scan); err != nil || code != http.StatusAccepted {
+		meta := api.SubmitMeta{ExamID: id, Priority: "normal"}
+		switch id {
+		case "corpus-sla":
+			meta.Priority = "urgent"
+		case "corpus-notify":
+			meta.CallbackURL = refuser.URL + "/hook" // a 4xx is final: the notification fails, the report stands
+		}
+		if _, code, err := h.device.Submit(ctx, meta, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 		h.waitTerminal(id)
@@ -117,10 +137,14 @@ func recordExams(t *testing.T, dir string) {
 		t.Fatalf("rerun ended %s", st.State)
 	}
 	for file, id := range map[string]string{
-		"exam_plain.json":       "corpus-plain",
-		"exam_retry.json":       "corpus-retry",
-		"exam_infra_retry.json": "corpus-infra",
-		"exam_rerun_2.json":     "corpus-dead",
+		"exam_plain.json":         "corpus-plain",
+		"exam_retry.json":         "corpus-retry",
+		"exam_infra_retry.json":   "corpus-infra",
+		"exam_dead_attempts.json": "corpus-spent",
+		"exam_dead_infra.json":    "corpus-infra-spent",
+		"exam_notify_failed.json": "corpus-notify",
+		"exam_urgent_sla.json":    "corpus-sla",
+		"exam_rerun_2.json":       "corpus-dead",
 	} {
 		h.saveRun(h.examWF(id), "", filepath.Join(dir, file))
 	}
