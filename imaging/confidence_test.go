@@ -139,3 +139,34 @@ func TestReliabilityNeedsEachBoundaryItsShare(t *testing.T) {
 		t.Errorf("an empty region holds (%q): nothing measured there can be vouched for", weak)
 	}
 }
+
+// TestAccuracyNoLesionFromNoise is the lesion case: a full-size
+// lesion-free phantom cube in the 8-bit power export with noise of σ 8%
+// of the range, on which the lesion stage finds drusen that are not
+// there. No lesion is reported (they are withheld, with the reason),
+// while the CST still is; and on the clean cube with fluid and drusen
+// the lesions are reported, not withheld.
+func TestAccuracyNoLesionFromNoise(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("full-size phantoms: run without -short and -race (make test does)")
+	}
+	for _, c := range []struct {
+		name        string
+		o           PhantomOptions
+		d           degradation
+		wantLesions bool
+	}{
+		{"lesion-free, σ 8%", PhantomOptions{Seed: 1}, additive(0.08), false},
+		{"fluid and drusen, clean", PhantomOptions{Seed: 4, Fluid: true, Drusen: true}, degradation{family: "clean"}, true},
+	} {
+		s := phantomSuiteScan(t, c.o)
+		r := runSuite(t, degrade(s.levels, s.peak, c.d, 1))
+		if got := len(r.lesions) > 0; got != c.wantLesions {
+			t.Errorf("%s: %d lesions reported (withheld: %q), want any: %v", c.name, len(r.lesions), r.analysis.LesionsWithheld(), c.wantLesions)
+		}
+		t.Logf("%s: %d lesions reported, withheld: %q", c.name, len(r.lesions), r.analysis.LesionsWithheld())
+		if _, ok := r.reported[FigureCST]; !ok {
+			t.Errorf("%s: CST withheld (%q)", c.name, r.withheld[FigureCST])
+		}
+	}
+}
