@@ -86,8 +86,8 @@ func TestWithheldFiguresAreSaidInJSONAndPDF(t *testing.T) {
 	const why = "the BM boundary is reliable in only 40% of the graded A-scans of subfield OT (75% needed)"
 	const lesionsWhy = "the EZ boundary is reliable in only 50% of the graded A-scans of the scan (75% needed)"
 	a := &imaging.Analysis{Pattern: imaging.Cube, Cube: m,
-		Quality: imaging.Quality{Gradable: imaging.PartlyGradable, Grade: "good", SignalStrength: 8, GradableFraction: 0.95},
-		Withheld: []imaging.Withheld{{Figure: imaging.FigureETDRS + "OT", Reason: why}, {Figure: imaging.FigureLesions, Reason: lesionsWhy}},
+		Quality:    imaging.Quality{Gradable: imaging.PartlyGradable, Grade: "good", SignalStrength: 8, GradableFraction: 0.95},
+		Withheld:   []imaging.Withheld{{Figure: imaging.FigureETDRS + "OT", Reason: why}, {Figure: imaging.FigureLesions, Reason: lesionsWhy}},
 		Boundaries: []imaging.BoundaryReliability{{Boundary: imaging.BM, ReliableFraction: 0.9}}}
 	lesions := []imaging.Lesion{{Type: imaging.Drusen, Frame: 1, Col: 10}}
 	var r Report
