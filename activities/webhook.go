@@ -82,12 +82,17 @@ func NewCallbackGuard(allow string) (*CallbackGuard, error) {
 			if ip, err := netip.ParseAddr(item); err == nil {
 				g.prefixes = append(g.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
 			} else {
-				g.hosts[strings.ToLower(item)] = true
+				g.hosts[hostKey(item)] = true
 			}
 		}
 	}
 	return g, nil
 }
+
+// hostKey is a host name as the guard compares it: lower case, without
+// the root's trailing dot (localhost. is localhost). The allow-list, the
+// check and the delivery all read names this one way.
+func hostKey(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
 // ErrCallbackRefused is wrapped by every refusal.
 var ErrCallbackRefused = errors.New("callback URL refused")
@@ -100,9 +105,7 @@ func (g *CallbackGuard) Check(raw string) error {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("%w: want an absolute https URL", ErrCallbackRefused)
 	}
-	// A name's trailing dot (the root) names the same host: localhost.
-	// is localhost.
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	host := hostKey(u.Hostname())
 	if g.hosts[host] {
 		return nil
 	}
@@ -322,7 +325,7 @@ func (a *Activities) notify(ctx context.Context, in contract.StageInput, beat *s
 	req.Header.Set(SignatureHeader, Sign([]byte(secret), ts, body))
 	beat.send(ctx, true)
 	u, _ := url.Parse(in.Exam.CallbackURL) // parsed by Check
-	resp, err := w.client(w.Guard.hosts[strings.ToLower(u.Hostname())]).Do(req)
+	resp, err := w.client(w.Guard.hosts[hostKey(u.Hostname())]).Do(req)
 	if errors.Is(err, ErrCallbackRefused) {
 		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), "CallbackRejected", nil)
 	}

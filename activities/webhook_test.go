@@ -54,6 +54,7 @@ func TestCallbackGuardRefusesInternalTargetsUnlessAllowListed(t *testing.T) {
 		{"https://ws.radiology.example:22/hook", false},
 		{"https://ws.radiology.example:6379/hook", false},
 		{"http://ws.lab.example:8080/hook", true},
+		{"http://WS.LAB.EXAMPLE.:8080/hook", true}, // the same allow-listed host
 		{"https://10.20.3.4:9000/hook", true},
 		{"https://93.184.215.14:8080/hook", false},
 	}

@@ -136,6 +136,25 @@ func (s *Server) auditTrail(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// An audit entry of one decision takes about 2 KiB; a STOW-RS request's
+// names every exam it stored (about 400 bytes each). An action is
+// admitted with room for its own entry and those of a few others acting
+// at the same time (Admit reserves nothing).
+const (
+	entryBytes    = 2 << 10
+	examBytes     = 400
+	actionsAtOnce = 4
+)
+
+// admitNeed is the room an action asks the audit trail for.
+func admitNeed(c echo.Context) int64 {
+	need := int64(entryBytes)
+	if routeAction(c.Request().Method, c.Path()) == "store-instances" {
+		need += maxInstances * examBytes
+	}
+	return need * actionsAtOnce
+}
+
 // admitAction refuses, before anything is done, a request that acts (a
 // submission, a review, a rerun, a breaker reset, a codec sign-in or
 // encoding) while the audit trail could not record it: otherwise the
@@ -147,7 +166,7 @@ func (s *Server) admitAction(c echo.Context) error {
 	if !ok || c.Request().Method == http.MethodGet || routeAction(c.Request().Method, c.Path()) == "codec-decode" {
 		return nil
 	}
-	if err := a.Admit(); err != nil {
+	if err := a.Admit(admitNeed(c)); err != nil {
 		s.cfg.Logger.Error("audit trail cannot record an action; refusing it", zap.String("route", c.Path()), zap.Error(err))
 		c.Response().Header().Set("Retry-After", "30")
 		return problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")
@@ -173,7 +192,7 @@ func (s *Server) recordDecision(c echo.Context, n *auditNote) {
 	}
 	n.cancel()
 	p := problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")
-	p.Instance = c.Request().URL.Path
+	p.Instance = problemInstance(c)
 	body, _ := json.Marshal(p)
 	h := res.Header()
 	h.Del(echo.HeaderContentLength)

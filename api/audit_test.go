@@ -25,11 +25,13 @@ type recordingTrail struct {
 	// admit is what Admit answers; acted counts the test action's runs.
 	admit error
 	acted int
+	needs []int64 // what each Admit asked for
 }
 
-func (r *recordingTrail) Admit() error {
+func (r *recordingTrail) Admit(need int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.needs = append(r.needs, need)
 	return r.admit
 }
 
@@ -228,5 +230,10 @@ func TestNoActionIsTakenThatTheTrailCouldNotRecord(t *testing.T) {
 	trail.admit = nil
 	if w := call(srv, trail, "POST", "/v1/test/e7/review", "dr-north"); w.Code != http.StatusOK || trail.acted != 1 {
 		t.Errorf("an admitted action: %d, acted %d times; want 200 and 1", w.Code, trail.acted)
+	}
+	// A STOW-RS request asks for room for every exam it may store.
+	call(srv, trail, "POST", "/dicom-web/studies", "dev-north")
+	if n := trail.needs; len(n) != 3 || n[2] < n[0]+maxInstances*examBytes {
+		t.Errorf("room asked: %v; want a STOW-RS request to ask for its %d exams too", n, maxInstances)
 	}
 }

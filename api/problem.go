@@ -73,10 +73,20 @@ func errorHandler(logger *zap.Logger) echo.HTTPErrorHandler {
 				zap.String("route", c.Path()), zap.Error(err))
 			p = problem(http.StatusInternalServerError, "internal", "")
 		}
-		p.Instance = c.Request().URL.Path
+		p.Instance = problemInstance(c)
 		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 		_ = c.JSON(p.Status, p)
 	}
+}
+
+// problemInstance is the request a problem is about: its path, or, for
+// a path that names an exam, its route (the path would repeat an exam ID
+// that may be an identifier).
+func problemInstance(c echo.Context) string {
+	if c.Param("examId") != "" {
+		return c.Path()
+	}
+	return c.Request().URL.Path
 }
 
 func fromEchoError(he *echo.HTTPError) *Problem {

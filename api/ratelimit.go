@@ -35,7 +35,11 @@ func deviceLimit(l RateLimit) echo.MiddlewareFunc {
 		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: rate.Limit(perSecond), Burst: l.Burst, ExpiresIn: 10 * time.Minute,
 		}),
-		IdentifierExtractor: func(c echo.Context) (string, error) { return "device:" + principal(c).DeviceID, nil },
+		IdentifierExtractor: func(c echo.Context) (string, error) {
+			// Device IDs are unique within a campus only.
+			who := principal(c)
+			return "device:" + who.Campus + "/" + who.DeviceID, nil
+		},
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			c.Response().Header().Set("Retry-After", retryAfter)
 			return problem(http.StatusTooManyRequests, "rate-limited",

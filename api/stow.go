@@ -64,7 +64,9 @@ type stowResult struct {
 // UID are refused. Instances are refused one by one (Failed SOP
 // Sequence), never the request for one of them: 200 when every instance
 // is stored (a resent one counts as stored), 202 when some are, 409 when
-// none is, 503 with Retry-After when none is and some could be later.
+// none is, 503 with Retry-After when none is and some could be later. A
+// body that is cut, too slow or too large fails the request as a whole
+// (sending it again is safe: what was stored is answered as stored).
 func (s *Server) storeInstances(c echo.Context) error {
 	who := principal(c)
 	prio, err := exam.ParsePriority(c.Request().Header.Get(PriorityHeader))
@@ -93,13 +95,11 @@ func (s *Server) storeInstances(c echo.Context) error {
 			break
 		}
 		if err != nil {
-			// The body itself is broken, cut or too large: what was
-			// stored stays stored, and the answer says which.
-			if len(results) == 0 {
-				return readProblem(err, s.cfg.MaxScanBytes)
-			}
-			s.cfg.Logger.Info("STOW-RS body ended early", zap.Error(err))
-			break
+			// The body itself is broken, cut, too slow or too large: the
+			// request fails as a whole (what was stored stays stored, and
+			// a resend of it is answered as stored), never as a partial
+			// success that names only the instances read.
+			return readProblem(err, s.cfg.MaxScanBytes)
 		}
 		if len(results) == maxInstances {
 			return problem(http.StatusRequestEntityTooLarge, "too-large",
@@ -151,7 +151,9 @@ func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority
 	up := &upload{meta: SubmitMeta{Priority: string(prio)}}
 	defer up.close()
 	if err := s.spoolScan(up, part); err != nil {
-		return s.refused(res, err)
+		// The body failed while this part was read (cut, too slow, too
+		// large, the spool full): the request fails as a whole.
+		return res, err
 	}
 	clean, err := s.cleanUpload(c, up)
 	defer clean.close()

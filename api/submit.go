@@ -223,7 +223,9 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	}
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 		zap.String("priority", string(prio)), zap.String("deviceId", deviceID))
-	s.arrivals.WithLabelValues(ref.Campus, deviceID).Inc()
+	// Labelled by the token's device (a router's own ID): the instance's
+	// serial number, which a router passes on, could mint a series each.
+	s.arrivals.WithLabelValues(ref.Campus, who.DeviceID).Inc()
 	st, err := s.status(ctx, f)
 	if err != nil {
 		return nil, err

@@ -30,9 +30,9 @@ type Sink interface {
 // review), so that an action is not taken whose entry the trail would
 // then refuse.
 type Admitter interface {
-	// Admit returns ErrSpoolFull (or the journal's failure) when an
-	// ordinary entry would be refused now.
-	Admit() error
+	// Admit returns ErrSpoolFull (or the journal's failure) unless
+	// entries of need bytes would be taken now.
+	Admit(need int64) error
 }
 
 // ErrSpoolFull is returned by Record when the local journal holds its

@@ -192,17 +192,13 @@ func (t *Trail) Record(ev Event) error {
 	return nil
 }
 
-// admitMargin is the room Admit wants left for the entry that follows:
-// more than any ordinary audit message takes (a quarter of a smaller
-// spool).
-const admitMargin = 16 << 10
-
-// Admit says whether Record would take an ordinary entry now, with room
-// to spare: nil, or ErrSpoolFull when the spool is within admitMargin of
-// its cap (or the journal has failed). See Admitter.
-func (t *Trail) Admit() error {
-	_, capacity := t.j.undelivered()
-	return t.j.admit(min(admitMargin, capacity/4))
+// Admit says whether Record would take entries of need bytes now: nil,
+// or ErrSpoolFull when the spool is within need of its cap (or the
+// journal has failed). It reserves nothing: a caller asks for room for
+// its own entry and those of others acting at the same time. See
+// Admitter.
+func (t *Trail) Admit(need int64) error {
+	return t.j.admit(max(need, 0))
 }
 
 // refusedLocked counts an event the journal did not take, and on the

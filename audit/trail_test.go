@@ -208,8 +208,11 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.Admit(); err != nil {
-		t.Fatalf("an empty spool admits no action: %v", err)
+	if err := tr.Admit(4 << 10); err != nil {
+		t.Fatalf("an empty 8 KiB spool admits no action of 4 KiB: %v", err)
+	}
+	if err := tr.Admit(9 << 10); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("an empty 8 KiB spool admits an action of 9 KiB: %v", err)
 	}
 	accepted := 0
 	for ; accepted < 100; accepted++ {
@@ -226,7 +229,7 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.Record(reportRead(1000)); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a second record past the cap: %v, want ErrSpoolFull", err)
 	}
-	if err := tr.Admit(); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Admit(1 << 10); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a full spool admits an action: %v, want ErrSpoolFull", err)
 	}
 	msgs := journalMessages(t, tr)
@@ -239,7 +242,7 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.j.commit(end); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Admit(); err != nil {
+	if err := tr.Admit(4 << 10); err != nil {
 		t.Fatalf("a spool with room again admits no action: %v", err)
 	}
 	if err := tr.Record(reportRead(2000)); err != nil {

@@ -187,8 +187,22 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 			}
 		}
 	}
+	// A body cut short after a stored instance: the request fails as a
+	// whole (400), never a 200 that names only what was read.
+	var cut bytes.Buffer
+	mw := multipart.NewWriter(&cut)
+	w, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+	_, _ = w.Write(scan)
+	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", bytes.NewReader(cut.Bytes()))
+	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Router)
+	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
+	if resp, err := h.http.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a cut body: %v %v, want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Not STOW-RS at all.
-	req, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", strings.NewReader("x"))
+	req, _ = http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", strings.NewReader("x"))
 	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Router)
 	req.Header.Set("Content-Type", "application/dicom")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
@@ -335,6 +349,30 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	}
 	if refused.Load() < 2 {
 		t.Errorf("octflow's front refused %d forwards; the retry was not exercised", refused.Load())
+	}
+
+	// A refusal no try can mend (a wrong token) is not retried.
+	wrong := startOrthanc(t, map[string]any{}, []string{
+		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=not-a-token",
+		"OCTFLOW_RETRY_PAUSE_S=1",
+	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+	if out, err := exec.Command("storescu", "-aec", "ORTHANC", "127.0.0.1", wrong.dicomPort, files[0]).CombinedOutput(); err != nil {
+		t.Fatalf("storescu: %v\n%s", err, out)
+	}
+	var jobs []struct {
+		Type, State string
+		Content     struct{ FunctionErrorCode int }
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		wrong.call(http.MethodGet, "/jobs?expand", nil, &jobs)
+		if len(jobs) > 0 && jobs[0].State == "Failure" || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(3 * time.Second) // a retry would come after 1 s
+	wrong.call(http.MethodGet, "/jobs?expand", nil, &jobs)
+	if len(jobs) != 1 || jobs[0].State != "Failure" || jobs[0].Content.FunctionErrorCode != 29 {
+		t.Errorf("with a wrong token: jobs %+v, want one failed STOW-RS job (Unauthorized) and no retry", jobs)
 	}
 }
 

@@ -6,17 +6,20 @@
 -- Orthanc 1.10's Lua has no heartbeat callback, so retries ride on its
 -- jobs: when a STOW-RS job fails (octflow away or busy, a 503, or an
 -- instance it refused), the instance is sent again by a new job after
--- OCTFLOW_RETRY_PAUSE_S seconds (default 10), at most OCTFLOW_MAX_TRIES
--- times (default 360: an hour); then its failed jobs stay in Orthanc's
--- job list (GET /jobs) for an operator.
--- The pause holds Orthanc's Lua engine, not its DICOM server: instances
--- keep being received meanwhile, and their callbacks run after it. A
+-- OCTFLOW_RETRY_PAUSE_S seconds (default 5), at most OCTFLOW_MAX_TRIES
+-- times (default 120: ten minutes, a deploy); then its failed jobs stay
+-- in Orthanc's job list (GET /jobs) for an operator. A refusal no try
+-- can mend (a wrong token or URL, a body octflow cannot read) is not
+-- retried. The pause holds Orthanc's Lua engine, not its DICOM server:
+-- instances keep being received meanwhile, and their callbacks run after
+-- it, so an octflow away for long delays every forward; for outages
+-- longer than a deploy, resend from outside instead. A
 -- restart of Orthanc forgets what it was retrying: send such instances
 -- again with POST /dicom-web/servers/octflow/stow.
 
 local OCT = '1.2.840.10008.5.1.4.1.1.77.1.5.4'
-local pause = tonumber(os.getenv('OCTFLOW_RETRY_PAUSE_S') or '10')
-local maxTries = tonumber(os.getenv('OCTFLOW_MAX_TRIES') or '360')
+local pause = tonumber(os.getenv('OCTFLOW_RETRY_PAUSE_S') or '5')
+local maxTries = tonumber(os.getenv('OCTFLOW_MAX_TRIES') or '120')
 -- pending maps a STOW-RS job of this script to its instance and its try.
 local pending = {}
 
@@ -34,6 +37,23 @@ function OnStoredInstance(instanceId, tags, metadata, origin)
   end
 end
 
+-- final says whether a failed job's error is one a new try cannot
+-- mend: octflow refused the request itself (400: a body it cannot read;
+-- 401/403: a wrong or missing token; 404: a wrong URL). Orthanc reports
+-- every other answer (503, 429, 409, a refused instance) and a connection
+-- that failed as a network protocol error, and those are tried again.
+local function final(jobId)
+  local ok, job = pcall(function() return ParseJson(RestApiGet('/jobs/' .. jobId)) end)
+  if not ok or job == nil then
+    return false
+  end
+  -- The DICOMweb plugin's job reports the HTTP client's error in its
+  -- content (Orthanc's error codes: 8 BadRequest, 17 UnknownResource,
+  -- 29 Unauthorized; 9 NetworkProtocol for the rest).
+  local code = job['Content'] and job['Content']['FunctionErrorCode']
+  return code == 8 or code == 17 or code == 29
+end
+
 -- A failed job is not resubmitted (the STOW-RS client's request body
 -- does not survive it): the instance is sent again by a new job.
 function OnJobFailure(jobId)
@@ -42,6 +62,10 @@ function OnJobFailure(jobId)
     return -- not a job of this script
   end
   pending[jobId] = nil
+  if final(jobId) then
+    print('octflow: instance ' .. p.instance .. ' refused for good (job ' .. jobId .. '); not retried')
+    return
+  end
   if p.try >= maxTries then
     print('octflow: instance ' .. p.instance .. ' failed ' .. p.try .. ' times; left for an operator (job ' .. jobId .. ')')
     return
