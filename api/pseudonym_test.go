@@ -129,6 +129,11 @@ func TestExamReferencesAreKeyedPerCampus(t *testing.T) {
 	if !exam.IsReference(base) || strings.Contains(base, "0042") {
 		t.Errorf("reference %q", base)
 	}
+	// A patient pseudonym of the same ID is another keyed hash, not the
+	// same digits under another prefix.
+	if pt := strings.TrimPrefix(a.Ref("north", id), "pt-"); pt == strings.TrimPrefix(base, exam.ReferencePrefix) {
+		t.Errorf("the exam reference and the patient pseudonym of %s share their digits %s", id, pt)
+	}
 	if ref := a.ExamRef("north", id); ref.Campus != "north" || ref.Validate() != nil {
 		t.Errorf("ExamRef = %+v", ref)
 	}
