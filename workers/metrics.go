@@ -12,6 +12,9 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+
+	"octflow/contract"
+	"octflow/exam"
 )
 
 // Metrics is a process's Prometheus registry. The Temporal SDK reports
@@ -20,9 +23,30 @@ import (
 // octflow_illegal_transitions_total, octflow_promotions_total).
 type Metrics struct {
 	Registry *prometheus.Registry
-	// SDK is the handler to give the Temporal client.
+	// SDK is the handler to give the Temporal client. A worker of the
+	// workflow queue made with it creates the exam workflow's counters
+	// at 0 (WorkflowCounters).
 	SDK   client.MetricsHandler
 	scope io.Closer
+}
+
+// WorkflowCounters are the counters the exam workflow keeps through
+// workflow.GetMetricsHandler, each with the extra tags it sets (one
+// entry per tag set). A worker of the workflow queue creates every one
+// at 0 when it is made: tally's Prometheus reporter would otherwise
+// create a series only at its first increment, with the value 1, and an
+// increase() over it would never see the first breach or illegal
+// transition after a worker starts.
+func WorkflowCounters() map[string][]map[string]string {
+	promotions := []map[string]string{}
+	for _, from := range []exam.Priority{exam.Low, exam.Normal} {
+		promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
+	}
+	return map[string][]map[string]string{
+		"octflow_urgent_sla_breaches_total": {nil},
+		"octflow_illegal_transitions_total": {nil},
+		"octflow_promotions_total":          promotions,
+	}
 }
 
 // NewMetrics creates the registry with Go runtime and process metrics.
@@ -34,8 +58,39 @@ func NewMetrics() *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return &Metrics{Registry: reg, SDK: sdktally.NewMetricsHandler(scope), scope: closer}
+	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope)}, scope: closer}
 }
+
+// zeroingHandler is the SDK's handler until a worker of the workflow
+// queue derives its own from it. The SDK tags a worker's handler with
+// the client's tags and then the worker's task queue (task_queue alone),
+// and a workflow's with that and its workflow type: so the worker's
+// handler, tagged with workflow_type, gives the very label set the
+// workflow's counters will have, and creating them there (tally's
+// reporter allocates a Prometheus series when a counter is made)
+// exposes them at 0 from the worker's start.
+type zeroingHandler struct{ client.MetricsHandler }
+
+// taskQueueTag is the tag the SDK gives a worker's metrics handler.
+const taskQueueTag = "task_queue"
+
+// WithTags implements client.MetricsHandler.
+func (h zeroingHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	inner := h.MetricsHandler.WithTags(tags)
+	if len(tags) != 1 || tags[taskQueueTag] != exam.WorkflowQueue {
+		return zeroingHandler{inner}
+	}
+	wf := inner.WithTags(map[string]string{"workflow_type": contract.ExamWorkflow})
+	for name, tagSets := range WorkflowCounters() {
+		for _, t := range tagSets {
+			wf.WithTags(t).Counter(name)
+		}
+	}
+	return inner
+}
+
+// Unwrap gives the tally handler (sdktally.ScopeFromHandler).
+func (h zeroingHandler) Unwrap() client.MetricsHandler { return h.MetricsHandler }
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
