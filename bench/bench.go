@@ -1,10 +1,3 @@
-// Package bench is the scheduling benchmark of DESIGN §6 (`octflow
-// bench`): a burst of exams through the real HTTP API of a running
-// octflow system whose GPU nodes are separate processes in simulated GPU
-// mode (each stage sleeps a drawn GPU time on top of its real work on a
-// tiny phantom), with abrupt node kills, transient faults and resends.
-// It measures completion, duplicates, queue waits per bucket, dispatch
-// latency and makespan against the GPU-time limit.
 package bench
 
 import (
@@ -42,7 +35,7 @@ import (
 // under test must admit that many uploads from the benchmark's token.
 const Uploaders = 8
 
-// Config is the scenario `octflow bench` runs (DESIGN §6): a burst
+// Config is the scenario `octflow bench` runs: a burst
 // of exams through the real HTTP API of an embedded system whose GPU
 // nodes are separate processes in simulated GPU mode (each stage sleeps a
 // drawn GPU time), with abrupt node kills, transient faults and resends.
@@ -96,7 +89,9 @@ func newWaitStats(seconds []float64) waitStats {
 
 // Result is what a run measured; two runs' JSON can be compared.
 type Result struct {
-	Config    Config    `json:"config"`
+	Config Config `json:"config"`
+	// Build is the commit and machine that ran it.
+	Build     Build     `json:"build"`
 	StartedAt time.Time `json:"startedAt"`
 	Completed int       `json:"completed"`
 	Dead      int       `json:"dead"`
@@ -244,7 +239,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
 		c.Nodes, c.GPUsPerNode, mode, c.FailRate, c.Kills, c.Policy.NodeAffinityWait)
 
-	res := &Result{Config: c, QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
+	res := &Result{Config: c, Build: readBuild(), QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
 		FirstStageRetried: map[string]int{}}
 	// Dispatch latency: exams sent one at a time to an idle fleet.
 	var idle []float64
@@ -679,6 +674,11 @@ func duplicateRuns(ctx context.Context, tc client.Client, prefix string) (int, e
 }
 
 func printBench(w io.Writer, r *Result) {
+	dirty := ""
+	if r.Build.Modified {
+		dirty = " with local changes"
+	}
+	fmt.Fprintf(w, "\nbuild %s%s, %s, %d CPUs\n", r.Build.ShortRevision(), dirty, r.Build.GoVersion, r.Build.CPUs)
 	fmt.Fprintf(w, "\ncompleted %d/%d (%.1f %%), dead %d, duplicate executions %d, duplicate reports %d\n",
 		r.Completed, r.Config.Exams, 100*r.CompletionRate, r.Dead, r.DuplicateExecutions, r.DuplicateReports)
 	for _, d := range r.DeadExams {
