@@ -103,3 +103,13 @@ func IntakeScanKey(markerKey string) (string, bool) {
 	}
 	return dir + "scan-" + digest + ".dcm", true
 }
+
+// IdentityKey is where the original identity of a scan (by the digest
+// of the upload as sent) is kept, sealed for its campus: what the
+// results need to be filed back under the patient's own study (see
+// package octdicom). Like the scan's, its key carries the digest, so a
+// conflicting upload under the same exam ID can never replace the
+// identity an accepted exam's results are filed under.
+func IdentityKey(r Ref, digest string) string {
+	return r.prefix() + "identity-" + shortDigest(digest) + ".sealed"
+}

@@ -1,0 +1,87 @@
+package octdicom
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+
+	"octflow/imaging"
+)
+
+// realScan is a real SPECTRALIS circle scan of the repository (its
+// identity is a stand-in, as every scan in the repository's).
+const realScan = "../imaging/testdata/realdata/spectralis-circle-2.dcm"
+
+func TestReadIdentityReadsTheOriginalsHeader(t *testing.T) {
+	b, err := os.ReadFile(realScan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ReadIdentity(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Identity{
+		PatientName: "ANONYMOUS^REALDATA", PatientID: "REALDATA-0001",
+		StudyInstanceUID: "1.2.826.0.1.3680043.8.498.13019889701938346699576145289637688233",
+		StudyDate:        "20170101", StudyTime: "000000", StudyID: "1",
+		StudyDescription:  "Real Spectralis .vol converted to OPT",
+		SeriesInstanceUID: "1.2.826.0.1.3680043.8.498.22208324819888842538696623986326749440",
+		SOPClassUID:       imaging.OphthalmicTomographySOPClass,
+		SOPInstanceUID:    "1.2.826.0.1.3680043.8.498.71553124473104354556069134516105865697",
+		Laterality:        "R",
+	}
+	if id != want {
+		t.Errorf("identity\n got %+v\nwant %+v", id, want)
+	}
+}
+
+func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	p.Volume.Laterality = "OS"
+	var buf bytes.Buffer
+	h := imaging.Header{SOPInstanceUID: "1.2.3.1", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4", PatientID: "PAT-77",
+		Identity: &imaging.Identity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
+			ReferringPhysician: "Who^Doctor", StudyDate: "20261130"}}
+	if err := imaging.WriteDICOM(&buf, p.Volume, h); err != nil {
+		t.Fatal(err)
+	}
+	id, err := ReadIdentity(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Identity{PatientName: "Doe^John", PatientID: "PAT-77", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
+		ReferringPhysicianName: "Who^Doctor", StudyDate: "20261130", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4",
+		SOPClassUID: imaging.OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.3.1", Laterality: "L"}
+	if id != want {
+		t.Errorf("identity\n got %+v\nwant %+v", id, want)
+	}
+}
+
+func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	var noUIDs bytes.Buffer
+	if err := imaging.WriteDICOM(&noUIDs, p.Volume, imaging.Header{SOPInstanceUID: "1.2.3.1"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"not DICOM", []byte("not a DICOM object at all, just text"), nil},
+		{"no study or series UID", noUIDs.Bytes(), ErrNoIdentity},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadIdentity(bytes.NewReader(c.b), int64(len(c.b)))
+			if err == nil {
+				t.Fatal("read an identity")
+			}
+			if c.want != nil && !errors.Is(err, c.want) {
+				t.Errorf("error %v, want %v", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package octdicom
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"octflow/codec"
+	"octflow/exam"
+	"octflow/imaging"
+)
+
+func newCodec(t *testing.T, id string) *codec.Codec {
+	t.Helper()
+	keys, err := codec.NewKeys(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testIdentity is an identity whose every value is easy to find in
+// clear, non-ASCII included.
+func testIdentity(ref exam.Ref) Identity {
+	return Identity{Exam: ref, ScanDigest: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
+		PatientName: "Müller^Jürgen", PatientID: "PID-4711-XYZ", IssuerOfPatientID: "HOSP-NORTH", PatientBirthDate: "19500102",
+		PatientSex: "M", StudyInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1", StudyDate: "20261201", StudyTime: "101112",
+		StudyID: "STUDY-88", AccessionNumber: "ACC-2026-0042", ReferringPhysicianName: "Doe^Jane",
+		StudyDescription: "OCT macula both eyes", SeriesInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2",
+		SOPClassUID: imaging.OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R"}
+}
+
+// identifiers are the values of id that identify the patient or the
+// study: none may be found in clear in a sealed identity.
+func identifiers(id Identity) []string {
+	return []string{id.PatientName, "Müller", "Jürgen", id.PatientID, id.IssuerOfPatientID, id.PatientBirthDate, id.StudyInstanceUID,
+		id.StudyID, id.AccessionNumber, id.ReferringPhysicianName, id.StudyDescription, id.SeriesInstanceUID, id.SOPInstanceUID}
+}
+
+func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testing.T) {
+	c := newCodec(t, "2026-12")
+	ref := exam.Ref{Campus: "north", ID: "ex-0123456789abcdef01234567"}
+	id := testIdentity(ref)
+	sealed, err := SealIdentity(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range identifiers(id) {
+		if bytes.Contains(sealed, []byte(v)) {
+			t.Errorf("the sealed identity holds %q in clear", v)
+		}
+	}
+	// Twice sealed, twice different: a fresh nonce each time.
+	if again, err := SealIdentity(c, id); err != nil || bytes.Equal(again, sealed) {
+		t.Errorf("sealing twice gave the same bytes (%v)", err)
+	}
+	got, err := OpenIdentity(c, ref, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != id {
+		t.Errorf("opened\n %+v\nsealed\n %+v", got, id)
+	}
+
+	// The same bytes relabelled with another campus's scope: the seal
+	// authenticates the scope, so it does not open there.
+	relabel := func(campus string) []byte {
+		var p commonpb.Payload
+		if err := proto.Unmarshal(sealed, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Metadata[codec.ScopeMeta] = []byte(codec.CampusScope(campus).String())
+		b, err := proto.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	plain, err := converter.GetDefaultDataConverter().ToPayload(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainBytes, err := proto.Marshal(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	south := exam.Ref{Campus: "south", ID: ref.ID}
+	cases := []struct {
+		name   string
+		c      *codec.Codec
+		ref    exam.Ref
+		sealed []byte
+		want   error // nil: any error
+	}{
+		{"another campus", c, south, sealed, ErrWrongCampus},
+		{"relabelled for another campus", c, south, relabel("south"), nil},
+		{"another exam of the campus", c, exam.Ref{Campus: "north", ID: "ex-ffffffffffffffffffffffff"}, sealed, ErrWrongCampus},
+		{"other keys", newCodec(t, "2026-12"), ref, sealed, nil},
+		{"a plaintext identity", c, ref, plainBytes, nil},
+		{"not a payload", c, ref, []byte("garbage"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := OpenIdentity(tc.c, tc.ref, tc.sealed)
+			if err == nil {
+				t.Fatal("opened")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+			for _, v := range identifiers(id) {
+				if bytes.Contains([]byte(err.Error()), []byte(v)) {
+					t.Errorf("the error names %q", v)
+				}
+			}
+		})
+	}
+}
