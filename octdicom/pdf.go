@@ -1,0 +1,43 @@
+package octdicom
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/suyashkumar/dicom/pkg/tag"
+)
+
+// encapsulatedPDF is the report PDF as an Encapsulated PDF instance
+// (PS3.3 A.45.1): the Patient, General Study, Encapsulated Document
+// Series, General Equipment, SC Equipment, Encapsulated Document and SOP
+// Common modules, its Source Instance Sequence naming the scan.
+func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
+	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+		return Object{}, errResult("pdf", errors.New("the report is not a PDF"))
+	}
+	obj := Object{Kind: "pdf", SOPClassUID: EncapsulatedPDFSOPClass, SOPInstanceUID: b.uid("pdf-instance"),
+		SeriesInstanceUID: b.uid("pdf-series"), StudyInstanceUID: b.id.StudyInstanceUID}
+	e := &elems{}
+	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "DOC", obj.SeriesInstanceUID, pdfSeriesNumber, "octflow OCT report (PDF)")
+	// SC Equipment: a document made on a workstation.
+	e.str(tag.ConversionType, "WSD")
+	// Encapsulated Document.
+	e.str(tag.ContentDate, da(b.created))
+	e.str(tag.ContentTime, tm(b.created))
+	e.str(tag.AcquisitionDateTime, b.created.Format("20060102150405")+"+0000")
+	// The PDF names the exam by octflow's reference and the patient by
+	// a pseudonym only: nothing in it identifies the patient.
+	e.str(tag.BurnedInAnnotation, "NO")
+	e.str(tag.RecognizableVisualFeatures, "NO")
+	e.seq(tag.SourceInstanceSequence, b.sourceRef())
+	e.str(tag.DocumentTitle, "OCT analysis report")
+	e.seq(tag.ConceptNameCodeSequence)
+	e.str(tag.MIMETypeOfEncapsulatedDocument, "application/pdf")
+	e.add(tag.EncapsulatedDocument, pdf)
+	e.add(tag.EncapsulatedDocumentLength, []int{len(pdf)})
+	var err error
+	if obj.Part10, err = encode(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
+		return Object{}, errResult("pdf", err)
+	}
+	return obj, nil
+}

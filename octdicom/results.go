@@ -1,0 +1,255 @@
+package octdicom
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/suyashkumar/dicom/pkg/tag"
+
+	"octflow/codec"
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/report"
+)
+
+// SOP classes of the objects Results makes.
+const (
+	// EncapsulatedPDFSOPClass is Encapsulated PDF Storage.
+	EncapsulatedPDFSOPClass = "1.2.840.10008.5.1.4.1.1.104.1"
+	// MacularGridSOPClass is Macular Grid Thickness and Volume Report
+	// Storage.
+	MacularGridSOPClass = "1.2.840.10008.5.1.4.1.1.79.1"
+)
+
+// Series Number (0020,0011) of the series octflow adds to a study: high,
+// so they sort after a device's own series.
+const (
+	pdfSeriesNumber = "9001"
+	srSeriesNumber  = "9002"
+)
+
+// Software names the software that made the results, for each object's
+// Contributing Equipment Sequence and equipment modules (with the
+// algorithms the report names).
+type Software struct {
+	// Version is octflow's version: a release, or the VCS revision of
+	// the build.
+	Version string
+}
+
+// Object is one DICOM instance to send to the PACS.
+type Object struct {
+	// Kind says what it is: "pdf" (Encapsulated PDF) or "sr" (Macular
+	// Grid Thickness and Volume Report).
+	Kind              string
+	SOPClassUID       string
+	SOPInstanceUID    string
+	SeriesInstanceUID string
+	StudyInstanceUID  string
+	// Part10 is the object as a DICOM file (Explicit VR Little Endian):
+	// a STOW-RS part of type application/dicom.
+	Part10 []byte
+}
+
+// ResultsFromSealed opens the exam's sealed identity (OpenIdentity:
+// only for ref's campus and exam) and builds its objects (Results). It
+// is what an export activity calls with the exam's stored identity
+// (exam.IdentityKey of its scan digest), its report.json and its
+// report.pdf.
+func ResultsFromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	id, err := OpenIdentity(c, ref, sealed)
+	if err != nil {
+		return nil, err
+	}
+	return Results(id, rep, pdf, sw)
+}
+
+// Results builds the objects an exam's results are filed as, in the
+// source study of id: the report PDF as an Encapsulated PDF, and for a
+// macular cube that was measured a Macular Grid Thickness and Volume
+// Report (TID 2100). An exam that could not be measured (ungradable, or
+// nothing the analysis vouches for) gets the PDF only, which says why; a
+// line or circle scan gets the PDF only, with its figures (RNFL thickness
+// for a circle). Each object is in a new series of its own in the source
+// study, under the source's patient; its series and instance UIDs are
+// derived from the exam and the report's run, so the same report gives
+// the same objects, byte for byte, on every call. It is a pure function
+// of its arguments.
+func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	if rep == nil {
+		return nil, errors.New("results: no report")
+	}
+	if rep.Campus != id.Exam.Campus || rep.ExamID != id.Exam.ID {
+		return nil, errors.New("results: the report and the identity are of different exams")
+	}
+	b := newBuilder(id, rep, sw)
+	p, err := b.encapsulatedPDF(pdf)
+	if err != nil {
+		return nil, err
+	}
+	out := []Object{p}
+	if WantsMacularGridSR(rep) {
+		sr, err := b.macularGridSR()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sr)
+	}
+	return out, nil
+}
+
+// WantsMacularGridSR reports whether an exam's results include a Macular
+// Grid Thickness and Volume Report: a macular cube with measurements
+// (its central subfield thickness among them: the analysis drops a
+// cube's measurements when it withholds that), whose quality gate did
+// not call it ungradable.
+func WantsMacularGridSR(rep *report.Report) bool {
+	return rep.ScanPattern == imaging.Cube && rep.Measurable && rep.Measurements != nil &&
+		rep.Quality.Gradable != imaging.Ungradable
+}
+
+// builder holds what every object of one exam's results shares.
+type builder struct {
+	id      Identity
+	rep     *report.Report
+	sw      Software
+	created time.Time
+}
+
+func newBuilder(id Identity, rep *report.Report, sw Software) *builder {
+	if sw.Version == "" {
+		sw.Version = "unknown"
+	}
+	// The report's own time, not the clock: the same report makes the
+	// same objects.
+	return &builder{id: id, rep: rep, sw: sw, created: rep.GeneratedAt.UTC().Truncate(time.Second)}
+}
+
+// uid is the UID of one of the exam's objects (role: "pdf-series",
+// "sr-instance", …) for the report's run.
+func (b *builder) uid(role string) string {
+	return DerivedUID("result", b.id.Exam.Campus, b.id.Exam.ID, b.rep.Run, role)
+}
+
+// characterSet is the Specific Character Set the objects need: none for
+// ASCII, UTF-8 (ISO_IR 192) when the identity holds anything else (the
+// DICOM library decodes a source's character set into UTF-8).
+func (b *builder) characterSet() string {
+	for _, s := range []string{b.id.PatientName, b.id.PatientID, b.id.IssuerOfPatientID, b.id.StudyID, b.id.AccessionNumber,
+		b.id.ReferringPhysicianName, b.id.StudyDescription} {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return "ISO_IR 192"
+			}
+		}
+	}
+	return ""
+}
+
+// common writes what every object carries: the SOP Common module (with
+// the Contributing Equipment Sequence), the Patient and General Study
+// modules copied from the source, a new series and the General Equipment
+// module naming octflow.
+func (b *builder) common(e *elems, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
+	if cs := b.characterSet(); cs != "" {
+		e.str(tag.SpecificCharacterSet, cs)
+	}
+	e.str(tag.SOPClassUID, sopClass)
+	e.str(tag.SOPInstanceUID, sopInstance)
+	e.str(tag.InstanceCreationDate, da(b.created))
+	e.str(tag.InstanceCreationTime, tm(b.created))
+	e.str(tag.TimezoneOffsetFromUTC, "+0000")
+	e.str(tag.InstanceNumber, "1")
+	e.seq(tag.ContributingEquipmentSequence, b.contributor())
+
+	// Patient: Type 2, empty where the source had nothing.
+	e.multi(tag.PatientName, b.id.PatientName)
+	e.str(tag.PatientID, b.id.PatientID)
+	if b.id.IssuerOfPatientID != "" {
+		e.str(tag.IssuerOfPatientID, b.id.IssuerOfPatientID)
+	}
+	e.str(tag.PatientBirthDate, b.id.PatientBirthDate)
+	e.str(tag.PatientSex, b.id.PatientSex)
+
+	// General Study: the source's, so the PACS files the object there.
+	e.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	e.str(tag.StudyDate, b.id.StudyDate)
+	e.str(tag.StudyTime, b.id.StudyTime)
+	e.multi(tag.ReferringPhysicianName, b.id.ReferringPhysicianName)
+	e.str(tag.StudyID, b.id.StudyID)
+	e.str(tag.AccessionNumber, b.id.AccessionNumber)
+	if b.id.StudyDescription != "" {
+		e.str(tag.StudyDescription, b.id.StudyDescription)
+	}
+
+	// A new series of octflow's.
+	e.str(tag.Modality, modality)
+	e.str(tag.SeriesInstanceUID, series)
+	e.str(tag.SeriesNumber, seriesNumber)
+	e.str(tag.SeriesDescription, seriesDescription)
+	e.str(tag.SeriesDate, da(b.created))
+	e.str(tag.SeriesTime, tm(b.created))
+
+	// General Equipment: the software that made the object.
+	e.str(tag.Manufacturer, "octflow")
+	e.str(tag.ManufacturerModelName, "octflow")
+	e.add(tag.SoftwareVersions, b.softwareVersions())
+}
+
+// softwareVersions names octflow's version and each stage's algorithm,
+// in stage order ("measure: etdrs-v3"), each cut to LO's 64 characters.
+func (b *builder) softwareVersions() []string {
+	out := []string{"octflow " + b.sw.Version}
+	stages := make([]string, 0, len(b.rep.Algorithms))
+	for s := range b.rep.Algorithms {
+		stages = append(stages, s)
+	}
+	sort.Strings(stages)
+	for _, s := range stages {
+		out = append(out, s+": "+b.rep.Algorithms[s])
+	}
+	for i, v := range out {
+		out[i] = cut(strings.ReplaceAll(v, `\`, "/"), 64)
+	}
+	return out
+}
+
+// contributor is the Contributing Equipment Sequence's item: octflow as
+// the processing equipment, its version and algorithms, and when.
+func (b *builder) contributor() *elems {
+	it := &elems{}
+	it.seq(tag.PurposeOfReferenceCodeSequence, code("109102", "DCM", "Processing Equipment"))
+	it.str(tag.Manufacturer, "octflow")
+	it.str(tag.ManufacturerModelName, "octflow")
+	it.add(tag.SoftwareVersions, b.softwareVersions())
+	it.str(tag.ContributionDateTime, b.created.Format("20060102150405")+"+0000")
+	it.str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
+		"measurement) and report, computed by octflow from the referenced scan; to be reviewed by a clinician")
+	return it
+}
+
+// sourceRef is a Referenced SOP item naming the source scan.
+func (b *builder) sourceRef() *elems {
+	it := &elems{}
+	it.str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
+	it.str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
+	return it
+}
+
+// cut shortens s to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// errResult wraps a writer's failure with the object it was making.
+func errResult(kind string, err error) error { return fmt.Errorf("results: %s: %w", kind, err) }
