@@ -1,0 +1,234 @@
+package octdicom
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/textproto"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"octflow/imaging"
+	"octflow/report"
+)
+
+// orthanc is a real Orthanc (Debian's, with its DICOMweb plugin) run as
+// a process on a loopback port, in the test's own directory: the PACS
+// the results go to.
+type orthanc struct {
+	t    *testing.T
+	base string
+}
+
+// lockedBuffer collects a process's output for the test's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// freePorts draws n ports that were free a moment ago, below the
+// ephemeral range (see devstack.FreeAddrs, which this package does not
+// link: it brings the Temporal server).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			t.Fatal("no free ports")
+		}
+		p := 26000 + rand.IntN(6000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		held, ports = append(held, l), append(ports, p)
+	}
+	return ports
+}
+
+func startOrthanc(t *testing.T) *orthanc {
+	t.Helper()
+	plugin := "/usr/share/orthanc/plugins/libOrthancDicomWeb.so"
+	if _, err := exec.LookPath("Orthanc"); err != nil || func() bool { _, err := os.Stat(plugin); return err != nil }() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("Orthanc or its DICOMweb plugin missing: CI installs orthanc and orthanc-dicomweb")
+		}
+		t.Skip("Orthanc not installed (apt-get install orthanc orthanc-dicomweb)")
+	}
+	ports := freePorts(t, 2)
+	dir := t.TempDir()
+	conf, _ := json.Marshal(map[string]any{
+		"Name": "octdicom-test", "StorageDirectory": filepath.Join(dir, "db"), "IndexDirectory": filepath.Join(dir, "db"),
+		"HttpPort": ports[0], "DicomPort": ports[1], "RemoteAccessAllowed": false, "AuthenticationEnabled": false,
+		"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true},
+	})
+	confFile := filepath.Join(dir, "orthanc.json")
+	if err := os.WriteFile(confFile, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cmd := exec.Command("Orthanc", confFile)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("Orthanc's log:\n%s", logs.String())
+		}
+	})
+	o := &orthanc{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(o.base + "/system"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return o
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Orthanc did not come up:\n%s", logs.String())
+		}
+	}
+}
+
+// do makes a request of Orthanc and decodes its JSON answer into v.
+func (o *orthanc) do(method, path, contentType string, body []byte, v any) int {
+	o.t.Helper()
+	req, err := http.NewRequest(method, o.base+path, bytes.NewReader(body))
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if v != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, v); err != nil {
+			o.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// stow sends objects to Orthanc's STOW-RS as one request, as an export
+// does, and returns its answer's status and Failed SOP Sequence.
+func (o *orthanc) stow(objs []Object) (int, []any) {
+	o.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, obj := range objs {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		w.Write(obj.Part10)
+	}
+	mw.Close()
+	var answer map[string]struct{ Value []any }
+	code := o.do(http.MethodPost, "/dicom-web/studies", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary(),
+		body.Bytes(), &answer)
+	return code, answer["00081198"].Value
+}
+
+// studyInstances are the SOP Instance UIDs Orthanc holds in a study, by
+// QIDO-RS.
+func (o *orthanc) studyInstances(study string) []string {
+	o.t.Helper()
+	var found []map[string]struct{ Value []any }
+	if code := o.do(http.MethodGet, "/dicom-web/studies/"+study+"/instances", "", nil, &found); code != http.StatusOK {
+		o.t.Fatalf("QIDO-RS instances of the study: %d", code)
+	}
+	var uids []string
+	for _, f := range found {
+		if v := f["00080018"].Value; len(v) > 0 {
+			uids = append(uids, fmt.Sprint(v[0]))
+		}
+	}
+	slices.Sort(uids)
+	return uids
+}
+
+// A real PACS takes every object: Orthanc, holding the real source scan,
+// files the results in its study, under its patient; sent again (an
+// export's retry), they are the same instances, not new ones.
+func TestOrthancFilesTheResultsInTheSourceStudy(t *testing.T) {
+	o := startOrthanc(t)
+	scan, err := os.ReadFile(realScan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := o.do(http.MethodPost, "/instances", "application/dicom", scan, nil); code != http.StatusOK {
+		t.Fatalf("storing the source scan in Orthanc: %d", code)
+	}
+	id, err := ReadIdentity(bytes.NewReader(scan), int64(len(scan)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Exam = testRef
+	var sent []Object
+	for _, rep := range []*report.Report{cubeReport(), circleReport()} {
+		if rep.ScanPattern == imaging.Circle {
+			rep.Run = "circle-run" // another exam's report, in the same study
+		}
+		objs := results(t, id, rep, renderPDF(t, rep))
+		code, failed := o.stow(objs)
+		if code != http.StatusOK || len(failed) > 0 {
+			t.Fatalf("STOW-RS of the %s's results: %d, failed %v", rep.ScanPattern, code, failed)
+		}
+		// The retry: the same instances again.
+		if code, failed := o.stow(objs); code != http.StatusOK || len(failed) > 0 {
+			t.Errorf("STOW-RS resent: %d, failed %v", code, failed)
+		}
+		sent = append(sent, objs...)
+	}
+	want := []string{id.SOPInstanceUID}
+	for _, obj := range sent {
+		want = append(want, obj.SOPInstanceUID)
+	}
+	slices.Sort(want)
+	if got := o.studyInstances(id.StudyInstanceUID); !slices.Equal(got, want) {
+		t.Errorf("the source study holds %v, want the scan and the results %v", got, want)
+	}
+	var patients, studies []string
+	o.do(http.MethodGet, "/patients", "", nil, &patients)
+	o.do(http.MethodGet, "/studies", "", nil, &studies)
+	if len(patients) != 1 || len(studies) != 1 {
+		t.Errorf("Orthanc holds %d patients and %d studies, want the source's one each", len(patients), len(studies))
+	}
+}
