@@ -28,6 +28,9 @@ type Analysis struct {
 	// vouches for.
 	Boundaries []BoundaryReliability `json:"boundaries,omitempty"`
 	Withheld   []Withheld            `json:"withheld,omitempty"`
+	// reliable is where each boundary was judged reliable, per A-scan
+	// (compareSegmentations): what the degradation suite calibrates.
+	reliable map[string][]bool
 }
 
 // LesionsWithheld is why the lesions found are not to be reported, ""
@@ -69,13 +72,14 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		return a, nil
 	}
 	mask := a.Quality.Mask
+	shadow := vesselShadows(v, l)
 	switch pattern {
 	case Cube:
 		a.Cube, err = MeasureGradable(ctx, v, l, mask)
 	case Line:
 		a.Line, err = MeasureLine(v, l, mask)
 	case Circle:
-		a.RNFL, err = MeasureRNFL(v, l, mask)
+		a.RNFL, err = measureRNFL(v, l, mask, shadow)
 	default:
 		a.NotMeasurable = []string{fmt.Sprintf("octflow measures macular cubes, line scans and peripapillary circle scans, not %s scans", pattern)}
 		return a, nil
@@ -98,7 +102,9 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.vouch(v, l, compareSegmentations(v, l, again))
+	rel := compareSegmentations(v, l, again, shadow)
+	a.reliable = rel
+	a.vouch(v, l, rel, shadow)
 	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {
 		fluid, drusen, unmatched, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
 		if err != nil {

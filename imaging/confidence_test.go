@@ -7,20 +7,31 @@ import (
 	"testing"
 )
 
-// TestANoisyCircleWithholdsItsRNFL is the case: a real circle
-// scan with light additive noise in its 8-bit encoding (σ 5% of the
-// range), whose RNFL/GCL the segmentation then places 8–10 px off. Its
-// RNFL figures are withheld with the reason, the verdict is not full,
-// and the clean scan still reports them, fully gradable.
-func TestANoisyCircleWithholdsItsRNFL(t *testing.T) {
-	v, _ := readRealScan(t, "spectralis-circle-4")
+// TestANoisyCircleReportsOrWithholdsItsRNFL is the case: a real
+// circle scan with light additive noise in its 8-bit encoding (σ 5% of
+// the range), whose RNFL/GCL the segmentation placed 8–10 px off while
+// normalisation read the noisy power as a log. Now its RNFL global is
+// reported within 10 µm of the device's; under a weak signal (contrast
+// to a third, σ 3%) it is withheld with the reason and the verdict is
+// not full; the clean scan reports it, fully gradable.
+func TestANoisyCircleReportsOrWithholdsItsRNFL(t *testing.T) {
+	v, dev := readRealScan(t, "spectralis-circle-4")
+	var device float64
+	var n int
+	for c := range dev.ILM {
+		if dev.ILM[c] != nil && dev.RNFL[c] != nil {
+			device += (*dev.RNFL[c] - *dev.ILM[c]) * dev.ScaleZUm
+			n++
+		}
+	}
+	device /= float64(n)
 	for _, c := range []struct {
 		name string
 		d    degradation
 		want bool // RNFL reported
 	}{
 		{"clean", degradation{family: "clean"}, true},
-		{"σ 5%", additive(0.05), false},
+		{"σ 5%", additive(0.05), true},
 		{"weak signal", weak(0.33, 0.03), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -33,7 +44,10 @@ func TestANoisyCircleWithholdsItsRNFL(t *testing.T) {
 				t.Fatalf("RNFL reported %v (global %.1f µm), want %v; withheld %+v", got, global, c.want, a.Withheld)
 			}
 			if c.want {
-				if a.Quality.Gradable != Gradable || len(a.Withheld) > 0 {
+				if d := a.RNFL.GlobalUm - device; math.Abs(d) > 10 {
+					t.Errorf("RNFL global %.1f µm, the device's %.1f on the clean scan", a.RNFL.GlobalUm, device)
+				}
+				if c.d.family == "clean" && (a.Quality.Gradable != Gradable || len(a.Withheld) > 0) {
 					t.Errorf("clean: gate %s, withheld %+v", a.Quality.Gradable, a.Withheld)
 				}
 				return

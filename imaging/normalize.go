@@ -36,6 +36,13 @@ const (
 	// multiplied and a power kept it so; a log turns it into a constant
 	// spread (slope ≈ 0).
 	powerSlope = 0.6
+	// minCorrelatedShare is the least share of the brightest patches'
+	// variance that neighbouring rows must share for the correlated
+	// spread to be read (see correlatedSlope): a device's speckle spans
+	// its axial resolution, two rows or more; noise added after the
+	// encoding is white and shares none, nor does a phantom's
+	// pixel-wise speckle.
+	minCorrelatedShare = 0.2
 )
 
 // Intensity is what Normalize found out about a volume's levels.
@@ -49,6 +56,11 @@ type Intensity struct {
 	// SpreadSlope is the log-log slope of speckle spread against level
 	// that told Power from Log.
 	SpreadSlope float64 `json:"spreadSlope"`
+	// CorrelatedSlope is the same slope for the spread neighbouring rows
+	// share, which noise added after the encoding (white) does not
+	// reach; read when SpreadSlope says log but the speckle is
+	// correlated over rows. 0 when not read.
+	CorrelatedSlope float64 `json:"correlatedSlope,omitempty"`
 	// Background and Bright are the levels taken as background and as
 	// the brightest tissue.
 	Background float64 `json:"background"`
@@ -88,8 +100,20 @@ func Normalize(v *Volume) (*Volume, Intensity) {
 		return flat()
 	}
 	in.SpreadSlope = spreadSlope(v)
+	power := in.SpreadSlope >= powerSlope || math.IsNaN(in.SpreadSlope)
+	if !power {
+		// Noise added after the encoding (white, the same at every
+		// level) flattens the spread of the dark levels and makes a
+		// power look like a log. The spread neighbouring rows share is
+		// the device's speckle alone: if it still grows with the level,
+		// the levels are a power.
+		if cs := correlatedSlope(v); !math.IsNaN(cs) {
+			in.CorrelatedSlope = round3(cs)
+			power = cs >= powerSlope
+		}
+	}
 	var toWorking func(x float64) float64
-	if in.SpreadSlope >= powerSlope || math.IsNaN(in.SpreadSlope) {
+	if power {
 		exp := math.Log(hi/lo) / math.Log(workingRange)
 		in.Encoding, in.Exponent = Power, round3(exp)
 		if math.Abs(exp-1) < 0.15 {
@@ -136,14 +160,15 @@ func sampleLevels(v *Volume) ([]float32, float64) {
 	return s, float64(zeros) / float64(max(n, 1))
 }
 
-// spreadSlope fits log(spread) against log(level) over 8 × 8 patches:
-// patches are binned by level in ten bins, and each bin's lower-quartile
-// spread (the homogeneous patches, not those across an edge) is one
-// point. NaN when there are too few patches to tell.
-func spreadSlope(v *Volume) float64 {
+// levelPatch is one 8 × 8 patch of spreadPatches: its mean level, the
+// spread of its levels and their covariance between neighbouring rows.
+type levelPatch struct{ mean, sd, cov float64 }
+
+// spreadPatches returns the 8 × 8 patches of the volume (of up to about
+// 16 B-scans) that hold no level at 0 or below, sorted by mean level.
+func spreadPatches(v *Volume) []levelPatch {
 	const p = 8
-	type patch struct{ mean, sd float64 }
-	var patches []patch
+	var patches []levelPatch
 	stride := max(1, v.Frames/16) // enough B-scans to tell, fast on big cubes
 	for f := 0; f < v.Frames; f += stride {
 		img := v.Frame(f)
@@ -160,18 +185,37 @@ func spreadSlope(v *Volume) float64 {
 						s, ss = s+float64(x), ss+float64(x)*float64(x)
 					}
 				}
-				if ok {
-					m := s / (p * p)
-					patches = append(patches, patch{m, math.Sqrt(max(ss/(p*p)-m*m, 0))})
+				if !ok {
+					continue
 				}
+				m := s / (p * p)
+				var cov float64
+				for y := r; y+1 < r+p; y++ {
+					for x := c; x < c+p; x++ {
+						cov += (float64(img[y*v.Cols+x]) - m) * (float64(img[(y+1)*v.Cols+x]) - m)
+					}
+				}
+				patches = append(patches, levelPatch{m, math.Sqrt(max(ss/(p*p)-m*m, 0)), cov / (p * (p - 1))})
 			}
 		}
 	}
+	slices.SortFunc(patches, func(a, b levelPatch) int { return cmp.Compare(a.mean, b.mean) })
+	return patches
+}
+
+// spreadBins is how many level bins the spread is fitted over.
+const spreadBins = 10
+
+// spreadSlope fits log(spread) against log(level) over 8 × 8 patches:
+// patches are binned by level in ten bins, and each bin's lower-quartile
+// spread (the homogeneous patches, not those across an edge) is one
+// point. NaN when there are too few patches to tell.
+func spreadSlope(v *Volume) float64 {
+	patches := spreadPatches(v)
 	if len(patches) < 100 {
 		return math.NaN()
 	}
-	slices.SortFunc(patches, func(a, b patch) int { return cmp.Compare(a.mean, b.mean) })
-	const bins = 10
+	const bins = spreadBins
 	var xs, ys []float64
 	sds := make([]float64, 0, len(patches)/bins+1)
 	for b := range bins {
@@ -187,6 +231,57 @@ func spreadSlope(v *Volume) float64 {
 			xs, ys = append(xs, math.Log(mean/float64(len(bin)))), append(ys, math.Log(sd))
 		}
 	}
+	return fitSlope(xs, ys)
+}
+
+// correlatedSlope fits log(spread) against log(level) as spreadSlope
+// does, for the spread neighbouring rows share: in each level bin, over
+// its more homogeneous half (spread under the bin's median), the square
+// root of the mean covariance between neighbouring rows. Noise added to
+// the levels after the encoding is white: it adds to every patch's
+// spread but not to that covariance, so the slope still tells a power
+// (≈ 1) from a log (≈ 0) under it. NaN when the rows share too little
+// (under minCorrelatedShare of the variance in the three brightest
+// bins: speckle drawn pixel by pixel, as the phantom's is) or too few
+// bins share any.
+func correlatedSlope(v *Volume) float64 {
+	patches := spreadPatches(v)
+	if len(patches) < 100 {
+		return math.NaN()
+	}
+	const bins = spreadBins
+	var xs, ys []float64
+	var brightCov, brightVar float64
+	for b := range bins {
+		bin := slices.Clone(patches[b*len(patches)/bins : (b+1)*len(patches)/bins])
+		var mean float64
+		for _, x := range bin {
+			mean += x.mean
+		}
+		mean /= float64(len(bin))
+		slices.SortFunc(bin, func(a, b levelPatch) int { return cmp.Compare(a.sd, b.sd) })
+		var cov, vr float64
+		half := bin[:max(1, len(bin)/2)]
+		for _, x := range half {
+			cov, vr = cov+x.cov, vr+x.sd*x.sd
+		}
+		cov, vr = cov/float64(len(half)), vr/float64(len(half))
+		if b >= bins-3 {
+			brightCov, brightVar = brightCov+cov, brightVar+vr
+		}
+		if cov > 0 && mean > 0 {
+			xs, ys = append(xs, math.Log(mean)), append(ys, 0.5*math.Log(cov))
+		}
+	}
+	if !(brightCov >= minCorrelatedShare*brightVar) || brightVar == 0 {
+		return math.NaN()
+	}
+	return fitSlope(xs, ys)
+}
+
+// fitSlope is the least-squares slope of ys against xs; NaN with fewer
+// than three points or no spread in xs.
+func fitSlope(xs, ys []float64) float64 {
 	if len(xs) < 3 {
 		return math.NaN()
 	}

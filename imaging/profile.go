@@ -3,6 +3,7 @@ package imaging
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -144,6 +145,13 @@ type RNFLMeasurements struct {
 	// RetinaMeanUm is the mean retinal thickness (ILM to BM) around the
 	// circle.
 	RetinaMeanUm float64 `json:"retinaMeanUm"`
+	// VesselShadowFraction is the share of the circle's A-scans that lie
+	// in a large vessel's shadow, where the image shows no RNFL/GCL
+	// boundary (see vesselShadows): there the boundary is bridged, in a
+	// straight line between the nearest A-scans either side outside the
+	// shadows, and the thickness runs from the ILM (over the vessel) to
+	// it, as devices draw it.
+	VesselShadowFraction float64 `json:"vesselShadowFraction,omitempty"`
 }
 
 // rnflSector names the sector of an angle (degrees from the temporal
@@ -166,6 +174,12 @@ func rnflSector(deg float64) string {
 
 // MeasureRNFL measures a circle scan's gradable A-scans (mask, nil: all).
 func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
+	return measureRNFL(v, l, mask, nil)
+}
+
+// measureRNFL is MeasureRNFL with the RNFL/GCL boundary bridged over
+// the A-scans in shadow (nil: none; see VesselShadowFraction).
+func measureRNFL(v *Volume, l *Layers, mask, shadow []bool) (*RNFLMeasurements, error) {
 	if v.Frames != 1 || l.Frames != 1 || l.Cols != v.Cols || !l.has(ILM, RNFLGCL, BM) {
 		return nil, invalidf("a circle scan has one B-scan and its ILM, RNFL/GCL and BM")
 	}
@@ -175,14 +189,18 @@ func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
 		CircumferenceMm: round3(circ), DiameterMm: round3(circ / math.Pi)}
 	sums, counts, all := map[string]float64{}, map[string]int{}, map[string]int{}
 	var sum, retina float64
-	var n int
+	var n, shadowed int
+	nfl := bridgeCircle(l.Boundaries[RNFLGCL], shadow)
 	for c := range v.Cols {
 		sec := rnflSector(360 * float64(c) / float64(v.Cols))
 		all[sec]++
+		if len(shadow) == v.Cols && shadow[c] {
+			shadowed++
+		}
 		if !mask[c] {
 			continue
 		}
-		t := float64(l.Boundaries[RNFLGCL][c]-l.Boundaries[ILM][c]) * v.Spacing.AxialUm
+		t := float64(nfl[c]-l.Boundaries[ILM][c]) * v.Spacing.AxialUm
 		m.ProfileUm[c] = float32(math.Round(t*10) / 10)
 		sums[sec] += t
 		counts[sec]++
@@ -217,7 +235,35 @@ func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
 	}
 	m.GlobalUm, m.RetinaMeanUm = round1(global), round1(retina/float64(n))
 	m.GradableFraction = round3(float64(n) / float64(v.Cols))
+	m.VesselShadowFraction = round3(float64(shadowed) / float64(v.Cols))
 	return m, nil
+}
+
+// bridgeCircle returns rows (one B-scan of a circle, which closes on
+// itself) with the A-scans in skip (nil: none) replaced by the straight
+// line between the nearest A-scans either side outside skip, around the
+// circle; rows itself when nothing is skipped or everything is.
+func bridgeCircle(rows []float32, skip []bool) []float32 {
+	n := len(rows)
+	if len(skip) != n || !slices.Contains(skip, true) || !slices.Contains(skip, false) {
+		return rows
+	}
+	out := slices.Clone(rows)
+	for c := range n {
+		if !skip[c] {
+			continue
+		}
+		a, b := 1, 1
+		for skip[(c-a+n)%n] {
+			a++
+		}
+		for skip[(c+b)%n] {
+			b++
+		}
+		ra, rb := rows[(c-a+n)%n], rows[(c+b)%n]
+		out[c] = ra + (rb-ra)*float32(a)/float32(a+b)
+	}
+	return out
 }
 
 func allIfNil(mask []bool, n int) []bool {
