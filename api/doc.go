@@ -1,0 +1,48 @@
+// Package api is octflow's HTTP gateway (Echo) and the client of it.
+// Devices and DICOM routers submit exams; clinicians read status,
+// timelines and reports, review them and follow report-ready events;
+// admins see queues and GPU nodes and rerun dead exams. The routes are
+// in server.go (New), the contract in openapi.yaml, served at
+// /openapi.yaml; docs/api.md is its prose.
+//
+// A tour, in the order a request meets it:
+//
+//   - Who is asking: auth.go turns a bearer token into a Principal (a
+//     role, a device, its campuses; only tokens' SHA-256 are
+//     configured), tenant.go scopes every exam route to the caller's
+//     campuses (another campus's exam answers 404, like a missing one).
+//   - The upload: submit.go is POST /v1/exams and stow.go DICOMweb
+//     STOW-RS; both feed one intake. ratelimit.go paces each device,
+//     spool.go holds the body on disk, encrypted with a key that lives
+//     only in the request, budget.go bounds the memory of the scans
+//     being validated, validate.go checks the DICOM and de-identifies
+//     it. Nothing is stored and no workflow starts unless the whole
+//     request is valid.
+//   - Naming the exam: pseudonym.go turns a device's exam ID into the
+//     exam's reference (a keyed hash within its campus) and a patient
+//     ID into a pseudonym; the reference names the workflow
+//     (contract.ExamWorkflowID), whose start with use-existing on
+//     conflict makes a resend idempotent. examrecord.go writes the
+//     exam's own record next to its objects.
+//   - Reading it back: status.go and timeline.go answer GET
+//     /v1/exams/{id} and its /events from lifecycle's fold of the
+//     workflows' histories; exams.go serves the report; review.go
+//     delivers a clinician's decision as an Update to the review
+//     workflow; rerun.go starts a dead exam again; notifications.go is
+//     the Server-Sent Events stream read from the campus's inbox
+//     workflow.
+//   - Operating it: queues.go and nodes.go (GET /v1/queues, /v1/nodes,
+//     breaker reset), metrics.go (the gauges read from Temporal at
+//     scrape), codec.go and codec_session.go (the Web UI's codec
+//     endpoint, opening a payload only for a caller of its campus).
+//   - Every answer: problem.go writes RFC 9457 problem+json with a
+//     stable type; audit.go records one IHE ATNA audit message per
+//     access decision, allowed or refused, before the answer leaves.
+//
+// Client (client.go) is the Go client octflow submit, the benchmark and
+// the tests use.
+//
+// The gateway keeps no exam state of its own: exams live in Temporal and the
+// object store, so any number of api processes can serve. The package runs no
+// workflow code and no image stage.
+package api
