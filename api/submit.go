@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,9 +21,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // SubmitMeta is the JSON "meta" part of POST /v1/exams.
@@ -159,6 +162,11 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 			return nil, err
 		}
 	}
+	// The original identity, sealed, before the scan: a stored scan
+	// always has its way back (see keepIdentity).
+	if err := s.keepIdentity(ctx, ref, up); err != nil {
+		return nil, err
+	}
 	if err := s.storeClean(ctx, sub.ScanKey, clean); err != nil {
 		return nil, err
 	}
@@ -247,6 +255,9 @@ func (s *Server) admitKnown(ctx context.Context, f *examFound, up *upload, clean
 	if err := s.ensureRecord(ctx, exam.Record{Exam: f.ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: created}); err != nil {
 		return nil, err
 	}
+	if err := s.ensureIdentity(ctx, f.ref, up); err != nil {
+		return nil, err
+	}
 	key := exam.ScanKey(f.ref, up.digest)
 	switch ok, err := s.cfg.Store.Exists(ctx, key); {
 	case err != nil:
@@ -285,7 +296,76 @@ func (s *Server) admitRecorded(ctx context.Context, rec *exam.Record, up *upload
 			zap.String("campus", rec.Exam.Campus), zap.String("examId", rec.Exam.ID))
 		return nil, nil
 	}
+	if err := s.ensureIdentity(ctx, rec.Exam, up); err != nil {
+		return nil, err
+	}
 	return &admission{ref: rec.Exam, code: http.StatusOK, status: archivedStatus(rec)}, nil
+}
+
+// keepIdentity keeps what the results need of the scan's original
+// identity (octdicom.Identity: the patient, the study, the source series
+// and instance) for the way back to the PACS: read from the upload as
+// sent, which only the spool holds (encrypted), sealed for the exam's
+// campus with the payload codec's keys, and stored with the exam's
+// objects under the upload's digest (exam.IdentityKey), so it is kept as
+// long as the scan it was read from. It exists in clear only in this
+// request's memory; it never goes to Temporal, a log or a metric.
+//
+// A scan that names no study, series or instance has no way back (a
+// phantom, say): the exam runs and nothing is kept. So it is, with a
+// warning, when the identity cannot be read (the scan was read whole by
+// validation, so that is the gateway's own fault): the exam is not
+// refused for it, and its export says the identity is missing. Without
+// octflow's payload codec (Config.PayloadCodec) nothing can be sealed,
+// and nothing is kept. A failed put is 503, as for the scan.
+func (s *Server) keepIdentity(ctx context.Context, ref exam.Ref, up *upload) error {
+	sealer, ok := s.cfg.PayloadCodec.(*codec.Codec)
+	if !ok {
+		s.cfg.Logger.Debug("no payload codec: the scan's identity is not kept, and its results cannot be filed back",
+			zap.String("campus", ref.Campus), zap.String("examId", ref.ID))
+		return nil
+	}
+	r, err := up.scan.reader()
+	if err != nil {
+		return fmt.Errorf("read spooled upload: %w", err)
+	}
+	id, err := octdicom.ReadIdentity(r, up.size)
+	if err != nil {
+		// The error names structure, never a value.
+		level := zap.WarnLevel
+		if errors.Is(err, octdicom.ErrNoIdentity) {
+			level = zap.InfoLevel
+		}
+		s.cfg.Logger.Log(level, "the scan's identity is not kept; its results cannot be filed back",
+			zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Error(err))
+		return nil
+	}
+	id.Exam, id.ScanDigest = ref, up.digest
+	sealed, err := octdicom.SealIdentity(sealer, id)
+	if err != nil {
+		return fmt.Errorf("keep identity: %w", err)
+	}
+	if err := s.cfg.Store.Put(ctx, exam.IdentityKey(ref, up.digest), bytes.NewReader(sealed), int64(len(sealed)),
+		octdicom.IdentityContentType); err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	}
+	return nil
+}
+
+// ensureIdentity keeps the identity of a resent scan whose exam has none
+// (accepted before identities were kept): the resend is the way back's
+// second chance.
+func (s *Server) ensureIdentity(ctx context.Context, ref exam.Ref, up *upload) error {
+	if _, ok := s.cfg.PayloadCodec.(*codec.Codec); !ok {
+		return nil
+	}
+	switch ok, err := s.cfg.Store.Exists(ctx, exam.IdentityKey(ref, up.digest)); {
+	case err != nil:
+		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+	case ok:
+		return nil
+	}
+	return s.keepIdentity(ctx, ref, up)
 }
 
 func examLocation(ref exam.Ref) string {

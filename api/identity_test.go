@@ -1,0 +1,124 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"octflow/codec"
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/octdicom"
+)
+
+// A scan's original identity is kept for the way back sealed for its
+// campus, under the exam's own prefix and the upload's digest: the
+// stored object holds no identifier in clear and opens only for that
+// campus and exam. A resend of a scan whose exam has it stores nothing
+// more; a scan that names no study keeps nothing; without the payload
+// codec's keys nothing is kept.
+func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
+	keys, err := codec.NewKeys("2026-12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	scan := func(h imaging.Header) []byte {
+		var b bytes.Buffer
+		if err := imaging.WriteDICOM(&b, p.Volume, h); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	id := imaging.Identity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-2026-77",
+		ReferringPhysician: "Who^Doctor", StudyDate: "20261130"}
+	named := scan(imaging.Header{SOPInstanceUID: "1.2.826.0.1.99.3", StudyInstanceUID: "1.2.826.0.1.99",
+		SeriesInstanceUID: "1.2.826.0.1.99.2", PatientID: "PID-4711", Identity: &id})
+	identifiers := []string{"Doe^John", "PID-4711", "19610203", "ACC-2026-77", "Who^Doctor", "1.2.826.0.1.99"}
+	unnamed := scan(imaging.Header{SOPInstanceUID: "1.2.826.0.1.98.3", PatientID: "PID-4711"})
+
+	pseudonyms := NewPseudonymizer([]byte("0123456789abcdef"))
+	ref := pseudonyms.ExamRef("north", "E-1")
+	upload := func(t *testing.T, srv *Server, b []byte) *upload {
+		up := &upload{}
+		t.Cleanup(up.close)
+		if err := srv.spoolScan(up, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		return up
+	}
+	ctx := context.Background()
+
+	t.Run("sealed with the exam", func(t *testing.T) {
+		store := &conflictStore{objects: map[string][]byte{}}
+		srv := newServer(t, Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: sealer})
+		up := upload(t, srv, named)
+		if err := srv.keepIdentity(ctx, ref, up); err != nil {
+			t.Fatal(err)
+		}
+		key := exam.IdentityKey(ref, up.digest)
+		if len(store.puts) != 1 || store.puts[0] != key {
+			t.Fatalf("stored %v, want only %s", store.puts, key)
+		}
+		if !strings.HasPrefix(key, exam.ScansPrefix+ref.Campus+"/"+ref.ID+"/") {
+			t.Errorf("the identity's key %s is not under the exam's prefix", key)
+		}
+		sealed := store.objects[key]
+		for _, v := range identifiers {
+			if bytes.Contains(sealed, []byte(v)) || strings.Contains(key, v) {
+				t.Errorf("the stored identity holds %q in clear", v)
+			}
+		}
+		got, err := octdicom.OpenIdentity(sealer, ref, sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.PatientID != "PID-4711" || got.PatientName != "Doe^John" || got.StudyInstanceUID != "1.2.826.0.1.99" ||
+			got.SOPInstanceUID != "1.2.826.0.1.99.3" || got.ScanDigest != up.digest || got.Exam != ref {
+			t.Errorf("opened %+v", got)
+		}
+		if _, err := octdicom.OpenIdentity(sealer, pseudonyms.ExamRef("south", "E-1"), sealed); !errors.Is(err, octdicom.ErrWrongCampus) {
+			t.Errorf("opened for another campus: %v", err)
+		}
+		// A resend: the identity is there, nothing more is stored.
+		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || len(store.puts) != 1 {
+			t.Errorf("a resend stored %v (%v)", store.puts, err)
+		}
+		// An exam accepted before identities were kept gets it on a resend.
+		delete(store.objects, key)
+		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || store.objects[key] == nil {
+			t.Errorf("a resend did not restore the identity (%v)", err)
+		}
+	})
+
+	cases := []struct {
+		name  string
+		codec *codec.Codec
+		scan  []byte
+	}{
+		{"a scan that names no study", sealer, unnamed},
+		{"a gateway without the codec's keys", nil, named},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := &conflictStore{objects: map[string][]byte{}}
+			cfg := Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store}
+			if c.codec != nil {
+				cfg.PayloadCodec = c.codec
+			}
+			srv := newServer(t, cfg)
+			if err := srv.keepIdentity(ctx, ref, upload(t, srv, c.scan)); err != nil {
+				t.Fatal(err)
+			}
+			if len(store.puts) != 0 {
+				t.Errorf("stored %v", store.puts)
+			}
+		})
+	}
+}
