@@ -16,8 +16,9 @@
 //     spool.go holds the body on disk, encrypted with a key that lives
 //     only in the request, budget.go bounds the memory of the scans
 //     being validated, validate.go checks the DICOM and de-identifies
-//     it. Nothing is stored and no workflow starts unless the whole
-//     request is valid.
+//     it; the scan's original identity is kept only sealed for its
+//     campus (octdicom), for filing the results back. Nothing is stored
+//     and no workflow starts unless the whole request is valid.
 //   - Naming the exam: pseudonym.go turns a device's exam ID into the
 //     exam's reference (a keyed hash within its campus) and a patient
 //     ID into a pseudonym; the reference names the workflow
