@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"maps"
+	"math"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,10 +28,13 @@ import (
 	"github.com/suyashkumar/dicom/pkg/uid"
 
 	"octflow/api"
+	"octflow/codec"
 	"octflow/devstack"
+	"octflow/exam"
 	"octflow/imaging"
 	"octflow/imaging/hostile"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 // stowAnswer is a STOW-RS answer in DICOM JSON: attribute → {vr, Value}.
@@ -465,4 +471,202 @@ func (o *orthancProc) call(method, path string, body io.Reader, v any) {
 			o.t.Fatalf("Orthanc %s %s: %s: %v", method, path, b, err)
 		}
 	}
+}
+
+// The way back: a real SPECTRALIS circle scan and a phantom macular cube,
+// each naming its patient and study, are stored by STOW-RS and complete;
+// each exam keeps its scan's original identity sealed with its objects,
+// and nothing octflow keeps (its objects, Temporal's database, the logs)
+// holds an identifier in clear. From what the exam stored (the sealed
+// identity, report.json and report.pdf) octdicom builds the objects an
+// export sends: Orthanc, holding the source scans, files them in each
+// source study under the original patient, and the cube's Macular Grid
+// SR gives the JSON report's central subfield thickness.
+func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
+	plugin := needOrthanc(t)
+	h := newHarness(t, 1)
+	ctx := context.Background()
+	circle, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := imaging.NewPhantom(small(271))
+	var cube bytes.Buffer
+	if err := imaging.WriteDICOM(&cube, p.Volume, imaging.Header{SOPInstanceUID: "2.25.27101", StudyInstanceUID: "2.25.27102",
+		SeriesInstanceUID: "2.25.27103", PatientID: "WAYBACK-PATIENT-7", Identity: &imaging.Identity{PatientName: "Wayback^Wilma",
+			PatientBirthDate: "19480229", AccessionNumber: "WAYBACK-ACC-1", ReferringPhysician: "Referrer^Rita", StudyDate: "20261201"}}); err != nil {
+		t.Fatal(err)
+	}
+	identifying := []string{"REALDATA-0001", "ANONYMOUS^REALDATA", "1.2.826.0.1.3680043.8.498.13019889701938346699576145289637688233",
+		"WAYBACK-PATIENT-7", "Wayback^Wilma", "19480229", "WAYBACK-ACC-1", "Referrer^Rita", "2.25.27102"}
+
+	code, a := h.stow(h.sys.Secrets.Router, "urgent", circle, cube.Bytes())
+	if code != http.StatusOK || len(a.items(t, "00081199")) != 2 {
+		t.Fatalf("STOW-RS of the two scans: %d %v", code, a)
+	}
+	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
+	sealer, err := codec.Open(h.sys.Secrets.CodecKeysFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		scan  []byte
+		kinds []string
+	}{
+		{"the circle scan", circle, []string{"pdf"}},
+		{"the cube", cube.Bytes(), []string{"pdf", "sr"}},
+	} {
+		id, err := octdicom.ReadIdentity(bytes.NewReader(c.scan), int64(len(c.scan)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := h.ref("sop:" + id.SOPInstanceUID)
+		st := waitExam(t, h.clin, ref.ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+		if st.State != lifecycle.Completed || st.Report == nil {
+			t.Fatalf("%s: the exam ended %s", c.name, st.State)
+		}
+		// The exam's identity, sealed, under its own prefix.
+		var sealed []byte
+		for _, k := range h.storedKeys(exam.ScansPrefix + ref.Campus + "/" + ref.ID + "/") {
+			if strings.Contains(k, "/identity-") {
+				sealed = h.read(k)
+			}
+		}
+		if sealed == nil {
+			t.Fatalf("%s: the exam keeps no identity", c.name)
+		}
+		rep, _ := h.readReport(st.Report.JSONKey)
+		objs, err := octdicom.ResultsFromSealed(sealer, ref, sealed, &rep, h.read(st.Report.PDFKey), octdicom.Software{Version: "test"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var kinds []string
+		for _, o := range objs {
+			kinds = append(kinds, o.Kind)
+		}
+		if !slices.Equal(kinds, c.kinds) {
+			t.Fatalf("%s: objects %v, want %v (report: %s, %s, measurable %v)", c.name, kinds, c.kinds, rep.ScanPattern,
+				rep.Quality.Gradable, rep.Measurable)
+		}
+		orthanc.call(http.MethodPost, "/instances", bytes.NewReader(c.scan), nil)
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for _, o := range objs {
+			w, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+			_, _ = w.Write(o.Part10)
+		}
+		_ = mw.Close()
+		req, _ := http.NewRequest(http.MethodPost, orthanc.base+"/dicom-web/studies", &body)
+		req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var stowed stowAnswer
+		if err := json.Unmarshal(answer, &stowed); err != nil || resp.StatusCode != http.StatusOK ||
+			len(stowed.items(t, "00081198")) != 0 || len(stowed.items(t, "00081199")) != len(objs) {
+			t.Fatalf("%s: Orthanc's STOW-RS answered %d %s", c.name, resp.StatusCode, answer)
+		}
+		var found []map[string]struct{ Value []any }
+		orthanc.call(http.MethodGet, "/dicom-web/studies/"+id.StudyInstanceUID+"/instances?includefield=00100020", nil, &found)
+		if len(found) != 1+len(objs) {
+			t.Errorf("%s: the source study holds %d instances, want the scan and %d results", c.name, len(found), len(objs))
+		}
+		for _, f := range found {
+			if v := f["00100020"].Value; len(v) != 1 || v[0] != id.PatientID {
+				t.Errorf("%s: an instance of the study is filed under patient %v", c.name, v)
+			}
+		}
+		for _, o := range objs {
+			if o.Kind != "sr" {
+				continue
+			}
+			ds, err := dicom.Parse(bytes.NewReader(o.Part10), int64(len(o.Part10)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A DS holds 16 characters: the report's figure to within them.
+			got, ok := srNumber(ds.Elements, "57109-1")
+			if want := rep.Measurements.CentralSubfieldThicknessUm; !ok || math.Abs(got-want) > 1e-9*want {
+				t.Errorf("%s: the SR's central subfield thickness %v (found %v), the report's %v", c.name, got, ok, want)
+			}
+		}
+	}
+	// Nothing octflow keeps holds an identifier in clear.
+	keys, err := h.store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		b := h.read(k)
+		for _, v := range identifying {
+			if bytes.Contains(b, []byte(v)) || strings.Contains(k, v) {
+				t.Errorf("stored object %s holds %q", k, v)
+			}
+		}
+	}
+	raw := readDatabase(t, h.sys.Stack.DataDir())
+	logs := h.logs.String()
+	for _, v := range identifying {
+		if bytes.Contains(raw, []byte(v)) {
+			t.Errorf("Temporal's database holds %q", v)
+		}
+		if strings.Contains(logs, v) {
+			t.Errorf("the logs hold %q", v)
+		}
+	}
+}
+
+// srNumber is the Numeric Value of the first NUM content item, in an SR
+// content tree, whose concept is the code value concept.
+func srNumber(els []*dicom.Element, concept string) (float64, bool) {
+	items := func(el *dicom.Element) [][]*dicom.Element {
+		var out [][]*dicom.Element
+		seq, _ := el.Value.GetValue().([]*dicom.SequenceItemValue)
+		for _, it := range seq {
+			if els, ok := it.GetValue().([]*dicom.Element); ok {
+				out = append(out, els)
+			}
+		}
+		return out
+	}
+	str := func(els []*dicom.Element, tg tag.Tag) string {
+		for _, el := range els {
+			if v, ok := el.Value.GetValue().([]string); ok && el.Tag == tg && len(v) > 0 {
+				return strings.TrimSpace(v[0])
+			}
+		}
+		return ""
+	}
+	var name bool
+	var value string
+	for _, el := range els {
+		switch el.Tag {
+		case tag.ConceptNameCodeSequence:
+			for _, it := range items(el) {
+				name = name || str(it, tag.CodeValue) == concept
+			}
+		case tag.MeasuredValueSequence:
+			for _, it := range items(el) {
+				value = str(it, tag.NumericValue)
+			}
+		}
+	}
+	if name && value != "" {
+		v, err := strconv.ParseFloat(value, 64)
+		return v, err == nil
+	}
+	for _, el := range els {
+		if el.Tag == tag.ContentSequence {
+			for _, it := range items(el) {
+				if v, ok := srNumber(it, concept); ok {
+					return v, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
