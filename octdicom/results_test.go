@@ -153,6 +153,15 @@ func TestResultsFileEachExamInItsSourceStudy(t *testing.T) {
 						t.Errorf("%s %v = %q, want %q", o.Kind, want.t, got, want.v)
 					}
 				}
+				if o.Kind == "sr" {
+					// Enhanced General Equipment, Type 1 throughout (dciodvfy
+					// checks the SR as an Enhanced SR, which lacks it).
+					for _, tg := range []tag.Tag{tag.Manufacturer, tag.ManufacturerModelName, tag.DeviceSerialNumber, tag.SoftwareVersions} {
+						if value(t, ds, tg) == "" {
+							t.Errorf("sr: %v is empty", tg)
+						}
+					}
+				}
 				if o.SeriesInstanceUID == id.SeriesInstanceUID || o.SOPInstanceUID == id.SOPInstanceUID {
 					t.Errorf("%s reuses the source's series or instance UID", o.Kind)
 				}
