@@ -98,6 +98,11 @@ func identityField(id *Identity, t tag.Tag) *string {
 	return nil
 }
 
+// errUnparsable is ReadIdentity's refusal of a header the DICOM library
+// cannot parse. The library's own errors, and its panics, may quote an
+// element's value (a patient's name): they are not passed on.
+var errUnparsable = errors.New("read identity: the header cannot be parsed")
+
 // ReadIdentity reads the identity of a DICOM object of size bytes (Part
 // 10, as a device sends it): its header only, up to the first element
 // past Image Laterality (0020,0062), never its pixel data. The caller has
@@ -109,12 +114,12 @@ func ReadIdentity(r io.Reader, size int64) (id Identity, err error) {
 		// The parser trusts the file's lengths; a damaged file must not
 		// take the process down.
 		if p := recover(); p != nil {
-			id, err = Identity{}, fmt.Errorf("read identity: the DICOM parser failed: %v", p)
+			id, err = Identity{}, errUnparsable
 		}
 	}()
 	p, err := dicom.NewParser(bufio.NewReaderSize(r, int(min(max(size, 16), 64<<10))), size, nil, dicom.SkipPixelData())
 	if err != nil {
-		return Identity{}, fmt.Errorf("read identity: %w", err)
+		return Identity{}, errUnparsable
 	}
 	for {
 		el, err := p.Next()
@@ -122,7 +127,7 @@ func ReadIdentity(r io.Reader, size int64) (id Identity, err error) {
 			break
 		}
 		if err != nil {
-			return Identity{}, fmt.Errorf("read identity: %w", err)
+			return Identity{}, errUnparsable
 		}
 		if tag.ImageLaterality.Compare(el.Tag) < 0 {
 			break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"octflow/imaging"
@@ -65,6 +66,12 @@ func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 	if err := imaging.WriteDICOM(&noUIDs, p.Volume, imaging.Header{SOPInstanceUID: "1.2.3.1"}); err != nil {
 		t.Fatal(err)
 	}
+	orig, err := os.ReadFile(realScan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut inside the Patient ID's value, which the library would quote.
+	cut := orig[:bytes.Index(orig, []byte("REALDATA-0001"))+4]
 	cases := []struct {
 		name string
 		b    []byte
@@ -72,6 +79,7 @@ func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 	}{
 		{"not DICOM", []byte("not a DICOM object at all, just text"), nil},
 		{"no study or series UID", noUIDs.Bytes(), ErrNoIdentity},
+		{"cut inside the patient's ID", cut, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +89,9 @@ func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 			}
 			if c.want != nil && !errors.Is(err, c.want) {
 				t.Errorf("error %v, want %v", err, c.want)
+			}
+			if strings.Contains(err.Error(), "REAL") || strings.Contains(err.Error(), "ANONYMOUS") {
+				t.Errorf("the error quotes the scan: %v", err)
 			}
 		})
 	}

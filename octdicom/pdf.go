@@ -15,7 +15,7 @@ func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		return Object{}, errResult("pdf", errors.New("the report is not a PDF"))
 	}
-	obj := Object{Kind: "pdf", SOPClassUID: EncapsulatedPDFSOPClass, SOPInstanceUID: b.uid("pdf-instance"),
+	obj := Object{Kind: KindPDF, SOPClassUID: EncapsulatedPDFSOPClass, SOPInstanceUID: b.uid("pdf-instance"),
 		SeriesInstanceUID: b.uid("pdf-series"), StudyInstanceUID: b.id.StudyInstanceUID}
 	e := &elems{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "DOC", obj.SeriesInstanceUID, pdfSeriesNumber, "octflow OCT report (PDF)")

@@ -41,10 +41,17 @@ type Software struct {
 	Version string
 }
 
+// Kinds of Object.
+const (
+	// KindPDF is the report as an Encapsulated PDF.
+	KindPDF = "pdf"
+	// KindMacularGridSR is the Macular Grid Thickness and Volume Report.
+	KindMacularGridSR = "sr"
+)
+
 // Object is one DICOM instance to send to the PACS.
 type Object struct {
-	// Kind says what it is: "pdf" (Encapsulated PDF) or "sr" (Macular
-	// Grid Thickness and Volume Report).
+	// Kind says what it is: KindPDF or KindMacularGridSR.
 	Kind              string
 	SOPClassUID       string
 	SOPInstanceUID    string

@@ -55,7 +55,7 @@ func notMeasuredQualifier() *elems { return code("114007", "DCM", "Measurement n
 // is present without a value, with a Numeric Value Qualifier, and a
 // comment says why; a last comment gives the quality gate's verdict.
 func (b *builder) macularGridSR() (Object, error) {
-	obj := Object{Kind: "sr", SOPClassUID: MacularGridSOPClass, SOPInstanceUID: b.uid("sr-instance"),
+	obj := Object{Kind: KindMacularGridSR, SOPClassUID: MacularGridSOPClass, SOPInstanceUID: b.uid("sr-instance"),
 		SeriesInstanceUID: b.uid("sr-series"), StudyInstanceUID: b.id.StudyInstanceUID}
 	e := &elems{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "SR", obj.SeriesInstanceUID, srSeriesNumber,
