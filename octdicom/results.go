@@ -3,6 +3,7 @@ package octdicom
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -260,3 +261,33 @@ func cut(s string, n int) string {
 
 // errResult wraps a writer's failure with the object it was making.
 func errResult(kind string, err error) error { return fmt.Errorf("results: %s: %w", kind, err) }
+
+// BuildSoftware is Software naming this binary: its module's version
+// when it is a release, else its VCS revision (12 digits, "+dirty" when
+// built from a modified tree), else "devel".
+func BuildSoftware() Software {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Software{Version: "devel"}
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return Software{Version: v}
+	}
+	var rev string
+	var dirty bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(12, len(s.Value))]
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	switch {
+	case rev == "":
+		return Software{Version: "devel"}
+	case dirty:
+		return Software{Version: rev + "+dirty"}
+	}
+	return Software{Version: rev}
+}
