@@ -144,11 +144,21 @@ func (b *builder) uid(role string) string {
 }
 
 // characterSet is the Specific Character Set the objects need: none for
-// ASCII, UTF-8 (ISO_IR 192) when the identity holds anything else (the
-// DICOM library decodes a source's character set into UTF-8).
+// ASCII, UTF-8 (ISO_IR 192) when any text they carry holds anything else:
+// the identity (the DICOM library decodes a source's character set into
+// UTF-8), or the report's words (reasons, algorithm names) and the
+// version.
 func (b *builder) characterSet() string {
-	for _, s := range []string{b.id.PatientName, b.id.PatientID, b.id.IssuerOfPatientID, b.id.StudyID, b.id.AccessionNumber,
-		b.id.ReferringPhysicianName, b.id.StudyDescription} {
+	texts := []string{b.id.PatientName, b.id.PatientID, b.id.IssuerOfPatientID, b.id.StudyID, b.id.AccessionNumber,
+		b.id.ReferringPhysicianName, b.id.StudyDescription, b.sw.Version}
+	texts = append(texts, b.rep.Quality.Reasons...)
+	for _, w := range b.rep.Withheld {
+		texts = append(texts, w.Reason)
+	}
+	for stage, algo := range b.rep.Algorithms {
+		texts = append(texts, stage, algo)
+	}
+	for _, s := range texts {
 		for i := 0; i < len(s); i++ {
 			if s[i] >= utf8.RuneSelf {
 				return "ISO_IR 192"

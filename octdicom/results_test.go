@@ -378,3 +378,35 @@ func TestEveryObjectPassesTheValidators(t *testing.T) {
 		}
 	}
 }
+
+// The objects declare UTF-8 exactly when some text they carry needs it.
+func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
+	ascii := testIdentity(testRef)
+	ascii.PatientName = "Mueller^Juergen"
+	withheldInWords := partialCube()
+	withheldInWords.Withheld[0].Reason = "the ILM is reliable in 41 % of subfield OT (≥ 60 % needed)"
+	cases := []struct {
+		name string
+		id   Identity
+		rep  *report.Report
+		want string
+	}{
+		{"an ASCII identity and report", ascii, partialCube(), ""},
+		{"a patient name in UTF-8", testIdentity(testRef), partialCube(), "ISO_IR 192"},
+		{"a reason in UTF-8", ascii, withheldInWords, "ISO_IR 192"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, o := range results(t, c.id, c.rep, renderPDF(t, c.rep)) {
+				ds := parse(t, o)
+				got := ""
+				if el, err := ds.FindElementByTag(tag.SpecificCharacterSet); err == nil {
+					got = strings.Join(el.Value.GetValue().([]string), `\`)
+				}
+				if got != c.want {
+					t.Errorf("%s: Specific Character Set %q, want %q", o.Kind, got, c.want)
+				}
+			}
+		})
+	}
+}
