@@ -2,6 +2,7 @@ package octdicom
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,6 +229,11 @@ func TestTheEncapsulatedPDFCarriesTheReport(t *testing.T) {
 	other := testIdentity(exam.Ref{Campus: "south", ID: testRef.ID})
 	if _, err := Results(other, rep, pdf, Software{}); err == nil {
 		t.Error("filed a report under another exam's identity")
+	}
+	nameless := testIdentity(testRef)
+	nameless.StudyInstanceUID = ""
+	if _, err := Results(nameless, rep, pdf, Software{}); !errors.Is(err, ErrNoIdentity) {
+		t.Errorf("filed a report in no study: %v", err)
 	}
 }
 
