@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -23,12 +25,46 @@ func historyFull(ctx workflow.Context, limit int) bool {
 	return info.GetCurrentHistoryLength() > limit || info.GetContinueAsNewSuggested()
 }
 
+// NodeRetention is how long the fleet keeps a node that went silent
+// without draining (killed, its host lost): long enough for the
+// OctflowNodeDown page to reach someone and for the node to come back
+// under its own ID, short enough that a node taken away for good stops
+// paging a day later.
+const NodeRetention = 24 * time.Hour
+
+// drainedAfter is how many of its report intervals a node that said it
+// was draining may stay silent before the fleet forgets it: it left on
+// purpose, so it is gone before the api would call it down (three
+// intervals) and no alert fires for it.
+const drainedAfter = 2
+
+// defaultReportInterval stands for a report's interval where it gives
+// none (gpuworker.Config.ReportEvery's default).
+const defaultReportInterval = 10 * time.Second
+
+// forgetAt is when the fleet forgets n unless it reports again.
+func forgetAt(n *contract.FleetNode) time.Time {
+	if n.Report.Draining {
+		interval := n.Report.Interval
+		if interval <= 0 {
+			interval = defaultReportInterval
+		}
+		return n.LastSeen.Add(drainedAfter * interval)
+	}
+	return n.LastSeen.Add(NodeRetention)
+}
+
 // FleetWorkflow keeps the latest report of every GPU node. Nodes signal
 // their status on an interval (signal-with-start, so the first node
 // creates it); the API reads the fleet with a query and resets a node's
 // breaker with an update, which the node applies at its next report. The
 // fleet's state is what the nodes last said, so losing it loses nothing:
 // the next round of reports rebuilds it.
+//
+// The fleet holds only the nodes that are supposed to be there: a node
+// that drained (scaled down, redeployed under another ID) is forgotten
+// once silent for two of its intervals, and one that went silent without
+// draining after NodeRetention; a node that reports again is back.
 func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 	if state.Nodes == nil {
 		state.Nodes = map[string]*contract.FleetNode{}
@@ -71,9 +107,65 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 		}
 		n.Report, n.LastSeen = r, workflow.Now(ctx)
 	}
+	// forget drops every node past its forgetAt; next is the earliest
+	// forgetAt of those left (zero: no node).
+	forget := func() (next time.Time) {
+		now := workflow.Now(ctx)
+		ids := make([]string, 0, len(state.Nodes))
+		// Sorted below: what is logged and kept does not depend on the
+		// map's order.
+		//workflowcheck:ignore
+		for id := range state.Nodes {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			at := forgetAt(state.Nodes[id])
+			if !now.Before(at) {
+				workflow.GetLogger(ctx).Info("node forgotten", "node", id, "draining", state.Nodes[id].Report.Draining,
+					"lastSeen", state.Nodes[id].LastSeen)
+				delete(state.Nodes, id)
+				continue
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+		return next
+	}
+	// One timer at a time, for the earliest node to forget; a report
+	// that brings that time forward (a node draining) replaces it.
+	var (
+		timer       workflow.Future
+		timerAt     time.Time
+		cancelTimer workflow.CancelFunc
+	)
 	for {
+		if next := forget(); !next.IsZero() && (timer == nil || next.Before(timerAt)) {
+			if cancelTimer != nil {
+				cancelTimer()
+			}
+			var tctx workflow.Context
+			tctx, cancelTimer = workflow.WithCancel(ctx)
+			timer, timerAt = workflow.NewTimer(tctx, next.Sub(workflow.Now(ctx))), next
+		}
 		var r contract.NodeReport
-		reports.Receive(ctx, &r)
+		got := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(reports, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, &r)
+			got = true
+		})
+		if timer != nil {
+			sel.AddFuture(timer, func(workflow.Future) { timer, cancelTimer = nil, nil })
+		}
+		sel.Select(ctx)
+		if err := ctx.Err(); err != nil {
+			return err // the fleet was canceled
+		}
+		if !got {
+			continue
+		}
 		receive(r)
 		if historyFull(ctx, state.HistoryLimit) {
 			// Take every report already delivered, let running updates

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -132,5 +133,66 @@ func continuedWith(t *testing.T, err error, state any) {
 	}
 	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, state); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTheFleetForgetsNodesThatLeft: a node that drained is gone two of its
+// intervals after its last report; one that went silent without draining
+// stays (down) until NodeRetention; one that keeps reporting stays; a
+// forgotten node that reports again is back.
+func TestTheFleetForgetsNodesThatLeft(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	report := func(node string, draining bool) contract.NodeReport {
+		return contract.NodeReport{NodeID: node, Interval: 10 * time.Second, Draining: draining}
+	}
+	signal := func(r contract.NodeReport) func() {
+		return func() { env.SignalWorkflow(contract.NodeReportSignal, r) }
+	}
+	nodes := func() []string {
+		v, err := env.QueryWorkflow(contract.FleetQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fleet []contract.FleetNode
+		if err := v.Get(&fleet); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, n := range fleet {
+			ids = append(ids, n.Report.NodeID)
+		}
+		return ids
+	}
+	want := func(at time.Duration, ids ...string) {
+		env.RegisterDelayedCallback(func() {
+			if got := nodes(); !slices.Equal(got, ids) {
+				t.Errorf("after %v: fleet %v, want %v", at, got, ids)
+			}
+		}, at)
+	}
+	// gpu-0 reports through the first minute and again just before
+	// NodeRetention runs out for gpu-1, killed after 21 s; gpu-2 drains
+	// at 30 s. (The test environment takes only so many callbacks.)
+	for _, at := range []time.Duration{time.Second, 11 * time.Second, 21 * time.Second, 31 * time.Second,
+		41 * time.Second, 51 * time.Second, NodeRetention} {
+		env.RegisterDelayedCallback(signal(report("gpu-0", false)), at)
+	}
+	for _, at := range []time.Duration{time.Second, 11 * time.Second, 21 * time.Second} {
+		env.RegisterDelayedCallback(signal(report("gpu-1", false)), at)
+		env.RegisterDelayedCallback(signal(report("gpu-2", false)), at)
+	}
+	env.RegisterDelayedCallback(signal(report("gpu-2", true)), 30*time.Second)
+	want(35*time.Second, "gpu-0", "gpu-1", "gpu-2")
+	want(45*time.Second, "gpu-0", "gpu-1", "gpu-2")
+	want(55*time.Second, "gpu-0", "gpu-1") // drained: gone 20 s after its last report
+	want(NodeRetention, "gpu-0", "gpu-1")
+	want(NodeRetention+25*time.Second, "gpu-0") // silent past the retention
+	env.RegisterDelayedCallback(signal(report("gpu-1", false)), NodeRetention+30*time.Second)
+	want(NodeRetention+35*time.Second, "gpu-0", "gpu-1")
+	env.RegisterDelayedCallback(env.CancelWorkflow, NodeRetention+time.Hour)
+	env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{HistoryLimit: 1 << 30})
+	if err := env.GetWorkflowError(); err == nil || !temporal.IsCanceledError(err) {
+		t.Fatalf("fleet ended with %v, want canceled at the test's end", err)
 	}
 }
