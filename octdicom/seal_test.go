@@ -124,3 +124,28 @@ func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testin
 		})
 	}
 }
+
+// Whatever bytes are stored as an identity, opening them fails or
+// succeeds without a panic, and never opens for another campus.
+func FuzzOpenIdentity(f *testing.F) {
+	c, err := codec.New(codec.Keys{Active: "k", Keys: map[string]string{"k": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ref := exam.Ref{Campus: "north", ID: "ex-0123456789abcdef01234567"}
+	sealed, err := SealIdentity(c, testIdentity(ref))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sealed)
+	f.Add([]byte{})
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := OpenIdentity(c, exam.Ref{Campus: "south", ID: ref.ID}, b); err == nil {
+			t.Fatal("opened for another campus")
+		}
+		if id, err := OpenIdentity(c, ref, b); err == nil && id.Exam != ref {
+			t.Fatalf("opened an identity of exam %v", id.Exam)
+		}
+	})
+}
