@@ -28,9 +28,10 @@ type Analysis struct {
 	// vouches for.
 	Boundaries []BoundaryReliability `json:"boundaries,omitempty"`
 	Withheld   []Withheld            `json:"withheld,omitempty"`
-	// reliable is where each boundary was judged reliable, per A-scan
-	// (compareSegmentations): what the degradation suite calibrates.
-	reliable map[string][]bool
+	// evidence is where each boundary was judged reliable, per A-scan,
+	// and by what (judgeBoundaries): what the degradation suite
+	// calibrates.
+	evidence boundaryEvidence
 }
 
 // LesionsWithheld is why the lesions found are not to be reported, ""
@@ -72,7 +73,10 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		return a, nil
 	}
 	mask := a.Quality.Mask
-	shadow := vesselShadows(v, l)
+	var shadow []bool // the vessels' shadows, bridged on a circle's RNFL
+	if pattern == Circle {
+		shadow = vesselShadows(v, l)
+	}
 	switch pattern {
 	case Cube:
 		a.Cube, err = MeasureGradable(ctx, v, l, mask)
@@ -102,9 +106,21 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	rel := compareSegmentations(v, l, again, shadow)
-	a.reliable = rel
-	a.vouch(v, l, rel, shadow)
+	ev := judgeBoundaries(v, l, again, shadow)
+	a.evidence = ev
+	if pattern == Circle && len(ev.supported[RNFLGCL]) == len(mask) {
+		// The circle's RNFL is measured again with its RNFL/GCL bridged
+		// wherever the image does not show it plainly (and across the
+		// vessels' shadows): a noisy stretch does not pull the sector.
+		bridge := make([]bool, len(mask))
+		for i := range bridge {
+			bridge[i] = len(shadow) == len(mask) && shadow[i] || !ev.supported[RNFLGCL][i]
+		}
+		if a.RNFL, err = measureRNFL(v, l, mask, bridge); err != nil {
+			return nil, err
+		}
+	}
+	a.vouch(v, l, ev.supported, shadow)
 	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {
 		fluid, drusen, unmatched, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
 		if err != nil {

@@ -25,8 +25,7 @@ type suiteScan struct {
 // how far octflow's own clean result already is from it.
 type suiteTruth struct {
 	figures map[string]float64 // figure → µm
-	// cleanErr is octflow's error on the clean scan, per figure: a
-	// degradation is judged by what it adds (see figureBound).
+	// cleanErr is octflow's error on the clean scan, per figure.
 	cleanErr map[string]float64
 	// lesionFree: no lesion may be reported; fluid and drusen: the
 	// masks a reported lesion set must match (Dice ≥ 0.8).
@@ -34,14 +33,16 @@ type suiteTruth struct {
 	fluid, drusen      []bool
 	foveaCol           int // a line's pit, from the truth
 	lineCentralMissing bool
+	// rows is the truth's row of each boundary it knows, per A-scan
+	// ([frame*cols+col]; NaN where it has none): the device's ILM,
+	// RNFL/GCL and BM, the phantom's eight boundaries.
+	rows map[string][]float64
 }
 
-// figureBound is how far a reported figure may be from the truth: 10 µm
-// (the issue's bound), or, where octflow's clean result is already 5 µm
-// or more off (sectors of the real circles against the device: up to
-// 11.3 µm), that error plus 5 µm, so that such a figure is judged by
-// what the degradation adds.
-func figureBound(cleanErr float64) float64 { return max(10, math.Abs(cleanErr)+5) }
+// figureBound is how far a reported figure may be from the clean
+// scan's truth: 10 µm, the issue's bound, whatever octflow's own error
+// on the clean scan (cleanErr, logged with a failure).
+func figureBound(float64) float64 { return 10 }
 
 // knownGaps are the suite's failures that no confidence yet catches,
 // each listed in docs/imaging.md: the case ("scan, family severity:
@@ -58,6 +59,7 @@ type suiteResult struct {
 	withheld map[string]string  // figure → reason
 	lesions  []Lesion           // reported (nil when withheld)
 	masks    *LesionMasks
+	layers   *Layers
 }
 
 // runSuite takes degraded levels through every stage, as the pipeline
@@ -78,7 +80,7 @@ func runSuite(t testing.TB, levels *Volume) suiteResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := suiteResult{analysis: a, reported: map[string]float64{}, withheld: map[string]string{}}
+	r := suiteResult{analysis: a, reported: map[string]float64{}, withheld: map[string]string{}, layers: l}
 	for _, wh := range a.Withheld {
 		r.withheld[wh.Figure] = wh.Reason
 	}
@@ -117,7 +119,17 @@ func realSuiteScan(t testing.TB, name string) suiteScan {
 		t.Fatal("real scans are read in tests")
 	}
 	v, dev := readRealScan(tt, name)
-	s := suiteScan{name: name, levels: v, peak: 255, truth: suiteTruth{figures: map[string]float64{}, cleanErr: map[string]float64{}}}
+	s := suiteScan{name: name, levels: v, peak: 255, truth: suiteTruth{figures: map[string]float64{}, cleanErr: map[string]float64{}, rows: map[string][]float64{}}}
+	for b, device := range map[string][]*float64{ILM: dev.ILM, RNFLGCL: dev.RNFL, BM: dev.BM} {
+		rows := make([]float64, len(device))
+		for c, x := range device {
+			rows[c] = math.NaN()
+			if x != nil {
+				rows[c] = *x
+			}
+		}
+		s.truth.rows[b] = rows
+	}
 	switch v.Pattern {
 	case Circle:
 		sums, counts := map[string]float64{}, map[string]int{}
@@ -176,7 +188,7 @@ func phantomSuiteScan(t testing.TB, o PhantomOptions) suiteScan {
 	s := suiteScan{name: fmt.Sprintf("phantom seed %d%s%s", o.Seed, map[bool]string{true: " fluid"}[o.Fluid], map[bool]string{true: " drusen"}[o.Drusen]),
 		levels: levels, peak: 255,
 		truth: suiteTruth{figures: map[string]float64{FigureCST: truth.Measurements.CentralSubfieldThicknessUm}, cleanErr: map[string]float64{},
-			lesionFree: !o.Fluid && !o.Drusen, fluid: p.FluidMask, drusen: p.DrusenMask}}
+			lesionFree: !o.Fluid && !o.Drusen, fluid: p.FluidMask, drusen: p.DrusenMask, rows: p.Boundaries}}
 	for k, x := range truth.Measurements.ETDRS {
 		s.truth.figures[FigureETDRS+k] = x
 	}
@@ -214,8 +226,8 @@ func judge(t *testing.T, s suiteScan, d degradation, r suiteResult) {
 				t.Logf("known gap (docs/imaging.md): %s: %s reported %.1f µm, the truth %.1f: %s", name, fig, got, want, gap)
 				continue
 			}
-			t.Errorf("%s: %s reported %.1f µm, the truth %.1f (bound %.0f µm), gate %s/%s: a wrong figure reported as reliable",
-				name, fig, got, want, figureBound(s.truth.cleanErr[fig]), a.Quality.Gradable, a.Quality.Grade)
+			t.Errorf("%s: %s reported %.1f µm, the truth %.1f (bound %.0f µm; clean error %+.1f), gate %s/%s: a wrong figure reported as reliable",
+				name, fig, got, want, figureBound(s.truth.cleanErr[fig]), s.truth.cleanErr[fig], a.Quality.Gradable, a.Quality.Grade)
 		}
 	}
 	for fig, reason := range r.withheld {
@@ -252,7 +264,30 @@ func judge(t *testing.T, s suiteScan, d degradation, r suiteResult) {
 type calibration struct {
 	rows map[string]*calibrationRow
 	keys []string
+	// boundaries counts, per boundary, the graded A-scans in which it
+	// was called reliable and, of those, the ones within
+	// reliableWithinPx of the truth.
+	boundaries map[string]*boundaryCalibration
 }
+
+// boundaryCalibration is how often a boundary called reliable was where
+// the truth has it.
+type boundaryCalibration struct {
+	reliable, within int
+	// worst is the degradation with the lowest share within, and that
+	// share (over at least minCalibrationScans reliable A-scans).
+	worst      string
+	worstShare float64
+}
+
+// reliableWithinPx is how far from the truth a boundary called reliable
+// may be, and minReliableWithin the share of its reliable A-scans over
+// the suite that must be so (the issue's calibration).
+const (
+	reliableWithinPx    = 2
+	minReliableWithin   = 0.95
+	minCalibrationScans = 200
+)
 
 type calibrationRow struct {
 	worst    map[string]float64 // figure kind → worst |error| reported
@@ -296,6 +331,65 @@ func (c *calibration) add(s suiteScan, d degradation, r suiteResult) {
 	if s.truth.lesionFree {
 		row.lesions += len(r.lesions)
 	}
+	a := r.analysis
+	if a.evidence.reliable == nil || r.layers == nil {
+		return
+	}
+	cols := s.levels.Cols
+	for b, truth := range s.truth.rows {
+		ok, found := a.evidence.reliable[b], r.layers.Boundaries[b]
+		if len(ok) != len(truth) || len(found) != len(truth) {
+			continue
+		}
+		group := "phantoms"
+		if strings.HasPrefix(s.name, "spectralis") {
+			group = "real scans"
+		}
+		bc := c.boundaries[group+"|"+b]
+		if bc == nil {
+			bc = &boundaryCalibration{worstShare: 2}
+			c.boundaries[group+"|"+b] = bc
+		}
+		var n, k int
+		for i, want := range truth {
+			if !ok[i] || !a.Quality.Mask[i] || math.IsNaN(want) {
+				continue
+			}
+			n++
+			if math.Abs(float64(found[i])-want-motionShift(d, cols, i%cols)) <= reliableWithinPx {
+				k++
+			}
+
+		}
+		bc.reliable += n
+		bc.within += k
+
+		if share := float64(k) / float64(max(n, 1)); n >= minCalibrationScans && share < bc.worstShare {
+			bc.worst, bc.worstShare = s.name+", "+key, share
+		}
+	}
+}
+
+// boundaryTable is the per-boundary calibration: how often a boundary
+// called reliable was within reliableWithinPx of the truth, over the
+// suite, and where it was least so.
+func (c *calibration) boundaryTable() string {
+	var b strings.Builder
+	b.WriteString("\n| scans | boundary | A-scans called reliable | within 2 px of the truth | worst scan and degradation |\n|---|---|---|---|---|\n")
+	for _, group := range []string{"real scans", "phantoms"} {
+		for _, name := range append(slices.Clone(BoundaryNames), rpeBottomName) {
+			bc, ok := c.boundaries[group+"|"+name]
+			if !ok {
+				continue
+			}
+			worst := ""
+			if bc.worstShare <= 1 {
+				worst = fmt.Sprintf("%.1f%% (%s)", 100*bc.worstShare, bc.worst)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %.1f%% | %s |\n", group, name, bc.reliable, 100*float64(bc.within)/float64(max(bc.reliable, 1)), worst)
+		}
+	}
+	return b.String()
 }
 
 func (c *calibration) table() string {
@@ -354,7 +448,7 @@ func TestAccuracyUnderDegradation(t *testing.T) {
 	if os.Getenv("OCTFLOW_DEGRADATION") == "full" {
 		scans = append(scans, phantomSuiteScan(t, PhantomOptions{Seed: 1}), phantomSuiteScan(t, PhantomOptions{Seed: 4, Fluid: true, Drusen: true}))
 	}
-	cal := &calibration{rows: map[string]*calibrationRow{}}
+	cal := &calibration{rows: map[string]*calibrationRow{}, boundaries: map[string]*boundaryCalibration{}}
 	for _, s := range scans {
 		clean := runSuite(t, s.levels)
 		for fig, want := range s.truth.figures {
@@ -388,6 +482,16 @@ func TestAccuracyUnderDegradation(t *testing.T) {
 	}
 	slices.SortStableFunc(cal.keys, func(a, b string) int { return cmp.Compare(familyOrder(a), familyOrder(b)) })
 	t.Log(cal.table())
+	t.Log(cal.boundaryTable())
+	// A boundary called reliable is where the truth has it (within 2 px)
+	// in at least 95% of the A-scans so called, over the suite's real
+	// scans and over its phantoms.
+	for name, bc := range cal.boundaries {
+		if share := float64(bc.within) / float64(max(bc.reliable, 1)); bc.reliable > 0 && share < minReliableWithin {
+			t.Errorf("%s: called reliable in %d A-scans, within %d px of the truth in %.1f%% of them, want ≥ %.0f%%",
+				name, bc.reliable, reliableWithinPx, 100*share, 100*minReliableWithin)
+		}
+	}
 }
 
 func familyOrder(key string) int {

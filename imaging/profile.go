@@ -145,13 +145,14 @@ type RNFLMeasurements struct {
 	// RetinaMeanUm is the mean retinal thickness (ILM to BM) around the
 	// circle.
 	RetinaMeanUm float64 `json:"retinaMeanUm"`
-	// VesselShadowFraction is the share of the circle's A-scans that lie
-	// in a large vessel's shadow, where the image shows no RNFL/GCL
-	// boundary (see vesselShadows): there the boundary is bridged, in a
-	// straight line between the nearest A-scans either side outside the
-	// shadows, and the thickness runs from the ILM (over the vessel) to
-	// it, as devices draw it.
-	VesselShadowFraction float64 `json:"vesselShadowFraction,omitempty"`
+	// BridgedFraction is the share of the circle's A-scans whose RNFL/GCL
+	// boundary is bridged, in a straight line between the nearest
+	// A-scans either side where it holds: those in a large vessel's
+	// shadow, where the image shows none (see vesselShadows; the
+	// thickness runs from the ILM over the vessel to the bridge, as
+	// devices draw it), and those where the image does not show it
+	// plainly enough for a figure to rest on (compareSegmentations).
+	BridgedFraction float64 `json:"bridgedFraction,omitempty"`
 }
 
 // rnflSector names the sector of an angle (degrees from the temporal
@@ -178,8 +179,8 @@ func MeasureRNFL(v *Volume, l *Layers, mask []bool) (*RNFLMeasurements, error) {
 }
 
 // measureRNFL is MeasureRNFL with the RNFL/GCL boundary bridged over
-// the A-scans in shadow (nil: none; see VesselShadowFraction).
-func measureRNFL(v *Volume, l *Layers, mask, shadow []bool) (*RNFLMeasurements, error) {
+// the A-scans in bridge (nil: none; see BridgedFraction).
+func measureRNFL(v *Volume, l *Layers, mask, bridge []bool) (*RNFLMeasurements, error) {
 	if v.Frames != 1 || l.Frames != 1 || l.Cols != v.Cols || !l.has(ILM, RNFLGCL, BM) {
 		return nil, invalidf("a circle scan has one B-scan and its ILM, RNFL/GCL and BM")
 	}
@@ -189,13 +190,13 @@ func measureRNFL(v *Volume, l *Layers, mask, shadow []bool) (*RNFLMeasurements, 
 		CircumferenceMm: round3(circ), DiameterMm: round3(circ / math.Pi)}
 	sums, counts, all := map[string]float64{}, map[string]int{}, map[string]int{}
 	var sum, retina float64
-	var n, shadowed int
-	nfl := bridgeCircle(l.Boundaries[RNFLGCL], shadow)
+	var n, bridged int
+	nfl := bridgeCircle(l.Boundaries[RNFLGCL], bridge)
 	for c := range v.Cols {
 		sec := rnflSector(360 * float64(c) / float64(v.Cols))
 		all[sec]++
-		if len(shadow) == v.Cols && shadow[c] {
-			shadowed++
+		if len(bridge) == v.Cols && bridge[c] {
+			bridged++
 		}
 		if !mask[c] {
 			continue
@@ -235,7 +236,7 @@ func measureRNFL(v *Volume, l *Layers, mask, shadow []bool) (*RNFLMeasurements, 
 	}
 	m.GlobalUm, m.RetinaMeanUm = round1(global), round1(retina/float64(n))
 	m.GradableFraction = round3(float64(n) / float64(v.Cols))
-	m.VesselShadowFraction = round3(float64(shadowed) / float64(v.Cols))
+	m.BridgedFraction = round3(float64(bridged) / float64(v.Cols))
 	return m, nil
 }
 

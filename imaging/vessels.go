@@ -24,8 +24,9 @@ import (
 // On the real circles, the A-scans under the arcades are 1.4–2.5 under
 // the median, the rest within ±0.9.
 const (
-	vesselShadowDepth = 1.0
-	vesselMarginUm    = 35
+	vesselShadowDepth  = 0.6
+	vesselMarginUm     = 35
+	vesselBaselineCols = 64
 )
 
 // vesselShadows marks the A-scans ([frame*cols+col]) that lie in a
@@ -40,7 +41,7 @@ func vesselShadows(v *Volume, l *Layers) []bool {
 	for f := range v.Frames {
 		img := v.Frame(f)
 		level := make([]float64, v.Cols)
-		var finite []float64
+		finite := 0
 		for c := range v.Cols {
 			level[c] = math.NaN()
 			r := float64(l.Boundaries[RPE][f*v.Cols+c])
@@ -57,15 +58,24 @@ func vesselShadows(v *Volume, l *Layers) []bool {
 				}
 			}
 			level[c] = s / float64(n)
-			finite = append(finite, level[c])
+			finite++
 		}
-		if len(finite) == 0 {
+		if finite == 0 {
 			continue
 		}
-		slices.Sort(finite)
-		median := finite[len(finite)/2]
+		around := make([]float64, 0, 2*vesselBaselineCols+1)
 		for c, x := range level {
-			if x <= median-vesselShadowDepth {
+			around = around[:0]
+			for cc := max(0, c-vesselBaselineCols); cc <= min(v.Cols-1, c+vesselBaselineCols); cc++ {
+				if !math.IsNaN(level[cc]) {
+					around = append(around, level[cc])
+				}
+			}
+			if len(around) == 0 {
+				continue
+			}
+			slices.Sort(around)
+			if x <= around[len(around)/2]-vesselShadowDepth {
 				for cc := max(0, c-margin); cc <= min(v.Cols-1, c+margin); cc++ {
 					out[f*v.Cols+cc] = true
 				}
