@@ -222,6 +222,14 @@ func judge(t *testing.T, s suiteScan, d degradation, r suiteResult) {
 			continue
 		}
 		if err := got - want; math.Abs(err) > figureBound(s.truth.cleanErr[fig]) {
+			// The gate and the figures must agree: a scan called full
+			// with a good signal carries no figure out of its bound,
+			// known gap or not.
+			if a.Quality.Gradable == Gradable && a.Quality.Grade == "good" {
+				t.Errorf("%s: gate full/good while %s is %.1f µm, %.1f µm from the truth (bound %.0f µm)",
+					name, fig, got, err, figureBound(s.truth.cleanErr[fig]))
+				continue
+			}
 			if gap, known := knownGaps[name+": "+fig]; known {
 				t.Logf("known gap (docs/imaging.md): %s: %s reported %.1f µm, the truth %.1f: %s", name, fig, got, want, gap)
 				continue
@@ -229,6 +237,9 @@ func judge(t *testing.T, s suiteScan, d degradation, r suiteResult) {
 			t.Errorf("%s: %s reported %.1f µm, the truth %.1f (bound %.0f µm; clean error %+.1f), gate %s/%s: a wrong figure reported as reliable",
 				name, fig, got, want, figureBound(s.truth.cleanErr[fig]), s.truth.cleanErr[fig], a.Quality.Gradable, a.Quality.Grade)
 		}
+	}
+	if a.Quality.Gradable == Gradable && len(r.withheld) > 0 {
+		t.Errorf("%s: gate full while figures are withheld (%d)", name, len(r.withheld))
 	}
 	for fig, reason := range r.withheld {
 		if reason == "" {
@@ -425,12 +436,16 @@ func (c *calibration) table() string {
 // (with the device's segmentation) and phantoms (with their geometry)
 // degraded by realistic acquisition faults at graded severities, each
 // run through every stage. Every figure reported must be within 10 µm
-// of the clean truth (or, where octflow's clean result is already
-// further off, within that plus 2 µm), whatever the gate's verdict;
-// every figure withheld has its reason; no lesion is reported on a
+// of the clean truth, whatever the gate's verdict (a known gap, listed
+// in docs/imaging.md, only where the gate did not call the scan full
+// with a good signal); a scan called full withholds nothing; every
+// figure withheld has its reason; no lesion is reported on a
 // lesion-free volume, and reported fluid and drusen keep Dice ≥ 0.8.
-// At the mildest noise RNFL global and the line's central thickness
-// are still reported. It logs the calibration table of docs/imaging.md.
+// Up to additive noise of σ 5% of the range, RNFL global, the line's
+// central thickness and the CST are still reported. A boundary called
+// reliable must be within 2 px of the truth in ≥ 95% of the A-scans so
+// called, over the real scans and over the phantoms. It logs the
+// calibration tables of docs/imaging.md.
 //
 // Without -short it runs the real scans through every family (and the
 // make test accuracy run does so, without the race detector);
@@ -468,8 +483,8 @@ func TestAccuracyUnderDegradation(t *testing.T) {
 			r := runSuite(t, degrade(s.levels, s.peak, d, 1))
 			judge(t, s, d, r)
 			cal.add(s, d, r)
-			// At the mildest noise the headline figures are still there.
-			if d.family == "additive" && d.severity <= 0.01 {
+			// Under mild noise the headline figures are still there.
+			if d.family == "additive" && d.severity <= 0.05 {
 				for _, fig := range []string{FigureRNFLGlobal, FigureCentral, FigureCST} {
 					if _, ok := s.truth.figures[fig]; ok {
 						if _, rep := r.reported[fig]; !rep {

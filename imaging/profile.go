@@ -25,7 +25,8 @@ type LineMeasurements struct {
 	MinThicknessUm  float64 `json:"minThicknessUm"`
 	MaxThicknessUm  float64 `json:"maxThicknessUm"`
 	// LengthMm is the line's length; ProfileUm the thickness of every
-	// A-scan, 0 where it could not be graded.
+	// A-scan, 0 where it could not be graded or its ILM or BM is not
+	// shown plainly enough to rest a figure on.
 	LengthMm  float64   `json:"lengthMm"`
 	ProfileUm []float32 `json:"profileUm"`
 	// GradableFraction is the share of the line's A-scans measured.
@@ -113,6 +114,34 @@ func MeasureLine(v *Volume, l *Layers, mask []bool) (*LineMeasurements, error) {
 	m.CentralThicknessUm, m.PitDepthUm = round1(central), round1(depth)
 	m.FoveaCol = &bestCol
 	return m, nil
+}
+
+// keepOnly keeps the line's profile, and its mean, least and greatest
+// thickness, to the A-scans where keep is true (and measured): the
+// others read 0 in the profile, as A-scans not graded do, and
+// GradableFraction counts what is left. The central thickness and the
+// pit are left as they are.
+func (m *LineMeasurements) keepOnly(keep func(c int) bool) {
+	var sum float64
+	var n int
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for c, t := range m.ProfileUm {
+		if t == 0 {
+			continue
+		}
+		if !keep(c) {
+			m.ProfileUm[c] = 0
+			continue
+		}
+		sum, n = sum+float64(t), n+1
+		lo, hi = math.Min(lo, float64(t)), math.Max(hi, float64(t))
+	}
+	if n == 0 {
+		m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm, m.GradableFraction = 0, 0, 0, 0
+		return
+	}
+	m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm = round1(sum/float64(n)), round1(lo), round1(hi)
+	m.GradableFraction = round3(float64(n) / float64(len(m.ProfileUm)))
 }
 
 // RNFLSectors are the peripapillary sectors, in the order a TSNIT profile
