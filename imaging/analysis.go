@@ -110,13 +110,10 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	a.evidence = ev
 	if pattern == Circle && len(ev.supported[RNFLGCL]) == len(mask) {
 		// The circle's RNFL is measured again with its RNFL/GCL bridged
-		// wherever the image does not show it plainly (and across the
-		// vessels' shadows): a noisy stretch does not pull the sector.
-		bridge := make([]bool, len(mask))
-		for i := range bridge {
-			bridge[i] = len(shadow) == len(mask) && shadow[i] || !ev.supported[RNFLGCL][i]
-		}
-		if a.RNFL, err = measureRNFL(v, l, mask, bridge); err != nil {
+		// across the vessels' shadows and the short stretches where the
+		// image does not show it plainly: a noisy stretch does not pull
+		// the sector.
+		if a.RNFL, err = measureRNFL(v, l, mask, rnflBridge(ev.supported[RNFLGCL], shadow, v)); err != nil {
 			return nil, err
 		}
 	}
