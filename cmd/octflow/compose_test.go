@@ -23,7 +23,7 @@ import (
 )
 
 // roles are the compose services that run octflow: the command each runs.
-var roles = map[string]string{"api": "api", "worker": "worker", "gpuworker": "gpuworker", "temporal-namespace": "setup"}
+var roles = map[string]string{"api": "api", "worker": "worker", "gpu-0": "gpuworker", "gpu-1": "gpuworker", "temporal-namespace": "setup"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
@@ -64,7 +64,7 @@ func commandVars(t *testing.T, command string) map[string]bool {
 
 func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"api", "gpuworker", "grafana", "postgresql", "prometheus", "s3", "temporal",
+	want := []string{"alertmanager", "api", "gpu-0", "gpu-1", "grafana", "postgresql", "prometheus", "s3", "temporal",
 		"temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
@@ -110,13 +110,31 @@ func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 			t.Errorf("%s keeps %s in no named volume", service, target)
 		}
 	}
-	// GPU nodes reserve NVIDIA GPUs.
-	gpu := p.Services["gpuworker"].Deploy
-	if gpu == nil || gpu.Resources.Reservations == nil || !slices.ContainsFunc(gpu.Resources.Reservations.Devices,
-		func(d types.DeviceRequest) bool {
-			return d.Driver == "nvidia" && slices.Contains(d.Capabilities, "gpu")
-		}) {
-		t.Error("gpuworker reserves no NVIDIA GPU")
+	// GPU nodes: each reserves NVIDIA GPUs of its own, by device ID, and
+	// has a node ID of its own.
+	devices, ids := map[string]string{}, map[string]string{}
+	for _, name := range []string{"gpu-0", "gpu-1"} {
+		s := p.Services[name]
+		if id := s.Environment["OCTFLOW_NODE_ID"]; id == nil || *id == "" || ids[*id] != "" {
+			t.Errorf("%s: node ID %v, want one of its own", name, id)
+		} else {
+			ids[*id] = name
+		}
+		if s.Deploy == nil || s.Deploy.Resources.Reservations == nil || len(s.Deploy.Resources.Reservations.Devices) == 0 {
+			t.Errorf("%s reserves no NVIDIA GPU", name)
+			continue
+		}
+		for _, d := range s.Deploy.Resources.Reservations.Devices {
+			if d.Driver != "nvidia" || !slices.Contains(d.Capabilities, "gpu") || len(d.IDs) == 0 || d.Count != 0 {
+				t.Errorf("%s reserves %+v, want NVIDIA GPUs by device ID", name, d)
+			}
+			for _, id := range d.IDs {
+				if other := devices[id]; other != "" {
+					t.Errorf("%s and %s both reserve GPU %s", other, name, id)
+				}
+				devices[id] = name
+			}
+		}
 	}
 }
 

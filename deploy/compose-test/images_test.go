@@ -98,9 +98,10 @@ func programs(t *testing.T) map[string][]string {
 		"temporalio/ui":          append(append(slices.Clone(busybox), copied(uiDockerfile)...), apkOrApt(uiDockerfile)...),
 		"versity/versitygw":      append(slices.Clone(busybox), copied(read(t, filepath.Join(vgw, "Dockerfile")))...),
 		// Not readable here: the official images' documented contents.
-		"prom/prometheus": append(slices.Clone(busybox), "prometheus", "promtool"),
-		"grafana/grafana": append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
-		"postgres":        {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
+		"prom/prometheus":   append(slices.Clone(busybox), "prometheus", "promtool"),
+		"prom/alertmanager": append(slices.Clone(busybox), "alertmanager", "amtool"),
+		"grafana/grafana":   append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
+		"postgres":          {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
 		// Debian slim's dash and coreutils, and what the Dockerfile adds.
 		"octflow": append(append([]string{"sh", "dash", "bash", "cat", "test", "octflow"}, copied(ours)...), apkOrApt(ours)...),
 	}

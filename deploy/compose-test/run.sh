@@ -8,12 +8,13 @@
 # from the Debian mirror apt's sources name, an Alpine-like base (busybox
 # as /bin/sh and its applets, CA certificates, tzdata), Temporal's server,
 # admin tools and UI and versitygw from their Go modules at the versions
-# go.mod pins, PostgreSQL and Prometheus from Debian, and the octflow
+# go.mod pins, PostgreSQL, Prometheus and Alertmanager from Debian, and the octflow
 # image from the shipped Dockerfile's runtime stage with the host-built
 # bin/octflow. deploy/compose-test/compose.test.yml swaps those images in.
 #
 # It installs what it lacks (Debian: docker.io, debootstrap,
-# busybox-static, prometheus, jq, curl, openssl; Docker Compose v2 built
+# busybox-static, prometheus, prometheus-alertmanager, jq, curl, openssl;
+# Docker Compose v2 built
 # from its Go module), starts dockerd if none answers, and keeps its
 # caches under $OCTFLOW_COMPOSE_CACHE (default /var/cache/octflow-compose):
 # the Compose binary, the base rootfs, the Go binaries; Docker's own layer
@@ -44,6 +45,7 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 [ -x /bin/busybox ] && /bin/busybox --list | grep -qx wget || missing+=(busybox-static)
 command -v prometheus >/dev/null || missing+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 command -v jq >/dev/null || missing+=(jq)
 command -v curl >/dev/null || missing+=(curl)
 command -v openssl >/dev/null || missing+=(openssl)
@@ -178,7 +180,7 @@ cp /bin/busybox "$r/bin/busybox"
 for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
 cp /usr/bin/getent "$r/usr/bin/getent"
 cp /bin/bash "$r/bin/bash" # the UI's start script is bash, and the UI image installs it
-for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool; do
+for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool; do
 	ldd "$b" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$r$(dirname "$lib")"
@@ -218,6 +220,21 @@ cp /usr/bin/prometheus /usr/bin/promtool "$c/"
 cp "$ROOT/deploy/prometheus/prometheus.yml" "$c/"
 build octflow-test/prometheus:debian "$HERE/images/prometheus.Dockerfile" "$c"
 
+c=$(ctx alertmanager)
+cp /usr/bin/prometheus-alertmanager "$c/alertmanager"
+cp /usr/bin/amtool "$c/"
+# Debian's build reads its notification templates from files, not from
+# the binary as upstream's does.
+cp -r /usr/share/prometheus/alertmanager "$c/share"
+# The official image's default: every alert to one receiver that sends
+# nowhere (the stack runs its own configuration).
+printf 'route:\n  receiver: default\nreceivers:\n  - name: default\n' >"$c/alertmanager.yml"
+build octflow-test/alertmanager:debian "$HERE/images/alertmanager.Dockerfile" "$c"
+
+c=$(ctx alert-sink)
+cp "$HERE/images/alert-sink-hook.sh" "$c/"
+build octflow-test/alert-sink:1 "$HERE/images/alert-sink.Dockerfile" "$c"
+
 c=$(ctx postgres)
 cp "$HERE/images/postgres-entrypoint.sh" "$c/docker-entrypoint.sh"
 build octflow-test/postgres:15-bookworm "$HERE/images/postgres.Dockerfile" "$c"
@@ -231,6 +248,7 @@ awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i
 grep -q -- '--from' "$c/Dockerfile" && fail "the Dockerfile's runtime stage copies from a stage other than the binary's: $(cat "$c/Dockerfile")"
 build octflow-test/octflow:dev "$c/Dockerfile" "$c"
 docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-test/' | sort | sed 's/^/    /'
+printf '    Debian stand-ins: %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)"
 
 # --- the project: the shipped file and deploy/, test secrets ---------------
 # The shipped file reads deploy/octflow.env and deploy/secrets/, which hold
@@ -241,7 +259,9 @@ rm -rf "$RUN"
 mkdir -p "$RUN"
 chmod 700 "$RUN"
 cp docker-compose.yml "$RUN/"
-cp "$HERE/compose.test.yml" "$RUN/"
+cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$RUN/"
+# A third GPU node, as docs/operations.md says to add one.
+cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
 mkdir -p "$RUN/deploy/secrets"
 rnd() { openssl rand -hex "$1"; }
@@ -266,6 +286,12 @@ cat >"$RUN/deploy/secrets/tokens.json" <<EOF
 EOF
 rnd 32 >"$RUN/deploy/secrets/pseudonym.key"
 printf '{"active": "k1", "keys": {"k1": "%s"}}\n' "$(openssl rand -base64 32)" >"$RUN/deploy/secrets/codec-keys.json"
+# Alertmanager: the shipped example with each receiver's URL pointed at
+# the test's webhook receiver (alert-sink), by receiver name.
+sed -E 's|https://([a-z]+)\.example\.org/[^ ]*|http://alert-sink:8080/cgi-bin/hook?receiver=\1|' \
+	"$ROOT/deploy/alertmanager/alertmanager.example.yml" >"$RUN/deploy/secrets/alertmanager.yml"
+grep -q "url: .*example\.org" "$RUN/deploy/secrets/alertmanager.yml" && fail "a receiver URL of the example was not replaced"
+amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration"
 # Compose (without Swarm) bind-mounts secret files with their host mode;
 # the octflow image runs as uid 10001.
 chmod 644 "$RUN"/deploy/secrets/*
@@ -288,8 +314,8 @@ trap cleanup EXIT
 compose down -v --remove-orphans >/dev/null 2>&1 || true
 
 # --- up -------------------------------------------------------------------
-step "docker compose up --wait (gpuworker × 2)"
-compose up -d --wait --wait-timeout 300 --scale gpuworker=2 >"$CACHE/logs/up.log" 2>&1 || {
+step "docker compose up --wait"
+compose up -d --wait --wait-timeout 300 >"$CACHE/logs/up.log" 2>&1 || {
 	tail -20 "$CACHE/logs/up.log"
 	logs_and_fail "the stack did not come up healthy"
 }
@@ -297,7 +323,9 @@ compose ps --format 'table {{.Service}}\t{{.Status}}' | sed 's/^/    /'
 API=http://$(compose port api 8080 | sed 's/^0\.0\.0\.0/127.0.0.1/')
 case "$API" in http://127.0.0.1:*) ;; *) fail "the api is published at $API, not on 127.0.0.1" ;; esac
 curl -fsS "$API/readyz" >/dev/null || logs_and_fail "the api at $API is not ready"
-step "api on $API"
+PROM=http://$(compose port prometheus 9090)
+SINK=http://$(compose port alert-sink 8080)
+step "api on $API, Prometheus on $PROM, the test's webhook receiver on $SINK"
 
 # --- exams ----------------------------------------------------------------
 scans=$CACHE/scans
@@ -347,7 +375,7 @@ gpu_stage() {
 	local id st deadline=$(($(date +%s) + 120))
 	while [ "$(date +%s)" -lt "$deadline" ]; do
 		for id in "$@"; do
-			st=$(status "$id" | jq -r 'select(.state == "EXECUTING" and (.node // "" | startswith("gpu@"))) | "\(.examId) \(.stage) \(.node)"') || true
+			st=$(status "$id" | jq -r 'select(.state == "EXECUTING" and (.node // "" | test("^gpu-[0-9]+$"))) | "\(.examId) \(.stage) \(.node)"') || true
 			[ -n "$st" ] && echo "$st" && return 0
 		done
 		sleep 0.5
@@ -355,21 +383,66 @@ gpu_stage() {
 	logs_and_fail "no exam of $* reached a GPU stage within 2 minutes"
 }
 
+# promql QUERY: the result vector of an instant query, as JSON.
+promql() { curl -fsS -m 10 --data-urlencode "query=$1" "$PROM/api/v1/query" | jq -c .data.result; }
+# received: what the webhook receiver was sent, one JSON document a line.
+received() { curl -fsS -m 10 "$SINK/cgi-bin/hook"; }
+# alert_received: OctflowUrgentSLABreach, firing, at the on-call receiver
+# (and what else the receiver got: the watchdog at its own); the worker's
+# counter one series, at 1 or more. Before any down: the receiver keeps
+# what it was sent only while its container lives.
+alert_received() {
+	deadline=$((T_URGENT + 240))
+	while ! received | jq -e -s 'map(select(.status == "firing") | .alerts[] | select(.labels.alertname == "OctflowUrgentSLABreach")) | length > 0' >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "no OctflowUrgentSLABreach reached the webhook receiver within 4 minutes of the breach; it got: $(received | cut -c1-300); ALERTS: $(promql ALERTS)"
+		sleep 5
+	done
+	received | jq -r -s 'map(.alerts[] | "\(.labels.alertname) \(.status)") | unique | .[]' | sed 's/^/    received: /'
+	received | jq -e -s 'map(select(.receiver == "oncall") | .alerts[] | select(.labels.alertname == "OctflowUrgentSLABreach")) | length > 0' >/dev/null ||
+		logs_and_fail "OctflowUrgentSLABreach did not come through the oncall receiver"
+	series=$(promql 'octflow_urgent_sla_breaches_total{job="octflow-worker"}')
+	[ "$(jq length <<<"$series")" = 1 ] && [ "$(jq -r '.[0].value[1]' <<<"$series")" -ge 1 ] ||
+		logs_and_fail "the worker's breach counter is not one series at ≥ 1: $series"
+	step "PASS: the urgent exam's SLA breach reached the webhook receiver through Alertmanager ($(($(date +%s) - T_URGENT)) s after submission)"
+	check "$urgent"
+}
+
 submit "$EXAMS"
 step "submitted $EXAMS exams; waiting for each to finish"
 check "${batch[@]}"
 step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
+
+# The worker's SLA-breach counter is there at 0 before any breach: the
+# first breach is a rise that increase() sees.
+deadline=$(($(date +%s) + 90))
+until [ "$(promql 'octflow_urgent_sla_breaches_total{job="octflow-worker"}' | jq -r '[.[].value[1]] | join(",")')" = 0 ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "Prometheus has no octflow_urgent_sla_breaches_total at 0 from the worker: $(promql octflow_urgent_sla_breaches_total)"
+	sleep 3
+done
+step "PASS: the worker's octflow_urgent_sla_breaches_total is scraped at 0 before any breach"
+# One urgent exam, past its 3 s SLA (compose.test.yml) before its report:
+# OctflowUrgentSLABreach goes from the rule through Alertmanager to the
+# receiver; checked after the outages, which it runs beside.
+n=$((n + 1))
+f=$scans/phantom-$n.dcm
+[ -s "$f" ] || bin/octflow phantom --out "$f" --seed "$((700 + n))" --frames 5 --rows 128 --cols 128 >/dev/null
+urgent=$(OCTFLOW_TOKEN=$DEVICE bin/octflow submit --api "$API" --file "$f" --priority urgent --exam-id "compose-urgent-$(rnd 3)" 2>&1) ||
+	logs_and_fail "submit the urgent exam: $urgent"
+urgent=$(sed -n '/^{/,$p' <<<"$urgent" | jq -r .examId)
+all+=("$urgent")
+T_URGENT=$(date +%s)
+step "submitted urgent exam $urgent with a 3 s SLA"
 
 if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	# A GPU node's container killed (SIGKILL, no drain) in the middle of a stage.
 	submit 4
 	hit=$(gpu_stage "${batch[@]}") || exit 1
 	read -r exam stage node <<<"$hit"
-	step "killing GPU node $node (container ${node#gpu@}) while $exam runs $stage"
-	docker kill "${node#gpu@}" >/dev/null || logs_and_fail "docker kill ${node#gpu@}"
+	step "killing GPU node $node (its service's container) while $exam runs $stage"
+	docker kill "$(compose ps -q "$node")" >/dev/null || logs_and_fail "docker kill the container of $node"
 	check "${batch[@]}"
 	step "PASS: a GPU node killed mid-stage; every exam COMPLETED, one report each"
-	compose up -d --wait --wait-timeout 180 --scale gpuworker=2 >>"$CACHE/logs/up.log" 2>&1 ||
+	compose up -d --wait --wait-timeout 180 >>"$CACHE/logs/up.log" 2>&1 ||
 		logs_and_fail "the GPU nodes did not come back"
 
 	for service in temporal postgresql; do
@@ -382,12 +455,52 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 		step "PASS: $service restarted with exams in flight; every exam COMPLETED, one report each"
 	done
 
+	# GPU nodes 2 → 3 → 2: gpu-2 from the template (docker-compose.override.yml),
+	# then stopped (it drains) and removed. Every node under its own ID;
+	# the fleet forgets gpu-2, so no NodeDown is left for it.
+	gpu3() { compose -f docker-compose.override.yml -f compose.gpu.test.yml "$@"; }
+	nodes_up() { promql 'octflow_node_up' | jq -r '[.[] | "\(.metric.node)=\(.value[1])"] | sort | join(" ")'; }
+	# wait_nodes WANT: until the api's octflow_node_up (through Prometheus) is WANT.
+	wait_nodes() {
+		local got deadline=$(($(date +%s) + 120))
+		until got=$(nodes_up) && [ "$got" = "$1" ]; do
+			[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "GPU nodes in Prometheus: '$got', want '$1'"
+			sleep 3
+		done
+	}
+	wait_nodes "gpu-0=1 gpu-1=1"
+	step "scaling GPU nodes 2 → 3: gpu-2 from deploy/compose.gpu.example.yml"
+	gpu3 up -d --wait --wait-timeout 180 gpu-2 >>"$CACHE/logs/up.log" 2>&1 || logs_and_fail "gpu-2 did not come up"
+	wait_nodes "gpu-0=1 gpu-1=1 gpu-2=1"
+	submit 6
+	check "${batch[@]}"
+	ran=$(for id in "${batch[@]}"; do
+		curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" | jq -r '.[] | .node // empty'
+	done | grep -E '^gpu-[0-9]+$' | sort -u | tr '\n' ' ')
+	step "PASS: three GPU nodes, gpu-0 gpu-1 gpu-2; the last exams ran on: $ran"
+	step "scaling GPU nodes 3 → 2: gpu-2 stopped (it drains) and removed"
+	gpu3 stop gpu-2 >/dev/null 2>&1 || logs_and_fail "docker compose stop gpu-2"
+	gpu3 rm -f gpu-2 >/dev/null 2>&1 || logs_and_fail "docker compose rm gpu-2"
+	wait_nodes "gpu-0=1 gpu-1=1"
+	low=$(promql 'min_over_time(octflow_node_up{node="gpu-2"}[15m])' | jq -r '.[0].value[1] // "none"')
+	[ "$low" = 1 ] || logs_and_fail "gpu-2 was reported down (octflow_node_up's lowest value: $low) on its way out"
+	step "PASS: gpu-2 drained and was forgotten, never down"
+
+	alert_received
+	down=$(promql 'ALERTS{alertname="OctflowNodeDown", alertstate="firing"}')
+	[ "$(jq length <<<"$down")" = 0 ] || logs_and_fail "OctflowNodeDown firing after the GPU nodes came back: $down"
+	step "PASS: no OctflowNodeDown firing"
+
 	# down, then up with the volumes kept: every exam and report still there.
 	step "docker compose down (volumes kept), then up --wait"
 	compose down >/dev/null 2>&1 || logs_and_fail "docker compose down"
-	compose up -d --wait --wait-timeout 300 --scale gpuworker=2 >>"$CACHE/logs/up.log" 2>&1 ||
+	compose up -d --wait --wait-timeout 300 >>"$CACHE/logs/up.log" 2>&1 ||
 		logs_and_fail "the stack did not come back up healthy"
 	API=http://$(compose port api 8080)
+	PROM=http://$(compose port prometheus 9090)
+	SINK=http://$(compose port alert-sink 8080)
 	check "${all[@]}"
 	step "PASS: after down and up, all ${#all[@]} exams COMPLETED with their reports"
+else
+	alert_received
 fi
