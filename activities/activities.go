@@ -7,7 +7,6 @@ package activities
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,7 +111,7 @@ func (a *Activities) algorithms() map[string]string {
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Denoise, in.MaxFailures, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Denoise, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
 		if err != nil {
 			return err
@@ -144,7 +143,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Layers, in.MaxFailures, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err
@@ -166,7 +165,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 // as a label volume (NRRD) and the list of lesions (JSON).
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Lesions, in.MaxFailures, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -212,7 +211,7 @@ type measurementsFile struct {
 // to a report that says so.
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Measure, in.MaxFailures, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Measure, &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
@@ -268,7 +267,7 @@ func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Render, in.MaxFailures, &out, func(ctx context.Context) error {
+	err := a.run(ctx, exam.Render, &out, func(ctx context.Context) error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
 			return err
@@ -399,31 +398,30 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 
 // run executes a stage body while heartbeating, so a node that dies is
 // noticed after the heartbeat timeout rather than the stage timeout. A
-// failure of the body counts against maxFailures (stageBeat.failed).
+// failure names the node it happened on (withNode); what follows it is
+// the workflow's to decide.
 //
 // The body runs in its own goroutine, where the SDK's panic recovery
 // cannot reach: run recovers a panic there (and one that imaging's frame
 // workers hand back) into a non-retryable StagePanic error that names
 // the stage, so one bad input fails its exam instead of killing the node
 // and every stage on it.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, maxFailures int32, out *contract.StageOutput, body func(context.Context) error) (err error) {
+func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func(context.Context) error) (err error) {
 	start := time.Now()
 	// Deferred first, so it runs last and sees a recovered panic too.
 	defer func() { a.Metrics.observe(ctx, stage, a.Node, start, err) }()
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
-	beat.beat.FirstTakenAt = beat.beat.TakenAt
-	if prev := priorBeat(ctx); prev != nil {
-		out.RecoveredFrom = prev
-		beat.beat.FirstTakenAt = cmp.Or(prev.FirstTakenAt, prev.TakenAt, beat.beat.TakenAt)
-		beat.beat.Failures = prev.Failures
-	}
 	if a.Takes != nil {
 		// First, so a node killed from here on leaves a note of the
 		// attempt; dropped last, once the stage has said all it will.
 		beat.note, beat.drop = a.Takes.Hold(ctx, beat.beat)
 		defer beat.drop()
 	}
-	defer func() { err = beat.failed(ctx, err, maxFailures) }()
+	defer func() {
+		if ctx.Err() == nil {
+			err = withNode(err, a.Node)
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			err = a.panicked(stage, p)

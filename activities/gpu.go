@@ -140,7 +140,7 @@ func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.He
 		return b.get()
 	}
 	t := takenAt(ctx)
-	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: t, FirstTakenAt: t}
+	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: t}
 }
 
 // onGPU runs compute on a GPU of the node when the stage has a gate:

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"octflow/contract"
@@ -89,7 +91,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				ctx = WithGPUGate(ctx, gate)
 			}
 			var out contract.StageOutput
-			return out, a.run(ctx, exam.Layers, 0, &out, func(ctx context.Context) error {
+			return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
 				if _, err := a.get(ctx, "exams/E1/denoised.dcm"); err != nil {
 					return err
 				}
@@ -130,50 +132,44 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 	}
 }
 
-func TestARetryCarriesTheFirstTakeOfItsStage(t *testing.T) {
-	first := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	second := first.Add(7 * time.Second)
+func TestAFailedStageNamesItsNodeAndKeepsWhatItSaid(t *testing.T) {
 	cases := []struct {
-		name string
-		prev *contract.Heartbeat // the last heartbeat before this attempt
-		want *time.Time          // nil: this attempt's own take
+		name        string
+		fail        error
+		wantType    string
+		wantFinal   bool
+		wantDelay   time.Duration
+		wantMessage string
+		wantOwnNode string // "": details the error brought are kept
 	}{
-		{"first attempt", nil, nil},
-		{"after an attempt that told its take", &contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &first}, &first},
-		{"after two: the first one's take", &contract.Heartbeat{Node: "gpu-b", Stage: exam.Layers, TakenAt: &second, FirstTakenAt: &first}, &first},
+		{"a plain error is a stage failure", errors.New("CUDA out of memory"), contract.ErrTypeStageFailed, false, 0, "CUDA out of memory", "gpu-c"},
+		{"a final error stays final", temporal.NewNonRetryableApplicationError("not an OCT volume", contract.ErrTypeInvalidVolume, nil),
+			contract.ErrTypeInvalidVolume, true, 0, "not an OCT volume", "gpu-c"},
+		{"a requested delay is kept", temporal.NewApplicationErrorWithOptions("busy", "Busy", temporal.ApplicationErrorOptions{NextRetryDelay: 3 * time.Second}),
+			"Busy", false, 3 * time.Second, "busy", "gpu-c"},
+		{"details it has are its own", temporal.NewApplicationErrorWithOptions("lost", contract.ErrTypeNodeLost,
+			temporal.ApplicationErrorOptions{Details: []any{contract.FailureDetails{Node: "gpu-z"}}}), contract.ErrTypeNodeLost, false, 0, "lost", "gpu-z"},
 	}
-	// Gated, the stage's first heartbeat is the one a GPU node sends
-	// while the stage waits for its GPU (gpuworker); it says the same.
-	waitingGate := GPUGate(func(ctx context.Context, stage exam.Stage) (int, func(), error) {
-		activity.RecordHeartbeat(ctx, WaitingBeat(ctx, "gpu-c", stage))
-		return 0, func() {}, nil
-	})
 	for _, c := range cases {
-		for _, gated := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s, gated %v", c.name, gated), func(t *testing.T) {
-				a := &Activities{Node: "gpu-c"}
-				env, beat := attemptEnv(t, c.prev)
-				env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
-					if gated {
-						ctx = WithGPUGate(ctx, waitingGate)
-					}
-					var out contract.StageOutput
-					return out, a.run(ctx, exam.Layers, 0, &out, func(ctx context.Context) error {
-						return a.onGPU(ctx, exam.Layers, func(context.Context) error { return nil })
-					})
-				}, activity.RegisterOptions{Name: "Stage"})
-				if _, err := env.ExecuteActivity("Stage"); err != nil {
-					t.Fatal(err)
-				}
-				want := c.want
-				if want == nil {
-					want = beat.TakenAt
-				}
-				if beat.FirstTakenAt == nil || want == nil || !beat.FirstTakenAt.Equal(*want) {
-					t.Errorf("first take %v, want %v (this attempt's take %v)", beat.FirstTakenAt, want, beat.TakenAt)
-				}
-			})
-		}
+		t.Run(c.name, func(t *testing.T) {
+			a := &Activities{Node: "gpu-c"}
+			env, _ := attemptEnv(t, nil)
+			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
+				var out contract.StageOutput
+				return out, a.run(ctx, exam.Layers, &out, func(context.Context) error { return c.fail })
+			}, activity.RegisterOptions{Name: "Stage"})
+			_, err := env.ExecuteActivity("Stage")
+			var app *temporal.ApplicationError
+			if !errors.As(err, &app) {
+				t.Fatalf("stage returned %v, want an application error", err)
+			}
+			var d contract.FailureDetails
+			if app.Type() != c.wantType || app.NonRetryable() != c.wantFinal || app.NextRetryDelay() != c.wantDelay ||
+				app.Message() != c.wantMessage || app.Details(&d) != nil || d.Node != c.wantOwnNode {
+				t.Errorf("failure %q type %s final %v delay %s node %q; want %q %s %v %s %q", app.Message(), app.Type(), app.NonRetryable(),
+					app.NextRetryDelay(), d.Node, c.wantMessage, c.wantType, c.wantFinal, c.wantDelay, c.wantOwnNode)
+			}
+		})
 	}
 }
 
@@ -222,15 +218,12 @@ func (l takeSteps) step(s string, b contract.Heartbeat) {
 
 func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 	cases := []struct {
-		name         string
-		fail         error
-		want         []string
-		wantFailures int32
+		name string
+		fail error
+		want []string
 	}{
-		{"completes", nil, []string{"hold", "note", "store read", "note started", "drop"}, 1},
-		// The failure's count is noted before the note goes: a node
-		// killed before it reports the failure hands back the count.
-		{"fails", fmt.Errorf("bad GPU"), []string{"hold", "note", "store read", "note started", "note started", "drop"}, 2},
+		{"completes", nil, []string{"hold", "note", "store read", "note started", "drop"}},
+		{"fails", fmt.Errorf("bad GPU"), []string{"hold", "note", "store read", "note started", "drop"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,13 +233,12 @@ func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 			log := takeSteps{mu: &mu, steps: &steps, last: &last}
 			a := &Activities{Node: "gpu-n", Takes: log,
 				Store: storeReads{read: func() { mu.Lock(); steps = append(steps, "store read"); mu.Unlock() }}}
-			prev := contract.Heartbeat{Node: "gpu-m", Stage: exam.Lesions, Failures: 1}
-			env, _ := attemptEnv(t, &prev)
+			env, _ := attemptEnv(t, nil)
 			gate := GPUGate(func(context.Context, exam.Stage) (int, func(), error) { return 0, func() {}, nil })
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				ctx = WithGPUGate(ctx, gate)
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Lesions, 3, &out, func(ctx context.Context) error {
+				return out, a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
 					if _, err := a.get(ctx, "exams/E1/layers.json"); err != nil {
 						return err
 					}
@@ -260,8 +252,8 @@ func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 			if !slices.Equal(steps, c.want) {
 				t.Errorf("take log told %v, want %v", steps, c.want)
 			}
-			if last.Node != "gpu-n" || last.TakenAt == nil || last.Failures != c.wantFailures {
-				t.Errorf("last note %+v, want this node's take with %d failures", last, c.wantFailures)
+			if last.Node != "gpu-n" || last.TakenAt == nil {
+				t.Errorf("last note %+v, want this node's take", last)
 			}
 		})
 	}

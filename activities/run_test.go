@@ -39,7 +39,7 @@ func TestAStagePanicBecomesANonRetryableErrorNamingTheStage(t *testing.T) {
 			env := suite.NewTestActivityEnvironment()
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Layers, 0, &out, c.body)
+				return out, a.run(ctx, exam.Layers, &out, c.body)
 			}, activity.RegisterOptions{Name: "Stage"})
 			_, err := env.ExecuteActivity("Stage")
 			var app *temporal.ApplicationError

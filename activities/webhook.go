@@ -256,16 +256,17 @@ type ReportLinks struct {
 }
 
 // NotifyWorkstation posts the signed report-ready event to the exam's
-// callback URL. A 5xx, a timeout or a network error is retried (with
-// jitter, by the worker's interceptor); a 4xx or a refused URL is final.
+// callback URL. A 5xx, a timeout or a network error is retried (by the
+// workflow, with jitter); a 4xx or a refused URL is final.
 func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (out contract.StageOutput, err error) {
 	start := time.Now()
 	defer func() { a.Metrics.observe(ctx, exam.Notify, a.Node, start, err) }()
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: exam.Notify}}
-	if prev := priorBeat(ctx); prev != nil {
-		beat.beat.Failures = prev.Failures
-	}
-	defer func() { err = beat.failed(ctx, err, in.MaxFailures) }()
+	defer func() {
+		if ctx.Err() == nil {
+			err = withNode(err, a.Node)
+		}
+	}()
 	return a.notify(ctx, in, beat)
 }
 

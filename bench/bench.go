@@ -544,8 +544,7 @@ type examFacts struct {
 	// failed and ran again.
 	events, workflowTasks, lostWorkflowTasks int
 	// firstTaken is when a node took the earliest GPU stage attempt that
-	// failed or was lost with its node (Temporal keeps no event of a lost
-	// one; the next attempt reads it from the lost one's last heartbeat).
+	// failed or was lost with its node.
 	firstTaken *time.Time
 	// gpuHeld are the spans its completed stages held a GPU.
 	gpuHeld []contract.Span
@@ -554,6 +553,8 @@ type examFacts struct {
 func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, error) {
 	iter := sys.Temporal().GetWorkflowHistory(ctx, contract.ExamWorkflowID(ref), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var f examFacts
+	gpuStage := map[int64]bool{}   // scheduled event ID → a GPU stage's try
+	taken := map[int64]time.Time{} // scheduled event ID → when a node took it
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		if err != nil {
@@ -565,6 +566,21 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 			f.workflowTasks++
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 			f.lostWorkflowTasks++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			gpuStage[ev.GetEventId()] = exam.StageOfActivity(a.GetActivityType().GetName()).NeedsGPU()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			taken[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = ev.GetEventTime().AsTime()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			// A GPU stage's try that failed or was lost with its node:
+			// each try is an activity of its own, taken when it started.
+			id := ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()
+			if id == 0 {
+				id = ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()
+			}
+			if at, ok := taken[id]; ok && gpuStage[id] && (f.firstTaken == nil || at.Before(*f.firstTaken)) {
+				f.firstTaken = &at
+			}
 		}
 		a := ev.GetActivityTaskCompletedEventAttributes()
 		if a == nil {
@@ -577,15 +593,6 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 		f.bytesRead += out.ObjectBytesRead
 		if out.GPUHeld != nil {
 			f.gpuHeld = append(f.gpuHeld, *out.GPUHeld)
-		}
-		if lost := out.RecoveredFrom; lost != nil && lost.Stage.NeedsGPU() {
-			// The first take a heartbeat told of: a later attempt's
-			// heartbeat replaces an earlier one's. One from before
-			// TakenAt existed has only the start.
-			taken := cmp.Or(lost.FirstTakenAt, lost.TakenAt, lost.StartedAt)
-			if taken != nil && (f.firstTaken == nil || taken.Before(*f.firstTaken)) {
-				f.firstTaken = taken
-			}
 		}
 	}
 	return f, nil

@@ -28,10 +28,6 @@ type ExamResult struct {
 	ExamID  string       `json:"examId"`
 	Report  ReportKeys   `json:"report"`
 	Summary exam.Summary `json:"summary"`
-	// Review and Reviews are set only by runs from before the review
-	// moved to its own workflow; newer runs leave them empty.
-	Review  exam.ReviewStatus `json:"review,omitempty"`
-	Reviews []exam.Review     `json:"reviews,omitempty"`
 }
 
 // ReportKeys point at an exam's report objects.
@@ -51,11 +47,63 @@ type Progress struct {
 	NotifyError       string        `json:"notifyError,omitempty"`
 	SLABreached       bool          `json:"slaBreached,omitempty"`
 	Summary           exam.Summary  `json:"summary"`
-	// Review and Reviews are kept by runs from before the split.
-	Review       exam.ReviewStatus `json:"review,omitempty"`
-	Reviews      []exam.Review     `json:"reviews,omitempty"`
-	IllegalMoves int               `json:"illegalMoves"`
-	Transitions  []Transition      `json:"transitions,omitempty"`
+	IllegalMoves      int           `json:"illegalMoves"`
+	Transitions       []Transition  `json:"transitions,omitempty"`
+	// Attempts is every attempt of every stage so far, in order: the
+	// workflow's own record of what it scheduled and how each ended.
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Outcome is how one attempt of a stage ended, as the workflow
+// classified it.
+type Outcome string
+
+// The outcomes of an attempt.
+const (
+	// Done: the stage did its work.
+	Done Outcome = "done"
+	// Failed: the stage failed by its own error; it spends one of the
+	// policy's MaxAttempts and is retried after a jittered backoff while
+	// any are left.
+	Failed Outcome = "failed"
+	// Lost: the attempt ended without an answer (its node died or hung:
+	// heartbeat or stage timeout, or the node handed it back on restart);
+	// it spends one of the policy's LostAttempts, then MaxAttempts.
+	Lost Outcome = "lost"
+	// Unreachable: the stage could not reach a backing service; it is
+	// rescheduled after a backoff for up to the policy's InfraRetryFor
+	// without spending attempts.
+	Unreachable Outcome = "unreachable"
+	// Aged: no node took the stage within its bucket's aging threshold;
+	// it is scheduled again one bucket up.
+	Aged Outcome = "aged"
+	// Unclaimed: the node that holds the exam's data did not take the
+	// stage in time; it goes back to the shared queue.
+	Unclaimed Outcome = "unclaimed"
+	// Refused: the stage failed for good (invalid input, a panic, a
+	// report that exists): no retry can help.
+	Refused Outcome = "refused"
+)
+
+// Attempt is one attempt of a stage: where it was scheduled, where it
+// ran and how it ended.
+type Attempt struct {
+	Stage exam.Stage `json:"stage"`
+	// Try counts the stage's schedules in this run, from 1 (every
+	// outcome counts, aging and affinity fallbacks too); the activity ID
+	// is the stage and its try (ActivityID).
+	Try    int32         `json:"try"`
+	Queue  string        `json:"queue"`
+	Bucket exam.Priority `json:"bucket,omitempty"`
+	// Node is the node that ran it, when known.
+	Node        string    `json:"node,omitempty"`
+	Outcome     Outcome   `json:"outcome"`
+	FailureType string    `json:"failureType,omitempty"`
+	Failure     string    `json:"failure,omitempty"`
+	ScheduledAt time.Time `json:"scheduledAt"`
+	EndedAt     time.Time `json:"endedAt"`
+	// RetryAfter is the wait before the stage's next try (0: at once).
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 }
 
 // Transition is one state change the workflow made itself.

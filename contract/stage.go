@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"octflow/exam"
@@ -19,11 +21,6 @@ type StageInput struct {
 	// report's time). Unset for exams started before the report stage
 	// opened the review: their pipeline starts it as a child workflow.
 	Review *ReviewStart `json:"review,omitempty"`
-	// MaxFailures is how many attempts of the stage may fail by their
-	// own error (the policy's MaxAttempts) when Temporal's retry policy
-	// also allows attempts lost with their node: the attempt that
-	// spends the last one fails for good. 0: Temporal's limit alone.
-	MaxFailures int32 `json:"maxFailures,omitempty"`
 }
 
 // StageOutput says what a stage wrote.
@@ -68,13 +65,25 @@ type Heartbeat struct {
 	// (Temporal's start of the attempt; the server keeps no event of an
 	// attempt lost with its node).
 	TakenAt *time.Time `json:"takenAt,omitempty"`
-	// FirstTakenAt is when a node took the stage's first attempt of
-	// which a heartbeat reached the server: each attempt carries it on
-	// from the last heartbeat of the one before, which it replaces.
-	FirstTakenAt *time.Time `json:"firstTakenAt,omitempty"`
-	// Failures is how many attempts of the stage failed by their own
-	// error, this one included once it fails: each attempt carries it on
-	// from the last heartbeat before it, so an attempt lost with its
-	// node, which sends no failure, does not add to it.
-	Failures int32 `json:"failures,omitempty"`
+}
+
+// ActivityID is the activity ID of a stage's try in an exam's run: the
+// stage and the try ("layers-2"), so a history, a pending activity and
+// a stage itself can tell which try it is.
+func ActivityID(stage exam.Stage, try int32) string {
+	return string(stage) + "-" + strconv.Itoa(int(try))
+}
+
+// TryOf is the try an activity ID names (see ActivityID); 1 for an ID of
+// another shape, as every activity that is not a stage's try has.
+func TryOf(activityID string) int32 {
+	i := strings.LastIndexByte(activityID, '-')
+	if i < 0 {
+		return 1
+	}
+	n, err := strconv.ParseInt(activityID[i+1:], 10, 32)
+	if err != nil || n < 1 || exam.Stage(activityID[:i]).ActivityName() == "" {
+		return 1
+	}
+	return int32(n)
 }

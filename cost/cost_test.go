@@ -61,7 +61,7 @@ func TestOfCountsWhatEachEventCosts(t *testing.T) {
 	}
 }
 
-func TestARetryInARecordedHistoryCostsOneAttemptMore(t *testing.T) {
+func TestARetryInARecordedHistoryCostsAnAttemptATimerAndItsUpserts(t *testing.T) {
 	load := func(name string) Counts {
 		h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join("..", "workflows", "testdata", name)), client.HistoryJSONOptions{})
 		if err != nil {
@@ -70,8 +70,12 @@ func TestARetryInARecordedHistoryCostsOneAttemptMore(t *testing.T) {
 		return Of(h.GetEvents())
 	}
 	plain, retry := load("exam_plain.json"), load("exam_retry.json")
-	if retry.ActivityAttempts != plain.ActivityAttempts+1 || retry.Actions != plain.Actions+1 {
-		t.Errorf("plain %+v, one retried stage %+v: want one attempt and one action more", plain, retry)
+	// The workflow retries the stage itself: one more attempt, the
+	// timer of its backoff, and the state changes it records.
+	upserts := retry.Upserts - plain.Upserts
+	if retry.ActivityAttempts != plain.ActivityAttempts+1 || retry.Timers != plain.Timers+1 || upserts < 1 ||
+		retry.Actions != plain.Actions+2+upserts {
+		t.Errorf("plain %+v, one retried stage %+v: want one attempt, one timer and their upserts more", plain, retry)
 	}
 	if plain.Actions < 1+plain.ActivityAttempts+plain.Upserts {
 		t.Errorf("plain exam %+v: fewer actions than its start, attempts and upserts", plain)

@@ -20,7 +20,6 @@ import (
 
 	"octflow/activities"
 	"octflow/exam"
-	"octflow/workers"
 )
 
 // Config describes one node.
@@ -158,9 +157,8 @@ func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.S
 		// (the SDK's default holds it back up to 0.8 × the heartbeat
 		// timeout, 24 s in production).
 		MaxHeartbeatThrottleInterval: startReportedWithin,
-		// Outermost first: bind the GPU (and judge the outcome), then
-		// spread the retry of a failure.
-		Interceptors: []interceptor.WorkerInterceptor{binder, &workers.RetryJitter{Node: cfg.NodeID}},
+		// Bind the GPU, and judge the outcome for the node's breaker.
+		Interceptors: []interceptor.WorkerInterceptor{binder},
 	})
 	for _, s := range []struct {
 		stage exam.Stage

@@ -417,8 +417,8 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 // health, and whether it failed. Only the stage's own failures count: a
 // cancelled stage (drain, lost lease), an invalid scan, a panic (it
 // follows the exam to any node), an unreachable backing service (it
-// fails every node alike) and any other final failure but one that spent
-// the stage's last attempt say nothing about this node.
+// fails every node alike) and any other final failure say nothing about
+// this node.
 func outcome(ctx context.Context, err error) (counts, failed bool) {
 	if err == nil {
 		return true, false
@@ -432,7 +432,7 @@ func outcome(ctx context.Context, err error) (counts, failed bool) {
 		case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeInfrastructure:
 			return false, false
 		}
-		if app.NonRetryable() && !errors.Is(err, activities.ErrAttemptsSpent) {
+		if app.NonRetryable() {
 			return false, false
 		}
 	}

@@ -150,8 +150,8 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 			panic("driver crashed")
 		case "fail":
 			return errors.New("CUDA error")
-		case "fail, last attempt":
-			return activities.LastAttemptFailed(errors.New("CUDA error"), "gpu-test")
+		case "fail again":
+			return errors.New("CUDA error")
 		case "panicked":
 			return temporal.NewNonRetryableApplicationError("denoise panicked: index out of range", contract.ErrTypeStagePanic, nil)
 		case "store down":
@@ -160,7 +160,7 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 		return nil
 	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
 
-	modes := []string{"panic", "fail", "fail, last attempt", "panicked", "store down", "ok"}
+	modes := []string{"panic", "fail", "fail again", "panicked", "store down", "ok"}
 	for _, mode := range modes {
 		_, err := env.ExecuteActivity(exam.Denoise.ActivityName(), mode)
 		if (err == nil) != (mode == "ok") {
@@ -173,7 +173,7 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 	if len(gpuSeen) != len(modes) || gpuSeen[0] != 0 {
 		t.Errorf("stages saw GPUs %v, want GPU 0 each time", gpuSeen)
 	}
-	// Only the CUDA errors are the node's, final or not: a panic follows
+	// Only the CUDA errors are the node's: a panic follows
 	// the exam, and an unreachable object store fails every node alike.
 	if st := b.Status(); st.Samples != 3 || math.Abs(st.FailureRate-2.0/3) > 1e-9 {
 		t.Errorf("breaker saw %+v, want 2 failures of 3", st)

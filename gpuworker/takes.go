@@ -28,14 +28,13 @@ import (
 // returned. A node killed outright (OOM, kill -9, a driver fault) leaves
 // the files of what it held behind; when it starts again on the same
 // directory, HandBack gives each such attempt back to Temporal: its last
-// heartbeat, then a retryable NodeLost failure due for retry at once.
+// heartbeat, then a NodeLost failure that asks for a retry at once.
 //
-// Without it a lost attempt waits out its heartbeat timeout (30 s in
-// production) and then Temporal's unjittered backoff, and an attempt
-// lost before its first heartbeat reached the server leaves no trace of
-// when or where it was taken. Temporal checks the attempt in each note's
-// task token, so an attempt that ended meanwhile (completed, timed out
-// and retried elsewhere) is left alone. The files are not synced: a
+// It is there to shorten recovery: without it, the workflow hears of a
+// lost attempt only after its heartbeat timeout (30 s in production).
+// Temporal checks the attempt in each note's task token, so an attempt
+// that ended meanwhile (completed, or timed out and retried elsewhere)
+// is left alone. The files are not synced: a
 // process killed keeps what it wrote; a machine that loses power loses
 // the notes, and its attempts fall back to the heartbeat timeout.
 type Takes struct {
@@ -174,8 +173,8 @@ const handBackRetryDelay = time.Millisecond
 func (t *Takes) handBack(ctx context.Context, c Completer, n takeNote) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	// The heartbeat first: the next attempt reads it as the lost one's
-	// (where and when it was taken, the failures it carries on).
+	// The heartbeat first: the server keeps it with the attempt, so the
+	// exam's history says where the lost attempt was and since when.
 	if err := c.RecordActivityHeartbeat(ctx, n.TaskToken, n.Beat); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}

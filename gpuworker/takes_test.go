@@ -55,12 +55,12 @@ func TestTakeNotesFollowTheStageUntilItReturns(t *testing.T) {
 	defer takes.Close()
 	taken := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	note, drop := takes.hold(takeNote{TaskToken: []byte("token-1"), Attempt: 2,
-		Beat: contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &taken, Failures: 1}})
+		Beat: contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &taken}})
 	if n := len(notes(t, dir)); n != 1 {
 		t.Fatalf("%d notes after the take, want 1", n)
 	}
 	gpu := 1
-	note(contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &taken, StartedAt: &taken, GPU: &gpu, Failures: 1})
+	note(contract.Heartbeat{Node: "gpu-a", Stage: exam.Layers, TakenAt: &taken, StartedAt: &taken, GPU: &gpu})
 
 	// A node killed here leaves the note with its last heartbeat, which
 	// its next start hands back.
@@ -80,7 +80,7 @@ func TestTakeNotesFollowTheStageUntilItReturns(t *testing.T) {
 		t.Fatalf("handed back %d stages, want 1", n)
 	}
 	beat := rec.beats["token-1"]
-	if beat.StartedAt == nil || beat.GPU == nil || *beat.GPU != 1 || beat.Failures != 1 || !beat.TakenAt.Equal(taken) {
+	if beat.StartedAt == nil || beat.GPU == nil || *beat.GPU != 1 || !beat.TakenAt.Equal(taken) {
 		t.Errorf("handed back with heartbeat %+v, want the last one noted", beat)
 	}
 	var app *temporal.ApplicationError

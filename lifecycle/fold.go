@@ -74,8 +74,7 @@ type Record struct {
 	LastFailure       *Failure
 	// Summary is the headline result, once the measure stage has run.
 	Summary *exam.Summary
-	// Report is where the report stage wrote the report: runs from before
-	// campuses were tenants wrote it under other keys than today's.
+	// Report is where the report stage wrote the report.
 	Report *contract.ReportKeys
 	// Result is the pipeline's result once it completed.
 	Result *contract.ExamResult
@@ -120,9 +119,14 @@ type folder struct {
 	open      map[string]bool       // activity IDs scheduled and not yet closed
 	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
 	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
-	retries   map[int64]int         // scheduled event ID → index of its RETRY_WAIT entry
-	notifyErr string                // the report-ready push failed for good
-	reviewing bool                  // the report exists; a run from before the split then waits for its review
+	// spent counts each stage's tries that failed or were lost: the
+	// next one is attempt spent+1 (aging, a fallback from a node and an
+	// unreachable store spend none).
+	spent map[exam.Stage]int32
+	// retry is the failed try whose retry the workflow may now wait
+	// for: a timer started next is that wait (RETRY_WAIT).
+	retry     *retryWait
+	notifyErr string // the report-ready push failed for good
 }
 
 func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, info map[string]any) {
@@ -146,10 +150,10 @@ func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, inf
 }
 
 func (f *folder) pipelineRun(n int, run Run) {
-	f.stages, f.buckets, f.retries = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[int64]int{}
+	f.stages, f.buckets, f.spent, f.retry = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[exam.Stage]int32{}, nil
 	f.open = map[string]bool{}
 	activityIDs := map[int64]string{} // scheduled event ID → activity ID
-	f.notifyErr, f.reviewing = "", false
+	f.notifyErr = ""
 	r := f.rec
 	for _, ev := range run.Events {
 		at := ev.GetEventTime().AsTime()
@@ -182,30 +186,24 @@ func (f *folder) pipelineRun(n int, run Run) {
 				f.buckets[stage] = bucket
 				r.EffectivePriority = exam.Priority(bucket)
 			}
-			if f.reviewing {
-				// A reminder of a run from before the split.
-				f.reminder(at, stage, a.GetInput())
-				continue
+			r.Attempt, r.Node, f.retry = 0, "", nil
+			if n := f.spent[stage]; n > 0 {
+				r.Attempt = n + 1
+				info["attempt"] = n + 1
 			}
-			r.Attempt, r.Node = 0, ""
 			f.add(at, Queued, stage, "workflow", info)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := ev.GetActivityTaskStartedEventAttributes()
 			stage := f.stages[a.GetScheduledEventId()]
-			if f.reviewing {
-				continue
-			}
-			if a.GetAttempt() > 1 {
-				info := f.retryInfo(a.GetAttempt()-1, a.GetLastFailure())
-				node, _ := info["node"].(string)
-				f.retries[a.GetScheduledEventId()] = len(r.Timeline)
-				f.add(at, RetryWait, stage, node, info)
-			}
-			r.Attempt, r.Node = a.GetAttempt(), a.GetIdentity()
-			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": a.GetAttempt(), "node": a.GetIdentity()})
+			r.Attempt, r.Node = f.spent[stage]+1, a.GetIdentity()
+			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": r.Attempt, "node": a.GetIdentity()})
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := ev.GetActivityTaskCompletedEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
+			stage := f.stages[a.GetScheduledEventId()]
+			if stage == exam.Notify {
+				f.notifyErr = ""
+			}
 			var out contract.StageOutput
 			if f.decode(a.GetResult(), &out) != nil {
 				continue
@@ -213,13 +211,8 @@ func (f *folder) pipelineRun(n int, run Run) {
 			if out.Summary != nil {
 				r.Summary = out.Summary
 			}
-			if f.stages[a.GetScheduledEventId()] == exam.Render && len(out.Keys) == 2 {
+			if stage == exam.Render && len(out.Keys) == 2 {
 				r.Report = &contract.ReportKeys{JSONKey: out.Keys[0], PDFKey: out.Keys[1]}
-			}
-			// A stage lost with its node names that node in its result.
-			if i, ok := f.retries[a.GetScheduledEventId()]; ok && out.RecoveredFrom != nil && out.RecoveredFrom.Node != "" {
-				r.Timeline[i].Actor = out.RecoveredFrom.Node
-				r.Timeline[i].Info["node"] = out.RecoveredFrom.Node
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := ev.GetActivityTaskFailedEventAttributes()
@@ -229,34 +222,23 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskTimedOutEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			if a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				continue // the stage aged in its queue; the promotion follows
+				continue // the stage aged in its queue, or its node did not take it; it is scheduled again
 			}
 			f.stageFailed(at, f.stages[a.GetScheduledEventId()], "temporal", a.GetFailure())
-		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-			// A run from before the split records the report's completion
-			// and then waits for the review.
-			sa := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes()
-			if State(f.searchAttr(sa, exam.AttrState)) == Completed && r.State != Completed {
-				f.complete(at)
-				f.reviewing = true
-				r.Review = &contract.ReviewState{Status: exam.ReviewPending, Reviews: []exam.Review{}}
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			// The workflow waits before a failed stage's next try.
+			if w := f.retry; w != nil {
+				f.retry = nil
+				next := at.Add(ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
+				w.info["nextAttemptAt"] = next.UTC()
+				r.Attempt = f.spent[w.stage] + 1
+				f.add(at, RetryWait, w.stage, w.actor, w.info)
 			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			f.decision(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput())
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			var res contract.ExamResult
 			_ = f.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res)
 			r.Result = &res
-			switch {
-			case r.State != Completed:
-				f.complete(at)
-			case res.Review != "":
-				// A run from before the split closes its review window.
-				r.Review.Status, r.Review.Reviews = res.Review, res.Reviews
-				f.add(at, Completed, "", "workflow", map[string]any{"reviewWindow": "closed", "review": r.Review.Status})
-			default:
-				r.Review = nil // the review workflow holds it
-			}
+			f.complete(at)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 			fail := f.failure(ev.GetWorkflowExecutionFailedEventAttributes().GetFailure())
 			fail.Stage, fail.Attempt = r.Stage, r.Attempt
@@ -272,7 +254,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 	}
 	// Describe and history are two reads: a pending activity the
 	// history has already closed is stale.
-	if p := run.Pending; p != nil && !f.reviewing && f.open[p.GetActivityId()] {
+	if p := run.Pending; p != nil && f.open[p.GetActivityId()] {
 		f.pending(p)
 	}
 }
@@ -287,29 +269,41 @@ func (f *folder) complete(at time.Time) {
 	f.add(at, Completed, "", "workflow", info)
 }
 
-// stageFailed notes an attempt that failed for good. An infrastructure
-// failure is followed by the workflow's own backoff and a new schedule
-// of the stage, so it is a RETRY_WAIT now. Any other final failure shows
-// in the DEAD entry that follows, except the notify stage's: the report
-// stands, and the failure is noted on the exam's completion.
+// retryWait is a failed try the workflow may retry.
+type retryWait struct {
+	stage exam.Stage
+	actor string
+	info  map[string]any
+}
+
+// stageFailed notes a try of a stage that failed. A failure of the
+// stage's own, or a try lost with its node, spends an attempt; an
+// unreachable backing service does not. If the workflow retries it, a
+// timer follows (RETRY_WAIT); if not, the exam's DEAD entry does, or,
+// for the notify stage, the exam's completion with the failure noted.
 func (f *folder) stageFailed(at time.Time, stage exam.Stage, actor string, pf *failurepb.Failure) {
 	fail := f.failure(pf)
+	if fail.Type != contract.ErrTypeInfrastructure {
+		f.spent[stage]++
+	}
 	fail.Stage, fail.Attempt = stage, f.rec.Attempt
 	if node := f.failureNode(pf); node != "" {
 		actor = node
 	}
-	switch {
-	case fail.Type == contract.ErrTypeInfrastructure:
-		info := map[string]any{"failure": fail.Message, "failureType": fail.Type}
-		if actor != "" {
-			info["node"] = actor
-		}
-		f.rec.LastFailure = fail
-		f.add(at, RetryWait, stage, actor, info)
-	case stage == exam.Notify:
+	info := map[string]any{"failure": fail.Message}
+	if fail.Type != "" {
+		info["failureType"] = fail.Type
+	}
+	if fail.Type != contract.ErrTypeInfrastructure {
+		info["failedAttempt"] = f.spent[stage]
+	}
+	if actor != "" && actor != "temporal" {
+		info["node"] = actor
+	}
+	f.retry = &retryWait{stage: stage, actor: actor, info: info}
+	f.rec.LastFailure = fail
+	if stage == exam.Notify {
 		f.notifyErr = fail.Message
-	default:
-		f.rec.LastFailure = fail
 	}
 }
 
@@ -322,35 +316,21 @@ func (f *folder) dead(at time.Time, actor string, fail *Failure) {
 	f.add(at, Dead, fail.Stage, actor, info)
 }
 
-// pending adds what the activity in flight says: a retry waiting out
-// its backoff, a retry due and back on the queue, a worker that claimed
-// the stage, or one that runs and heartbeats.
+// pending adds what the activity in flight says: a node that claimed
+// the stage, or one that runs it and heartbeats. A stage waiting in its
+// queue is already QUEUED, one waiting for its retry RETRY_WAIT.
 func (f *folder) pending(p *workflowpb.PendingActivityInfo) {
 	r := f.rec
+	if p.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+		return
+	}
 	stage := exam.StageOfActivity(p.GetActivityType().GetName())
-	r.Attempt = p.GetAttempt()
-	if p.GetAttempt() > 1 && p.GetLastFailure() != nil {
-		fail := f.failure(p.GetLastFailure())
-		fail.Stage, fail.Attempt = stage, p.GetAttempt()-1
-		r.LastFailure = fail
-		info := f.retryInfo(p.GetAttempt()-1, p.GetLastFailure())
-		next := p.GetNextAttemptScheduleTime()
-		if next != nil {
-			info["nextAttemptAt"] = next.AsTime().UTC()
-		}
-		f.add(p.GetLastAttemptCompleteTime().AsTime(), RetryWait, stage, p.GetLastWorkerIdentity(), info)
-		if p.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED && next != nil && !f.now.Before(next.AsTime()) {
-			f.add(next.AsTime(), Queued, stage, "temporal", map[string]any{"attempt": p.GetAttempt()})
-		}
+	to := Claimed
+	if f.running(p) {
+		to = Executing
 	}
-	if p.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
-		to := Claimed
-		if f.running(p) {
-			to = Executing
-		}
-		r.Node = p.GetLastWorkerIdentity()
-		f.add(p.GetLastStartedTime().AsTime(), to, stage, r.Node, map[string]any{"attempt": p.GetAttempt(), "node": r.Node})
-	}
+	r.Attempt, r.Node = f.spent[stage]+1, p.GetLastWorkerIdentity()
+	f.add(p.GetLastStartedTime().AsTime(), to, stage, r.Node, map[string]any{"attempt": r.Attempt, "node": r.Node})
 }
 
 // running reports whether the attempt in flight has reported progress:
@@ -427,18 +407,6 @@ func (f *folder) decision(at time.Time, in *updatepb.Input) {
 	f.add(at, Completed, "", req.By, info)
 }
 
-func (f *folder) retryInfo(failedAttempt int32, pf *failurepb.Failure) map[string]any {
-	fail := f.failure(pf)
-	info := map[string]any{"failure": fail.Message, "failedAttempt": failedAttempt}
-	if fail.Type != "" {
-		info["failureType"] = fail.Type
-	}
-	if node := f.failureNode(pf); node != "" {
-		info["node"] = node
-	}
-	return info
-}
-
 // failure reads what a failure says about the stage: the first
 // application error or timeout inside the activity's failure (a
 // workflow's failure wraps the activity's, which may wrap the Go error
@@ -506,14 +474,6 @@ func (f *folder) decode(p *commonpb.Payloads, v any) error {
 func (f *folder) memoString(m *commonpb.Memo, field string) string {
 	var v string
 	if p := m.GetFields()[field]; p == nil || f.codec.Data.FromPayload(p, &v) != nil {
-		return ""
-	}
-	return v
-}
-
-func (f *folder) searchAttr(sa *commonpb.SearchAttributes, name string) string {
-	var v string
-	if p := sa.GetIndexedFields()[name]; p == nil || f.codec.Data.FromPayload(p, &v) != nil {
 		return ""
 	}
 	return v

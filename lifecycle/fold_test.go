@@ -13,6 +13,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"octflow/codec"
@@ -77,29 +78,63 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 	}
 }
 
+// tries is a synthetic history of a layers stage whose first try failed
+// on gpu-a and whose retry was scheduled 30 s later: the events up to
+// upTo (an event ID).
+func tries(t0 time.Time, upTo int64) []*historypb.HistoryEvent {
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	scheduled := func(id int64, s int, try int32) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+				ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}, ActivityId: contract.ActivityID(exam.Layers, try)}}}
+	}
+	all := []*historypb.HistoryEvent{
+		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
+		scheduled(5, 1, 1),
+		{EventId: 6, EventTime: at(2), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+				ScheduledEventId: 5, Attempt: 1, Identity: "gpu-a"}}},
+		{EventId: 7, EventTime: at(9), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{
+				ScheduledEventId: 5, StartedEventId: 6, Identity: "gpu-a", Failure: &failurepb.Failure{Message: "CUDA out of memory",
+					FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}},
+		{EventId: 11, EventTime: at(10), EventType: enumspb.EVENT_TYPE_TIMER_STARTED,
+			Attributes: &historypb.HistoryEvent_TimerStartedEventAttributes{TimerStartedEventAttributes: &historypb.TimerStartedEventAttributes{
+				StartToFireTimeout: durationpb.New(30 * time.Second)}}},
+		{EventId: 12, EventTime: at(40), EventType: enumspb.EVENT_TYPE_TIMER_FIRED},
+		scheduled(16, 40, 2),
+		{EventId: 17, EventTime: at(41), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+				ScheduledEventId: 16, Attempt: 1, Identity: "gpu-b"}}},
+	}
+	var out []*historypb.HistoryEvent
+	for _, ev := range all {
+		if ev.GetEventId() <= upTo {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
-	events := []*historypb.HistoryEvent{
-		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
-		{EventId: 5, EventTime: at(1), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-				ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}}}},
-		{EventId: 6, EventTime: at(40), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
-			Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
-				ScheduledEventId: 5, Attempt: 2, Identity: "gpu-b",
-				LastFailure: &failurepb.Failure{Message: "CUDA out of memory",
-					FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}},
+	r := Fold(corpusCodec(t), t0, []Run{{Events: tries(t0, 17)}}, nil)
+	got := r.Timeline
+	if len(got) != 6 || len(r.Illegal) != 0 {
+		t.Fatalf("timeline %+v, illegal %v", got, r.Illegal)
 	}
-	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil).Timeline
-	if len(got) != 4 {
-		t.Fatalf("timeline %+v", got)
+	first, retry, queued, exec := got[2], got[3], got[4], got[5]
+	if first.To != Executing || first.Actor != "gpu-a" || first.Info["attempt"] != int32(1) {
+		t.Errorf("first try = %+v", first)
 	}
-	retry, exec := got[2], got[3]
-	if retry.To != RetryWait || retry.Stage != exam.Layers || retry.Info["failure"] != "CUDA out of memory" || retry.Info["failedAttempt"] != int32(1) {
+	if retry.To != RetryWait || retry.Stage != exam.Layers || retry.Info["failure"] != "CUDA out of memory" || retry.Info["failedAttempt"] != int32(1) ||
+		retry.Actor != "gpu-a" || retry.Info["node"] != "gpu-a" || retry.Info["nextAttemptAt"] != t0.Add(40*time.Second) {
 		t.Errorf("retry entry = %+v", retry)
 	}
-	if exec.To != Executing || exec.Actor != "gpu-b" || exec.Info["attempt"] != int32(2) || exec.From != RetryWait {
+	if queued.To != Queued || queued.Info["attempt"] != int32(2) {
+		t.Errorf("the retry back in its queue = %+v", queued)
+	}
+	if exec.To != Executing || exec.Actor != "gpu-b" || exec.Info["attempt"] != int32(2) || exec.From != Queued {
 		t.Errorf("execution entry = %+v", exec)
 	}
 }
@@ -229,12 +264,6 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 
 func TestFoldPendingStageStates(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	scheduled := &historypb.HistoryEvent{EventId: 5, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-		Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-			ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}}}}
-	events := []*historypb.HistoryEvent{{EventId: 1, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}, scheduled}
-	failure := &failurepb.Failure{Message: "CUDA out of memory", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
-		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
 	cdc := corpusCodec(t)
 	beat := func(taken int, started *int) *commonpb.Payloads {
@@ -248,37 +277,44 @@ func TestFoldPendingStageStates(t *testing.T) {
 		}
 		return p
 	}
+	claimed := func(p *workflowpb.PendingActivityInfo) *workflowpb.PendingActivityInfo {
+		p.State, p.LastWorkerIdentity = enumspb.PENDING_ACTIVITY_STATE_STARTED, "gpu-a"
+		return p
+	}
 	cases := []struct {
-		name    string
-		pending *workflowpb.PendingActivityInfo
-		want    State
+		name        string
+		upTo        int64 // the history's last event (see tries)
+		pending     *workflowpb.PendingActivityInfo
+		want        State
+		wantAttempt int32
 	}{
-		{"waiting on its queue", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 1}, Queued},
-		{"picked up, no heartbeat", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
-			LastStartedTime: at(2), LastWorkerIdentity: "gpu-a"}, Claimed},
-		{"running and heartbeating", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
-			LastStartedTime: at(2), LastHeartbeatTime: at(4), LastWorkerIdentity: "gpu-a"}, Executing},
-		{"taken, its GPU not yet held", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
-			LastStartedTime: at(2), LastHeartbeatTime: at(2), HeartbeatDetails: beat(2, nil), LastWorkerIdentity: "gpu-a"}, Claimed},
-		{"started on its GPU", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1,
-			LastStartedTime: at(2), LastHeartbeatTime: at(3), HeartbeatDetails: beat(2, ptr(3)), LastWorkerIdentity: "gpu-a"}, Executing},
-		{"a retry, only the lost attempt's heartbeat", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2,
-			LastStartedTime: at(9), LastHeartbeatTime: at(3), HeartbeatDetails: beat(2, ptr(3)), LastWorkerIdentity: "gpu-b",
-			LastFailure: failure, LastAttemptCompleteTime: at(8), NextAttemptScheduleTime: at(9)}, Claimed},
-		{"waiting out its backoff", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
-			LastFailure: failure, LastAttemptCompleteTime: at(3), NextAttemptScheduleTime: at(600)}, RetryWait},
-		{"retry due, back on the queue", &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2,
-			LastFailure: failure, LastAttemptCompleteTime: at(3), NextAttemptScheduleTime: at(5)}, Queued},
+		{"waiting on its queue", 5, &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED}, Queued, 0},
+		{"picked up, no heartbeat", 5, claimed(&workflowpb.PendingActivityInfo{LastStartedTime: at(2)}), Claimed, 1},
+		{"running and heartbeating", 5, claimed(&workflowpb.PendingActivityInfo{LastStartedTime: at(2), LastHeartbeatTime: at(4)}), Executing, 1},
+		{"taken, its GPU not yet held", 5, claimed(&workflowpb.PendingActivityInfo{LastStartedTime: at(2), LastHeartbeatTime: at(2),
+			HeartbeatDetails: beat(2, nil)}), Claimed, 1},
+		{"started on its GPU", 5, claimed(&workflowpb.PendingActivityInfo{LastStartedTime: at(2), LastHeartbeatTime: at(3),
+			HeartbeatDetails: beat(2, ptr(3))}), Executing, 1},
+		{"failed, the workflow not yet told", 7, nil, Executing, 1},
+		{"waiting out its backoff", 12, nil, RetryWait, 2},
+		{"the retry back on the queue", 16, &workflowpb.PendingActivityInfo{State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED}, Queued, 2},
+		{"the retry claimed", 16, claimed(&workflowpb.PendingActivityInfo{LastStartedTime: at(41)}), Claimed, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
-			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: events, Pending: c.pending}}, nil)
-			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 {
-				t.Errorf("state %s at %s (illegal %v), want %s", r.State, r.Stage, r.Illegal, c.want)
+			if c.pending != nil {
+				c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
+				c.pending.ActivityId = contract.ActivityID(exam.Layers, 1)
+				if c.upTo >= 16 {
+					c.pending.ActivityId = contract.ActivityID(exam.Layers, 2)
+				}
 			}
-			if c.want == RetryWait && (r.LastFailure == nil || r.LastFailure.Message != "CUDA out of memory" || r.Attempt != 2) {
-				t.Errorf("retry without its failure: %+v, attempt %d", r.LastFailure, r.Attempt)
+			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: tries(t0, c.upTo), Pending: c.pending}}, nil)
+			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 || r.Attempt != c.wantAttempt {
+				t.Errorf("state %s at %s, attempt %d (illegal %v), want %s, attempt %d", r.State, r.Stage, r.Attempt, r.Illegal, c.want, c.wantAttempt)
+			}
+			if c.want == RetryWait && (r.LastFailure == nil || r.LastFailure.Message != "CUDA out of memory") {
+				t.Errorf("retry without its failure: %+v", r.LastFailure)
 			}
 		})
 	}

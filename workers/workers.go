@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -116,13 +115,10 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		opts.StopTimeout = 90 * time.Second
 	}
 	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(opts.Identity, opts.StopTimeout))
-	// Stage workers spread their retries (see RetryJitter).
-	stageInterceptors := []interceptor.WorkerInterceptor{&RetryJitter{Node: opts.Identity}}
 	workflows.Register(wf)
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
-		MaxConcurrentActivityTaskPollers: cpuPollers,
-		Interceptors:                     stageInterceptors})
+		MaxConcurrentActivityTaskPollers: cpuPollers})
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}

@@ -124,73 +124,211 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 	_ = workflow.UpsertTypedSearchAttributes(ctx, stateAttr.ValueSet(string(to)), stageAttr.ValueSet(string(stage)))
 }
 
-// stage runs one stage to its end. A GPU stage is scheduled in the exam's
-// current bucket with a schedule-to-start timeout equal to that bucket's
-// aging threshold; when it expires, the stage is scheduled again one
-// bucket up. A stage that could not reach a backing service is
-// scheduled again after a backoff, for at most the policy's
-// InfraRetryFor.
+// stage runs one stage to its end, one attempt at a time, and records
+// each attempt with its outcome (contract.Attempt). A GPU stage is
+// scheduled in the exam's current bucket with a schedule-to-start
+// timeout equal to that bucket's aging threshold; when it expires, the
+// stage is scheduled again one bucket up. A stage that failed by its own
+// error, or was lost with its node, is scheduled again after a jittered
+// backoff while the policy's attempts last; one that could not reach a
+// backing service, after its own backoff for at most the policy's
+// InfraRetryFor, without spending attempts.
 func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.StageOutput, error) {
 	p.move(ctx, lifecycle.Queued, stage)
+	var failed, lost, try int32
+	var infraTries int
 	var infraWaited time.Duration
-	for infraTries := 1; ; {
+	pol := p.in.Policy
+	for {
+		try++
 		bucket := p.progress.EffectivePriority
-		queue, wait := stage.Queue(), p.in.Policy.AgingAfter(bucket)
-		pinned := stage.NeedsGPU() && p.node != "" && p.in.Policy.NodeAffinityWait > 0
+		queue, wait := stage.Queue(), pol.AgingAfter(bucket)
+		pinned := stage.NeedsGPU() && p.node != "" && pol.NodeAffinityWait > 0
 		if pinned {
-			queue, wait = p.node, p.in.Policy.NodeAffinityWait
+			queue, wait = p.node, pol.NodeAffinityWait
 		}
 		var out contract.StageOutput
 		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
-		if p.in.Policy.LostAttempts > 0 {
-			in.MaxFailures = p.in.Policy.MaxAttempts
-		}
 		if stage == exam.Render {
 			// The report stage opens the exam's review once the report
 			// is stored.
-			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy}
+			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, p.in.Policy, queue, bucket, wait), stage.ActivityName(),
+		att := contract.Attempt{Stage: stage, Try: try, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
+		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, bucket, wait, try), stage.ActivityName(),
 			in).Get(ctx, &out)
-		if err == nil && out.NodeQueue != "" {
-			p.node = out.NodeQueue
+		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), classify(err, pinned, pol), attemptNode(err)
+		if err != nil {
+			att.Failure, att.FailureType = failureMessage(err), failureType(err)
 		}
-		switch {
-		case isScheduleToStartTimeout(err) && pinned:
+		var delay time.Duration
+		switch att.Outcome {
+		case contract.Done:
+			if out.NodeQueue != "" {
+				p.node = out.NodeQueue
+			}
+			p.record(att)
+			return out, nil
+		case contract.Unclaimed:
 			// The node is gone, draining or too busy: any node in the
 			// bucket may take the stage, reading its input from the store.
 			workflow.GetLogger(ctx).Info("node did not take the stage in time; back to the shared queue",
 				"stage", stage, "queue", queue, "waited", wait)
 			p.node = ""
-			p.move(ctx, lifecycle.Queued, stage)
-		case isScheduleToStartTimeout(err):
+			p.record(att)
+			continue
+		case contract.Aged:
+			p.record(att)
 			p.promote(ctx, stage, bucket, wait)
-		case isInfrastructure(err) && infraWaited < p.in.Policy.InfraRetryFor:
-			delay := infraBackoff(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, infraTries)
-			workflow.GetLogger(ctx).Warn("stage could not reach a backing service; rescheduling",
-				"stage", stage, "error", failureMessage(err), "after", delay, "waitedSoFar", infraWaited)
-			p.move(ctx, lifecycle.RetryWait, stage)
-			if err := workflow.Sleep(ctx, delay); err != nil {
+			continue
+		case contract.Unreachable:
+			if infraWaited >= pol.InfraRetryFor {
+				att.Outcome = contract.Refused
+				p.record(att)
 				return out, err
 			}
-			infraWaited += delay
+			delay = infraBackoff(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, infraTries+1)
 			infraTries++
-			p.move(ctx, lifecycle.Queued, stage)
-		default:
+			infraWaited += delay
+			workflow.GetLogger(ctx).Warn("stage could not reach a backing service; rescheduling",
+				"stage", stage, "error", att.Failure, "after", delay, "waitedSoFar", infraWaited-delay)
+		case contract.Failed, contract.Lost:
+			if att.Outcome == contract.Failed {
+				failed++
+			} else {
+				lost++
+				p.node = "" // the node is gone or cannot be trusted with the exam's data
+			}
+			if failed >= pol.MaxAttempts || failed+lost >= pol.MaxAttempts+pol.LostAttempts {
+				p.record(att)
+				return out, attemptsSpent(err)
+			}
+			delay = retryDelay(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, failed+lost, pol, err)
+			workflow.GetLogger(ctx).Warn("stage attempt failed; retrying", "stage", stage, "try", try,
+				"outcome", att.Outcome, "error", att.Failure, "after", delay)
+		default: // Refused
+			p.record(att)
 			return out, err
 		}
+		att.RetryAfter = delay
+		p.record(att)
+		p.move(ctx, lifecycle.RetryWait, stage)
+		if err := workflow.Sleep(ctx, delay); err != nil {
+			return out, err
+		}
+		p.move(ctx, lifecycle.Queued, stage)
 	}
 }
 
+// record appends an attempt to the exam's record.
+func (p *pipeline) record(a contract.Attempt) {
+	p.progress.Attempts = append(p.progress.Attempts, a)
+}
+
+// classify says how an attempt ended (see contract.Outcome). A timeout
+// while pinned to the node that holds the exam's data is that node not
+// taking it; one in the shared queue is aging. A stage that ended
+// without an answer, or that its node handed back on restart, was lost.
+// An unreachable backing service is the workflow's to wait out only
+// when the policy says for how long; otherwise it is a failure like
+// any other.
+func classify(err error, pinned bool, pol exam.Policy) contract.Outcome {
+	if err == nil {
+		return contract.Done
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		switch timeout.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			if pinned {
+				return contract.Unclaimed
+			}
+			return contract.Aged
+		case enumspb.TIMEOUT_TYPE_HEARTBEAT, enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+			return contract.Lost
+		}
+		return contract.Refused
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		return contract.Refused
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		return contract.Failed
+	}
+	switch app.Type() {
+	case contract.ErrTypeNodeLost:
+		return contract.Lost
+	case contract.ErrTypeInfrastructure:
+		if pol.InfraRetryFor > 0 {
+			return contract.Unreachable
+		}
+	case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeReportExists:
+		return contract.Refused
+	}
+	if app.NonRetryable() {
+		return contract.Refused
+	}
+	return contract.Failed
+}
+
+// attemptNode is the node an attempt failed on, as its failure says: a
+// stage's error carries it in its details (contract.FailureDetails), a
+// stage lost with its node in its last heartbeat.
+func attemptNode(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		var d contract.FailureDetails
+		if app.Details(&d) == nil && d.Node != "" {
+			return d.Node
+		}
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) && timeout.HasLastHeartbeatDetails() {
+		var hb contract.Heartbeat
+		if timeout.LastHeartbeatDetails(&hb) == nil {
+			return hb.Node
+		}
+	}
+	return ""
+}
+
+// attemptsSpent is the final failure of a stage whose last attempt
+// failed with err: its message and type, not retried.
+func attemptsSpent(err error) error {
+	return temporal.NewNonRetryableApplicationError(failureMessage(err), failureType(err), err)
+}
+
+// retryDelay is the wait before a stage's next try after n failed or
+// lost tries: full jitter, u·min(RetryCap, RetryBase·2^(n-1)), so stages
+// that failed together (a batch on a node that ran out of memory) come
+// back apart; u is drawn from the run ID, the same on every replay. A
+// failure that names its own delay (a node handing back what it held
+// when it died: at once) gets that delay.
+func retryDelay(runID string, stage exam.Stage, n int32, pol exam.Policy, err error) time.Duration {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.NextRetryDelay() > 0 {
+		return app.NextRetryDelay()
+	}
+	ceiling := min(pol.RetryCap, pol.RetryBase<<min(n-1, 20))
+	return max(time.Duration(unitDraw(runID, "retry/"+string(stage), int(n))*float64(ceiling)), time.Millisecond)
+}
+
 // infraBackoff is the wait before rescheduling a stage for the n-th time
-// after infrastructure failures. Its jitter is drawn from the run ID, so
-// it is the same on every replay and different for every exam.
+// after infrastructure failures: from the upper half of a doubling
+// ceiling. Its jitter is drawn from the run ID, so it is the same on
+// every replay and different for every exam.
 func infraBackoff(runID string, stage exam.Stage, n int) time.Duration {
 	ceiling := min(infraBackoffCap, infraBackoffBase<<min(n-1, 10))
+	return ceiling/2 + time.Duration(unitDraw(runID, string(stage), n)*float64(ceiling/2))
+}
+
+// unitDraw is a number in [0, 1) drawn from the run ID, a key and n.
+func unitDraw(runID, key string, n int) float64 {
 	h := fnv.New64a()
-	h.Write([]byte(runID + "/" + string(stage) + "/" + strconv.Itoa(n)))
-	u := float64(h.Sum64()%1_000_000) / 1_000_000
-	return ceiling/2 + time.Duration(u*float64(ceiling/2))
+	h.Write([]byte(runID + "/" + key + "/" + strconv.Itoa(n)))
+	return float64(h.Sum64()%1_000_000) / 1_000_000
 }
 
 func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
@@ -222,43 +360,21 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 	})
 }
 
-// stageContext sets the activity options of one stage: its task queue,
-// timeouts, retry policy, its bucket's fair share and how long it may
-// wait to start (its bucket's aging, or the wait for its node; 0: no
-// limit).
-func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue string, bucket exam.Priority, wait time.Duration) workflow.Context {
-	final := []string{contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeReportExists}
-	if pol.InfraRetryFor > 0 {
-		// The workflow reschedules these itself, without spending attempts.
-		final = append(final, contract.ErrTypeInfrastructure)
-	}
+// stageContext sets the activity options of one try of a stage: its
+// activity ID, task queue, timeouts, its bucket's fair share and how
+// long it may wait to start (its bucket's aging, or the wait for its
+// node; 0: no limit). Each try is one attempt: the workflow decides
+// what follows it (stage).
+func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ActivityID:             contract.ActivityID(stage, try),
 		TaskQueue:              queue,
 		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
-		// A stage fails for good once its own failures spent
-		// MaxAttempts (StageInput.MaxFailures); LostAttempts more are
-		// for attempts lost with their node.
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        pol.RetryBase,
-			BackoffCoefficient:     2,
-			MaximumInterval:        pol.RetryCap,
-			MaximumAttempts:        pol.MaxAttempts + pol.LostAttempts,
-			NonRetryableErrorTypes: final,
-		},
-		Priority: contract.TaskPriority(pol, bucket),
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		Priority:               contract.TaskPriority(pol, bucket),
 	})
-}
-
-func isScheduleToStartTimeout(err error) bool {
-	var timeout *temporal.TimeoutError
-	return errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
-}
-
-func isInfrastructure(err error) bool {
-	var app *temporal.ApplicationError
-	return errors.As(err, &app) && app.Type() == contract.ErrTypeInfrastructure
 }
 
 // failureMessage digs the root cause out of Temporal's error wrapping.

@@ -150,8 +150,11 @@ func (b *reviewBook) await(ctx workflow.Context) {
 			break
 		}
 		var out contract.StageOutput
-		err := workflow.ExecuteActivity(stageContext(ctx, exam.Notify, pol, exam.Notify.Queue(), b.sub.Priority, 0),
-			exam.Notify.ActivityName(), contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
+		// A reminder is no pipeline stage: Temporal retries it, within
+		// the policy's attempts and backoff.
+		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.Notify.Queue(), b.sub.Priority, 0, int32(b.reminders+1)),
+			temporal.RetryPolicy{InitialInterval: pol.RetryBase, BackoffCoefficient: 2, MaximumInterval: pol.RetryCap, MaximumAttempts: pol.MaxAttempts})
+		err := workflow.ExecuteActivity(remind, exam.Notify.ActivityName(), contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}

@@ -526,7 +526,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.StopTimeout = time.Millisecond // no drain: the stage is cut off, as in a crash
 		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
-			if isExam(ctx, "restart-1") && stage == exam.Layers && activity.GetInfo(ctx).Attempt == 1 {
+			if isExam(ctx, "restart-1") && stage == exam.Layers && contract.TryOf(activity.GetInfo(ctx).ActivityID) == 1 {
 				// The first attempt starts work, then never answers, even
 				// when cancelled.
 				activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: node, Stage: stage})

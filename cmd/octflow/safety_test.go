@@ -215,14 +215,14 @@ func TestABadSettingStopsTheProcessNamingItsVariable(t *testing.T) {
 	}
 }
 
-// stageAttempts is the highest attempt a stage reached in the exam's
-// latest run.
+// stageAttempts counts the tries of a stage that a node took in the
+// exam's latest run: each try is an activity of its own.
 func (h *harness) stageAttempts(examID string, stage exam.Stage) int32 {
 	h.t.Helper()
 	var n int32
 	h.stageEvents(examID, stage, func(ev *historypb.HistoryEvent) bool {
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
-			n = max(n, a.GetAttempt())
+		if ev.GetActivityTaskStartedEventAttributes() != nil {
+			n++
 		}
 		return true
 	})

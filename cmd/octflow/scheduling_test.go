@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
+	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -49,7 +50,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.APIOnly = true
 		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
-			switch attempt := activity.GetInfo(ctx).Attempt; {
+			switch attempt := contract.TryOf(activity.GetInfo(ctx).ActivityID); {
 			case isExam(ctx, "dead-1"):
 				return temporal.NewNonRetryableApplicationError("scan is not an OCT volume", "InvalidVolume", nil)
 			case !isExam(ctx, "states-1") || stage != exam.Denoise:
@@ -127,7 +128,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 			if stage != exam.Denoise {
 				return nil
 			}
-			attempt := activity.GetInfo(ctx).Attempt
+			attempt := contract.TryOf(activity.GetInfo(ctx).ActivityID)
 			mu.Lock()
 			maxAttempt = max(maxAttempt, attempt)
 			if attempt > 1 {
