@@ -152,11 +152,13 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			res.Kept++
 			continue
 		}
-		if err := a.Scans.Delete(ctx, o.Key); err != nil {
-			return res, unavailable(ctx, err)
-		}
-		if stored[marker] {
-			if err := a.Scans.Delete(ctx, marker); err != nil {
+		// The scan, then the sealed identity kept beside it, then the
+		// marker: a sweep cut off half way finds the rest by the marker.
+		for _, key := range []string{o.Key, exam.IdentityKey(ref, digest), marker} {
+			if key != o.Key && !stored[key] {
+				continue
+			}
+			if err := a.Scans.Delete(ctx, key); err != nil {
 				return res, unavailable(ctx, err)
 			}
 		}
@@ -165,12 +167,19 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			zap.Time("stored", o.Modified))
 	}
 	// A marker whose scan was never stored (its put failed) guards
-	// nothing.
+	// nothing, nor does the identity kept for that scan.
 	for _, o := range objs {
-		if scan, ok := exam.IntakeScanKey(o.Key); ok && !stored[scan] && now.Sub(o.Modified) >= in.Grace {
-			if err := a.Scans.Delete(ctx, o.Key); err != nil {
+		scan, ok := exam.IntakeScanKey(o.Key)
+		if !ok || stored[scan] || now.Sub(o.Modified) < in.Grace {
+			continue
+		}
+		if ref, digest, ok := exam.ParseScanKey(scan); ok && stored[exam.IdentityKey(ref, digest)] {
+			if err := a.Scans.Delete(ctx, exam.IdentityKey(ref, digest)); err != nil {
 				return res, unavailable(ctx, err)
 			}
+		}
+		if err := a.Scans.Delete(ctx, o.Key); err != nil {
+			return res, unavailable(ctx, err)
 		}
 	}
 	return res, nil

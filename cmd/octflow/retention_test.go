@@ -22,6 +22,7 @@ import (
 	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/imaging"
 	"octflow/lifecycle"
 )
 
@@ -105,7 +106,13 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.SweepEvery = time.Hour })
 	ctx := context.Background()
 	ref := h.ref
-	_, scan := phantomDICOM(t, tiny(221))
+	// A scan that names its study: its exams keep their identity sealed.
+	var buf bytes.Buffer
+	if err := imaging.WriteDICOM(&buf, imaging.NewPhantom(tiny(221)).Volume, imaging.Header{SOPInstanceUID: "2.25.221",
+		PatientID: "PATIENT-221", StudyInstanceUID: "2.25.2210", SeriesInstanceUID: "2.25.2211"}); err != nil {
+		t.Fatal(err)
+	}
+	scan := buf.Bytes()
 	_, other := phantomDICOM(t, tiny(222))
 	for _, id := range []string{"kept-1", "forgotten-1", "repaired-1"} {
 		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, scan); code != http.StatusAccepted {
@@ -161,6 +168,18 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	stale := exam.IntakeKey(ref("stale-1"), "fedcba9876543210")
 	h.putObject(stale, marker)
 
+	// The sealed identities kept beside the scans no exam took (the
+	// sweep never opens them), and those of the accepted exams.
+	var accepted []string
+	for _, id := range []string{"kept-1", "forgotten-1", "repaired-1"} {
+		accepted = append(accepted, h.storedKeys(h.objects(id)+"identity-")...)
+	}
+	neverIdentity, lostIdentity := exam.IdentityKey(ref("never-started"), neverDigest), exam.IdentityKey(ref("kept-1"), lostDigest)
+	staleIdentity := exam.IdentityKey(ref("stale-1"), "fedcba9876543210")
+	for _, key := range []string{neverIdentity, lostIdentity, staleIdentity} {
+		h.putObject(key, []byte("sealed"))
+	}
+
 	res := h.sweep(time.Nanosecond)
 	want := contract.SweepResult{Scans: 6, Kept: 3, Repaired: 1, Removed: 2, Unaccounted: 1}
 	if res != want {
@@ -169,10 +188,19 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	for key, want := range map[string]bool{
 		kept: true, forgotten: true, repaired: true, foreign: true,
 		never: false, neverMarker: false, lost: false, stale: false,
+		neverIdentity: false, lostIdentity: false, staleIdentity: false,
 		exam.RecordKey(ref("repaired-1")): true,
 	} {
 		if got := h.exists(key); got != want {
 			t.Errorf("after the sweep %s stored = %v, want %v", key, got, want)
+		}
+	}
+	if len(accepted) != 3 {
+		t.Fatalf("accepted exams keep identities %v, want one each", accepted)
+	}
+	for _, key := range accepted {
+		if !h.exists(key) {
+			t.Errorf("the sweep removed %s, the identity of an accepted exam", key)
 		}
 	}
 	// A grace period longer than every object's age leaves all alone.
