@@ -30,10 +30,6 @@ type StageOutput struct {
 	Note    string        `json:"note,omitempty"`
 	// Delivered is set by the notify stage once the workstation took the event.
 	Delivered bool `json:"delivered,omitempty"`
-	// RecoveredFrom is the last heartbeat of the previous, failed attempt
-	// (its node and GPU), recorded so the exam's history keeps where the
-	// stage was lost: Temporal does not keep a retried attempt's node.
-	RecoveredFrom *Heartbeat `json:"recoveredFrom,omitempty"`
 	// NodeQueue is the task queue of the GPU node that ran the stage and
 	// keeps its output in a local cache; the exam's next GPU stage is
 	// sent there first. Empty for CPU stages.
@@ -62,8 +58,7 @@ type Heartbeat struct {
 	// bound); unset while it waits for a GPU.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
 	// TakenAt is when the node took this attempt from its queue
-	// (Temporal's start of the attempt; the server keeps no event of an
-	// attempt lost with its node).
+	// (Temporal's start of the attempt).
 	TakenAt *time.Time `json:"takenAt,omitempty"`
 }
 
