@@ -25,6 +25,7 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
+	"octflow/cost"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -143,6 +144,12 @@ type Result struct {
 	EventsPerExam        float64 `json:"eventsPerExam"`
 	WorkflowTasksPerExam float64 `json:"workflowTasksPerExam"`
 	LostWorkflowTasks    int     `json:"lostWorkflowTasks"`
+	// Cost is what the burst's exams cost the engine by source (package
+	// cost): pipeline and review runs of every exam, the campus inbox,
+	// the fleet over the run; CostPerExam divides each source, and the
+	// total, by the exams.
+	Cost        cost.Breakdown               `json:"cost"`
+	CostPerExam map[cost.Source]cost.PerExam `json:"costPerExam"`
 	// DispatchLatencyIdleMs is the time from QUEUED to EXECUTING of an
 	// exam submitted alone to an idle fleet.
 	DispatchLatencyIdleMs waitStats `json:"dispatchLatencyIdleMs"`
@@ -466,6 +473,19 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	res.HeldGPUS = heldGPUSeconds(res.GPUStageLoad)
 	res.ObjectBytesPerExam = float64(bytesRead) / float64(c.Exams)
 	res.EventsPerExam = float64(events) / float64(c.Exams)
+	examRefs := make([]exam.Ref, 0, len(exams))
+	for _, e := range exams {
+		examRefs = append(examRefs, exam.Ref{Campus: sys.Campus(), ID: refs[e.id]})
+	}
+	breakdown, err := examCost(ctx, sys, examRefs)
+	if err != nil {
+		return nil, err
+	}
+	res.Cost = breakdown
+	res.CostPerExam = map[cost.Source]cost.PerExam{"total": res.Cost.Total().Per(c.Exams)}
+	for src, counts := range res.Cost.Sources {
+		res.CostPerExam[src] = counts.Per(c.Exams)
+	}
 	res.WorkflowTasksPerExam = float64(workflowTasks) / float64(c.Exams)
 	if c.Policy.AgingAfter(exam.Low) > 0 && c.Policy.AgingAfter(exam.Normal) > 0 {
 		res.AgingBoundS = (c.Policy.AgingAfter(exam.Low) + c.Policy.AgingAfter(exam.Normal)).Seconds()
@@ -596,6 +616,35 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 		}
 	}
 	return f, nil
+}
+
+// examCost reads what the burst's exams cost the engine from the
+// histories: every exam's pipeline and review runs, the campus inbox,
+// and the fleet.
+func examCost(ctx context.Context, sys System, exams []exam.Ref) (cost.Breakdown, error) {
+	b := cost.Breakdown{Exams: len(exams), Sources: map[cost.Source]cost.Counts{}}
+	add := func(src cost.Source, workflowID string) error {
+		c, err := cost.Workflow(ctx, sys.Temporal(), workflowID)
+		if err != nil {
+			return err
+		}
+		sum := b.Sources[src]
+		sum.Add(c)
+		b.Sources[src] = sum
+		return nil
+	}
+	for _, ref := range exams {
+		if err := add(cost.Pipeline, contract.ExamWorkflowID(ref)); err != nil {
+			return b, err
+		}
+		if err := add(cost.Review, contract.ReviewWorkflowID(ref)); err != nil {
+			return b, err
+		}
+	}
+	if err := add(cost.Inbox, contract.InboxWorkflowID(sys.Campus())); err != nil {
+		return b, err
+	}
+	return b, add(cost.Fleet, contract.FleetWorkflowID)
 }
 
 func firstTransition(tl []lifecycle.Entry, to lifecycle.State) *lifecycle.Entry {
@@ -735,6 +784,12 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "object store reads: %.2f MB per exam\n", r.ObjectBytesPerExam/1e6)
 	fmt.Fprintf(w, "per exam: %.1f history events, %.2f workflow tasks; workflow tasks lost and run again: %d\n",
 		r.EventsPerExam, r.WorkflowTasksPerExam, r.LostWorkflowTasks)
+	fmt.Fprintf(w, "engine cost per exam (from the histories; actions as Temporal Cloud bills them, heartbeats and queries not included):\n")
+	fmt.Fprintf(w, "  %-9s %8s %8s %9s %7s %8s %8s\n", "source", "events", "wf tasks", "attempts", "timers", "upserts", "actions")
+	for _, src := range append(slices.Clone(cost.Sources), "total") {
+		p := r.CostPerExam[src]
+		fmt.Fprintf(w, "  %-9s %8.1f %8.2f %9.2f %7.2f %8.2f %8.2f\n", src, p.Events, p.WorkflowTasks, p.ActivityAttempts, p.Timers, p.Upserts, p.Actions)
+	}
 	fmt.Fprintf(w, "makespan %.1f s vs GPU-time limit %.1f s (×%.2f); %.2f exams/s\n",
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
 	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"octflow/bench"
+	"octflow/cost"
 	"octflow/exam"
 )
 
@@ -57,6 +58,16 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	// scheduled, started and completed events for each.
 	if res.WorkflowTasksPerExam < 7 || res.EventsPerExam < 3*float64(len(exam.Pipeline)) {
 		t.Errorf("per exam: %.1f workflow tasks, %.1f history events", res.WorkflowTasksPerExam, res.EventsPerExam)
+	}
+	// The engine's cost per exam, from the same histories: one pipeline
+	// and one review run per exam, every stage attempted at least once,
+	// and the inbox and fleet counted.
+	pipe, total := res.CostPerExam[cost.Pipeline], res.CostPerExam["total"]
+	if res.Cost.Sources[cost.Pipeline].Runs != c.Exams || res.Cost.Sources[cost.Review].Runs != c.Exams ||
+		pipe.Events != res.EventsPerExam || pipe.ActivityAttempts < float64(len(exam.Pipeline)) ||
+		pipe.Actions < 1+pipe.ActivityAttempts+pipe.Upserts || res.Cost.Sources[cost.Inbox].Signals == 0 ||
+		res.Cost.Sources[cost.Fleet].Runs == 0 || total.Actions <= pipe.Actions {
+		t.Errorf("engine cost %+v, per exam %+v", res.Cost, res.CostPerExam)
 	}
 	if res.DispatchLatencyIdleMs.N != 3 || res.MakespanS < 0.5*res.GPUTimeLimitS || res.ExamsPerS <= 0 {
 		t.Errorf("dispatch %+v, makespan %.1f s against a %.1f s limit, %.2f exams/s",
