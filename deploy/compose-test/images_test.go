@@ -113,7 +113,10 @@ func repository(image string) string {
 	return repo
 }
 
-func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
+// shipped loads docker-compose.yml as Compose would with no variable
+// set in the shell (every ${VAR:-default} at its default).
+func shipped(t *testing.T) *types.Project {
+	t.Helper()
 	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  repoRoot,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
@@ -125,6 +128,41 @@ func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load docker-compose.yml: %v", err)
 	}
+	return p
+}
+
+func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) {
+	p := shipped(t)
+	loopback := map[string]bool{"temporal-ui": true, "prometheus": true, "alertmanager": true, "grafana": true}
+	for name, s := range p.Services {
+		for _, port := range s.Ports {
+			switch {
+			case name == "api":
+			case loopback[name]:
+				if port.HostIP != "127.0.0.1" {
+					t.Errorf("%s publishes %d on %q, want 127.0.0.1 unless opened on purpose", name, port.Target, port.HostIP)
+				}
+			default:
+				t.Errorf("%s publishes port %d: only the api and the loopback-bound UI and monitoring may", name, port.Target)
+			}
+		}
+	}
+	api := p.Services["api"]
+	for _, v := range []string{"OCTFLOW_TLS_CERT_FILE", "OCTFLOW_TLS_KEY_FILE"} {
+		if val := api.Environment[v]; val == nil || !strings.HasPrefix(*val, "/run/secrets/") {
+			t.Errorf("the api's %s is %v, want a secret's file: the api serves HTTPS only", v, val)
+		}
+	}
+	if hc := strings.Join(api.HealthCheck.Test, " "); !strings.Contains(hc, "https://") {
+		t.Errorf("the api's healthcheck %q does not use HTTPS", hc)
+	}
+	if ui := p.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"]; ui == nil || *ui != "true" {
+		t.Errorf("the Web UI's write actions are not off by default: %v", ui)
+	}
+}
+
+func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
+	p := shipped(t)
 	images := programs(t)
 	if !slices.Contains(images["temporalio/server"], "temporal-server") || slices.Contains(images["temporalio/server"], "temporal") {
 		t.Fatalf("read the server image's contents wrong: %v", images["temporalio/server"])

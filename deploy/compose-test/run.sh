@@ -43,7 +43,7 @@ mkdir -p "$CACHE"
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx wget || missing+=(busybox-static)
+[ -x /bin/busybox ] && /bin/busybox --list | grep -x wget >/dev/null || missing+=(busybox-static) # not grep -q: its early exit fails the pipe
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 command -v jq >/dev/null || missing+=(jq)
@@ -265,10 +265,10 @@ cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
 mkdir -p "$RUN/deploy/secrets"
 rnd() { openssl rand -hex "$1"; }
-pgpw=$(rnd 16) s3key=$(rnd 10) s3secret=$(rnd 20)
+s3key=$(rnd 10) s3secret=$(rnd 20)
 cat >"$RUN/deploy/octflow.env" <<EOF
-POSTGRES_PASSWORD=$pgpw
-POSTGRES_PWD=$pgpw
+POSTGRES_PASSWORD=$(rnd 16)
+POSTGRES_PWD=$(rnd 16)
 ROOT_ACCESS_KEY_ID=$s3key
 ROOT_SECRET_ACCESS_KEY=$s3secret
 OCTFLOW_S3_ACCESS_KEY=$s3key
@@ -295,6 +295,10 @@ amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "a
 # Compose (without Swarm) bind-mounts secret files with their host mode;
 # the octflow image runs as uid 10001.
 chmod 644 "$RUN"/deploy/secrets/*
+# The certificates, by the command a site runs (its keys readable by uid
+# 10001 only); the host's clients trust the stack's CA.
+OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
+export CURL_CA_BUNDLE=$RUN/deploy/secrets/ca.pem OCTFLOW_API_CA_FILE=$RUN/deploy/secrets/ca.pem
 
 compose() { (cd "$RUN" && "$COMPOSE_BIN" -p "$PROJECT" -f docker-compose.yml -f compose.test.yml "$@"); }
 logs_and_fail() {
@@ -320,12 +324,38 @@ compose up -d --wait --wait-timeout 300 >"$CACHE/logs/up.log" 2>&1 || {
 	logs_and_fail "the stack did not come up healthy"
 }
 compose ps --format 'table {{.Service}}\t{{.Status}}' | sed 's/^/    /'
-API=http://$(compose port api 8080 | sed 's/^0\.0\.0\.0/127.0.0.1/')
-case "$API" in http://127.0.0.1:*) ;; *) fail "the api is published at $API, not on 127.0.0.1" ;; esac
+API=https://$(compose port api 8080 | sed 's/^0\.0\.0\.0/127.0.0.1/')
+case "$API" in https://127.0.0.1:*) ;; *) fail "the api is published at $API, not on 127.0.0.1" ;; esac
 curl -fsS "$API/readyz" >/dev/null || logs_and_fail "the api at $API is not ready"
 PROM=http://$(compose port prometheus 9090)
 SINK=http://$(compose port alert-sink 8080)
 step "api on $API, Prometheus on $PROM, the test's webhook receiver on $SINK"
+
+# What the host reaches: the api over HTTPS only, without /metrics; the
+# UI, Prometheus and Alertmanager on loopback (and the test's receiver);
+# nothing else of the stack (PostgreSQL, S3, Temporal's frontend and
+# HTTP API, the metrics listeners) is published at all.
+plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://${API#https://}/readyz" || true)
+[ "$plain" != 200 ] || logs_and_fail "the api answers plain HTTP"
+code=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' "$API/metrics")
+[ "$code" = 404 ] || logs_and_fail "GET /metrics on the api's public port answered $code, want 404"
+published=$(for c in $(compose ps -q); do
+	docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}{{range $p, $b := .NetworkSettings.Ports}}{{range $b}} {{$p}}@{{.HostIp}}{{end}}{{end}}' "$c"
+done | awk 'NF > 1' | sort)
+echo "$published" | sed 's/^/    published: /'
+echo "$published" | awk '{ for (i = 2; i <= NF; i++) if ($i !~ /@127\.0\.0\.1$/) exit 1 }' ||
+	logs_and_fail "a port is published beyond 127.0.0.1"
+[ "$(echo "$published" | awk '{print $1}' | tr '\n' ' ')" = "alert-sink alertmanager api prometheus temporal-ui " ] ||
+	logs_and_fail "published services: $(echo "$published" | awk '{print $1}' | tr '\n' ' '), want alert-sink alertmanager api prometheus temporal-ui"
+step "PASS: from the host, the api answers HTTPS only and no /metrics; PostgreSQL, S3, Temporal and the metrics listeners are not published"
+# Temporal on PostgreSQL as its own role, not the superuser; the server's
+# connection limit above what the pools may open.
+pg() { compose exec -T postgresql psql -U postgres -d postgres -tAc "$1"; }
+[ "$(pg "SELECT rolsuper FROM pg_roles WHERE rolname = 'temporal'")" = f ] ||
+	logs_and_fail "Temporal's role is missing or a superuser"
+[ "$(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'")" -gt 0 ] ||
+	logs_and_fail "Temporal holds no connection as its role temporal"
+step "PASS: Temporal connects as its own role, no superuser; max_connections $(pg 'SHOW max_connections'), $(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'") in use"
 
 # --- exams ----------------------------------------------------------------
 scans=$CACHE/scans
@@ -474,9 +504,10 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	wait_nodes "gpu-0=1 gpu-1=1 gpu-2=1"
 	submit 6
 	check "${batch[@]}"
+	# The timeline's actor of each stage's EXECUTING: the node that ran it.
 	ran=$(for id in "${batch[@]}"; do
-		curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" | jq -r '.[] | .node // empty'
-	done | grep -E '^gpu-[0-9]+$' | sort -u | tr '\n' ' ')
+		curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" | jq -r '.[] | .actor // empty'
+	done | { grep -E '^gpu-[0-9]+$' || true; } | sort -u | tr '\n' ' ')
 	step "PASS: three GPU nodes, gpu-0 gpu-1 gpu-2; the last exams ran on: $ran"
 	step "scaling GPU nodes 3 → 2: gpu-2 stopped (it drains) and removed"
 	gpu3 stop gpu-2 >/dev/null 2>&1 || logs_and_fail "docker compose stop gpu-2"
@@ -486,7 +517,28 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	[ "$low" = 1 ] || logs_and_fail "gpu-2 was reported down (octflow_node_up's lowest value: $low) on its way out"
 	step "PASS: gpu-2 drained and was forgotten, never down"
 
+	# Before the release restarts the worker (and with it its counter).
 	alert_received
+
+	# A release: the worker and GPU-node services redeployed to a new image
+	# tag with exams in flight (SIGTERM: each drains its stages, then the
+	# new containers take over). A new image, not a new name for the old.
+	submit 4
+	hit=$(gpu_stage "${batch[@]}") || exit 1
+	read -r exam stage node <<<"$hit"
+	printf 'FROM octflow-test/octflow:dev\nLABEL org.octflow.compose-test.release="%s"\n' "$(rnd 4)" |
+		docker build -q -t octflow-test/octflow:next - >/dev/null || fail "docker build octflow-test/octflow:next"
+	step "redeploying worker, gpu-0 and gpu-1 to octflow-test/octflow:next while $exam runs $stage on $node"
+	export OCTFLOW_TEST_TAG=next
+	compose up -d --wait --wait-timeout 300 --no-deps worker gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 ||
+		logs_and_fail "the redeployed services did not come up healthy"
+	for service in worker gpu-0 gpu-1; do
+		img=$(docker inspect -f '{{.Config.Image}}' "$(compose ps -q "$service")")
+		[ "$img" = octflow-test/octflow:next ] || logs_and_fail "$service runs $img after the redeploy"
+	done
+	check "${batch[@]}"
+	step "PASS: worker and GPU nodes redeployed to a new image with exams in flight; every exam COMPLETED, one report each"
+
 	down=$(promql 'ALERTS{alertname="OctflowNodeDown", alertstate="firing"}')
 	[ "$(jq length <<<"$down")" = 0 ] || logs_and_fail "OctflowNodeDown firing after the GPU nodes came back: $down"
 	step "PASS: no OctflowNodeDown firing"
@@ -496,7 +548,7 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	compose down >/dev/null 2>&1 || logs_and_fail "docker compose down"
 	compose up -d --wait --wait-timeout 300 >>"$CACHE/logs/up.log" 2>&1 ||
 		logs_and_fail "the stack did not come back up healthy"
-	API=http://$(compose port api 8080)
+	API=https://$(compose port api 8080)
 	PROM=http://$(compose port prometheus 9090)
 	SINK=http://$(compose port alert-sink 8080)
 	check "${all[@]}"

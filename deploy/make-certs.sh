@@ -1,0 +1,62 @@
+#!/bin/sh
+# deploy/make-certs.sh [DIR]: every certificate the compose stack needs,
+# made on this host with openssl into DIR (default deploy/secrets, which
+# git ignores and .dockerignore keeps out of every build context):
+#
+#   ca.pem, ca-key.pem   the stack's own CA. ca.pem is what clients trust
+#                        (devices, routers, OCTFLOW_API_CA_FILE); keep
+#                        ca-key.pem offline once the certificates are made:
+#                        no container mounts it.
+#   api.pem, api-key.pem the api's HTTPS certificate, for the names in
+#                        OCTFLOW_API_HOSTS (space-separated DNS names or IP
+#                        addresses, default: this host's name) plus api,
+#                        localhost and 127.0.0.1 (its own healthcheck).
+#
+# Keys are made readable by uid 10001 (the octflow image's user) and no
+# one else when run as root; otherwise mode 0644, for a host where that
+# is acceptable (docs/operations.md). Files that exist are kept, so a
+# second run makes only what is missing; delete one to renew it.
+set -eu
+DIR=${1:-$(dirname "$0")/secrets}
+DAYS=${OCTFLOW_CERT_DAYS:-825}
+HOSTS=${OCTFLOW_API_HOSTS:-$(hostname -f 2>/dev/null || hostname)}
+mkdir -p "$DIR"
+cd "$DIR"
+umask 077
+
+if [ ! -s ca.pem ] || [ ! -s ca-key.pem ]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days "$((DAYS * 2))" \
+		-subj "/CN=octflow stack CA" -keyout ca-key.pem -out ca.pem \
+		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+	chmod 600 ca-key.pem
+	chmod 644 ca.pem
+	echo "made ca.pem (keep ca-key.pem offline)"
+fi
+
+# leaf NAME CN SANS: NAME.pem and NAME-key.pem, signed by the CA.
+leaf() {
+	[ -s "$1.pem" ] && [ -s "$1-key.pem" ] && return 0
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+		-keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$3" >"$1.ext"
+	openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$DAYS" \
+		-extfile "$1.ext" -out "$1.pem" 2>/dev/null
+	rm -f "$1.csr" "$1.ext" ca.srl
+	chmod 644 "$1.pem"
+	if [ "$(id -u)" = 0 ]; then
+		chown 10001 "$1-key.pem"
+		chmod 400 "$1-key.pem"
+	else
+		chmod 644 "$1-key.pem"
+	fi
+	echo "made $1.pem for $3"
+}
+
+sans=
+for h in $HOSTS api localhost 127.0.0.1; do
+	case "$h" in
+	*[!0-9.]* | "") sans="$sans${sans:+,}DNS:$h" ;;
+	*) sans="$sans${sans:+,}IP:$h" ;;
+	esac
+done
+leaf api "$(echo "$HOSTS" | cut -d' ' -f1)" "$sans"
