@@ -65,8 +65,8 @@ func TestANoisyCircleReportsOrWithholdsItsRNFL(t *testing.T) {
 				t.Errorf("withheld %+v, not measurable %q: want RNFL global withheld for its RNFL/GCL boundary", a.Withheld, a.NotMeasurable)
 			}
 			for _, b := range a.Boundaries {
-				if b.Boundary == RNFLGCL && b.ReliableFraction >= minReliableShare(RNFLGCL) {
-					t.Errorf("RNFL/GCL reliable in %.2f of the A-scans", b.ReliableFraction)
+				if b.Boundary == RNFLGCL && b.SupportedFraction >= minReliableShare(RNFLGCL) {
+					t.Errorf("RNFL/GCL supported in %.2f of the A-scans", b.SupportedFraction)
 				}
 			}
 		})

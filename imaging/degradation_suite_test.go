@@ -393,6 +393,10 @@ func (c *calibration) boundaryTable() string {
 			if !ok {
 				continue
 			}
+			if bc.reliable == 0 {
+				fmt.Fprintf(&b, "| %s | %s | 0 | (never called reliable) | |\n", group, name)
+				continue
+			}
 			worst := ""
 			if bc.worstShare <= 1 {
 				worst = fmt.Sprintf("%.1f%% (%s)", 100*bc.worstShare, bc.worst)
