@@ -11,10 +11,21 @@
 #                        OCTFLOW_API_HOSTS (space-separated DNS names or IP
 #                        addresses, default: this host's name) plus api,
 #                        localhost and 127.0.0.1 (its own healthcheck).
+#   temporal.pem, temporal-key.pem
+#                        the Temporal server's certificate, for its frontend
+#                        and between its own services (name temporal; it
+#                        also presents it as their client).
+#   temporal-client.pem, temporal-client-key.pem
+#                        octflow's client certificate for Temporal (api,
+#                        worker, GPU nodes, the namespace job): the frontend
+#                        accepts only clients with a certificate of this CA.
+#   temporal-ui.pem, temporal-ui-key.pem
+#                        the Web UI's client certificate for Temporal.
 #
-# Keys are made readable by uid 10001 (the octflow image's user) and no
-# one else when run as root; otherwise mode 0644, for a host where that
-# is acceptable (docs/operations.md). Files that exist are kept, so a
+# Run as root, each key is made readable by the user of the image that
+# uses it and no one else (octflow: uid 10001; Temporal's server and UI:
+# uid 1000); otherwise mode 0644, for a host where that is acceptable
+# (docs/operations.md). Files that exist are kept, so a
 # second run makes only what is missing; delete one to renew it.
 set -eu
 DIR=${1:-$(dirname "$0")/secrets}
@@ -33,23 +44,25 @@ if [ ! -s ca.pem ] || [ ! -s ca-key.pem ]; then
 	echo "made ca.pem (keep ca-key.pem offline)"
 fi
 
-# leaf NAME CN SANS: NAME.pem and NAME-key.pem, signed by the CA.
+# leaf NAME CN SANS USAGE UID: NAME.pem and NAME-key.pem, signed by the
+# CA, for USAGE (serverAuth, clientAuth or both), the key for uid UID.
 leaf() {
 	[ -s "$1.pem" ] && [ -s "$1-key.pem" ] && return 0
 	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
 		-keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
-	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$3" >"$1.ext"
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\n' "$4" >"$1.ext"
+	[ -z "$3" ] || printf 'subjectAltName=%s\n' "$3" >>"$1.ext"
 	openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$DAYS" \
 		-extfile "$1.ext" -out "$1.pem" 2>/dev/null
 	rm -f "$1.csr" "$1.ext" ca.srl
 	chmod 644 "$1.pem"
 	if [ "$(id -u)" = 0 ]; then
-		chown 10001 "$1-key.pem"
+		chown "$5" "$1-key.pem"
 		chmod 400 "$1-key.pem"
 	else
 		chmod 644 "$1-key.pem"
 	fi
-	echo "made $1.pem for $3"
+	echo "made $1.pem ($2${3:+; $3})"
 }
 
 sans=
@@ -59,4 +72,7 @@ for h in $HOSTS api localhost 127.0.0.1; do
 	*) sans="$sans${sans:+,}IP:$h" ;;
 	esac
 done
-leaf api "$(echo "$HOSTS" | cut -d' ' -f1)" "$sans"
+leaf api "$(echo "$HOSTS" | cut -d' ' -f1)" "$sans" serverAuth 10001
+leaf temporal temporal DNS:temporal,DNS:localhost,IP:127.0.0.1 serverAuth,clientAuth 1000
+leaf temporal-client octflow "" clientAuth 10001
+leaf temporal-ui temporal-ui "" clientAuth 1000

@@ -159,6 +159,29 @@ func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) 
 	if ui := p.Services["temporal-ui"].Environment["TEMPORAL_DISABLE_WRITE_ACTIONS"]; ui == nil || *ui != "true" {
 		t.Errorf("the Web UI's write actions are not off by default: %v", ui)
 	}
+	// Temporal: mTLS with client certificates required, and every client
+	// of it holding one.
+	env := func(service, name string) string {
+		if v := p.Services[service].Environment[name]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	if env("temporal", "TEMPORAL_TLS_REQUIRE_CLIENT_AUTH") != "true" || env("temporal", "TEMPORAL_TLS_FRONTEND_CERT") == "" ||
+		env("temporal", "TEMPORAL_TLS_CLIENT1_CA_CERT") == "" || env("temporal", "TEMPORAL_TLS_SERVER_CERT") == "" {
+		t.Error("Temporal's frontend and internode traffic are not mTLS with client certificates required")
+	}
+	for name := range p.Services {
+		if env(name, "OCTFLOW_TEMPORAL_ADDR") == "" {
+			continue
+		}
+		if env(name, "OCTFLOW_TEMPORAL_TLS") != "true" || env(name, "OCTFLOW_TEMPORAL_CERT_FILE") == "" || env(name, "OCTFLOW_TEMPORAL_KEY_FILE") == "" {
+			t.Errorf("%s reaches Temporal without a client certificate", name)
+		}
+	}
+	if env("temporal-ui", "TEMPORAL_TLS_CERT") == "" || env("temporal-ui", "TEMPORAL_TLS_KEY") == "" {
+		t.Error("the Web UI reaches Temporal without a client certificate")
+	}
 }
 
 func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {

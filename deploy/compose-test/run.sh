@@ -348,6 +348,19 @@ echo "$published" | awk '{ for (i = 2; i <= NF; i++) if ($i !~ /@127\.0\.0\.1$/)
 [ "$(echo "$published" | awk '{print $1}' | tr '\n' ' ')" = "alert-sink alertmanager api prometheus temporal-ui " ] ||
 	logs_and_fail "published services: $(echo "$published" | awk '{print $1}' | tr '\n' ' '), want alert-sink alertmanager api prometheus temporal-ui"
 step "PASS: from the host, the api answers HTTPS only and no /metrics; PostgreSQL, S3, Temporal and the metrics listeners are not published"
+# Temporal's frontend takes no client without a certificate of the
+# stack's CA: the namespace job's container, run again without its
+# client certificate, is refused. The UI, with its own, lists the
+# namespaces through it.
+if out=$(compose run --rm --no-deps -T -e OCTFLOW_TEMPORAL_CERT_FILE= -e OCTFLOW_TEMPORAL_KEY_FILE= \
+	-e OCTFLOW_SETUP_WAIT=5s temporal-namespace 2>&1); then
+	logs_and_fail "Temporal's frontend took a client without a certificate: $(tail -3 <<<"$out")"
+fi
+grep -qi 'certificate' <<<"$out" || logs_and_fail "the client without a certificate failed, but not for want of one: $(tail -3 <<<"$out" | cut -c1-400)"
+UI=http://$(compose port temporal-ui 8080)
+curl -fsS -m 20 "$UI/api/v1/namespaces" | jq -e '.namespaces[] | select(.namespaceInfo.name == "octflow")' >/dev/null ||
+	logs_and_fail "the Web UI does not list the octflow namespace through Temporal's mTLS"
+step "PASS: Temporal's frontend refuses a client without a certificate; the UI reaches it with its own"
 # Temporal on PostgreSQL as its own role, not the superuser; the server's
 # connection limit above what the pools may open.
 pg() { compose exec -T postgresql psql -U postgres -d postgres -tAc "$1"; }
