@@ -20,7 +20,7 @@ const repoRoot = "../.."
 // busybox image Prometheus is built on): the applets a healthcheck or
 // entrypoint script may reasonably name.
 var busybox = []string{"sh", "ash", "wget", "nc", "cat", "echo", "test", "[", "grep", "sed", "awk", "sleep",
-	"trap", "exit", "export", "for", "do", "done", "if", "then", "fi", "true", "false", "ls", "env", "printf"}
+	"trap", "exit", "export", "exec", "for", "do", "done", "if", "then", "fi", "true", "false", "ls", "env", "printf"}
 
 // moduleDir is where the go command keeps module m (at the version go.mod pins).
 func moduleDir(t *testing.T, m string) string {
@@ -181,6 +181,17 @@ func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) 
 	}
 	if env("temporal-ui", "TEMPORAL_TLS_CERT") == "" || env("temporal-ui", "TEMPORAL_TLS_KEY") == "" {
 		t.Error("the Web UI reaches Temporal without a client certificate")
+	}
+}
+
+func TestNoServiceButOctflowsReadsAnEnvFile(t *testing.T) {
+	// Every other secret is a file of its own, mounted where it is used:
+	// deploy/octflow.env holds octflow's S3 account for octflow's
+	// services alone.
+	for name, s := range shipped(t).Services {
+		if len(s.EnvFiles) > 0 && !strings.HasPrefix(s.Image, "octflow:") {
+			t.Errorf("%s reads an env file: %v", name, s.EnvFiles)
+		}
 	}
 }
 

@@ -263,18 +263,9 @@ cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$RUN/"
 # A third GPU node, as docs/operations.md says to add one.
 cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
-mkdir -p "$RUN/deploy/secrets"
 rnd() { openssl rand -hex "$1"; }
-s3key=$(rnd 10) s3secret=$(rnd 20)
-cat >"$RUN/deploy/octflow.env" <<EOF
-POSTGRES_PASSWORD=$(rnd 16)
-POSTGRES_PWD=$(rnd 16)
-ROOT_ACCESS_KEY_ID=$s3key
-ROOT_SECRET_ACCESS_KEY=$s3secret
-OCTFLOW_S3_ACCESS_KEY=$s3key
-OCTFLOW_S3_SECRET_KEY=$s3secret
-GF_SECURITY_ADMIN_PASSWORD=$(rnd 16)
-EOF
+# The secrets, one file each, by the command a site runs.
+"$ROOT/deploy/make-secrets.sh" "$RUN/deploy" >/dev/null || fail "deploy/make-secrets.sh"
 DEVICE=dev-device-$(rnd 16)
 CLINICIAN=dev-clinician-$(rnd 16)
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
@@ -284,17 +275,16 @@ cat >"$RUN/deploy/secrets/tokens.json" <<EOF
   {"sha256": "$(sha "$CLINICIAN")", "name": "compose-test clinician", "role": "clinician", "campus": "demo-campus"}
 ]
 EOF
-rnd 32 >"$RUN/deploy/secrets/pseudonym.key"
-printf '{"active": "k1", "keys": {"k1": "%s"}}\n' "$(openssl rand -base64 32)" >"$RUN/deploy/secrets/codec-keys.json"
 # Alertmanager: the shipped example with each receiver's URL pointed at
 # the test's webhook receiver (alert-sink), by receiver name.
 sed -E 's|https://([a-z]+)\.example\.org/[^ ]*|http://alert-sink:8080/cgi-bin/hook?receiver=\1|' \
 	"$ROOT/deploy/alertmanager/alertmanager.example.yml" >"$RUN/deploy/secrets/alertmanager.yml"
 grep -q "url: .*example\.org" "$RUN/deploy/secrets/alertmanager.yml" && fail "a receiver URL of the example was not replaced"
 amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration"
-# Compose (without Swarm) bind-mounts secret files with their host mode;
-# the octflow image runs as uid 10001.
-chmod 644 "$RUN"/deploy/secrets/*
+# Compose (without Swarm) bind-mounts secret files with their host mode,
+# and each image runs as a user of its own: readable by all, in a
+# directory only root enters (as make-secrets.sh leaves its own).
+chmod 444 "$RUN/deploy/secrets/tokens.json" "$RUN/deploy/secrets/alertmanager.yml"
 # The certificates, by the command a site runs (its keys readable by uid
 # 10001 only); the host's clients trust the stack's CA.
 OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
@@ -348,6 +338,19 @@ echo "$published" | awk '{ for (i = 2; i <= NF; i++) if ($i !~ /@127\.0\.0\.1$/)
 [ "$(echo "$published" | awk '{print $1}' | tr '\n' ' ')" = "alert-sink alertmanager api prometheus temporal-ui " ] ||
 	logs_and_fail "published services: $(echo "$published" | awk '{print $1}' | tr '\n' ' '), want alert-sink alertmanager api prometheus temporal-ui"
 step "PASS: from the host, the api answers HTTPS only and no /metrics; PostgreSQL, S3, Temporal and the metrics listeners are not published"
+# No secret in any container's environment but octflow's S3 account in
+# octflow's own: every other is a file, mounted where it is used.
+for c in $(compose ps -q); do
+	svc=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
+	leaked=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c" |
+		grep -E '^[A-Z0-9_]*(PASSWORD|PWD|SECRET|ACCESS_KEY)[A-Z0-9_]*=' | grep -v -E '^[A-Z0-9_]*_FILE=' | cut -d= -f1 | sort | tr '\n' ' ' || true)
+	case "$svc:$leaked" in
+	*:) ;;
+	api:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY " | worker:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY " | gpu-*:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY ") ;;
+	*) logs_and_fail "$svc has secrets in its environment: $leaked" ;;
+	esac
+done
+step "PASS: no secret in any service's environment but octflow's S3 account in octflow's"
 # Temporal's frontend takes no client without a certificate of the
 # stack's CA: the namespace job's container, run again without its
 # client certificate, is refused. The UI, with its own, lists the

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The official postgres image's environment contract, in brief: on an
 # empty $PGDATA, initdb with POSTGRES_USER (default postgres) as the
-# superuser and POSTGRES_PASSWORD, scram-sha-256 for every host
+# superuser and POSTGRES_PASSWORD (or the file POSTGRES_PASSWORD_FILE
+# names), scram-sha-256 for every host
 # connection, listen on every address, create POSTGRES_DB (default the
 # user's name) and run /docker-entrypoint-initdb.d/*.sql|*.sh; then
 # start the server as the postgres user.
@@ -12,6 +13,12 @@ if [ "$(id -u)" = 0 ]; then
 	chown -R postgres:postgres "$PGDATA" /var/run/postgresql
 	chmod 700 "$PGDATA"
 	exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
+fi
+# POSTGRES_PASSWORD_FILE: the password from a file (a Docker secret).
+if [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then
+	POSTGRES_PASSWORD=$(<"$POSTGRES_PASSWORD_FILE")
+	export POSTGRES_PASSWORD
+	unset POSTGRES_PASSWORD_FILE
 fi
 if [ "${1:-}" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
 	if [ -z "${POSTGRES_PASSWORD:-}" ]; then
