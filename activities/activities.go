@@ -56,6 +56,9 @@ type Activities struct {
 	// Backends run the image stages: the pure-Go reference algorithms,
 	// unless a stage is pointed at a served model.
 	Backends inference.Backends
+	// Exporter sends results to the campuses' PACS (CPU workers only;
+	// nil: no campus has one).
+	Exporter *Exporter
 	// Scans and Index serve the scan sweep (CPU workers only).
 	Scans ScanStore
 	Index ScanIndex

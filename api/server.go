@@ -43,6 +43,9 @@ type ObjectStore interface {
 // Config holds the gateway's dependencies and limits.
 type Config struct {
 	Temporal client.Client
+	// ExportCampuses are the campuses whose results go to a PACS: their
+	// exams start with Export set (contract.ExamInput).
+	ExportCampuses map[string]bool
 	// Namespace is the Temporal namespace (default "default").
 	Namespace     string
 	Store         ObjectStore
@@ -216,6 +219,7 @@ func New(cfg Config) (*Server, error) {
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
 	v1.POST("/exams/:examId/rerun", s.rerunExam, cfg.Tokens.require(RoleAdmin))
+	v1.POST("/exams/:examId/export", s.rerunExport, cfg.Tokens.require(RoleAdmin))
 	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
 	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))

@@ -32,8 +32,24 @@ type ExamStatus struct {
 	// Review is pending, approved, amended, rejected or expired once the
 	// report exists.
 	Review exam.ReviewStatus `json:"review,omitempty"`
+	// Export is where the export of the results to the campus's PACS
+	// stands, for a campus that has one, once the report exists.
+	Export *ExportInfo `json:"export,omitempty"`
 	// Runs counts the exam's pipeline runs: more than one after a rerun.
 	Runs int `json:"runs,omitempty"`
+}
+
+// ExportInfo is where an exam's export to its campus's PACS stands.
+type ExportInfo struct {
+	// Status is pending (being sent, or waiting for the PACS to answer),
+	// delivered or failed.
+	Status contract.ExportStatus `json:"status"`
+	// Tries counts the sends so far.
+	Tries int32 `json:"tries"`
+	// Instances counts the DICOM instances the PACS took.
+	Instances   int        `json:"instances,omitempty"`
+	Failure     string     `json:"failure,omitempty"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
 }
 
 // ReportInfo points at a completed exam's report.
@@ -81,7 +97,18 @@ func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, e
 			return nil, err
 		}
 	}
-	rec := lifecycle.Fold(s.cfg.Codec, time.Now(), runs, review)
+	// The export, once the report exists, for a campus with a PACS.
+	var export *lifecycle.Run
+	if in, err := s.cfg.Codec.Input(run); err == nil && in.Export && review != nil {
+		events, err := s.history(ctx, contract.ExportWorkflowID(f.ref), "")
+		switch {
+		case err == nil:
+			export = &lifecycle.Run{Events: events}
+		case !isNotFound(err):
+			return nil, err
+		}
+	}
+	rec := lifecycle.Fold(s.cfg.Codec, time.Now(), runs, review, export)
 	for _, m := range rec.Illegal {
 		// The table and Temporal's record disagree: a bug to alert on.
 		s.illegal.Inc()
@@ -123,6 +150,9 @@ func (s *Server) status(ctx context.Context, f *examFound) (*ExamStatus, error) 
 	}
 	if rec.Review != nil {
 		st.Review = rec.Review.Status
+	}
+	if x := rec.Export; x != nil {
+		st.Export = &ExportInfo{Status: x.Status, Tries: x.Tries, Instances: len(x.Instances), Failure: x.Failure, DeliveredAt: x.DeliveredAt}
 	}
 	return st, nil
 }

@@ -191,7 +191,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		// burst (the upload's answer waits for it, so only urgent ones).
 		Priority:         contract.TaskPriority(s.cfg.Policy, prio),
 		EnableEagerStart: prio == exam.Urgent,
-	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy})
+	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy, Export: s.cfg.ExportCampuses[sub.Campus]})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil && !errors.As(startErr, &already) {
 		// The start's outcome is unknown: a timeout, or this request

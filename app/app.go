@@ -84,6 +84,9 @@ type Options struct {
 	// Codec seals what this process sends through Temporal (nil: nothing
 	// is sealed, which only the dev stack allows).
 	Codec *codec.Codec
+	// PACS names, per campus, the PACS its results are exported to (see
+	// activities.ExportToPACS); a campus not named exports nothing.
+	PACS map[string]activities.PACSTarget
 	// TemporalTLS secures the connection to Temporal (nil: plain).
 	TemporalTLS *tls.Config
 	// APITLS, when set, serves the gateway over HTTPS.
@@ -166,6 +169,13 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
+	exportCampuses := map[string]bool{}
+	if len(opts.PACS) > 0 {
+		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Sealer: opts.Codec}
+		for campus := range opts.PACS {
+			exportCampuses[campus] = true
+		}
+	}
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
@@ -196,7 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
 			Logger: opts.Logger.Named("api"), AuditTrail: opts.AuditTrail, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
 			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
-			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins,
+			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins, ExportCampuses: exportCampuses,
 		}
 		if opts.Codec != nil {
 			gwCfg.PayloadCodec = opts.Codec

@@ -14,6 +14,9 @@ type ExamInput struct {
 	Policy     exam.Policy     `json:"policy"`
 	// Rerun is set on an operator's new run of a DEAD exam.
 	Rerun *Rerun `json:"rerun,omitempty"`
+	// Export is set when the exam's campus sends results to a PACS: the
+	// pipeline starts the exam's ExportWorkflow once the report exists.
+	Export bool `json:"export,omitempty"`
 }
 
 // Rerun says which run a new run of the exam follows, and who asked.

@@ -74,6 +74,9 @@ type Config struct {
 	// SweepEvery and SweepGrace schedule the scan sweep (zero: every
 	// 10 minutes, scans older than an hour).
 	SweepEvery, SweepGrace time.Duration
+	// PACSURL, when set, is the DICOMweb base URL the demo campus's
+	// results are exported to (octflow dev --pacs-url, OCTFLOW_PACS_URL).
+	PACSURL string
 	// GatewayTemporal wraps the gateway's Temporal client: fault
 	// injection, tests only.
 	GatewayTemporal func(client.Client) client.Client
@@ -205,6 +208,10 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
 		PublicURL: apiURL}
+	var pacs map[string]activities.PACSTarget
+	if cfg.PACSURL != "" {
+		pacs = map[string]activities.PACSTarget{secrets.Campus: {URL: cfg.PACSURL}}
+	}
 	a, err := app.Start(ctx, app.Options{
 		Webhooks: hooks, Callbacks: guard,
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
@@ -218,7 +225,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
 		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, AuditTrail: trail, APITLS: cfg.APITLS,
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
-		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
+		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes, PACS: pacs,
 	})
 	if err != nil {
 		stack.Stop()

@@ -59,6 +59,10 @@ type Policy struct {
 	// 0, as in exams submitted before it existed: such failures spend the
 	// stage's attempts like any other.
 	InfraRetryFor time.Duration `json:"infraRetryFor,omitempty"`
+	// ExportRetryFor is how long the export of an exam's results keeps
+	// being retried while the campus's PACS does not answer (production:
+	// a day); past it the export has failed and an admin may run it again.
+	ExportRetryFor time.Duration `json:"exportRetryFor,omitempty"`
 	// NodeAffinityWait is how long a GPU stage waits for the node that
 	// ran the exam's previous GPU stage (and holds its output in a local
 	// cache) before it goes back to the shared GPU queue of its bucket
@@ -82,6 +86,7 @@ func DefaultPolicy() Policy {
 		ReviewWindow:     7 * 24 * time.Hour,
 		ReviewReminder:   30 * time.Minute,
 		InfraRetryFor:    time.Hour,
+		ExportRetryFor:   24 * time.Hour,
 		NodeAffinityWait: 30 * time.Second,
 	}
 }
@@ -144,6 +149,9 @@ func (p Policy) Validate() error {
 	}
 	if p.InfraRetryFor < 0 {
 		bad("infraRetryFor", "%s: want 0 or a positive duration", p.InfraRetryFor)
+	}
+	if p.ExportRetryFor < 0 {
+		bad("exportRetryFor", "%s: want 0 or a positive duration", p.ExportRetryFor)
 	}
 	if p.NodeAffinityWait < 0 {
 		bad("nodeAffinityWait", "%s: want 0 (no affinity) or a positive duration", p.NodeAffinityWait)

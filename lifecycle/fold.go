@@ -80,6 +80,9 @@ type Record struct {
 	Result *contract.ExamResult
 	// Review is the clinician's review once the report exists.
 	Review *contract.ReviewState
+	// Export is where the export of the results to the campus's PACS
+	// stands (nil: the campus has no PACS, or it has not started).
+	Export *contract.ExportState
 	// Runs counts the pipeline's runs (more than one after a rerun).
 	Runs int
 	// Illegal lists moves the table forbids; none should ever appear.
@@ -87,15 +90,18 @@ type Record struct {
 }
 
 // Fold builds an exam's Record from its pipeline runs (oldest first) and,
-// once the report exists, its review run (nil before). now decides
-// whether a retry backoff has passed.
-func Fold(c Codec, now time.Time, runs []Run, review *Run) *Record {
+// once the report exists, its review run and its export's latest run
+// (nil when there is none). now is the time of the reading.
+func Fold(c Codec, now time.Time, runs []Run, review, export *Run) *Record {
 	f := &folder{codec: c, now: now, rec: &Record{}}
 	for i, run := range runs {
 		f.pipelineRun(i, run)
 	}
 	if review != nil {
 		f.reviewRun(*review)
+	}
+	if export != nil {
+		f.exportRun(*export)
 	}
 	r := f.rec
 	r.Runs = len(runs)
@@ -374,6 +380,53 @@ func (f *folder) reviewRun(run Run) {
 				r.Review.Status = res.Status
 			}
 			f.add(at, Completed, "", "workflow", map[string]any{"reviewWindow": "closed", "review": r.Review.Status})
+		}
+	}
+}
+
+// exportRun adds the export of the results to the PACS: its start, each
+// failed send, and how it ended. Its entries leave the exam's state as
+// it is (the exam is COMPLETED once its report exists).
+func (f *folder) exportRun(run Run) {
+	r := f.rec
+	note := func(at time.Time, info map[string]any) { f.add(at, r.State, "", "workflow", info) }
+	for _, ev := range run.Events {
+		at := ev.GetEventTime().AsTime()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			r.Export = &contract.ExportState{Status: contract.ExportPending}
+			note(at, map[string]any{"export": string(contract.ExportPending)})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			if r.Export != nil {
+				r.Export.Tries++
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			pf := ev.GetActivityTaskFailedEventAttributes().GetFailure()
+			if pf == nil {
+				pf = ev.GetActivityTaskTimedOutEventAttributes().GetFailure()
+			}
+			fail := f.failure(pf)
+			if r.Export != nil {
+				r.Export.Failure = fail.Message
+			}
+			note(at, map[string]any{"export": "try failed", "failure": fail.Message, "failureType": fail.Type})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			var st contract.ExportState
+			if f.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &st) == nil {
+				r.Export = &st
+			}
+			note(at, map[string]any{"export": string(contract.ExportDelivered), "instances": len(st.Instances)})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			msg := "the export ended without delivering"
+			if a := ev.GetWorkflowExecutionFailedEventAttributes(); a != nil {
+				msg = f.failure(a.GetFailure()).Message
+			}
+			if r.Export == nil {
+				r.Export = &contract.ExportState{}
+			}
+			r.Export.Status, r.Export.Failure = contract.ExportFailed, msg
+			note(at, map[string]any{"export": string(contract.ExportFailed), "failure": msg})
 		}
 	}
 }

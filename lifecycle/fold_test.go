@@ -42,7 +42,7 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 		{"exam_pinned.json", "demo device"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: history(t, c.file)}}, nil)
+			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: history(t, c.file)}}, nil, nil)
 			got := rec.Timeline
 			type step struct {
 				to    State
@@ -118,7 +118,7 @@ func tries(t0 time.Time, upTo int64) []*historypb.HistoryEvent {
 
 func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	r := Fold(corpusCodec(t), t0, []Run{{Events: tries(t0, 17)}}, nil)
+	r := Fold(corpusCodec(t), t0, []Run{{Events: tries(t0, 17)}}, nil, nil)
 	got := r.Timeline
 	if len(got) != 6 || len(r.Illegal) != 0 {
 		t.Fatalf("timeline %+v, illegal %v", got, r.Illegal)
@@ -156,7 +156,7 @@ func TestFoldTimelineShowsAnAgingPromotion(t *testing.T) {
 					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
 		scheduled(10, 1802, "normal"),
 	}
-	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil).Timeline
+	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil, nil).Timeline
 	if len(got) != 3 {
 		t.Fatalf("timeline %+v", got)
 	}
@@ -248,7 +248,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Fold(corpusCodec(t), time.Now(), c.runs, c.review)
+			r := Fold(corpusCodec(t), time.Now(), c.runs, c.review, nil)
 			if len(r.Illegal) != 0 {
 				t.Errorf("illegal moves %v", r.Illegal)
 			}
@@ -309,7 +309,7 @@ func TestFoldPendingStageStates(t *testing.T) {
 					c.pending.ActivityId = contract.ActivityID(exam.Layers, 2)
 				}
 			}
-			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: tries(t0, c.upTo), Pending: c.pending}}, nil)
+			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: tries(t0, c.upTo), Pending: c.pending}}, nil, nil)
 			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 || r.Attempt != c.wantAttempt {
 				t.Errorf("state %s at %s, attempt %d (illegal %v), want %s, attempt %d", r.State, r.Stage, r.Attempt, r.Illegal, c.want, c.wantAttempt)
 			}
@@ -327,7 +327,7 @@ func TestFoldCountsAMoveTheTableForbids(t *testing.T) {
 	events := history(t, "exam_plain.json")
 	late := &historypb.HistoryEvent{EventId: 999, EventTime: timestamppb.New(t0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 		Attributes: &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{}}}
-	r := Fold(corpusCodec(t), t0, []Run{{Events: append(events, late)}}, nil)
+	r := Fold(corpusCodec(t), t0, []Run{{Events: append(events, late)}}, nil, nil)
 	if len(r.Illegal) != 1 || r.Illegal[0] != (ErrIllegalTransition{From: Completed, To: Dead}) {
 		t.Errorf("illegal moves %v, want COMPLETED → DEAD", r.Illegal)
 	}

@@ -128,6 +128,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs.Index = ScanIndex{Client: c, Codec: opts.Codec}
 	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
 	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
+	cpu.RegisterActivityWithOptions(cpuActs.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})
 
 	if err := wf.Start(); err != nil {
 		return nil, fmt.Errorf("start workflow worker: %w", err)

@@ -70,6 +70,11 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
 		p.progress.StagesDone = append(p.progress.StagesDone, stage)
+		if stage == exam.Render && p.in.Export {
+			// The report exists: its export to the PACS goes on its own,
+			// and the report-ready push does not wait for it.
+			p.startExport(ctx)
+		}
 		if out.Summary != nil {
 			result.Summary = *out.Summary
 			p.progress.Summary = result.Summary

@@ -15,4 +15,5 @@ func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(FleetWorkflow, workflow.RegisterOptions{Name: contract.FleetWorkflow})
 	r.RegisterWorkflowWithOptions(InboxWorkflow, workflow.RegisterOptions{Name: contract.InboxWorkflow})
 	r.RegisterWorkflowWithOptions(ScanSweepWorkflow, workflow.RegisterOptions{Name: contract.ScanSweepWorkflow})
+	r.RegisterWorkflowWithOptions(ExportWorkflow, workflow.RegisterOptions{Name: contract.ExportWorkflow})
 }

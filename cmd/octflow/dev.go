@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,6 +39,8 @@ func runDev(ctx context.Context, args []string) error {
 	s.String(&cfg.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "127.0.0.1:9464", "Prometheus /metrics address, off the API's port, or off")
 	s.Int(&cfg.GPUNodes, "gpu-nodes", "OCTFLOW_GPU_NODES", 2, "simulated GPU nodes in this process")
 	s.Duration(&cfg.StopTimeout, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
+	s.String(&cfg.PACSURL, "pacs-url", "OCTFLOW_PACS_URL", "",
+		"DICOMweb base URL of the PACS the demo campus's results go to (octflow posts to its /studies); empty: no export")
 	var pgURL, pgPassword string
 	s.String(&pgURL, "temporal-postgres", "OCTFLOW_TEMPORAL_POSTGRES", "",
 		"keep Temporal's state in PostgreSQL instead of SQLite: postgres://user@host:port/database (database and database_visibility are created)")
@@ -45,6 +48,11 @@ func runDev(ctx context.Context, args []string) error {
 	s.Check(func() error {
 		if cfg.GPUNodes < 0 {
 			return fmt.Errorf("OCTFLOW_GPU_NODES (--gpu-nodes) %d: want 0 or more", cfg.GPUNodes)
+		}
+		if cfg.PACSURL != "" {
+			if u, err := url.Parse(cfg.PACSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("OCTFLOW_PACS_URL (--pacs-url) %q: want an http or https URL", cfg.PACSURL)
+			}
 		}
 		if pgURL == "" {
 			return nil

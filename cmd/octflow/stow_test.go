@@ -388,6 +388,10 @@ type orthancProc struct {
 	t         *testing.T
 	base      string
 	dicomPort string
+	confDir   string
+	env       []string
+	cmd       *exec.Cmd
+	logs      *syncBuffer
 }
 
 // startOrthanc runs Orthanc on loopback ports in the test's directory,
@@ -424,32 +428,47 @@ func startOrthanc(t *testing.T, conf map[string]any, env []string, files ...stri
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
-	cmd := exec.Command("Orthanc", confDir)
-	cmd.Dir = confDir // relative paths in the configuration (Lua scripts) are its own
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	o := &orthancProc{t: t, base: "http://" + addrs[0], dicomPort: port(addrs[1]), confDir: confDir, env: env, logs: &syncBuffer{}}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		o.stop()
 		if t.Failed() {
-			t.Logf("Orthanc's log:\n%s", logs.String())
+			t.Logf("Orthanc's log:\n%s", o.logs.String())
 		}
 	})
-	o := &orthancProc{t: t, base: "http://" + addrs[0], dicomPort: port(addrs[1])}
+	o.start()
+	return o
+}
+
+// start starts Orthanc (again, on the same ports and storage) and waits
+// until it answers.
+func (o *orthancProc) start() {
+	o.t.Helper()
+	o.cmd = exec.Command("Orthanc", o.confDir)
+	o.cmd.Dir = o.confDir // relative paths in the configuration (Lua scripts) are its own
+	o.cmd.Env = append(os.Environ(), o.env...)
+	o.cmd.Stdout, o.cmd.Stderr = o.logs, o.logs
+	if err := o.cmd.Start(); err != nil {
+		o.t.Fatal(err)
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(o.base + "/system"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return o
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Orthanc did not come up: %s", logs.String())
+			o.t.Fatalf("Orthanc did not come up: %s", o.logs.String())
 		}
+	}
+}
+
+// stop stops Orthanc outright.
+func (o *orthancProc) stop() {
+	if o.cmd != nil && o.cmd.Process != nil {
+		_ = o.cmd.Process.Kill()
+		_ = o.cmd.Wait()
+		o.cmd = nil
 	}
 }
 

@@ -1,0 +1,216 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"octflow/codec"
+	"octflow/contract"
+	"octflow/exam"
+	"octflow/octdicom"
+	"octflow/report"
+	"octflow/storage"
+)
+
+// PACSTarget is where a campus's results go: a DICOMweb base URL (the
+// export posts to its /studies) and how to sign in there (basic, or a
+// bearer token; neither for a PACS on a trusted network).
+type PACSTarget struct {
+	URL      string `json:"url"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	Token    string `json:"token,omitempty"`
+}
+
+// Exporter sends results to the campuses' PACS: their targets, the codec
+// that opens the identities kept sealed at intake, and the HTTP client.
+type Exporter struct {
+	Targets map[string]PACSTarget
+	// Sealer is the payload codec, whose keys open what the gateway
+	// sealed (octdicom.OpenIdentity).
+	Sealer *codec.Codec
+	HTTP   *http.Client
+}
+
+// stowFailedSOPSequence and stowFailureReason are the STOW-RS response's
+// attributes, as DICOM JSON names them.
+const (
+	stowFailedSOPSequence = "00081198"
+	stowFailureReason     = "00081197"
+	stowReferencedSOPUID  = "00081155"
+)
+
+// ExportToPACS builds an exam's results as DICOM objects, filed in the
+// patient's own study (package octdicom: the report as Encapsulated PDF,
+// a macular cube's TID 2100 SR), and sends them to the campus's PACS by
+// STOW-RS, then asks the PACS for each one (WADO-RS metadata): only what
+// it holds is delivered. The objects and their UIDs are the same on
+// every try, so a resend makes no duplicate. A PACS that does not answer, or answers 5xx
+// or 429, is PACSUnavailable (the workflow tries again); one that refuses
+// any object, and results that cannot be built, are ExportRefused.
+func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (contract.ExportOutput, error) {
+	ref := in.Exam.Ref()
+	var out contract.ExportOutput
+	x := a.Exporter
+	if x == nil {
+		return out, refused("this worker has no PACS configured")
+	}
+	target, ok := x.Targets[ref.Campus]
+	if !ok || target.URL == "" {
+		return out, refused("campus " + ref.Campus + " has no PACS configured")
+	}
+	if x.Sealer == nil {
+		return out, refused("this worker has no payload codec to open the exam's sealed identity")
+	}
+	sealed, err := a.get(ctx, exam.IdentityKey(ref, in.Exam.ScanDigest))
+	if errors.Is(err, storage.ErrNotFound) {
+		return out, refused("no identity was kept for this exam (its scan named no study): the results cannot be filed")
+	} else if err != nil {
+		return out, err
+	}
+	var rep report.Report
+	if err := a.getJSON(ctx, exam.ReportJSONKey(ref), &rep); err != nil {
+		return out, err
+	}
+	pdf, err := a.get(ctx, exam.ReportPDFKey(ref))
+	if err != nil {
+		return out, err
+	}
+	objs, err := octdicom.ResultsFromSealed(x.Sealer, ref, sealed, &rep, pdf, octdicom.BuildSoftware())
+	if err != nil {
+		return out, refused("the results cannot be built: " + err.Error())
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, o := range objs {
+		w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+		if err != nil {
+			return out, err
+		}
+		if _, err := w.Write(o.Part10); err != nil {
+			return out, err
+		}
+		out.Instances = append(out.Instances, o.SOPInstanceUID)
+	}
+	if err := mw.Close(); err != nil {
+		return out, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(target.URL, "/")+"/studies", &body)
+	if err != nil {
+		return out, refused("the PACS URL: " + err.Error())
+	}
+	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
+	req.Header.Set("Accept", "application/dicom+json")
+	x.authorize(req, target)
+	resp, err := x.client().Do(req)
+	if err != nil {
+		return out, pacsUnavailable(fmt.Sprintf("the PACS did not answer: %v", err))
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return out, pacsUnavailable(fmt.Sprintf("the PACS answered %d", resp.StatusCode))
+	}
+	failed := stowFailures(answer)
+	if resp.StatusCode != http.StatusOK || len(failed) > 0 {
+		msg := fmt.Sprintf("the PACS refused the results (%d)", resp.StatusCode)
+		if len(failed) > 0 {
+			msg += ": " + strings.Join(failed, "; ")
+		}
+		return out, refused(msg)
+	}
+	// A STOW-RS answer is not proof: a PACS may list an instance a filter
+	// then dropped (Orthanc 1.10 does). Each one is asked for by WADO-RS.
+	for _, o := range objs {
+		if err := x.verify(ctx, target, o); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// verify asks the PACS for an object's metadata (WADO-RS): it holds the
+// object only if it answers 200.
+func (x *Exporter) verify(ctx context.Context, target PACSTarget, o octdicom.Object) error {
+	url := fmt.Sprintf("%s/studies/%s/series/%s/instances/%s/metadata", strings.TrimRight(target.URL, "/"),
+		o.StudyInstanceUID, o.SeriesInstanceUID, o.SOPInstanceUID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return refused("the PACS URL: " + err.Error())
+	}
+	req.Header.Set("Accept", "application/dicom+json")
+	x.authorize(req, target)
+	resp, err := x.client().Do(req)
+	if err != nil {
+		return pacsUnavailable(fmt.Sprintf("the PACS did not answer: %v", err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return pacsUnavailable(fmt.Sprintf("the PACS answered %d when asked for %s", resp.StatusCode, o.Kind))
+	}
+	return refused(fmt.Sprintf("the PACS refused the %s %s: its STOW-RS answer listed it as stored, but asked for it, it answers %d",
+		o.Kind, o.SOPInstanceUID, resp.StatusCode))
+}
+
+func (x *Exporter) authorize(req *http.Request, target PACSTarget) {
+	switch {
+	case target.Token != "":
+		req.Header.Set("Authorization", "Bearer "+target.Token)
+	case target.Username != "":
+		req.SetBasicAuth(target.Username, target.Password)
+	}
+}
+
+func (x *Exporter) client() *http.Client {
+	if x.HTTP != nil {
+		return x.HTTP
+	}
+	return http.DefaultClient
+}
+
+// stowFailures lists what a STOW-RS response's Failed SOP Sequence says:
+// each refused instance's UID and failure reason.
+func stowFailures(answer []byte) []string {
+	var ds map[string]struct {
+		Value []map[string]struct {
+			Value []any `json:"Value"`
+		} `json:"Value"`
+	}
+	if json.Unmarshal(answer, &ds) != nil {
+		return nil
+	}
+	var out []string
+	for _, item := range ds[stowFailedSOPSequence].Value {
+		uid, reason := "an instance", "no reason given"
+		if v := item[stowReferencedSOPUID].Value; len(v) > 0 {
+			uid = fmt.Sprint(v[0])
+		}
+		if v := item[stowFailureReason].Value; len(v) > 0 {
+			reason = fmt.Sprintf("reason %v", v[0])
+		}
+		out = append(out, uid+": "+reason)
+	}
+	return out
+}
+
+func refused(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeExportRefused, nil)
+}
+
+func pacsUnavailable(msg string) error {
+	return temporal.NewApplicationError(msg, contract.ErrTypePACSUnavailable)
+}

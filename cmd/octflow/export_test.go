@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"octflow/api"
+	"octflow/contract"
+	"octflow/devsystem"
+	"octflow/imaging"
+	"octflow/lifecycle"
+)
+
+// A campus with a PACS (a real Orthanc with its DICOMweb plugin) gets
+// every COMPLETED exam's results filed in the patient's own study: the
+// report as Encapsulated PDF and, for a macular cube, the TID 2100 SR.
+// The export goes on its own: with the PACS down it waits and tries
+// again, and once the PACS is back it delivers, once; a PACS that
+// refuses an object makes the export failed, visibly, never the exam
+// DEAD; an admin sends it again once the PACS takes it.
+func TestResultsGoToThePACSOnceAndAFailedExportIsSentAgain(t *testing.T) {
+	plugin := needOrthanc(t)
+	dir := t.TempDir()
+	refuseSR := filepath.Join(dir, "refuse-sr")
+	lua := filepath.Join(dir, "refuse.lua")
+	if err := os.WriteFile(lua, []byte(fmt.Sprintf(`function ReceivedInstanceFilter(dicom, origin, info)
+  if dicom.Modality == "SR" then
+    local f = io.open(%q, "r")
+    if f ~= nil then
+      io.close(f)
+      return false
+    end
+  end
+  return true
+end
+`, refuseSR)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true},
+		"LuaScripts": []string{"refuse.lua"}}, nil, lua)
+	h := newHarness(t, 1, func(c *devsystem.Config) { c.PACSURL = orthanc.base + "/dicom-web" })
+	ctx := context.Background()
+
+	submit := func(id string, n int) string {
+		t.Helper()
+		study := fmt.Sprintf("2.25.2900%d", n)
+		var scan bytes.Buffer
+		if err := imaging.WriteDICOM(&scan, imaging.NewPhantom(small(uint64(290+n))).Volume, imaging.Header{
+			SOPInstanceUID: fmt.Sprintf("2.25.2901%d", n), StudyInstanceUID: study, SeriesInstanceUID: fmt.Sprintf("2.25.2902%d", n),
+			PatientID: fmt.Sprintf("EXPORT-PATIENT-%d", n)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", id, code, err)
+		}
+		return study
+	}
+	export := func(id string, cond func(*api.ExportInfo) bool) *api.ExamStatus {
+		t.Helper()
+		return h.waitFor(id, 3*time.Minute, func(s *api.ExamStatus) bool { return s.Export != nil && cond(s.Export) })
+	}
+	// filed lists the instances Orthanc holds in a study, by modality,
+	// each checked to be filed under the study's own patient.
+	filed := func(study string, n int) map[string]int {
+		t.Helper()
+		var ids []string
+		orthanc.call(http.MethodPost, "/tools/find", strings.NewReader(fmt.Sprintf(`{"Level":"Instance","Query":{"StudyInstanceUID":%q}}`, study)), &ids)
+		out := map[string]int{}
+		for _, id := range ids {
+			var tags map[string]any
+			orthanc.call(http.MethodGet, "/instances/"+id+"/simplified-tags", nil, &tags)
+			if tags["PatientID"] != fmt.Sprintf("EXPORT-PATIENT-%d", n) {
+				t.Errorf("instance %s of study %s filed under patient %v", id, study, tags["PatientID"])
+			}
+			out[fmt.Sprint(tags["Modality"])]++
+		}
+		return out
+	}
+	wantFiled := map[string]int{"DOC": 1, "SR": 1} // the report PDF and the macular SR
+
+	// Delivered once, in the patient's study; the exam was COMPLETED
+	// whatever the PACS did.
+	study1 := submit("export-1", 1)
+	st := export("export-1", func(x *api.ExportInfo) bool { return x.Status != contract.ExportPending })
+	if st.State != lifecycle.Completed || st.Export.Status != contract.ExportDelivered || st.Export.Instances != 2 || st.Export.DeliveredAt == nil {
+		t.Fatalf("export-1: %s, export %+v", st.State, st.Export)
+	}
+	if got := filed(study1, 1); fmt.Sprint(got) != fmt.Sprint(wantFiled) {
+		t.Errorf("Orthanc holds %v in study %s, want %v", got, study1, wantFiled)
+	}
+	// A delivered export is not sent again.
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/export-1/export?campus="+h.sys.Secrets.Campus, nil, http.StatusConflict, nil)
+
+	// The PACS is down: the exam completes, its export waits and tries
+	// again, and delivers once the PACS is back, with no duplicate.
+	orthanc.stop()
+	study2 := submit("export-2", 2)
+	st = export("export-2", func(x *api.ExportInfo) bool { return x.Tries >= 2 })
+	if st.State != lifecycle.Completed || st.Export.Status != contract.ExportPending || !strings.Contains(st.Export.Failure, "did not answer") {
+		t.Fatalf("export-2 with the PACS down: %s, export %+v", st.State, st.Export)
+	}
+	orthanc.start()
+	st = export("export-2", func(x *api.ExportInfo) bool { return x.Status != contract.ExportPending })
+	if st.Export.Status != contract.ExportDelivered {
+		t.Fatalf("export-2 once the PACS is back: %+v", st.Export)
+	}
+	if got := filed(study2, 2); fmt.Sprint(got) != fmt.Sprint(wantFiled) {
+		t.Errorf("Orthanc holds %v in study %s, want %v", got, study2, wantFiled)
+	}
+
+	// The PACS refuses the SR: the export fails, visibly, the exam stays
+	// COMPLETED; after the fix an admin sends it again and it delivers.
+	if err := os.WriteFile(refuseSR, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	study3 := submit("export-3", 3)
+	st = export("export-3", func(x *api.ExportInfo) bool { return x.Status != contract.ExportPending })
+	if st.State != lifecycle.Completed || st.Export.Status != contract.ExportFailed || !strings.Contains(st.Export.Failure, "refused") {
+		t.Fatalf("export-3 refused: %s, export %+v", st.State, st.Export)
+	}
+	var events []lifecycle.Entry
+	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/export-3/events", http.StatusOK, &events)
+	if last := events[len(events)-1]; last.Info["export"] != string(contract.ExportFailed) || last.To != lifecycle.Completed {
+		t.Errorf("timeline ends %+v, want the failed export", last)
+	}
+	if err := os.Remove(refuseSR); err != nil {
+		t.Fatal(err)
+	}
+	h.call(http.MethodPost, h.sys.Secrets.Clinician, "/v1/exams/export-3/export", nil, http.StatusForbidden, nil)
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/export-3/export?campus="+h.sys.Secrets.Campus, nil, http.StatusAccepted, nil)
+	st = export("export-3", func(x *api.ExportInfo) bool { return x.Status == contract.ExportDelivered })
+	if got := filed(study3, 3); fmt.Sprint(got) != fmt.Sprint(wantFiled) {
+		t.Errorf("after the rerun Orthanc holds %v in study %s, want %v", got, study3, wantFiled)
+	}
+	if n := h.stageRuns("export-3", "report"); n != 1 {
+		t.Errorf("the report ran %d times, want once", n)
+	}
+}

@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// Backoff of an export whose PACS does not answer: full jitter under a
+// ceiling doubling from exportBackoffBase to exportBackoffCap.
+const (
+	exportBackoffBase = 5 * time.Second
+	exportBackoffCap  = 5 * time.Minute
+	// exportTimeout bounds one send (build the objects, STOW-RS).
+	exportTimeout = 5 * time.Minute
+)
+
+// ExportWorkflow sends an exam's results to its campus's PACS, apart
+// from the pipeline: the exam is COMPLETED once its report exists, and
+// its report-ready event goes out, whatever the PACS does. A PACS that
+// does not answer is tried again after a jittered backoff for up to the
+// policy's ExportRetryFor, without running any stage again; one that
+// refuses an object ends the export failed (the workflow fails, so an
+// admin may start it again under the same ID once the cause is fixed).
+// Every send builds the same objects with the same UIDs, so a resend
+// makes no duplicate.
+func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.ExportState, error) {
+	st := contract.ExportState{Status: contract.ExportPending}
+	if err := workflow.SetQueryHandler(ctx, contract.ExportQuery, func() (contract.ExportState, error) { return st, nil }); err != nil {
+		return st, err
+	}
+	exports := func(outcome string) {
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter("octflow_exports_total").Inc(1)
+	}
+	runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
+	var waited time.Duration
+	for {
+		st.Tries++
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			ActivityID:          "export-" + strconv.Itoa(int(st.Tries)),
+			TaskQueue:           exam.CPUQueue,
+			StartToCloseTimeout: exportTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var out contract.ExportOutput
+		err := workflow.ExecuteActivity(actx, contract.ExportToPACS, contract.StageInput{Exam: in.Submission}).Get(ctx, &out)
+		if err == nil {
+			now := workflow.Now(ctx)
+			st.Status, st.Instances, st.Failure, st.DeliveredAt = contract.ExportDelivered, out.Instances, "", &now
+			exports("delivered")
+			return st, nil
+		}
+		st.Failure = failureMessage(err)
+		if !exportRetryable(err) || waited >= in.Policy.ExportRetryFor {
+			st.Status = contract.ExportFailed
+			exports("failed")
+			workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
+			return st, temporal.NewNonRetryableApplicationError(st.Failure, failureType(err), err)
+		}
+		ceiling := min(exportBackoffCap, exportBackoffBase<<min(st.Tries-1, 20))
+		delay := max(time.Duration(unitDraw(runID, "export", int(st.Tries))*float64(ceiling)), time.Second)
+		workflow.GetLogger(ctx).Warn("the PACS did not take the export; retrying", "try", st.Tries, "error", st.Failure, "after", delay)
+		if err := workflow.Sleep(ctx, delay); err != nil {
+			return st, err
+		}
+		waited += delay
+	}
+}
+
+// exportRetryable reports whether a send may succeed if tried again: the
+// PACS did not answer, or the send timed out. A refusal, or objects that
+// cannot be built, may not.
+func exportRetryable(err error) bool {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return !app.NonRetryable() && app.Type() != contract.ErrTypeExportRefused
+	}
+	return true
+}
+
+// startExport starts the exam's export, which outlives the pipeline. An
+// export already started under the exam's ID (a rerun of an exam whose
+// results went out) is left as it is.
+func (p *pipeline) startExport(ctx workflow.Context) {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            contract.ExportWorkflowID(p.in.Submission.Ref()),
+		TaskQueue:             exam.WorkflowQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
+	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("the export was not started", "error", err)
+	}
+}
