@@ -353,13 +353,17 @@ done
 step "PASS: no secret in any service's environment but octflow's S3 account in octflow's"
 # Temporal's frontend takes no client without a certificate of the
 # stack's CA: the namespace job's container, run again without its
-# client certificate, is refused. The UI, with its own, lists the
-# namespaces through it.
+# client certificate, is refused (TLS 1.3 refuses after the handshake,
+# so the client sees "certificate required" or a connection cut), while
+# the same container with its certificate is served. The UI, with its
+# own, lists the namespaces through it.
 if out=$(compose run --rm --no-deps -T -e OCTFLOW_TEMPORAL_CERT_FILE= -e OCTFLOW_TEMPORAL_KEY_FILE= \
 	-e OCTFLOW_SETUP_WAIT=5s temporal-namespace 2>&1); then
 	logs_and_fail "Temporal's frontend took a client without a certificate: $(tail -3 <<<"$out")"
 fi
-grep -qi 'certificate' <<<"$out" || logs_and_fail "the client without a certificate failed, but not for want of one: $(tail -3 <<<"$out" | cut -c1-400)"
+echo "    without a client certificate: $(tail -1 <<<"$out" | cut -c1-200)"
+out=$(compose run --rm --no-deps -T -e OCTFLOW_SETUP_WAIT=30s temporal-namespace 2>&1) ||
+	logs_and_fail "the namespace job, with its client certificate, failed: $(tail -3 <<<"$out" | cut -c1-400)"
 UI=http://$(compose port temporal-ui 8080)
 curl -fsS -m 20 "$UI/api/v1/namespaces" | jq -e '.namespaces[] | select(.namespaceInfo.name == "octflow")' >/dev/null ||
 	logs_and_fail "the Web UI does not list the octflow namespace through Temporal's mTLS"
