@@ -51,7 +51,7 @@ func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || 
 // Analyze runs the quality gate over a denoised, segmented volume and
 // measures what its pattern (v.Pattern; see ResolvePattern) allows. It
 // then reports only the figures whose boundaries the image shows
-// reliably where they are measured (see compareSegmentations): the others
+// reliably where they are measured (see judgeBoundaries): the others
 // are listed in Withheld with the reason, and a full verdict becomes
 // partial. Scans whose rows are coarser than judgedResolutionUm are not
 // judged so.

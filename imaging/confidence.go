@@ -121,18 +121,6 @@ const (
 // (Analyze then judges none, and Analysis.Boundaries is empty).
 const judgedResolutionUm = rpeResolvedUm
 
-// compareSegmentations marks, per boundary and A-scan, where the
-// boundary of l is reliable: its contrast-to-noise ratio in v reaches
-// defaultMinCNR and again, the reference segmenter's result on v denoised once
-// more (at altStrength), has it within agreeUm, and no saturated sample
-// lies beside it; RNFL/GCL in a large vessel's shadow
-// (shadow, from vesselShadows; nil: none), where it holds when the
-// bridge across the shadow does (see judgeBoundaries). Boundaries the
-// layers do not carry are absent.
-func compareSegmentations(v *Volume, l, again *Layers, shadow []bool) map[string][]bool {
-	return judgeBoundaries(v, l, again, shadow).supported
-}
-
 // boundaryEvidence is what judgeBoundaries judged each boundary by, per
 // A-scan: its contrast-to-noise ratio, how far (µm) it moved under the
 // second denoising, and the verdicts: supported (what the figures rest
@@ -146,7 +134,16 @@ type boundaryEvidence struct {
 	ambiguous []bool // BM: another band under it (bmAmbiguous)
 }
 
-// judgeBoundaries is compareSegmentations with its evidence.
+// judgeBoundaries judges, per boundary of l and A-scan, whether the
+// boundary is supported: its contrast-to-noise ratio in v reaches
+// defaultMinCNR; again, the reference segmenter's result on v denoised
+// once more (at altStrength), has it within agreeUm; no saturated
+// sample lies beside it; and it lies cnrDepthUm or more under the
+// boundary above it. On a circle, RNFL/GCL in a vessel's shadow (shadow,
+// from vesselShadows; nil: none) is supported where the bridge across
+// the shadow is (both its ends). It is reliable where supported and its
+// ratio reaches minCNRFor (BM also not ambiguous; the RPE never).
+// Boundaries the layers do not carry are absent.
 func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidence {
 	ev := boundaryEvidence{supported: map[string][]bool{}, reliable: map[string][]bool{}, cnr: map[string][]float64{}, movedUm: map[string][]float64{}, ambiguous: bmAmbiguous(v, l)}
 	sat := saturatedSamples(v)
@@ -407,7 +404,7 @@ const minLesionAgreement = 0.8
 const rpeBottomName = "RPE bottom"
 
 // minReliableShare is the least share of a figure's gradable A-scans in
-// which each boundary it needs must be supported (compareSegmentations)
+// which each boundary it needs must be supported (judgeBoundaries)
 // for the figure to be reported (calibrated on the degradation suite:
 // docs/imaging.md, Calibration). The RNFL/GCL of a clean real circle
 // scan is supported in 85–86% of its A-scans; under the noise and weak
@@ -431,7 +428,7 @@ type BoundaryReliability struct {
 	// within 2 px of the truth in ≥ 95% of such A-scans (see minCNRFor).
 	ReliableFraction float64 `json:"reliableFraction"`
 	// SupportedFraction is the share in which the image shows it plainly
-	// enough for a figure to rest on it (compareSegmentations): what the
+	// enough for a figure to rest on it (judgeBoundaries): what the
 	// figures' needs (minReliableShare) are judged by.
 	SupportedFraction float64 `json:"supportedFraction"`
 }
@@ -520,7 +517,7 @@ const (
 )
 
 // vouch keeps only the figures whose boundaries are reliable where they
-// are measured (rel, from compareSegmentations), lists the others in
+// are measured (rel, the supported verdicts of judgeBoundaries), lists the others in
 // a.Withheld with the reason, records each boundary's reliability, and
 // lowers a full verdict to partial when anything is withheld: the
 // gate's verdict follows from the boundaries the figures need.

@@ -180,7 +180,7 @@ type RNFLMeasurements struct {
 	// shadow, where the image shows none (see vesselShadows; the
 	// thickness runs from the ILM over the vessel to the bridge, as
 	// devices draw it), and those where the image does not show it
-	// plainly enough for a figure to rest on (compareSegmentations).
+	// plainly enough for a figure to rest on (judgeBoundaries).
 	BridgedFraction float64 `json:"bridgedFraction,omitempty"`
 }
 
