@@ -136,6 +136,14 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 			return out, err
 		}
 	}
+	// The clinicians' stream says the results are in the PACS.
+	if a.Inbox != nil {
+		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
+			Eye: in.Exam.Eye, Kind: contract.EventResultsFiled}
+		if err := a.Inbox.Publish(ctx, e); err != nil {
+			return out, unavailable(ctx, fmt.Errorf("results-filed event: %w", err))
+		}
+	}
 	return out, nil
 }
 

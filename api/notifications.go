@@ -123,7 +123,7 @@ func (s *Server) notifications(c echo.Context) error {
 					if err != nil {
 						return err
 					}
-					if _, err := fmt.Fprintf(w, "id: %d\nevent: report-ready\ndata: %s\n\n", e.Seq, data); err != nil {
+					if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind.Name(), data); err != nil {
 						return err
 					}
 				}

@@ -45,6 +45,27 @@ type ReportReadyEvent struct {
 	Summary  exam.Summary  `json:"summary"`
 	// Reminder counts repeated pushes for an urgent exam awaiting review.
 	Reminder int `json:"reminder,omitempty"`
+	// Kind is the event's kind, its SSE event name: report-ready (also
+	// when empty), or results-filed once the exam's results reached the
+	// campus's PACS.
+	Kind EventKind `json:"kind,omitempty"`
+}
+
+// EventKind names a campus event's kind.
+type EventKind string
+
+// The kinds of campus events.
+const (
+	EventReportReady  EventKind = "report-ready"
+	EventResultsFiled EventKind = "results-filed"
+)
+
+// Name is the kind's SSE event name.
+func (k EventKind) Name() string {
+	if k == "" {
+		return string(EventReportReady)
+	}
+	return string(k)
 }
 
 // InboxState is a campus inbox, carried across continue-as-new.

@@ -32,9 +32,10 @@ func InboxWorkflow(ctx workflow.Context, state contract.InboxState) error {
 	}
 	events := workflow.GetSignalChannel(ctx, contract.InboxEventSignal)
 	add := func(e contract.ReportReadyEvent) {
-		// A notify stage that is retried publishes again: keep one.
+		// A notify stage or an export that is retried publishes again:
+		// keep one of each.
 		for _, old := range state.Events {
-			if old.ExamID == e.ExamID && old.Reminder == e.Reminder {
+			if old.ExamID == e.ExamID && old.Reminder == e.Reminder && old.Kind == e.Kind {
 				return
 			}
 		}

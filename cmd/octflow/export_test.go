@@ -95,6 +95,16 @@ end
 	if got := filed(study1, 1); fmt.Sprint(got) != fmt.Sprint(wantFiled) {
 		t.Errorf("Orthanc holds %v in study %s, want %v", got, study1, wantFiled)
 	}
+	// The clinicians' stream says so, after the report-ready event.
+	kinds := map[contract.EventKind]bool{}
+	for _, e := range h.readEvents(0, 2) {
+		if e.event.ExamID == h.ref("export-1").ID {
+			kinds[e.event.Kind] = true
+		}
+	}
+	if !kinds[""] && !kinds[contract.EventReportReady] || !kinds[contract.EventResultsFiled] {
+		t.Errorf("events of export-1 on the stream: %v, want report-ready and results-filed", kinds)
+	}
 	// A delivered export is not sent again.
 	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/export-1/export?campus="+h.sys.Secrets.Campus, nil, http.StatusConflict, nil)
 
