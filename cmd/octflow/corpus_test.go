@@ -10,6 +10,7 @@ package main
 // and lifecycle's tests fold them.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/imaging"
 	"octflow/lifecycle"
 )
 
@@ -47,6 +49,47 @@ func TestRecordReplayCorpus(t *testing.T) {
 	t.Run("review", func(t *testing.T) { recordReview(t, dir) })
 	t.Run("fleet and inbox", func(t *testing.T) { recordLongRunning(t, dir) })
 	t.Run("pinned", func(t *testing.T) { recordPinned(t, dir) })
+	t.Run("export", func(t *testing.T) { recordExport(t, dir) })
+}
+
+// recordExport records an exam of a campus with a PACS (the pipeline
+// starts its export), an export delivered to a real Orthanc, and one
+// whose PACS never answers: tried again, then failed past its budget.
+func recordExport(t *testing.T, dir string) {
+	plugin := needOrthanc(t)
+	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
+	scanOf := func(n int) []byte {
+		var b bytes.Buffer
+		if err := imaging.WriteDICOM(&b, imaging.NewPhantom(tiny(uint64(340+n))).Volume, imaging.Header{
+			SOPInstanceUID: fmt.Sprintf("2.25.3401%d", n), StudyInstanceUID: fmt.Sprintf("2.25.3402%d", n),
+			SeriesInstanceUID: fmt.Sprintf("2.25.3403%d", n), PatientID: fmt.Sprintf("CORPUS-%d", n)}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	for _, c := range []struct {
+		pacs, id, file string
+	}{
+		{orthanc.base + "/dicom-web", "corpus-export", "export_delivered.json"},
+		{"http://127.0.0.1:9/dicom-web", "corpus-export-down", "export_unreachable.json"},
+	} {
+		h := newHarness(t, 1, corpusKeys(t, dir), func(cfg *devsystem.Config) {
+			cfg.PACSURL, cfg.Policy.ExportRetryFor = c.pacs, 8*time.Second
+		})
+		if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: c.id}, scanOf(len(c.file))); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", c.id, code, err)
+		}
+		if st := h.waitTerminal(c.id); st.State != lifecycle.Completed {
+			t.Fatalf("%s ended %s", c.id, st.State)
+		}
+		export := contract.ExportWorkflowID(h.ref(c.id))
+		h.waitClosed(export)
+		h.saveRun(export, "", filepath.Join(dir, c.file))
+		if c.id == "corpus-export" {
+			h.saveRun(h.examWF(c.id), "", filepath.Join(dir, "exam_export.json"))
+		}
+		h.stop()
+	}
 }
 
 // recordPinned records an exam whose later GPU stages went to the node
