@@ -25,8 +25,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"octflow/activities"
 	"octflow/audit"
+	"octflow/callback"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -75,7 +75,7 @@ type Config struct {
 	// listener of its own, off the public port.
 	StatusMaxAge time.Duration
 	// Callbacks decides which callback URLs a device may give.
-	Callbacks *activities.CallbackGuard
+	Callbacks *callback.Guard
 	// NotifyPoll is how often the event stream reads the inbox (default 1 s).
 	NotifyPoll time.Duration
 	// Streams bounds the event streams held open.

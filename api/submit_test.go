@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"octflow/activities"
+	"octflow/callback"
 	"octflow/exam"
 )
 
@@ -28,7 +28,7 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard, err := activities.NewCallbackGuard("")
+	guard, err := callback.New("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"octflow/activities"
 	"octflow/api"
 	"octflow/audit"
+	"octflow/callback"
 	"octflow/codec"
 	"octflow/config"
 	"octflow/exam"
@@ -56,7 +57,7 @@ type Options struct {
 	// Webhooks deliver report-ready events (workers); Callbacks checks
 	// callback URLs at submission (api).
 	Webhooks  *activities.Webhooks
-	Callbacks *activities.CallbackGuard
+	Callbacks *callback.Guard
 	// Metrics is the process's registry (default: a new one).
 	// MetricsAddr serves it at /metrics on a listener of its own; the
 	// gateway's public port never does.

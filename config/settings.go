@@ -16,6 +16,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/callback"
 	"octflow/exam"
 	"octflow/inference"
 	"octflow/storage"
@@ -134,7 +135,7 @@ func ParseWeights(s string) (map[exam.Priority]float32, error) {
 // Webhooks are the settings of report-ready callbacks.
 type Webhooks struct {
 	allow, secretsFile, secret, publicURL string
-	guard                                 *activities.CallbackGuard
+	guard                                 *callback.Guard
 	secrets                               map[string]string
 }
 
@@ -148,7 +149,7 @@ func BindWebhooks(s *Set) *Webhooks {
 	s.Secret(&w.secret, "OCTFLOW_WEBHOOK_SECRET")
 	s.Check(func() error {
 		var err error
-		if w.guard, err = activities.NewCallbackGuard(w.allow); err != nil {
+		if w.guard, err = callback.New(w.allow); err != nil {
 			return fmt.Errorf("OCTFLOW_CALLBACK_ALLOW: %w", err)
 		}
 		w.secrets = map[string]string{}
@@ -173,7 +174,7 @@ func BindWebhooks(s *Set) *Webhooks {
 }
 
 // Guard is the callback allow-list.
-func (w *Webhooks) Guard() *activities.CallbackGuard { return w.guard }
+func (w *Webhooks) Guard() *callback.Guard { return w.guard }
 
 // Deliverer is what the notify stage delivers with.
 func (w *Webhooks) Deliverer() *activities.Webhooks {

@@ -27,6 +27,7 @@ import (
 	"octflow/api"
 	"octflow/app"
 	"octflow/audit"
+	"octflow/callback"
 	"octflow/codec"
 	"octflow/config"
 	"octflow/devstack"
@@ -192,7 +193,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	// The dev stack lets callbacks reach this machine (a workstation
 	// simulator on loopback); production refuses that unless allow-listed.
-	guard, err := activities.NewCallbackGuard("127.0.0.0/8, ::1/128, localhost")
+	guard, err := callback.New("127.0.0.0/8, ::1/128, localhost")
 	if err != nil {
 		stack.Stop()
 		return nil, err
