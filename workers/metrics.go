@@ -30,9 +30,10 @@ type Metrics struct {
 	scope io.Closer
 }
 
-// WorkflowCounters are the counters the exam workflow keeps through
+// WorkflowCounters are the counters the workflows keep through
 // workflow.GetMetricsHandler, each with the extra tags it sets (one
-// entry per tag set). A worker of the workflow queue creates every one
+// entry per tag set; a workflow_type among them names a workflow other
+// than the exam's). A worker of the workflow queue creates every one
 // at 0 when it is made: tally's Prometheus reporter would otherwise
 // create a series only at its first increment, with the value 1, and an
 // increase() over it would never see the first breach or illegal
@@ -46,6 +47,10 @@ func WorkflowCounters() map[string][]map[string]string {
 		"octflow_urgent_sla_breaches_total": {nil},
 		"octflow_illegal_transitions_total": {nil},
 		"octflow_promotions_total":          promotions,
+		"octflow_exports_total": {
+			{"workflow_type": contract.ExportWorkflow, "outcome": "delivered"},
+			{"workflow_type": contract.ExportWorkflow, "outcome": "failed"},
+		},
 	}
 }
 

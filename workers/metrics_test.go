@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -79,13 +80,24 @@ func TestAWorkflowWorkerExposesTheWorkflowsCountersAtZeroFromItsStart(t *testing
 			if v != 0 {
 				t.Errorf("%s{%s} = %v, want 0", name, labels, v)
 			}
-			if name != "octflow_promotions_total" && labels != want {
+			if tagSets[0] == nil && labels != want {
 				t.Errorf("%s has labels %s, want %s", name, labels, want)
 			}
 		}
 	}
 	if got := counters(t, m, "octflow_promotions_total"); len(got) != 2 {
 		t.Errorf("promotions: %v, want low→normal and normal→urgent", got)
+	}
+	// The export's counter carries the export workflow's type, as its
+	// increments will.
+	exports := counters(t, m, "octflow_exports_total")
+	for labels := range exports {
+		if !strings.Contains(labels, "workflow_type=ExportWorkflow,") || !strings.Contains(labels, "outcome=") {
+			t.Errorf("exports counter labelled %s", labels)
+		}
+	}
+	if len(exports) != 2 {
+		t.Errorf("exports: %v, want delivered and failed", exports)
 	}
 }
 
