@@ -58,7 +58,7 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw, err := api.New(api.Config{
-		Temporal: tc, Tokens: tokens, Policy: exam.DefaultPolicy(), Codec: lifecycle.Codec{Data: dc, Failure: fc},
+		Temporal: tc, Tokens: tokens, Policy: exam.DefaultPolicy(), Converters: lifecycle.Converters{Data: dc, Failure: fc},
 		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 	})

@@ -88,7 +88,7 @@ func isNotFound(err error) bool {
 }
 
 func (s *Server) memoString(desc *workflowservice.DescribeWorkflowExecutionResponse, field string) string {
-	return s.cfg.Codec.MemoString(desc, field)
+	return s.cfg.Converters.MemoString(desc, field)
 }
 
 func randomID() string {

@@ -41,7 +41,7 @@ func (s *Server) rerunExport(c echo.Context) error {
 	if err != nil {
 		return unavailable(ctx, err)
 	}
-	in, err := s.cfg.Codec.Input(lifecycle.Run{Events: events})
+	in, err := s.cfg.Converters.Input(lifecycle.Run{Events: events})
 	if err != nil {
 		return unavailable(ctx, err)
 	}

@@ -57,9 +57,9 @@ type Config struct {
 	// syslog collector, or audit.NewLogSink's JSON lines (default: on
 	// stderr, unsampled).
 	AuditTrail audit.Sink
-	// Codec decodes what Temporal stores: the converters the Temporal
+	// Converters decode what Temporal stores: the converters the Temporal
 	// client was built with (default: Temporal's own).
-	Codec lifecycle.Codec
+	Converters lifecycle.Converters
 	// Registerer, when set, takes the gateway's own metrics.
 	Registerer prometheus.Registerer
 	// Policy is the scheduling policy new exams run under; New refuses
@@ -147,8 +147,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Pseudonymizer == nil {
 		return nil, errors.New("no pseudonym key: exams and patients are kept under keyed pseudonyms")
 	}
-	if cfg.Codec.Data == nil || cfg.Codec.Failure == nil {
-		cfg.Codec = lifecycle.DefaultCodec()
+	if cfg.Converters.Data == nil || cfg.Converters.Failure == nil {
+		cfg.Converters = lifecycle.DefaultConverters()
 	}
 	if cfg.MaxScanBytes == 0 {
 		cfg.MaxScanBytes = 512 << 20

@@ -78,7 +78,7 @@ func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, e
 		run.Pending = p[0]
 	}
 	runs := []lifecycle.Run{run}
-	for prev := s.cfg.Codec.PreviousRunID(run); prev != "" && len(runs) < maxRuns; prev = s.cfg.Codec.PreviousRunID(runs[0]) {
+	for prev := s.cfg.Converters.PreviousRunID(run); prev != "" && len(runs) < maxRuns; prev = s.cfg.Converters.PreviousRunID(runs[0]) {
 		events, err := s.history(ctx, id, prev)
 		if err != nil {
 			return nil, err
@@ -99,7 +99,7 @@ func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, e
 	}
 	// The export, once the report exists, for a campus with a PACS.
 	var export *lifecycle.Run
-	if in, err := s.cfg.Codec.Input(run); err == nil && in.Export && review != nil {
+	if in, err := s.cfg.Converters.Input(run); err == nil && in.Export && review != nil {
 		events, err := s.history(ctx, contract.ExportWorkflowID(f.ref), "")
 		switch {
 		case err == nil:
@@ -108,7 +108,7 @@ func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, e
 			return nil, err
 		}
 	}
-	rec := lifecycle.Fold(s.cfg.Codec, time.Now(), runs, review, export)
+	rec := lifecycle.Fold(s.cfg.Converters, time.Now(), runs, review, export)
 	for _, m := range rec.Illegal {
 		// The table and Temporal's record disagree: a bug to alert on.
 		s.illegal.Inc()

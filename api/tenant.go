@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"octflow/contract"
 	"octflow/exam"
 )
 
@@ -93,10 +94,10 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	return nil, problem(http.StatusBadRequest, "malformed-request", "an admin must say which campus: ?campus=")
 }
 
-// describeExam describes an exam's latest pipeline run (see
-// lifecycle.Codec.Describe).
+// describeExam describes an exam's latest pipeline run. An exam Temporal
+// does not hold is a *serviceerror.NotFound.
 func (s *Server) describeExam(ctx context.Context, ref exam.Ref) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	return s.cfg.Codec.Describe(ctx, s.cfg.Temporal, ref)
+	return s.cfg.Temporal.DescribeWorkflowExecution(ctx, contract.ExamWorkflowID(ref), "")
 }
 
 // campusAllowed checks a ?campus= for a request about a whole campus

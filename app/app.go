@@ -124,7 +124,7 @@ type App struct {
 	metrics *workers.Metrics
 	mhttp   *http.Server
 	maddr   string // the metrics listener's address
-	conv    lifecycle.Codec
+	conv    lifecycle.Converters
 }
 
 // Start connects to Temporal and S3 and starts the parts opts asks for.
@@ -143,10 +143,10 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.metrics = workers.NewMetrics()
 	}
 	dc, fc := codec.Converters(opts.Codec)
-	conv := lifecycle.Codec{Data: dc, Failure: fc}
+	conv := lifecycle.Converters{Data: dc, Failure: fc}
 	a.conv = conv
 	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
-		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Codec: conv, TLS: opts.TemporalTLS,
+		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv, TLS: opts.TemporalTLS,
 		Compression: opts.Stack.TemporalCompression}); err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
-			Codec: conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
+			Converters: conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		gwCfg := api.Config{
 			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
 			Logger: opts.Logger.Named("api"), AuditTrail: opts.AuditTrail, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
-			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Codec: conv,
+			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Converters: conv,
 			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins, ExportCampuses: exportCampuses,
 		}
 		if opts.Codec != nil {
@@ -264,9 +264,9 @@ func (a *App) MetricsURL() string {
 	return "http://" + a.maddr + "/metrics"
 }
 
-// Codec holds the converters this process's client reads and writes
+// Converters are the converters this process's client reads and writes
 // Temporal payloads with.
-func (a *App) Codec() lifecycle.Codec { return a.conv }
+func (a *App) Converters() lifecycle.Converters { return a.conv }
 
 // Client is the process's Temporal client.
 func (a *App) Client() client.Client { return a.client }

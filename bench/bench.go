@@ -205,7 +205,7 @@ type System interface {
 	// NodeEnv is the OCTFLOW_* environment a GPU node needs to join.
 	NodeEnv() []string
 	// Codec reads the payloads of the system's Temporal histories.
-	Codec() lifecycle.Codec
+	Converters() lifecycle.Converters
 }
 
 // Policy is the scheduling policy the benchmark runs exams under: the
@@ -607,7 +607,7 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 			continue
 		}
 		var out contract.StageOutput
-		if sys.Codec().Data.FromPayloads(a.GetResult(), &out) != nil {
+		if sys.Converters().Data.FromPayloads(a.GetResult(), &out) != nil {
 			continue
 		}
 		f.bytesRead += out.ObjectBytesRead

@@ -17,16 +17,16 @@ import (
 	"octflow/exam"
 )
 
-// Codec decodes what Temporal stores, with the converters the client
+// Converters decode what Temporal stores, with the converters the client
 // uses (including its payload codec).
-type Codec struct {
+type Converters struct {
 	Data    converter.DataConverter
 	Failure converter.FailureConverter
 }
 
-// DefaultCodec is Temporal's default data and failure converters.
-func DefaultCodec() Codec {
-	return Codec{Data: converter.GetDefaultDataConverter(), Failure: temporal.GetDefaultFailureConverter()}
+// DefaultConverters are Temporal's default data and failure converters.
+func DefaultConverters() Converters {
+	return Converters{Data: converter.GetDefaultDataConverter(), Failure: temporal.GetDefaultFailureConverter()}
 }
 
 // Run is one workflow run as Temporal holds it.
@@ -92,8 +92,8 @@ type Record struct {
 // Fold builds an exam's Record from its pipeline runs (oldest first) and,
 // once the report exists, its review run and its export's latest run
 // (nil when there is none). now is the time of the reading.
-func Fold(c Codec, now time.Time, runs []Run, review, export *Run) *Record {
-	f := &folder{codec: c, now: now, rec: &Record{}}
+func Fold(c Converters, now time.Time, runs []Run, review, export *Run) *Record {
+	f := &folder{conv: c, now: now, rec: &Record{}}
 	for i, run := range runs {
 		f.pipelineRun(i, run)
 	}
@@ -116,9 +116,9 @@ func Fold(c Codec, now time.Time, runs []Run, review, export *Run) *Record {
 }
 
 type folder struct {
-	codec Codec
-	now   time.Time
-	rec   *Record
+	conv Converters
+	now  time.Time
+	rec  *Record
 
 	// per run
 	stages    map[int64]exam.Stage  // scheduled event ID → stage
@@ -469,7 +469,7 @@ func (f *folder) failure(pf *failurepb.Failure) *Failure {
 		return &Failure{}
 	}
 	var chain []error
-	for e := f.codec.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
+	for e := f.conv.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
 		chain = append(chain, e)
 	}
 	start := 0
@@ -496,7 +496,7 @@ func (f *folder) failureNode(pf *failurepb.Failure) string {
 	if pf == nil {
 		return ""
 	}
-	for e := f.codec.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
+	for e := f.conv.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
 		var node string
 		switch x := e.(type) {
 		case *temporal.ApplicationError:
@@ -521,12 +521,12 @@ func (f *folder) decode(p *commonpb.Payloads, v any) error {
 	if len(p.GetPayloads()) == 0 {
 		return errors.New("no payload")
 	}
-	return f.codec.Data.FromPayload(p.GetPayloads()[0], v)
+	return f.conv.Data.FromPayload(p.GetPayloads()[0], v)
 }
 
 func (f *folder) memoString(m *commonpb.Memo, field string) string {
 	var v string
-	if p := m.GetFields()[field]; p == nil || f.codec.Data.FromPayload(p, &v) != nil {
+	if p := m.GetFields()[field]; p == nil || f.conv.Data.FromPayload(p, &v) != nil {
 		return ""
 	}
 	return v
@@ -534,7 +534,7 @@ func (f *folder) memoString(m *commonpb.Memo, field string) string {
 
 // PreviousRunID is the run that run follows after an operator's rerun,
 // "" for an exam's first run.
-func (c Codec) PreviousRunID(run Run) string {
+func (c Converters) PreviousRunID(run Run) string {
 	in, err := c.Input(run)
 	if err != nil || in.Rerun == nil {
 		return ""
@@ -543,11 +543,11 @@ func (c Codec) PreviousRunID(run Run) string {
 }
 
 // Input is the pipeline input of run.
-func (c Codec) Input(run Run) (contract.ExamInput, error) {
+func (c Converters) Input(run Run) (contract.ExamInput, error) {
 	var in contract.ExamInput
 	for _, ev := range run.Events {
 		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
-			f := &folder{codec: c}
+			f := &folder{conv: c}
 			return in, f.decode(a.GetInput(), &in)
 		}
 	}

@@ -346,12 +346,12 @@ func ptr[T any](v T) *T { return &v }
 
 // corpusCodec opens the replay corpus's sealed payloads (see
 // workflows/testdata/README.md).
-func corpusCodec(t *testing.T) Codec {
+func corpusCodec(t *testing.T) Converters {
 	t.Helper()
 	c, err := codec.Open("../workflows/testdata/codec-keys.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc, fc := codec.Converters(c)
-	return Codec{Data: dc, Failure: fc}
+	return Converters{Data: dc, Failure: fc}
 }

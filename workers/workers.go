@@ -36,9 +36,9 @@ type DialOptions struct {
 	Logger                        *zap.Logger
 	// Metrics may be nil.
 	Metrics client.MetricsHandler
-	// Codec holds the data and failure converters (which seal payloads
-	// when encryption is on); zero: Temporal's defaults.
-	Codec lifecycle.Codec
+	// Converters are the data and failure converters (which seal
+	// payloads when encryption is on); zero: Temporal's defaults.
+	Converters lifecycle.Converters
 	// TLS, when set, secures the connection (and, with a client
 	// certificate, authenticates it: mTLS).
 	TLS *tls.Config
@@ -79,8 +79,8 @@ func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 			Identity:          o.Identity,
 			Logger:            SDKLogger(o.Logger),
 			MetricsHandler:    o.Metrics,
-			DataConverter:     o.Codec.Data,
-			FailureConverter:  o.Codec.Failure,
+			DataConverter:     o.Converters.Data,
+			FailureConverter:  o.Converters.Failure,
 			ConnectionOptions: client.ConnectionOptions{TLS: o.TLS, GrpcCompression: o.compression()},
 		})
 		if err == nil {
@@ -101,9 +101,9 @@ type Options struct {
 	Identity string
 	// StopTimeout is how long Stop lets running stages finish (default 90 s).
 	StopTimeout time.Duration
-	// Codec decodes what Temporal stores: the converters the client was
+	// Converters decode what Temporal stores: the converters the client was
 	// built with.
-	Codec lifecycle.Codec
+	Converters lifecycle.Converters
 	// SweepEvery is how often the scan sweep runs (0: no schedule is
 	// made); SweepGrace how old a scan must be before it may go.
 	SweepEvery, SweepGrace time.Duration
@@ -125,7 +125,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs.Reviews = ReviewOpener{Client: c}
 	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
 	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
-	cpuActs.Index = ScanIndex{Client: c, Codec: opts.Codec}
+	cpuActs.Index = ScanIndex{Client: c, Converters: opts.Converters}
 	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
 	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
 	cpu.RegisterActivityWithOptions(cpuActs.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})
@@ -190,15 +190,15 @@ func scheduleSweep(c client.Client, every, grace time.Duration) error {
 
 // ScanIndex looks up, in Temporal, whether an exam took a stored scan.
 type ScanIndex struct {
-	Client client.Client
-	Codec  lifecycle.Codec
+	Client     client.Client
+	Converters lifecycle.Converters
 }
 
 // ScanInUse reports whether the exam's latest run was submitted with the
 // scan whose digest starts with digest. False also when Temporal does
 // not know the exam: the sweep takes only a true answer as evidence.
 func (x ScanIndex) ScanInUse(ctx context.Context, ref exam.Ref, digest string) (bool, error) {
-	desc, err := x.Codec.Describe(ctx, x.Client, ref)
+	desc, err := x.Client.DescribeWorkflowExecution(ctx, contract.ExamWorkflowID(ref), "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -206,7 +206,7 @@ func (x ScanIndex) ScanInUse(ctx context.Context, ref exam.Ref, digest string) (
 	case err != nil:
 		return false, err
 	}
-	return strings.HasPrefix(x.Codec.MemoString(desc, contract.MemoScanDigest), digest), nil
+	return strings.HasPrefix(x.Converters.MemoString(desc, contract.MemoScanDigest), digest), nil
 }
 
 // Workers are running workers.

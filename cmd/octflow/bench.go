@@ -133,7 +133,7 @@ func (b benchSystem) APIURL() string { return b.d.App.APIURL() }
 func (b benchSystem) Tokens() (device, clinician, admin string) {
 	return b.d.Secrets.Device, b.d.Secrets.Clinician, b.d.Secrets.Admin
 }
-func (b benchSystem) Campus() string          { return b.d.Secrets.Campus }
-func (b benchSystem) Temporal() client.Client { return b.d.App.Client() }
-func (b benchSystem) Codec() lifecycle.Codec  { return b.d.App.Codec() }
-func (b benchSystem) NodeEnv() []string       { return b.d.NodeEnv() }
+func (b benchSystem) Campus() string                   { return b.d.Secrets.Campus }
+func (b benchSystem) Temporal() client.Client          { return b.d.App.Client() }
+func (b benchSystem) Converters() lifecycle.Converters { return b.d.App.Converters() }
+func (b benchSystem) NodeEnv() []string                { return b.d.NodeEnv() }
