@@ -19,10 +19,12 @@ dev: build
 	$(BIN) dev --data-dir $(DATA)
 
 ## deploy-check: the production stack's Prometheus config and alert rules,
-## checked and unit-tested with promtool
+## checked and unit-tested with promtool, and the Alertmanager example
+## checked with amtool
 deploy-check:
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool test rules deploy/prometheus/tests/octflow_test.yml
+	amtool check-config deploy/alertmanager/alertmanager.example.yml
 
 ## test: format, vet and workflowcheck; the unit tests once under the race
 ## detector; the imaging accuracy run; the end-to-end tests on the embedded
