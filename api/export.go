@@ -12,7 +12,6 @@ import (
 
 	"octflow/contract"
 	"octflow/exam"
-	"octflow/lifecycle"
 )
 
 // rerunExport serves POST /v1/exams/{examId}/export: an admin sends a
@@ -37,13 +36,9 @@ func (s *Server) rerunExport(c echo.Context) error {
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		return conflict("the exam has no report to export yet")
 	}
-	events, err := s.history(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId())
+	in, err := s.runInput(ctx, f)
 	if err != nil {
-		return unavailable(ctx, err)
-	}
-	in, err := s.cfg.Converters.Input(lifecycle.Run{Events: events})
-	if err != nil {
-		return unavailable(ctx, err)
+		return err
 	}
 	if !in.Export || !s.cfg.ExportCampuses[f.ref.Campus] {
 		return conflict("the exam's campus sends its results to no PACS")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -14,6 +15,20 @@ import (
 	"octflow/contract"
 	"octflow/lifecycle"
 )
+
+// runInput is the input the exam's latest pipeline run started with.
+func (s *Server) runInput(ctx context.Context, f *examFound) (contract.ExamInput, error) {
+	run := f.desc.GetWorkflowExecutionInfo().GetExecution()
+	events, err := s.history(ctx, run.GetWorkflowId(), run.GetRunId())
+	if err != nil {
+		return contract.ExamInput{}, unavailable(ctx, err)
+	}
+	in, err := s.cfg.Converters.Input(lifecycle.Run{Events: events})
+	if err != nil {
+		return contract.ExamInput{}, unavailable(ctx, err)
+	}
+	return in, nil
+}
 
 // rerunExam serves POST /v1/exams/{examId}/rerun: an admin starts a new
 // run of a DEAD exam under the same exam ID, on the same stored scan and
@@ -36,13 +51,9 @@ func (s *Server) rerunExam(c echo.Context) error {
 		p.ExamID = id
 		return p
 	}
-	events, err := s.history(ctx, info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId())
+	in, err := s.runInput(ctx, f)
 	if err != nil {
-		return unavailable(ctx, err)
-	}
-	in, err := s.cfg.Converters.Input(lifecycle.Run{Events: events})
-	if err != nil {
-		return unavailable(ctx, err)
+		return err
 	}
 	who := principal(c)
 	in.Policy = s.cfg.Policy
