@@ -3,16 +3,22 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/textproto"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
 
 	"octflow/codec"
 	"octflow/contract"
@@ -39,7 +45,9 @@ type Exporter struct {
 	// Sealer is the payload codec, whose keys open what the gateway
 	// sealed (octdicom.OpenIdentity).
 	Sealer *codec.Codec
-	HTTP   *http.Client
+	// HTTP is the client the export uses (default: see client).
+	HTTP *http.Client
+	once sync.Once
 }
 
 // stowFailedSOPSequence and stowFailureReason are the STOW-RS response's
@@ -107,44 +115,82 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(target.URL, "/")+"/studies", &body)
 	if err != nil {
-		return out, refused("the PACS URL: " + err.Error())
+		return out, refused("the campus's PACS URL is not a URL")
 	}
 	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
 	req.Header.Set("Accept", "application/dicom+json")
 	x.authorize(req, target)
 	resp, err := x.client().Do(req)
 	if err != nil {
-		return out, pacsUnavailable(fmt.Sprintf("the PACS did not answer: %v", err))
+		return out, pacsUnavailable("the PACS did not answer: " + netCause(err))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		return out, pacsUnavailable(fmt.Sprintf("the PACS answered %d", resp.StatusCode))
 	}
-	failed := stowFailures(answer)
-	if resp.StatusCode != http.StatusOK || len(failed) > 0 {
+	// The STOW-RS answer is not the proof: a PACS may list an instance a
+	// filter then dropped (Orthanc 1.10 does), or refuse as a duplicate
+	// what an earlier try, whose answer was lost, stored. Each object is
+	// asked for by WADO-RS; a refusal stands only for what it lacks.
+	var refusal error
+	if failed := stowFailures(answer); resp.StatusCode != http.StatusOK || len(failed) > 0 {
 		msg := fmt.Sprintf("the PACS refused the results (%d)", resp.StatusCode)
 		if len(failed) > 0 {
 			msg += ": " + strings.Join(failed, "; ")
 		}
-		return out, refused(msg)
+		refusal = refused(msg)
 	}
-	// A STOW-RS answer is not proof: a PACS may list an instance a filter
-	// then dropped (Orthanc 1.10 does). Each one is asked for by WADO-RS.
 	for _, o := range objs {
 		if err := x.verify(ctx, target, o); err != nil {
+			if refusal != nil && isRefusal(err) {
+				return out, refusal
+			}
 			return out, err
 		}
 	}
-	// The clinicians' stream says the results are in the PACS.
+	// The clinicians' stream says the results are in the PACS. The
+	// results are delivered whatever becomes of the event: a failure to
+	// publish it is logged, not a reason to send them again.
 	if a.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Kind: contract.EventResultsFiled}
-		if err := a.Inbox.Publish(ctx, e); err != nil {
-			return out, unavailable(ctx, fmt.Errorf("results-filed event: %w", err))
+		if err := a.Inbox.Publish(ctx, e); err != nil && a.Logger != nil {
+			a.Logger.Warn("results filed in the PACS; their event was not published", zap.String("campus", in.Exam.Campus),
+				zap.String("examId", in.Exam.ExamID), zap.Error(err))
 		}
 	}
 	return out, nil
+}
+
+// isRefusal reports whether err is an ExportRefused failure.
+func isRefusal(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == contract.ErrTypeExportRefused
+}
+
+// netCause is what a failed request's error says of the network, without
+// the request's URL (whose path holds the patient's study UID) or the
+// PACS's address.
+func netCause(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection reset"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "its name does not resolve"
+	}
+	var tlsErr *tls.CertificateVerificationError
+	if errors.As(err, &tlsErr) {
+		return "its TLS certificate is not trusted"
+	}
+	return "network error"
 }
 
 // verify asks the PACS for an object's metadata (WADO-RS): it holds the
@@ -154,13 +200,13 @@ func (x *Exporter) verify(ctx context.Context, target PACSTarget, o octdicom.Obj
 		o.StudyInstanceUID, o.SeriesInstanceUID, o.SOPInstanceUID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return refused("the PACS URL: " + err.Error())
+		return refused("the campus's PACS URL is not a URL")
 	}
 	req.Header.Set("Accept", "application/dicom+json")
 	x.authorize(req, target)
 	resp, err := x.client().Do(req)
 	if err != nil {
-		return pacsUnavailable(fmt.Sprintf("the PACS did not answer: %v", err))
+		return pacsUnavailable("the PACS did not answer: " + netCause(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
@@ -183,12 +229,21 @@ func (x *Exporter) authorize(req *http.Request, target PACSTarget) {
 	}
 }
 
+// client is the export's HTTP client: HTTP, or one that follows no
+// redirect (no STOW-RS or WADO-RS answer is one) and gives up after
+// exportTimeout.
 func (x *Exporter) client() *http.Client {
-	if x.HTTP != nil {
-		return x.HTTP
-	}
-	return http.DefaultClient
+	x.once.Do(func() {
+		if x.HTTP == nil {
+			x.HTTP = &http.Client{Timeout: exportHTTPTimeout,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+	})
+	return x.HTTP
 }
+
+// exportHTTPTimeout bounds one request to the PACS.
+const exportHTTPTimeout = 2 * time.Minute
 
 // stowFailures lists what a STOW-RS response's Failed SOP Sequence says:
 // each refused instance's UID and failure reason.

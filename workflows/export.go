@@ -30,7 +30,9 @@ const (
 // refuses an object ends the export failed (the workflow fails, so an
 // admin may start it again under the same ID once the cause is fixed).
 // Every send builds the same objects with the same UIDs, so a resend
-// makes no duplicate.
+// makes no duplicate. An exam rerun whose earlier run's export delivered
+// is not exported again (the ID's export completed); the PACS keeps the
+// earlier run's objects.
 func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.ExportState, error) {
 	st := contract.ExportState{Status: contract.ExportPending}
 	if err := workflow.SetQueryHandler(ctx, contract.ExportQuery, func() (contract.ExportState, error) { return st, nil }); err != nil {
@@ -40,7 +42,7 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter("octflow_exports_total").Inc(1)
 	}
 	runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
-	var waited time.Duration
+	start := workflow.Now(ctx)
 	for {
 		st.Tries++
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -58,7 +60,9 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 			return st, nil
 		}
 		st.Failure = failureMessage(err)
-		if !exportRetryable(err) || waited >= in.Policy.ExportRetryFor {
+		// The budget counts the sends' time too: a PACS that takes the
+		// connection and then hangs costs a timeout per try.
+		if !exportRetryable(err) || workflow.Now(ctx).Sub(start) >= in.Policy.ExportRetryFor {
 			st.Status = contract.ExportFailed
 			exports("failed")
 			workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
@@ -70,7 +74,6 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 		if err := workflow.Sleep(ctx, delay); err != nil {
 			return st, err
 		}
-		waited += delay
 	}
 }
 

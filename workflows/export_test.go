@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -29,6 +30,7 @@ func TestAnExportIsRetriedWhileThePACSIsDownAndFailsOnARefusal(t *testing.T) {
 		{"delivered at once", nil, time.Hour, contract.ExportDelivered, 1},
 		{"the PACS comes back", []error{down(), down(), down()}, time.Hour, contract.ExportDelivered, 4},
 		{"a refusal is final", []error{refusal}, time.Hour, contract.ExportFailed, 1},
+		{"a send that timed out is tried again", []error{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)}, time.Hour, contract.ExportDelivered, 2},
 		{"down past the budget", []error{down(), down(), down(), down(), down(), down(), down(), down(), down(), down()}, 20 * time.Second, contract.ExportFailed, 0},
 	}
 	for _, c := range cases {
