@@ -33,6 +33,7 @@ type FailureDetails struct {
 
 // ErrTypeNodeLost is an attempt handed back by a node that was killed
 // while it held it and has started again (gpuworker.Takes): the stage
-// did not fail, so it spends none of its attempts and the node's breaker
-// does not count it; Temporal retries it at once, on any node.
+// did not fail, so it spends one of the lost attempts, not the stage's
+// own, and the node's breaker does not count it; the workflow retries it
+// at once, on any node.
 const ErrTypeNodeLost = "NodeLost"

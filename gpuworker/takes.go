@@ -27,7 +27,7 @@ import (
 // heartbeat that says something new, and removed once the stage has
 // returned. A node killed outright (OOM, kill -9, a driver fault) leaves
 // the files of what it held behind; when it starts again on the same
-// directory, HandBack gives each such attempt back to Temporal: its last
+// directory, HandBack gives each such attempt back: its last
 // heartbeat, then a NodeLost failure that asks for a retry at once.
 //
 // It is there to shorten recovery: without it, the workflow hears of a
@@ -166,8 +166,9 @@ func (t *Takes) HandBack(ctx context.Context, c Completer) int {
 	return handed
 }
 
-// handBackRetryDelay is when Temporal retries a handed-back attempt: at
-// once (a zero delay would mean the policy's backoff).
+// handBackRetryDelay is when the exam workflow retries a handed-back
+// attempt: at once (without a delay of its own the failure would wait
+// the workflow's jittered backoff).
 const handBackRetryDelay = time.Millisecond
 
 func (t *Takes) handBack(ctx context.Context, c Completer, n takeNote) error {

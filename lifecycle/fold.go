@@ -107,7 +107,13 @@ func Fold(c Converters, now time.Time, runs []Run, review, export *Run) *Record 
 	r.Runs = len(runs)
 	if n := len(r.Timeline); n > 0 {
 		r.CreatedAt = r.Timeline[0].At
-		r.UpdatedAt = r.Timeline[n-1].At
+		for _, e := range r.Timeline {
+			// The review's and the export's entries follow the
+			// pipeline's, each in its own order.
+			if e.At.After(r.UpdatedAt) {
+				r.UpdatedAt = e.At
+			}
+		}
 	}
 	if r.EffectivePriority == "" {
 		r.EffectivePriority = r.Priority
@@ -129,6 +135,9 @@ type folder struct {
 	// next one is attempt spent+1 (aging, a fallback from a node and an
 	// unreachable store spend none).
 	spent map[exam.Stage]int32
+	// infraSpends is set when the run's policy waits out no outage
+	// (InfraRetryFor 0): an unreachable service then spends attempts.
+	infraSpends bool
 	// retry is the failed try whose retry the workflow may now wait
 	// for: a timer started next is that wait (RETRY_WAIT).
 	retry     *retryWait
@@ -169,6 +178,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			var in contract.ExamInput
 			_ = f.decode(a.GetInput(), &in)
 			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
+			f.infraSpends = in.Policy.InfraRetryFor <= 0
 			r.LastFailure, r.Result, r.Summary, r.Report, r.Attempt, r.Node = nil, nil, nil, nil, 0, ""
 			if n == 0 || in.Rerun == nil {
 				f.add(at, Created, "", f.memoString(a.GetMemo(), contract.MemoSubmitter), nil)
@@ -289,7 +299,8 @@ type retryWait struct {
 // for the notify stage, the exam's completion with the failure noted.
 func (f *folder) stageFailed(at time.Time, stage exam.Stage, actor string, pf *failurepb.Failure) {
 	fail := f.failure(pf)
-	if fail.Type != contract.ErrTypeInfrastructure {
+	spends := fail.Type != contract.ErrTypeInfrastructure || f.infraSpends
+	if spends {
 		f.spent[stage]++
 	}
 	fail.Stage, fail.Attempt = stage, f.rec.Attempt
@@ -300,7 +311,7 @@ func (f *folder) stageFailed(at time.Time, stage exam.Stage, actor string, pf *f
 	if fail.Type != "" {
 		info["failureType"] = fail.Type
 	}
-	if fail.Type != contract.ErrTypeInfrastructure {
+	if spends {
 		info["failedAttempt"] = f.spent[stage]
 	}
 	if actor != "" && actor != "temporal" {
@@ -389,7 +400,10 @@ func (f *folder) reviewRun(run Run) {
 // it is (the exam is COMPLETED once its report exists).
 func (f *folder) exportRun(run Run) {
 	r := f.rec
-	note := func(at time.Time, info map[string]any) { f.add(at, r.State, "", "workflow", info) }
+	// A note, not a move: the exam's state is the pipeline's.
+	note := func(at time.Time, info map[string]any) {
+		r.Timeline = append(r.Timeline, Entry{At: at.UTC(), From: r.State, To: r.State, Actor: "workflow", Info: info})
+	}
 	for _, ev := range run.Events {
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {

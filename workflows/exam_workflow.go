@@ -188,8 +188,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			continue
 		case contract.Unreachable:
 			if infraWaited >= pol.InfraRetryFor {
-				att.Outcome = contract.Refused
-				p.record(att)
+				p.record(att) // the last try of a spent budget: no wait after it
 				return out, err
 			}
 			delay = infraBackoff(workflow.GetInfo(ctx).WorkflowExecution.RunID, stage, infraTries+1)
@@ -202,8 +201,11 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 				failed++
 			} else {
 				lost++
-				p.node = "" // the node is gone or cannot be trusted with the exam's data
 			}
+			// The next try goes to any node: this one is gone, or failed
+			// the stage (a node that ran out of memory takes a batch's
+			// retries elsewhere).
+			p.node = ""
 			if failed >= pol.MaxAttempts || failed+lost >= pol.MaxAttempts+pol.LostAttempts {
 				p.record(att)
 				return out, attemptsSpent(err)

@@ -310,6 +310,27 @@ func TestFailedAndLostAttemptsAreRetriedWithinTheirBudgetsThenDead(t *testing.T)
 	}
 }
 
+func TestWithoutAnInfrastructureBudgetAnOutageSpendsAttempts(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	for range 5 {
+		rec.failNext[exam.Layers] = append(rec.failNext[exam.Layers], infraDown())
+	}
+	in := testInput()
+	in.Policy.InfraRetryFor = 0
+	env.ExecuteWorkflow(ExamWorkflow, in)
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatal("the exam completed through five outages with no budget for them")
+	}
+	p := queryProgress(t, env)
+	var outcomes []contract.Outcome
+	for _, a := range p.Attempts[1:] {
+		outcomes = append(outcomes, a.Outcome)
+	}
+	if want := []contract.Outcome{contract.Failed, contract.Failed, contract.Failed}; !slices.Equal(outcomes, want) || p.State != string(lifecycle.Dead) {
+		t.Errorf("layers' tries ended %v (%s), want %v and DEAD", outcomes, p.State, want)
+	}
+}
+
 func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	env, rec := newEnv(t, nil)
 	rec.nodeQueue = exam.NodeQueue("gpu-a")
@@ -330,8 +351,8 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	want := []string{
 		"denoise/1 done " + exam.GPUQueue + " ",
 		"layers/1 failed " + node + " gpu-a",
-		"layers/2 done " + node + " ", // an own failure keeps the exam on its node
-		"lesions/1 done " + node + " ",
+		"layers/2 done " + exam.GPUQueue + " ", // a failed try's retry goes to any node
+		"lesions/1 done " + node + " ",         // the node that ran layers
 		"measure/1 done " + node + " ",
 		"report/1 done " + exam.CPUQueue + " ",
 		"notify/1 done " + exam.CPUQueue + " ",
