@@ -260,6 +260,10 @@ func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 	}
 	for _, w := range an.Withheld {
 		s.Withheld = append(s.Withheld, w.Figure)
+		if s.WithheldReasons == nil {
+			s.WithheldReasons = map[string]string{}
+		}
+		s.WithheldReasons[w.Figure] = w.Reason
 	}
 	if an.Measurable() && an.LesionsWithheld() != "" {
 		s.LesionsWithheld, s.Lesions = true, 0

@@ -23,7 +23,7 @@ func TestSummaryNamesWhatIsWithheld(t *testing.T) {
 	}{
 		{"nothing withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line}, 2, nil, false, false},
 		{"central and lesions withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line,
-			Withheld: []imaging.Withheld{{Figure: imaging.FigureCentral, Reason: "r"}, {Figure: imaging.FigureLesions, Reason: "r"}}},
+			Withheld: []imaging.Withheld{{Figure: imaging.FigureCentral, Reason: "the pit is not shown plainly"}, {Figure: imaging.FigureLesions, Reason: "r"}}},
 			2, []string{imaging.FigureCentral, imaging.FigureLesions}, true, false},
 		{"RNFL withheld, nothing measured", &imaging.Analysis{Pattern: imaging.Circle, Quality: ok, NotMeasurable: []string{"r"},
 			Withheld: []imaging.Withheld{{Figure: imaging.FigureRNFLGlobal, Reason: "r"}}}, 0, []string{imaging.FigureRNFLGlobal}, false, false},
@@ -31,6 +31,15 @@ func TestSummaryNamesWhatIsWithheld(t *testing.T) {
 		s := summarize(c.an, c.lesions)
 		if !slices.Equal(s.Withheld, c.wantWithheld) || s.LesionsWithheld != c.wantLesions {
 			t.Errorf("%s: withheld %v, lesions withheld %v; want %v, %v", c.name, s.Withheld, s.LesionsWithheld, c.wantWithheld, c.wantLesions)
+		}
+		// Each withheld figure with its reason, for the status.
+		for _, w := range c.an.Withheld {
+			if s.WithheldReasons[w.Figure] != w.Reason {
+				t.Errorf("%s: %s withheld because %q, want %q", c.name, w.Figure, s.WithheldReasons[w.Figure], w.Reason)
+			}
+		}
+		if len(s.WithheldReasons) != len(c.wantWithheld) {
+			t.Errorf("%s: reasons %v for %v", c.name, s.WithheldReasons, c.wantWithheld)
 		}
 		if c.wantLesions && s.Lesions != 0 {
 			t.Errorf("%s: %d lesions counted although withheld", c.name, s.Lesions)

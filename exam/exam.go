@@ -157,6 +157,9 @@ type Summary struct {
 	// report gives the reasons): rnflGlobal, centralThickness,
 	// centralSubfieldThickness, etdrs:<subfield>, lesions, …
 	Withheld []string `json:"withheld,omitempty"`
+	// WithheldReasons says, for each figure in Withheld, why it is not
+	// reported.
+	WithheldReasons map[string]string `json:"withheldReasons,omitempty"`
 	// LesionsWithheld is true when lesions were not reported: Lesions
 	// is then 0 and says nothing of their absence.
 	LesionsWithheld bool `json:"lesionsWithheld,omitempty"`
