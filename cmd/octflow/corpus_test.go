@@ -93,7 +93,7 @@ func recordExport(t *testing.T, dir string) {
 }
 
 // recordPinned records an exam whose later GPU stages went to the node
-// that ran its first.
+// that ran its first, and a scan sweep run over what it stored.
 func recordPinned(t *testing.T, dir string) {
 	h := newHarness(t, 1, corpusKeys(t, dir))
 	_, scan := phantomDICOM(t, tiny(330))
@@ -104,6 +104,17 @@ func recordPinned(t *testing.T, dir string) {
 		t.Fatalf("exam ended %s", st.State)
 	}
 	h.saveRun(h.examWF("corpus-pinned"), "", filepath.Join(dir, "exam_pinned.json"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := h.sys.App.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "corpus-sweep", TaskQueue: exam.WorkflowQueue},
+		contract.ScanSweepWorkflow, contract.SweepInput{Grace: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	h.saveRun("corpus-sweep", "", filepath.Join(dir, "sweep_scans.json"))
 }
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled
