@@ -2,6 +2,8 @@ package config
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,5 +118,56 @@ func TestModelsPointStagesAtServedModels(t *testing.T) {
 	if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got,
 		[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}) {
 		t.Errorf("stages = %v", got)
+	}
+}
+
+func TestTheS3KeysAreReadFromTheirFilesOrElseTheirVariables(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	access, secret := file("s3-access-key", "ak-from-file\n"), file("s3-secret-key", "  sk-from-file\n")
+	cases := []struct {
+		name       string
+		vars       map[string]string
+		wantAccess string
+		wantSecret string
+		wantErr    string
+	}{
+		{"variables", map[string]string{"OCTFLOW_S3_ACCESS_KEY": "ak", "OCTFLOW_S3_SECRET_KEY": "sk"}, "ak", "sk", ""},
+		{"files, trimmed", map[string]string{"OCTFLOW_S3_ACCESS_KEY_FILE": access, "OCTFLOW_S3_SECRET_KEY_FILE": secret},
+			"ak-from-file", "sk-from-file", ""},
+		{"the file wins over the variable", map[string]string{"OCTFLOW_S3_ACCESS_KEY": "ak", "OCTFLOW_S3_ACCESS_KEY_FILE": access,
+			"OCTFLOW_S3_SECRET_KEY": "sk"}, "ak-from-file", "sk", ""},
+		{"a missing file is an error naming its variable", map[string]string{"OCTFLOW_S3_SECRET_KEY_FILE": filepath.Join(dir, "none")},
+			"", "", "OCTFLOW_S3_SECRET_KEY_FILE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New("worker", env(c.vars))
+			st := BindStack(s)
+			err := s.Parse(nil)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.S3.AccessKey != c.wantAccess || st.S3.SecretKey != c.wantSecret {
+				t.Errorf("keys %q/%q, want %q/%q", st.S3.AccessKey, st.S3.SecretKey, c.wantAccess, c.wantSecret)
+			}
+			for _, v := range []string{"OCTFLOW_S3_ACCESS_KEY_FILE", "OCTFLOW_S3_SECRET_KEY_FILE"} {
+				if !slices.Contains(s.Vars(), v) {
+					t.Errorf("%s is not among the variables read", v)
+				}
+			}
+		})
 	}
 }

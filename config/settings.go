@@ -51,8 +51,9 @@ func BindStack(s *Set) *Stack {
 	s.Bool(&c.S3.UseTLS, "s3-tls", "OCTFLOW_S3_TLS", false, "use https for S3")
 	s.String(&c.S3.CAFile, "s3-ca-file", "OCTFLOW_S3_CA_FILE", "", "CA certificate(s) of the S3 endpoint (PEM; default: the system's)")
 	s.String(&c.S3.Region, "s3-region", "OCTFLOW_S3_REGION", "us-east-1", "S3 region")
-	s.Secret(&c.S3.AccessKey, "OCTFLOW_S3_ACCESS_KEY")
-	s.Secret(&c.S3.SecretKey, "OCTFLOW_S3_SECRET_KEY")
+	// The S3 keys, from a file each (a Docker secret) or else the variable.
+	s.SecretFile(&c.S3.AccessKey, "OCTFLOW_S3_ACCESS_KEY_FILE", "OCTFLOW_S3_ACCESS_KEY")
+	s.SecretFile(&c.S3.SecretKey, "OCTFLOW_S3_SECRET_KEY_FILE", "OCTFLOW_S3_SECRET_KEY")
 	return c
 }
 
