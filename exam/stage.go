@@ -5,7 +5,7 @@ import "context"
 // Stage is one step of the exam pipeline.
 type Stage string
 
-// The pipeline, in order.
+// The pipeline's stages.
 const (
 	Denoise Stage = "denoise"
 	Layers  Stage = "layers"
@@ -15,16 +15,62 @@ const (
 	Notify  Stage = "notify"
 )
 
+// StageSpec declares a stage: everything octflow needs to know of it
+// besides its implementation. The queue it runs on, the activity type the
+// workflow schedules and the workers register, the GPU memory a node
+// reserves for it and its place in the pipeline all derive from here.
+type StageSpec struct {
+	Stage Stage
+	// Activity is the Temporal activity type the stage runs as. Its
+	// implementation is the method of the same name on
+	// activities.Activities (see activities.StageFunc).
+	Activity string
+	// GPU says the stage runs on a GPU node and holds one of its GPUs
+	// while it computes; other stages run on the CPU workers.
+	GPU bool
+	// GPUMemoryMiB is the GPU memory the stage is assumed to need when
+	// a site sets none (GPU stages only).
+	GPUMemoryMiB uint64
+}
+
+// stages declares the pipeline, in the order ExamWorkflow runs it.
+// Adding a stage is one line here and its implementation (see
+// docs/development.md, "Adding a stage").
+var stages = []StageSpec{
+	{Stage: Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048},
+	{Stage: Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096},
+	{Stage: Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048},
+	{Stage: Measure, Activity: "Measure", GPU: true, GPUMemoryMiB: 1024},
+	{Stage: Render, Activity: "RenderReport"},
+	{Stage: Notify, Activity: "NotifyWorkstation"},
+}
+
+// Stages returns every stage's declaration, in pipeline order.
+func Stages() []StageSpec { return append([]StageSpec(nil), stages...) }
+
 // Pipeline lists the stages in the order ExamWorkflow runs them.
-var Pipeline = []Stage{Denoise, Layers, Lesions, Measure, Render, Notify}
+var Pipeline = func() []Stage {
+	p := make([]Stage, len(stages))
+	for i, s := range stages {
+		p[i] = s.Stage
+	}
+	return p
+}()
+
+// Spec returns the stage's declaration; false for a name no stage has.
+func (s Stage) Spec() (StageSpec, bool) {
+	for _, d := range stages {
+		if d.Stage == s {
+			return d, true
+		}
+	}
+	return StageSpec{}, false
+}
 
 // NeedsGPU reports whether the stage runs on a GPU node.
 func (s Stage) NeedsGPU() bool {
-	switch s {
-	case Denoise, Layers, Lesions, Measure:
-		return true
-	}
-	return false
+	d, _ := s.Spec()
+	return d.GPU
 }
 
 // Queue is the task queue the stage's activity is scheduled on.
@@ -40,30 +86,18 @@ func (s Stage) Queue() string {
 // find its output in the node's local cache.
 func NodeQueue(node string) string { return GPUQueue + "-node-" + node }
 
-// ActivityName is the registered Temporal activity type of the stage.
+// ActivityName is the registered Temporal activity type of the stage
+// ("" for a name no stage has).
 func (s Stage) ActivityName() string {
-	switch s {
-	case Denoise:
-		return "Denoise"
-	case Layers:
-		return "SegmentLayers"
-	case Lesions:
-		return "MarkLesions"
-	case Measure:
-		return "Measure"
-	case Render:
-		return "RenderReport"
-	case Notify:
-		return "NotifyWorkstation"
-	}
-	return ""
+	d, _ := s.Spec()
+	return d.Activity
 }
 
 // StageOfActivity maps an activity type back to its stage ("" if none).
 func StageOfActivity(name string) Stage {
-	for _, s := range Pipeline {
-		if s.ActivityName() == name {
-			return s
+	for _, d := range stages {
+		if d.Activity == name {
+			return d.Stage
 		}
 	}
 	return ""

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -160,16 +159,8 @@ func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.S
 		// Bind the GPU, and judge the outcome for the node's breaker.
 		Interceptors: []interceptor.WorkerInterceptor{binder},
 	})
-	for _, s := range []struct {
-		stage exam.Stage
-		fn    any
-	}{
-		{exam.Denoise, acts.Denoise},
-		{exam.Layers, acts.SegmentLayers},
-		{exam.Lesions, acts.MarkLesions},
-		{exam.Measure, acts.Measure},
-	} {
-		w.RegisterActivityWithOptions(s.fn, activity.RegisterOptions{Name: s.stage.ActivityName()})
+	if err := activities.RegisterStages(w, acts, true); err != nil {
+		return nil, fmt.Errorf("gpu node %s: %w", cfg.NodeID, err)
 	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start gpu node %s on %s: %w", cfg.NodeID, queue, err)

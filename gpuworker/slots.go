@@ -18,15 +18,17 @@ import (
 	"octflow/exam"
 )
 
-// DefaultStageMemoryMiB is the GPU memory each image stage is assumed to
-// need; a site overrides it with what its models really use.
+// DefaultStageMemoryMiB is the GPU memory each GPU stage is assumed to
+// need (its declaration's GPUMemoryMiB); a site overrides it with what
+// its models really use.
 func DefaultStageMemoryMiB() map[exam.Stage]uint64 {
-	return map[exam.Stage]uint64{
-		exam.Denoise: 2048,
-		exam.Layers:  4096,
-		exam.Lesions: 2048,
-		exam.Measure: 1024,
+	need := map[exam.Stage]uint64{}
+	for _, s := range exam.Stages() {
+		if s.GPU {
+			need[s.Stage] = s.GPUMemoryMiB
+		}
 	}
+	return need
 }
 
 // Slots hands a node's GPUs to stages: at most one stage per GPU, only

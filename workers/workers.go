@@ -123,9 +123,10 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}
 	cpuActs.Reviews = ReviewOpener{Client: c}
-	cpu.RegisterActivityWithOptions(cpuActs.RenderReport, activity.RegisterOptions{Name: exam.Render.ActivityName()})
-	cpu.RegisterActivityWithOptions(cpuActs.NotifyWorkstation, activity.RegisterOptions{Name: exam.Notify.ActivityName()})
 	cpuActs.Index = ScanIndex{Client: c, Converters: opts.Converters}
+	if err := activities.RegisterStages(cpu, &cpuActs, false); err != nil {
+		return nil, err
+	}
 	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
 	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
 	cpu.RegisterActivityWithOptions(cpuActs.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})
