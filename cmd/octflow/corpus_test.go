@@ -36,6 +36,7 @@ import (
 	"octflow/gpuworker"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 func TestRecordReplayCorpus(t *testing.T) {
@@ -49,6 +50,7 @@ func TestRecordReplayCorpus(t *testing.T) {
 	t.Run("review", func(t *testing.T) { recordReview(t, dir) })
 	t.Run("fleet and inbox", func(t *testing.T) { recordLongRunning(t, dir) })
 	t.Run("pinned", func(t *testing.T) { recordPinned(t, dir) })
+	t.Run("affinity fallback", func(t *testing.T) { recordAffinityFallback(t, dir) })
 	t.Run("export", func(t *testing.T) { recordExport(t, dir) })
 }
 
@@ -60,7 +62,7 @@ func recordExport(t *testing.T, dir string) {
 	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
 	scanOf := func(n int) []byte {
 		var b bytes.Buffer
-		if err := imaging.WriteDICOM(&b, imaging.NewPhantom(tiny(uint64(340+n))).Volume, imaging.Header{
+		if err := octdicom.WriteDICOM(&b, imaging.NewPhantom(tiny(uint64(340+n))).Volume, octdicom.Header{
 			SOPInstanceUID: fmt.Sprintf("2.25.3401%d", n), StudyInstanceUID: fmt.Sprintf("2.25.3402%d", n),
 			SeriesInstanceUID: fmt.Sprintf("2.25.3403%d", n), PatientID: fmt.Sprintf("CORPUS-%d", n)}); err != nil {
 			t.Fatal(err)
@@ -115,6 +117,56 @@ func recordPinned(t *testing.T, dir string) {
 		t.Fatalf("sweep: %v", err)
 	}
 	h.saveRun("corpus-sweep", "", filepath.Join(dir, "sweep_scans.json"))
+}
+
+// recordAffinityFallback records an exam whose node stopped polling
+// after its first GPU stage: the next stage, sent to that node's queue,
+// is not taken within the affinity wait and goes to the shared queue,
+// where another node runs it (contract.Unclaimed).
+func recordAffinityFallback(t *testing.T, dir string) {
+	const examID = "corpus-unclaimed"
+	release := make(chan struct{})
+	h := newHarness(t, 0, corpusKeys(t, dir), func(c *devsystem.Config) {
+		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
+			if node == "gpu-first" && stage == exam.Denoise && isExam(ctx, examID) {
+				<-release // held until the node has stopped polling
+			}
+			return nil
+		}
+	})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-first"})
+	first := h.extra[0]
+	_, scan := phantomDICOM(t, tiny(331))
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitFor(examID, time.Minute, func(st *api.ExamStatus) bool {
+		return st.Stage == exam.Denoise && (st.State == lifecycle.Claimed || st.State == lifecycle.Executing)
+	})
+	stopped := make(chan struct{})
+	go func() { first.Stop(); close(stopped) }()
+	// Stop cancels the node's polls at once and then drains: give it a
+	// moment to stop polling, let the held stage finish, and only then
+	// start a node that may take the next stage from the shared queue.
+	time.Sleep(time.Second)
+	close(release)
+	<-stopped
+	h.extra = h.extra[1:]
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-second"})
+	if st := h.waitTerminal(examID); st.State != lifecycle.Completed {
+		t.Fatalf("exam ended %s", st.State)
+	}
+	unclaimed := 0
+	h.stageEvents(examID, exam.Layers, func(ev *historypb.HistoryEvent) bool {
+		if a := ev.GetActivityTaskTimedOutEventAttributes(); a != nil && a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			unclaimed++
+		}
+		return true
+	})
+	if unclaimed != 1 {
+		t.Fatalf("layers timed out unclaimed %d times, want once", unclaimed)
+	}
+	h.saveRun(h.examWF(examID), "", filepath.Join(dir, "exam_unclaimed.json"))
 }
 
 // recordExams records a plain exam, a retried stage, a stage rescheduled
