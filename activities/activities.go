@@ -24,6 +24,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/inference"
+	"octflow/octdicom"
 	"octflow/report"
 	"octflow/storage"
 )
@@ -134,7 +135,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 		key := exam.DenoisedKey(in.Exam.Ref())
 		var buf bytes.Buffer
 		// The derived volume carries no patient identifier.
-		if err := imaging.WriteDICOM(&buf, den, imaging.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
+		if err := octdicom.WriteDICOM(&buf, den, octdicom.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
 			return err
 		}
 		out.Keys = []string{key}
@@ -517,7 +518,7 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 			rs = bytes.NewReader(b)
 		}
 	}
-	v, _, err := imaging.ReadDICOM(rs, size)
+	v, _, err := octdicom.ReadDICOM(rs, size)
 	if errors.Is(err, imaging.ErrInvalidVolume) {
 		return nil, permanentIfInvalid(err)
 	} else if err != nil {

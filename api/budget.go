@@ -85,7 +85,7 @@ func (b *byteBudget) inUse() int64 {
 
 // DefaultValidationBytes is UploadLimits.ValidationBytes's default: room
 // to read and de-identify the largest clinical cube (128 × 1024 × 512
-// samples, whose imaging.Declared.Peak is about 2.5 GiB) while smaller
+// samples, whose octdicom.Declared.Peak is about 2.5 GiB) while smaller
 // scans wait, or several scans of ordinary size at once (a 49 × 496 ×
 // 512 volume is charged about 0.6 GiB).
 const DefaultValidationBytes = 4 << 30

@@ -21,6 +21,7 @@ import (
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 	"octflow/storage"
 )
 
@@ -99,7 +100,7 @@ func (s *conflictStore) Ping(context.Context) error { return nil }
 func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 	var scan bytes.Buffer
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
-	if err := imaging.WriteDICOM(&scan, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
+	if err := octdicom.WriteDICOM(&scan, p.Volume, octdicom.Header{SOPInstanceUID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
 	const examID = "E-1"

@@ -12,7 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"octflow/imaging"
-	"octflow/imaging/hostile"
+	"octflow/octdicom"
+	"octflow/octdicom/hostile"
 )
 
 // FuzzSubmitIntake fuzzes what the gateway does with an upload before it
@@ -24,9 +25,9 @@ import (
 func FuzzSubmitIntake(f *testing.F) {
 	var identified bytes.Buffer
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 2, Rows: 64, Cols: 16})
-	if err := imaging.WriteDICOM(&identified, p.Volume, imaging.Header{PatientID: "MRN-4471982",
+	if err := octdicom.WriteDICOM(&identified, p.Volume, octdicom.Header{PatientID: "MRN-4471982",
 		SOPInstanceUID: "1.2.3.4", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.5",
-		Identity: &imaging.Identity{PatientName: "DOE^JANE", PatientBirthDate: "19580214", InstitutionName: "St Elsewhere"}}); err != nil {
+		Identity: &octdicom.DeviceIdentity{PatientName: "DOE^JANE", PatientBirthDate: "19580214", InstitutionName: "St Elsewhere"}}); err != nil {
 		f.Fatal(err)
 	}
 	good := `{"examId":"E-1","priority":"urgent","eye":"OD","patientRef":"ref-9"}`
@@ -83,7 +84,7 @@ func FuzzSubmitIntake(f *testing.F) {
 			}
 			return
 		}
-		got, err := imaging.ParseScan(clean.file, clean.size)
+		got, err := octdicom.ParseScan(clean.file, clean.size)
 		if err != nil {
 			t.Fatalf("the de-identified copy does not read back: %v", err)
 		}
@@ -98,12 +99,12 @@ func FuzzSubmitIntake(f *testing.F) {
 func TestTheIntakeResolvesTheScanType(t *testing.T) {
 	var cube, line bytes.Buffer
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
-	if err := imaging.WriteDICOM(&cube, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
+	if err := octdicom.WriteDICOM(&cube, p.Volume, octdicom.Header{SOPInstanceUID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
 	one := imaging.NewVolume(1, 64, 16, p.Volume.Spacing)
 	copy(one.Data, p.Volume.Frame(1))
-	if err := imaging.WriteDICOM(&line, one, imaging.Header{SOPInstanceUID: "1.3", Description: "RNFL circle scan"}); err != nil {
+	if err := octdicom.WriteDICOM(&line, one, octdicom.Header{SOPInstanceUID: "1.3", Description: "RNFL circle scan"}); err != nil {
 		t.Fatal(err)
 	}
 	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})

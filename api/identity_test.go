@@ -29,19 +29,19 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
-	scan := func(h imaging.Header) []byte {
+	scan := func(h octdicom.Header) []byte {
 		var b bytes.Buffer
-		if err := imaging.WriteDICOM(&b, p.Volume, h); err != nil {
+		if err := octdicom.WriteDICOM(&b, p.Volume, h); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()
 	}
-	id := imaging.Identity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-2026-77",
+	id := octdicom.DeviceIdentity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-2026-77",
 		ReferringPhysician: "Who^Doctor", StudyDate: "20261130"}
-	named := scan(imaging.Header{SOPInstanceUID: "1.2.826.0.1.99.3", StudyInstanceUID: "1.2.826.0.1.99",
+	named := scan(octdicom.Header{SOPInstanceUID: "1.2.826.0.1.99.3", StudyInstanceUID: "1.2.826.0.1.99",
 		SeriesInstanceUID: "1.2.826.0.1.99.2", PatientID: "PID-4711", Identity: &id})
 	identifiers := []string{"Doe^John", "PID-4711", "19610203", "ACC-2026-77", "Who^Doctor", "1.2.826.0.1.99"}
-	unnamed := scan(imaging.Header{SOPInstanceUID: "1.2.826.0.1.98.3", PatientID: "PID-4711"})
+	unnamed := scan(octdicom.Header{SOPInstanceUID: "1.2.826.0.1.98.3", PatientID: "PID-4711"})
 
 	pseudonyms := NewPseudonymizer([]byte("0123456789abcdef"))
 	ref := pseudonyms.ExamRef("north", "E-1")

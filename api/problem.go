@@ -25,7 +25,7 @@ type Problem struct {
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
 // Unwrap is the error the problem reports, so that a caller can tell
-// causes apart (e.g. imaging.ErrNotOCT).
+// causes apart (e.g. octdicom.ErrNotOCT).
 func (p *Problem) Unwrap() error { return p.cause }
 
 // problem builds a Problem of a kind, e.g. problem(http.StatusConflict, "exam-conflict", "…").

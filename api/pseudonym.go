@@ -58,7 +58,7 @@ func (p *Pseudonymizer) UID(campus, uid string) string {
 }
 
 // UIDs is UID for campus, as de-identification takes it
-// (imaging.Deidentification.UID).
+// (octdicom.Deidentification.UID).
 func (p *Pseudonymizer) UIDs(campus string) func(string) string {
 	return func(uid string) string { return p.UID(campus, uid) }
 }

@@ -12,6 +12,7 @@ import (
 
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // TestUIDReplacementIsKeyedPerCampus: a UID's replacement is stable
@@ -57,10 +58,10 @@ func TestUIDReplacementIsKeyedPerCampus(t *testing.T) {
 func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 	srv := intakeServer(t, UploadLimits{})
 	v := imaging.NewVolume(2, 16, 16, imaging.Spacing{AxialUm: 3.9, LateralUm: 11.7, FrameUm: 120})
-	h := imaging.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
+	h := octdicom.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
 		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982"}
 	var scan bytes.Buffer
-	if err := imaging.WriteDICOM(&scan, v, h); err != nil {
+	if err := octdicom.WriteDICOM(&scan, v, h); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]string{}
@@ -80,7 +81,7 @@ func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, got, err := imaging.ReadDICOM(bytes.NewReader(copied), int64(len(copied)))
+		_, got, err := octdicom.ReadDICOM(bytes.NewReader(copied), int64(len(copied)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,7 +110,7 @@ type UploadLimits struct {
 	// ValidationBytes bounds the memory all validations together may
 	// take, in bytes (default DefaultValidationBytes): each is charged
 	// what its scan's header says reading and de-identifying it takes
-	// (imaging.PreScan), and waits for it within Wait; a scan that
+	// (octdicom.PreScan), and waits for it within Wait; a scan that
 	// could never fit is refused 413.
 	ValidationBytes int64
 	// PerDevice bounds one device's uploads in flight (default 2); over

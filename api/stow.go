@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/exam"
-	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // DICOMweb STOW-RS (PS3.18 §10.5): a device, or a router such as Orthanc
@@ -143,7 +143,7 @@ func (s *Server) storeInstances(c echo.Context) error {
 // reason; an error is the gateway's own failure.
 func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, part *multipart.Part) (stowResult, error) {
 	defer part.Close()
-	res := stowResult{sopClass: imaging.OphthalmicTomographySOPClass}
+	res := stowResult{sopClass: octdicom.OphthalmicTomographySOPClass}
 	if ct, _, err := mime.ParseMediaType(part.Header.Get(echo.HeaderContentType)); err == nil && ct != "application/dicom" {
 		res.sopClass, res.reason = "", stowCannotUnderstand
 		return res, nil
@@ -185,7 +185,7 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	// structure, never values that identify.)
 	s.cfg.Logger.Info("STOW-RS instance refused", zap.Error(err))
 	switch {
-	case errors.Is(err, imaging.ErrNotOCT):
+	case errors.Is(err, octdicom.ErrNotOCT):
 		res.sopClass, res.reason = "", stowSOPClassNotSupported
 	case errors.As(err, &p) && p.Status == http.StatusConflict:
 		res.reason = stowDuplicateInstance

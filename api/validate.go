@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // takeUploadTurn waits, within Uploads.Wait, for one of the validation
@@ -42,7 +43,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spooled upload: %w", err)
 	}
-	head, err := imaging.PreScan(r, up.size)
+	head, err := octdicom.PreScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
 			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
@@ -64,7 +65,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read spooled upload: rewind: %w", err)
 	}
-	scan, err := imaging.ParseScan(r, up.size)
+	scan, err := octdicom.ParseScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
 			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
@@ -91,7 +92,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
-	err = scan.WriteDeidentified(clean.file, imaging.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UIDs(principal(c).Campus)})
+	err = scan.WriteDeidentified(clean.file, octdicom.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UIDs(principal(c).Campus)})
 	if err != nil {
 		clean.close()
 		if errors.Is(err, imaging.ErrInvalidVolume) {

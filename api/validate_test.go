@@ -16,7 +16,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"octflow/imaging"
-	"octflow/imaging/hostile"
+	"octflow/octdicom"
+	"octflow/octdicom/hostile"
 )
 
 // TestTheByteBudget: takers are charged what they ask, wait while it
@@ -79,16 +80,16 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // TestValidationIsChargedWhatTheScanDeclares: an upload is validated
-// only with its scan's imaging.Declared.Peak free in the budget (else
+// only with its scan's octdicom.Declared.Peak free in the budget (else
 // 503 with Retry-After once Wait is over), and one that could never fit
 // is refused 413 at once.
 func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 	var scan bytes.Buffer
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
-	if err := imaging.WriteDICOM(&scan, p.Volume, imaging.Header{SOPInstanceUID: "1.2"}); err != nil {
+	if err := octdicom.WriteDICOM(&scan, p.Volume, octdicom.Header{SOPInstanceUID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
-	head, err := imaging.PreScan(bytes.NewReader(scan.Bytes()), int64(scan.Len()))
+	head, err := octdicom.PreScan(bytes.NewReader(scan.Bytes()), int64(scan.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}

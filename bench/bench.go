@@ -29,6 +29,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 	"octflow/workers"
 )
 
@@ -527,7 +528,7 @@ func benchScan(seed uint64, full bool) ([]byte, error) {
 	p := imaging.NewPhantom(opts)
 	var buf bytes.Buffer
 	uid := fmt.Sprintf("2.25.%d", 1_000_000+seed)
-	if err := imaging.WriteDICOM(&buf, p.Volume, imaging.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1",
+	if err := octdicom.WriteDICOM(&buf, p.Volume, octdicom.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1",
 		SeriesInstanceUID: uid + ".2", PatientID: fmt.Sprintf("BENCH-%d", seed)}); err != nil {
 		return nil, err
 	}

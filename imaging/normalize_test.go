@@ -85,31 +85,6 @@ func TestNormalizeLeavesNothingToDivideByZero(t *testing.T) {
 	}
 }
 
-// TestPixelEncodingReadsWhatTheDICOMSays: stored bits, sign, the
-// Modality LUT and MONOCHROME1 all turn into levels where brighter is
-// more reflective and the lowest is 0.
-func TestPixelEncodingReadsWhatTheDICOMSays(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		e    pixelEncoding
-		raw  []uint32
-		want []float32
-	}{
-		{"unsigned 16", pixelEncoding{mask: 0xffff, slope: 1, lo: 0, hi: 65535}, []uint32{0, 1000, 65535}, []float32{0, 1000, 65535}},
-		{"12 bits stored in 16", pixelEncoding{mask: 0xfff, slope: 1, lo: 0, hi: 4095}, []uint32{0xf123, 0x0fff}, []float32{0x123, 4095}},
-		{"signed 16", pixelEncoding{mask: 0xffff, signBit: 0x8000, slope: 1, lo: -32768, hi: 32767}, []uint32{0x8000, 0xffff, 0, 32767},
-			[]float32{0, 32767, 32768, 65535}},
-		{"rescaled", pixelEncoding{mask: 0xff, slope: 2, icpt: -10, lo: -10, hi: 500}, []uint32{0, 5, 255}, []float32{0, 10, 510}},
-		{"MONOCHROME1", pixelEncoding{mask: 0xff, slope: 1, lo: 0, hi: 255, invert: true}, []uint32{0, 55, 255}, []float32{255, 200, 0}},
-	} {
-		for i, r := range c.raw {
-			if got := c.e.value(r); got != c.want[i] {
-				t.Errorf("%s: stored %#x read as %v, want %v", c.name, r, got, c.want[i])
-			}
-		}
-	}
-}
-
 // TestNormalizeTellsAPowerUnderAddedNoise: noise added to the levels
 // after the encoding (white, the same at every level) flattens the
 // spread of the dark levels until a power looks like a log; the spread

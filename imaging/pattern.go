@@ -34,35 +34,6 @@ func ParsePattern(s string) (Pattern, error) {
 	return "", fmt.Errorf("scan type %q: want cube, line or circle", s)
 }
 
-// patternFromText recognises a scan pattern in a DICOM description, as
-// devices write it ("HEYEX …, scan pattern 2 (circle)", "Macular Cube
-// 512x128", "ONH and RNFL OU Analysis:Optic Disc Cube 200x200", "Line
-// Raster", "RNFL circle"). It returns "" when the text says nothing.
-func patternFromText(texts ...string) Pattern {
-	for _, t := range texts {
-		t = strings.ToLower(t)
-		has := func(words ...string) bool {
-			for _, w := range words {
-				if strings.Contains(t, w) {
-					return true
-				}
-			}
-			return false
-		}
-		switch {
-		case has("circle", "peripapillary", "rnfl thickness", "onh circle"):
-			return Circle
-		case has("radial"):
-			return Radial
-		case has("cube", "volume", "raster", "dense", "macular map", "ppole", "posterior pole"):
-			return Cube
-		case has("single line", "line scan", "hd line", "5 line", "cross line", "crossline", "(line)", " line"):
-			return Line
-		}
-	}
-	return ""
-}
-
 // ResolvePattern decides a scan's pattern from what its DICOM says
 // (v.Pattern, set by the reader when it says anything), what the
 // submission declares and the volume's shape, and checks they agree: a

@@ -1,7 +1,24 @@
 // Package octdicom is octflow's home for DICOM objects: what it reads of
 // the scans it takes in, and what it writes for the hospital's PACS.
 //
-// Today it holds the way back:
+// It holds the way in:
+//
+//   - the pre-scan (PreScan), which walks an object as the parser will
+//     before the parser sees it, and refuses what could exhaust the
+//     process or what the parser would read otherwise (Declared says what
+//     reading it takes, for the gateway's memory budget);
+//   - the reader (ReadDICOM, ParseScan), which turns an Ophthalmic
+//     Tomography Image into the imaging.Volume the stages analyse and the
+//     Header octflow needs, and refuses anything else (ErrNotOCT, and
+//     imaging.ErrInvalidVolume for what no retry can fix);
+//   - the de-identified copy (Scan.WriteDeidentified), PS3.15's Basic
+//     Application Level Confidentiality Profile, which keeps every
+//     attribute its IOD requires with dummy or empty values (actions D
+//     and Z);
+//   - WriteDICOM, which writes a volume as a device would (the phantoms
+//     of the tests, the benchmark and the demo).
+//
+// And the way back:
 //
 //   - the original identity of a scan (Identity: the patient, the study,
 //     the source series and instance), read from the upload as sent
@@ -16,9 +33,11 @@
 //     report's run (DerivedUID), so that a retried export sends the same
 //     instances again.
 //
-// The gateway's reading of scans, their pre-scan and their
-// de-identification (imaging/dicom.go, imaging/dicomscan.go and
-// imaging/deid.go) are to move here too, apart from the image analysis.
+// The image analysis (package imaging) knows nothing of DICOM: octdicom
+// imports imaging for its Volume, never the other way round. imaging's
+// own tests, which read real scans and write phantoms, reach the reader
+// and writer through hooks their external test file sets
+// (imaging/dicom_hooks_test.go).
 //
 // The package is named octdicom, not dicomio: the DICOM library octflow
 // uses (github.com/suyashkumar/dicom) has a dicomio package of its own.

@@ -12,7 +12,11 @@ import (
 
 // realScan is a real SPECTRALIS circle scan of the repository (its
 // identity is a stand-in, as every scan in the repository's).
-const realScan = "../imaging/testdata/realdata/spectralis-circle-2.dcm"
+// realData holds the real scans in the repository (the image analysis's
+// tests read them too).
+const realData = "../imaging/testdata/realdata"
+
+const realScan = realData + "/spectralis-circle-2.dcm"
 
 func TestReadIdentityReadsTheOriginalsHeader(t *testing.T) {
 	b, err := os.ReadFile(realScan)
@@ -29,7 +33,7 @@ func TestReadIdentityReadsTheOriginalsHeader(t *testing.T) {
 		StudyDate:        "20170101", StudyTime: "000000", StudyID: "1",
 		StudyDescription:  "Real Spectralis .vol converted to OPT",
 		SeriesInstanceUID: "1.2.826.0.1.3680043.8.498.22208324819888842538696623986326749440",
-		SOPClassUID:       imaging.OphthalmicTomographySOPClass,
+		SOPClassUID:       OphthalmicTomographySOPClass,
 		SOPInstanceUID:    "1.2.826.0.1.3680043.8.498.71553124473104354556069134516105865697",
 		Laterality:        "R",
 	}
@@ -42,10 +46,10 @@ func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
 	p.Volume.Laterality = "OS"
 	var buf bytes.Buffer
-	h := imaging.Header{SOPInstanceUID: "1.2.3.1", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4", PatientID: "PAT-77",
-		Identity: &imaging.Identity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
+	h := Header{SOPInstanceUID: "1.2.3.1", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4", PatientID: "PAT-77",
+		Identity: &DeviceIdentity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
 			ReferringPhysician: "Who^Doctor", StudyDate: "20261130"}}
-	if err := imaging.WriteDICOM(&buf, p.Volume, h); err != nil {
+	if err := WriteDICOM(&buf, p.Volume, h); err != nil {
 		t.Fatal(err)
 	}
 	id, err := ReadIdentity(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
@@ -54,7 +58,7 @@ func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
 	}
 	want := Identity{PatientName: "Doe^John", PatientID: "PAT-77", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
 		ReferringPhysicianName: "Who^Doctor", StudyDate: "20261130", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4",
-		SOPClassUID: imaging.OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.3.1", Laterality: "L"}
+		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.3.1", Laterality: "L"}
 	if id != want {
 		t.Errorf("identity\n got %+v\nwant %+v", id, want)
 	}
@@ -63,7 +67,7 @@ func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
 func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
 	var noUIDs bytes.Buffer
-	if err := imaging.WriteDICOM(&noUIDs, p.Volume, imaging.Header{SOPInstanceUID: "1.2.3.1"}); err != nil {
+	if err := WriteDICOM(&noUIDs, p.Volume, Header{SOPInstanceUID: "1.2.3.1"}); err != nil {
 		t.Fatal(err)
 	}
 	orig, err := os.ReadFile(realScan)

@@ -11,7 +11,6 @@ import (
 
 	"octflow/codec"
 	"octflow/exam"
-	"octflow/imaging"
 )
 
 func newCodec(t *testing.T, id string) *codec.Codec {
@@ -35,7 +34,7 @@ func testIdentity(ref exam.Ref) Identity {
 		PatientSex: "M", StudyInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1", StudyDate: "20261201", StudyTime: "101112",
 		StudyID: "STUDY-88", AccessionNumber: "ACC-2026-0042", ReferringPhysicianName: "Doe^Jane",
 		StudyDescription: "OCT macula both eyes", SeriesInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2",
-		SOPClassUID: imaging.OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R"}
+		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R"}
 }
 
 // identifiers are the values of id that identify the patient or the

@@ -42,6 +42,7 @@ import (
 	"octflow/gpuworker"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 	"octflow/report"
 	"octflow/storage"
 )
@@ -280,7 +281,7 @@ func phantomDICOM(t *testing.T, o imaging.PhantomOptions) (*imaging.Phantom, []b
 	t.Helper()
 	p := imaging.NewPhantom(o)
 	var buf bytes.Buffer
-	if err := imaging.WriteDICOM(&buf, p.Volume, imaging.Header{SOPInstanceUID: fmt.Sprintf("2.25.%d", o.Seed+1),
+	if err := octdicom.WriteDICOM(&buf, p.Volume, octdicom.Header{SOPInstanceUID: fmt.Sprintf("2.25.%d", o.Seed+1),
 		PatientID: fmt.Sprintf("PATIENT-%d", o.Seed)}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"octflow/devsystem"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 // A campus with a PACS (a real Orthanc with its DICOMweb plugin) gets
@@ -52,7 +53,7 @@ end
 		t.Helper()
 		study := fmt.Sprintf("2.25.2900%d", n)
 		var scan bytes.Buffer
-		if err := imaging.WriteDICOM(&scan, imaging.NewPhantom(small(uint64(290+n))).Volume, imaging.Header{
+		if err := octdicom.WriteDICOM(&scan, imaging.NewPhantom(small(uint64(290+n))).Volume, octdicom.Header{
 			SOPInstanceUID: fmt.Sprintf("2.25.2901%d", n), StudyInstanceUID: study, SeriesInstanceUID: fmt.Sprintf("2.25.2902%d", n),
 			PatientID: fmt.Sprintf("EXPORT-PATIENT-%d", n)}); err != nil {
 			t.Fatal(err)

@@ -24,8 +24,8 @@ import (
 	"octflow/api"
 	"octflow/devsystem"
 	"octflow/gpuworker"
-	"octflow/imaging/hostile"
 	"octflow/lifecycle"
+	"octflow/octdicom/hostile"
 )
 
 // TestHostileFilesAreRefusedAndTheGatewayStaysSmall sends each hostile

@@ -17,6 +17,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 // A worklist-driven device uses the scan's Accession Number, or the
@@ -45,8 +46,8 @@ func TestAnExamIDThatIsAnIdentifierLeavesNoTrace(t *testing.T) {
 	const accession, patientID = "ACC-20261202-7731", "PID-5550123"
 	p := imaging.NewPhantom(tiny(241))
 	var scan bytes.Buffer
-	if err := imaging.WriteDICOM(&scan, p.Volume, imaging.Header{SOPInstanceUID: "2.25.241", PatientID: patientID,
-		Identity: &imaging.Identity{AccessionNumber: accession}}); err != nil {
+	if err := octdicom.WriteDICOM(&scan, p.Volume, octdicom.Header{SOPInstanceUID: "2.25.241", PatientID: patientID,
+		Identity: &octdicom.DeviceIdentity{AccessionNumber: accession}}); err != nil {
 		t.Fatal(err)
 	}
 	_, other := phantomDICOM(t, tiny(242))

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // runPhantom writes a synthetic macular cube as an Ophthalmic Tomography
@@ -39,9 +40,9 @@ func runPhantom(ctx context.Context, args []string) error {
 		return err
 	}
 	uid := fmt.Sprintf("2.25.%d", 1_000_000+*seed)
-	h := imaging.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1", SeriesInstanceUID: uid + ".2",
+	h := octdicom.Header{SOPInstanceUID: uid + ".3", StudyInstanceUID: uid + ".1", SeriesInstanceUID: uid + ".2",
 		PatientID: fmt.Sprintf("PHANTOM-%d", *seed), Bits: bits, Description: "octflow phantom, macular cube"}
-	if err := imaging.WriteDICOM(f, levels, h); err != nil {
+	if err := octdicom.WriteDICOM(f, levels, h); err != nil {
 		f.Close()
 		return err
 	}

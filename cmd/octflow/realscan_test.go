@@ -21,6 +21,7 @@ import (
 	"octflow/api"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 // realData is the real scans' folder, made absolute when the package
@@ -202,7 +203,7 @@ func TestANoiseScanCompletesAsUngradable(t *testing.T) {
 		v.Data[i] = float32(rng.ExpFloat64() * 800)
 	}
 	var scan bytes.Buffer
-	if err := imaging.WriteDICOM(&scan, v, imaging.Header{SOPInstanceUID: "2.25.77", PatientID: "NOISE-1"}); err != nil {
+	if err := octdicom.WriteDICOM(&scan, v, octdicom.Header{SOPInstanceUID: "2.25.77", PatientID: "NOISE-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "noise-1", CallbackURL: ws.URL + "/hook"}, scan.Bytes()); code != http.StatusAccepted {

@@ -24,6 +24,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 // sweep runs the scan sweep once, as its schedule would, and returns
@@ -108,7 +109,7 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	ref := h.ref
 	// A scan that names its study: its exams keep their identity sealed.
 	var buf bytes.Buffer
-	if err := imaging.WriteDICOM(&buf, imaging.NewPhantom(tiny(221)).Volume, imaging.Header{SOPInstanceUID: "2.25.221",
+	if err := octdicom.WriteDICOM(&buf, imaging.NewPhantom(tiny(221)).Volume, octdicom.Header{SOPInstanceUID: "2.25.221",
 		PatientID: "PATIENT-221", StudyInstanceUID: "2.25.2210", SeriesInstanceUID: "2.25.2211"}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 	"octflow/api"
 	"octflow/devstack"
 	"octflow/devsystem"
-	"octflow/imaging/hostile"
 	"octflow/lifecycle"
+	"octflow/octdicom/hostile"
 )
 
 // The bounds the siege test holds `octflow dev` to (docs/security.md

@@ -32,9 +32,9 @@ import (
 	"octflow/devstack"
 	"octflow/exam"
 	"octflow/imaging"
-	"octflow/imaging/hostile"
 	"octflow/lifecycle"
 	"octflow/octdicom"
+	"octflow/octdicom/hostile"
 )
 
 // stowAnswer is a STOW-RS answer in DICOM JSON: attribute → {vr, Value}.
@@ -137,8 +137,8 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	oct := func(seed uint64) []byte {
 		p := imaging.NewPhantom(tiny(seed))
 		var b bytes.Buffer
-		if err := imaging.WriteDICOM(&b, p.Volume, imaging.Header{SOPInstanceUID: "2.25.1001", PatientID: "STOW-PATIENT-1",
-			Identity: &imaging.Identity{DeviceSerialNumber: "SN4711"}}); err != nil {
+		if err := octdicom.WriteDICOM(&b, p.Volume, octdicom.Header{SOPInstanceUID: "2.25.1001", PatientID: "STOW-PATIENT-1",
+			Identity: &octdicom.DeviceIdentity{DeviceSerialNumber: "SN4711"}}); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()
@@ -150,7 +150,7 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 		t.Fatalf("a request with one storable instance of three: %d %v, want 202", code, a)
 	}
 	stored := a.items(t, "00081199")
-	if len(stored) != 1 || stored[0].str("00081155") != "2.25.1001" || stored[0].str("00081150") != imaging.OphthalmicTomographySOPClass {
+	if len(stored) != 1 || stored[0].str("00081155") != "2.25.1001" || stored[0].str("00081150") != octdicom.OphthalmicTomographySOPClass {
 		t.Fatalf("referenced %v, want the OCT instance", stored)
 	}
 	var reasons []string
@@ -331,7 +331,7 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 			t.Fatal(err)
 		}
 		info, _ := f.Stat()
-		scan, err := imaging.ParseScan(f, info.Size())
+		scan, err := octdicom.ParseScan(f, info.Size())
 		f.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -511,8 +511,8 @@ func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 	}
 	p := imaging.NewPhantom(small(271))
 	var cube bytes.Buffer
-	if err := imaging.WriteDICOM(&cube, p.Volume, imaging.Header{SOPInstanceUID: "2.25.27101", StudyInstanceUID: "2.25.27102",
-		SeriesInstanceUID: "2.25.27103", PatientID: "WAYBACK-PATIENT-7", Identity: &imaging.Identity{PatientName: "Wayback^Wilma",
+	if err := octdicom.WriteDICOM(&cube, p.Volume, octdicom.Header{SOPInstanceUID: "2.25.27101", StudyInstanceUID: "2.25.27102",
+		SeriesInstanceUID: "2.25.27103", PatientID: "WAYBACK-PATIENT-7", Identity: &octdicom.DeviceIdentity{PatientName: "Wayback^Wilma",
 			PatientBirthDate: "19480229", AccessionNumber: "WAYBACK-ACC-1", ReferringPhysician: "Referrer^Rita", StudyDate: "20261201"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"octflow/devsystem"
 	"octflow/imaging"
 	"octflow/lifecycle"
+	"octflow/octdicom"
 )
 
 func TestCampusesAreTenants(t *testing.T) {
@@ -125,13 +126,13 @@ func TestNothingIdentifyingIsStoredLoggedOrSentToTemporal(t *testing.T) {
 	h := newHarness(t, 1)
 	ctx := context.Background()
 	p := imaging.NewPhantom(tiny(241))
-	id := &imaging.Identity{PatientName: "DOE^JANE^Q", PatientBirthDate: "19580214", OtherPatientIDs: "NHS-943-476-5919",
+	id := &octdicom.DeviceIdentity{PatientName: "DOE^JANE^Q", PatientBirthDate: "19580214", OtherPatientIDs: "NHS-943-476-5919",
 		AccessionNumber: "ACC-20261130-0042", InstitutionName: "St Elsewhere Eye Hospital", ReferringPhysician: "HOUSE^GREGORY",
 		OperatorsName: "NURSE^RATCHED", StudyDescription: "Jane Doe follow-up", StudyDate: "20261130", DeviceSerialNumber: "SN-77-1234"}
-	h0 := imaging.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
+	h0 := octdicom.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
 		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982", Identity: id}
 	var scan bytes.Buffer
-	if err := imaging.WriteDICOM(&scan, p.Volume, h0); err != nil {
+	if err := octdicom.WriteDICOM(&scan, p.Volume, h0); err != nil {
 		t.Fatal(err)
 	}
 	ws := httptestServer(t)

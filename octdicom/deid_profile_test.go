@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bytes"
@@ -11,14 +11,16 @@ import (
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/frame"
 	"github.com/suyashkumar/dicom/pkg/tag"
+
+	"octflow/imaging"
 )
 
 // deviceScan writes an OPT image of a small volume as a device would,
 // carrying extra elements besides (replacing the image's own of the same
 // tag). bits is the sample size (8 or 16).
-func deviceScan(t *testing.T, bits int, extra ...*dicom.Element) ([]byte, *Volume) {
+func deviceScan(t *testing.T, bits int, extra ...*dicom.Element) ([]byte, *imaging.Volume) {
 	t.Helper()
-	v := NewVolume(2, 16, 16, Spacing{AxialUm: 3.9, LateralUm: 11.7, FrameUm: 120})
+	v := imaging.NewVolume(2, 16, 16, imaging.Spacing{AxialUm: 3.9, LateralUm: 11.7, FrameUm: 120})
 	for i := range v.Data {
 		v.Data[i] = float32(20 + i%200)
 	}
@@ -57,7 +59,7 @@ func sq(t *testing.T, tg tag.Tag, items ...[]*dicom.Element) *dicom.Element {
 	return mustElement(t, tg, items)
 }
 
-func item(els ...*dicom.Element) []*dicom.Element { return els }
+func itemOf(els ...*dicom.Element) []*dicom.Element { return els }
 
 // private is a private element (group 0009) of VR LO.
 func private(t *testing.T, element uint16, v string) *dicom.Element {
@@ -113,7 +115,7 @@ func profileCases() []profileCase {
 		}, []string{"Cornish", "Lighthouse"}},
 		{"Other Patient IDs", one(tag.OtherPatientIDs, "NHS-943-476-5919"), []string{"NHS-943-476-5919"}},
 		{"Other Patient IDs Sequence", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.OtherPatientIDsSequence, item(txt(t, tag.PatientID, "MRN-OTHER-7781"),
+			return []*dicom.Element{sq(t, tag.OtherPatientIDsSequence, itemOf(txt(t, tag.PatientID, "MRN-OTHER-7781"),
 				txt(t, tag.IssuerOfPatientID, "Leeds General MRN")))}
 		}, []string{"MRN-OTHER-7781", "Leeds General"}},
 		{"Issuer of Patient ID", one(tag.IssuerOfPatientID, "St Elsewhere MRN"), []string{"St Elsewhere"}},
@@ -140,22 +142,22 @@ func profileCases() []profileCase {
 				txt(t, tag.PerformedProcedureStepDescription, "OCT for Jane")}
 		}, []string{"PPS-99812", "OCT for Jane"}},
 		{"Request Attributes Sequence", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.RequestAttributesSequence, item(txt(t, tag.RequestedProcedureID, "RP-5512"),
+			return []*dicom.Element{sq(t, tag.RequestAttributesSequence, itemOf(txt(t, tag.RequestedProcedureID, "RP-5512"),
 				txt(t, tag.ScheduledProcedureStepID, "SPS-7781"), txt(t, tag.AccessionNumber, "ACC-REQ-0099"),
 				txt(t, tag.RequestedProcedureDescription, "OCT macula, Doe")))}
 		}, []string{"RP-5512", "SPS-7781", "ACC-REQ-0099", "macula, Doe"}},
 		{"Software Versions", one(tag.SoftwareVersions, "HEYEX 6.16 licensed to St Mungo"), []string{"St Mungo", "HEYEX"}},
 		{"Device Serial Number", one(tag.DeviceSerialNumber, "SN-77-1234"), []string{"SN-77-1234"}},
 		{"Code Meaning of a known code", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.AnatomicRegionSequence, item(txt(t, tag.CodeValue, "5665001"),
+			return []*dicom.Element{sq(t, tag.AnatomicRegionSequence, itemOf(txt(t, tag.CodeValue, "5665001"),
 				txt(t, tag.CodingSchemeDesignator, "SCT"), txt(t, tag.CodeMeaning, "Retina of Jane Doe")))}
 		}, []string{"of Jane Doe"}},
 		{"Code Meaning of a device's own code", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.AcquisitionDeviceTypeCodeSequence, item(txt(t, tag.CodeValue, "X-42"),
+			return []*dicom.Element{sq(t, tag.AcquisitionDeviceTypeCodeSequence, itemOf(txt(t, tag.CodeValue, "X-42"),
 				txt(t, tag.CodingSchemeDesignator, "99ACME"), txt(t, tag.CodeMeaning, "Scanner in Dr Who's room")))}
 		}, []string{"Dr Who"}},
 		{"Acquisition Context Sequence", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.AcquisitionContextSequence, item(txt(t, tag.ValueType, "TEXT"),
+			return []*dicom.Element{sq(t, tag.AcquisitionContextSequence, itemOf(txt(t, tag.ValueType, "TEXT"),
 				txt(t, tag.TextValue, "patient blinked, Jane")))}
 		}, []string{"blinked"}},
 		{"dates and times", func(t *testing.T) []*dicom.Element {
@@ -165,14 +167,14 @@ func profileCases() []profileCase {
 		}, []string{"20261130", "20261129", "20261128", "20261127", "093017", "20261126"}},
 		{"frame acquisition datetimes and comments", func(t *testing.T) []*dicom.Element {
 			frame := func(at, ref, comment string) []*dicom.Element {
-				return item(sq(t, tag.FrameContentSequence, item(txt(t, tag.FrameAcquisitionDateTime, at),
+				return itemOf(sq(t, tag.FrameContentSequence, itemOf(txt(t, tag.FrameAcquisitionDateTime, at),
 					txt(t, tag.FrameReferenceDateTime, ref), txt(t, tag.FrameComments, comment))))
 			}
 			return []*dicom.Element{sq(t, tag.PerFrameFunctionalGroupsSequence,
 				frame("20261125093018", "20261124093019", "Jane moved"), frame("20261125093020", "20261124093021", "Jane moved again"))}
 		}, []string{"2026112", "Jane moved"}},
 		{"Dimension Description Label", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.DimensionIndexSequence, item(mustElement(t, tag.DimensionIndexPointer, []int{0x0020, 0x9057}),
+			return []*dicom.Element{sq(t, tag.DimensionIndexSequence, itemOf(mustElement(t, tag.DimensionIndexPointer, []int{0x0020, 0x9057}),
 				txt(t, tag.DimensionDescriptionLabel, "stack of Jane Doe")))}
 		}, []string{"stack of Jane"}},
 		{"Position Reference Indicator", one(tag.PositionReferenceIndicator, "Jane's left eye"), []string{"left eye"}},
@@ -333,7 +335,7 @@ func TestBurnedInAnnotationIsRefused(t *testing.T) {
 		{"YES", func(t *testing.T) []*dicom.Element { return []*dicom.Element{txt(t, tag.BurnedInAnnotation, "YES")} }, true},
 		{"yes, padded", func(t *testing.T) []*dicom.Element { return []*dicom.Element{txt(t, tag.BurnedInAnnotation, " yes ")} }, true},
 		{"YES in a functional group", func(t *testing.T) []*dicom.Element {
-			return []*dicom.Element{sq(t, tag.SharedFunctionalGroupsSequence, item(txt(t, tag.BurnedInAnnotation, "YES")))}
+			return []*dicom.Element{sq(t, tag.SharedFunctionalGroupsSequence, itemOf(txt(t, tag.BurnedInAnnotation, "YES")))}
 		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -345,7 +347,7 @@ func TestBurnedInAnnotationIsRefused(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidVolume) || !strings.Contains(err.Error(), "Burned In Annotation") {
+			if !errors.Is(err, imaging.ErrInvalidVolume) || !strings.Contains(err.Error(), "Burned In Annotation") {
 				t.Fatalf("got %v, want an invalid volume that names Burned In Annotation", err)
 			}
 			if len(out) != 0 {

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestDeidentifiedRealScansAddNoIODError(t *testing.T) {
 		}
 		t.Skip("dciodvfy not installed (apt-get install dicom3tools)")
 	}
-	files, err := filepath.Glob("testdata/realdata/*.dcm")
+	files, err := filepath.Glob(filepath.Join(realData, "*.dcm"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no real scans: %v", err)
 	}

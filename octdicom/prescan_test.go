@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bytes"
@@ -12,7 +12,8 @@ import (
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
 
-	"octflow/imaging/hostile"
+	"octflow/imaging"
+	"octflow/octdicom/hostile"
 )
 
 // TestPreScanPeakBoundsWhatReadingTakes reads and de-identifies scans as
@@ -27,15 +28,15 @@ func TestPreScanPeakBoundsWhatReadingTakes(t *testing.T) {
 	}
 	var scans []scan
 	for _, bits := range []int{8, 16} {
-		p := NewPhantom(PhantomOptions{Seed: 3, Frames: 16, Rows: 256, Cols: 128})
+		p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 3, Frames: 16, Rows: 256, Cols: 128})
 		var b bytes.Buffer
 		if err := WriteDICOM(&b, p.Volume, Header{SOPInstanceUID: "1.2", PatientID: "P", Bits: bits,
-			Identity: &Identity{PatientName: `DOE^JANE\DOE^J`, StudyDescription: "follow-up"}}); err != nil {
+			Identity: &DeviceIdentity{PatientName: `DOE^JANE\DOE^J`, StudyDescription: "follow-up"}}); err != nil {
 			t.Fatal(err)
 		}
 		scans = append(scans, scan{"phantom-" + map[int]string{8: "8bit", 16: "16bit"}[bits], b.Bytes()})
 	}
-	real, _ := filepath.Glob("testdata/realdata/*.dcm")
+	real, _ := filepath.Glob(filepath.Join(realData, "*.dcm"))
 	for _, path := range real {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -92,7 +93,7 @@ func TestPreScanReadsNumberOfFramesAsTheParser(t *testing.T) {
 		data := hostile.Frames(c.value, 8, 8, 8, 3*64)
 		d, err := PreScan(bytes.NewReader(data), int64(len(data)))
 		if c.want == 0 {
-			if !errors.Is(err, ErrInvalidVolume) {
+			if !errors.Is(err, imaging.ErrInvalidVolume) {
 				t.Errorf("Number of Frames %q: %v (%d frames), want refused", c.value, err, d.Frames)
 			}
 			continue
@@ -131,7 +132,7 @@ func TestPreScanReadsPixelDataAgainstItsOwnDataset(t *testing.T) {
 		{"pixel data labelled SQ", hostile.PixelDataAsSequence(), false},
 	} {
 		_, err := PreScan(bytes.NewReader(c.data), int64(len(c.data)))
-		if c.ok && err != nil || !c.ok && !errors.Is(err, ErrInvalidVolume) {
+		if c.ok && err != nil || !c.ok && !errors.Is(err, imaging.ErrInvalidVolume) {
 			t.Errorf("%s: %v, want accepted %v", c.name, err, c.ok)
 		}
 	}

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bytes"
@@ -6,7 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"octflow/imaging/hostile"
+	"octflow/imaging"
+	"octflow/octdicom/hostile"
 )
 
 // TestHostileFilesAreRefusedWithBoundedMemory reads every hostile file
@@ -20,7 +21,7 @@ func TestHostileFilesAreRefusedWithBoundedMemory(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			_, _, err := ReadDICOM(bytes.NewReader(f.Data), int64(len(f.Data)))
 			runtime.ReadMemStats(&after)
-			if !errors.Is(err, ErrInvalidVolume) {
+			if !errors.Is(err, imaging.ErrInvalidVolume) {
 				t.Fatalf("%s: got %v, want an invalid volume", f.Attack, err)
 			}
 			allocated := after.TotalAlloc - before.TotalAlloc

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bytes"
@@ -8,16 +8,24 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"octflow/imaging"
 )
+
+// smallPhantom is a reduced cube (the device's 6 × 6 mm field, fewer
+// samples), so that the tests stay quick.
+func smallPhantom(seed uint64, fluid bool) *imaging.Phantom {
+	return imaging.NewPhantom(imaging.PhantomOptions{Seed: seed, Frames: 13, Rows: 248, Cols: 256, Fluid: fluid})
+}
 
 // identified is a scan as a device writes it, with the patient and the
 // visit named.
-func identified(t *testing.T) ([]byte, *Phantom, Header) {
+func identified(t *testing.T) ([]byte, *imaging.Phantom, Header) {
 	t.Helper()
 	p := smallPhantom(5, false)
 	h := Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
 		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982",
-		Identity: &Identity{PatientName: "DOE^JANE^Q", PatientBirthDate: "19580214", OtherPatientIDs: "NHS-943 476 5919",
+		Identity: &DeviceIdentity{PatientName: "DOE^JANE^Q", PatientBirthDate: "19580214", OtherPatientIDs: "NHS-943 476 5919",
 			AccessionNumber: "ACC-20261130-0042", InstitutionName: "St Elsewhere Eye Hospital", ReferringPhysician: "HOUSE^GREGORY",
 			OperatorsName: "NURSE^RATCHED", StudyDescription: "Jane Doe follow-up, left eye", StudyDate: "20261130",
 			DeviceSerialNumber: "SN-77-1234"}}
@@ -90,7 +98,7 @@ func TestDeidentifiedCopyKeepsTheImageAndNoneOfTheIdentity(t *testing.T) {
 func TestDeidentifiedRealScansReadBackTheSame(t *testing.T) {
 	for _, name := range []string{"spectralis-circle-2.dcm", "spectralis-circle-4.dcm"} {
 		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join("testdata", "realdata", name))
+			raw, err := os.ReadFile(filepath.Join(realData, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +189,7 @@ func TestAFailingDestinationIsNotAnInvalidScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = scan.WriteDeidentified(failingWriter{}, Deidentification{PatientID: "pt-1", UID: func(string) string { return "2.25.42" }})
-	if !errors.Is(err, errDiskFull) || errors.Is(err, ErrInvalidVolume) {
+	if !errors.Is(err, errDiskFull) || errors.Is(err, imaging.ErrInvalidVolume) {
 		t.Fatalf("got %v, want the destination's error and not an invalid volume", err)
 	}
 }

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"github.com/suyashkumar/dicom/pkg/frame"
 	"github.com/suyashkumar/dicom/pkg/tag"
 	"github.com/suyashkumar/dicom/pkg/uid"
+
+	"octflow/imaging"
 )
 
 // OphthalmicTomographySOPClass is the DICOM SOP class UID of an
@@ -49,9 +51,10 @@ type Header struct {
 	// object key or sent to Temporal in clear.
 	PatientID string
 	// Identity is what a device also writes about the patient and the
-	// visit (WriteDICOM writes it when set, as a device would; the
-	// gateway never keeps it).
-	Identity *Identity
+	// visit (WriteDICOM writes it when set, as a device would; ParseScan
+	// does not read it back: what octflow keeps of it for the way back is
+	// an Identity, sealed).
+	Identity *DeviceIdentity
 	// Bits is the stored sample size WriteDICOM uses: 8 or 16 (default).
 	Bits int
 	// Description is the Series Description WriteDICOM writes, e.g. the
@@ -59,8 +62,10 @@ type Header struct {
 	Description string
 }
 
-// Identity is the identifying data a device writes into a scan.
-type Identity struct {
+// DeviceIdentity is the identifying data a device writes into a scan
+// (WriteDICOM writes it, as a device would). It is not Identity, what
+// octflow keeps sealed of a scan it took in for the way back.
+type DeviceIdentity struct {
 	PatientName, PatientBirthDate, OtherPatientIDs, AccessionNumber      string
 	InstitutionName, ReferringPhysician, OperatorsName, StudyDescription string
 	StudyDate, DeviceSerialNumber                                        string
@@ -70,7 +75,7 @@ type Identity struct {
 // Little Endian, unsigned 16-bit or, with h.Bits 8, 8-bit samples, one
 // frame per B-scan). Samples are rounded and clamped to what the sample
 // size holds.
-func WriteDICOM(w io.Writer, v *Volume, h Header) error {
+func WriteDICOM(w io.Writer, v *imaging.Volume, h Header) error {
 	if err := v.Validate(); err != nil {
 		return err
 	}
@@ -84,7 +89,7 @@ type dicomElement struct {
 }
 
 // otElements lists the elements of an Ophthalmic Tomography Image of v.
-func otElements(v *Volume, h Header) []dicomElement {
+func otElements(v *imaging.Volume, h Header) []dicomElement {
 	bits := 16
 	if h.Bits == 8 {
 		bits = 8
@@ -143,7 +148,7 @@ func otElements(v *Volume, h Header) []dicomElement {
 }
 
 // identityElements are the identifying elements of id.
-func identityElements(id *Identity) []dicomElement {
+func identityElements(id *DeviceIdentity) []dicomElement {
 	if id == nil {
 		return nil
 	}
@@ -192,7 +197,7 @@ func writeElements(w io.Writer, elems []dicomElement) error {
 // file is walked once before parsing (checkLengths), so a damaged or
 // hostile file cannot make the parser recurse too deep or allocate more
 // than the file holds.
-func ReadDICOM(r io.ReadSeeker, size int64) (*Volume, Header, error) {
+func ReadDICOM(r io.ReadSeeker, size int64) (*imaging.Volume, Header, error) {
 	s, err := ParseScan(r, size)
 	if err != nil {
 		return nil, Header{}, err
@@ -204,14 +209,14 @@ func ReadDICOM(r io.ReadSeeker, size int64) (*Volume, Header, error) {
 // read, the header fields octflow needs, and the DICOM dataset a
 // de-identified copy is made from (WriteDeidentified).
 type Scan struct {
-	Volume *Volume
+	Volume *imaging.Volume
 	Header Header
 	ds     dicom.Dataset
 }
 
 // ParseScan is ReadDICOM that keeps the whole dataset.
 func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
-	var v *Volume
+	var v *imaging.Volume
 	var h Header
 	defer func() {
 		// The parser trusts lengths in the file; a hostile or damaged
@@ -299,7 +304,7 @@ func ParseScan(r io.ReadSeeker, size int64) (scan *Scan, err error) {
 	if err != nil {
 		return nil, err
 	}
-	v = NewVolume(nframes, rows, cols, spacing)
+	v = imaging.NewVolume(nframes, rows, cols, spacing)
 	v.Laterality = lateralityFromCode(str(ds, tag.ImageLaterality), str(ds, tag.Laterality))
 	v.Pattern = readPattern(ds)
 	for f, fr := range pix.Frames {
@@ -406,10 +411,39 @@ func (e pixelEncoding) value(raw uint32) float32 {
 	return float32(x)
 }
 
+// patternFromText recognises a scan pattern in a DICOM description, as
+// devices write it ("HEYEX …, scan pattern 2 (circle)", "Macular Cube
+// 512x128", "ONH and RNFL OU Analysis:Optic Disc Cube 200x200", "Line
+// Raster", "RNFL circle"). It returns "" when the text says nothing.
+func patternFromText(texts ...string) imaging.Pattern {
+	for _, t := range texts {
+		t = strings.ToLower(t)
+		has := func(words ...string) bool {
+			for _, w := range words {
+				if strings.Contains(t, w) {
+					return true
+				}
+			}
+			return false
+		}
+		switch {
+		case has("circle", "peripapillary", "rnfl thickness", "onh circle"):
+			return imaging.Circle
+		case has("radial"):
+			return imaging.Radial
+		case has("cube", "volume", "raster", "dense", "macular map", "ppole", "posterior pole"):
+			return imaging.Cube
+		case has("single line", "line scan", "hd line", "5 line", "cross line", "crossline", "(line)", " line"):
+			return imaging.Line
+		}
+	}
+	return ""
+}
+
 // readPattern is the scan pattern the DICOM object describes, or "":
 // from its descriptions, or a B-scan that starts where it ends (a
 // circle, as some exports record one in Plane Position and Orientation).
-func readPattern(ds dicom.Dataset) Pattern {
+func readPattern(ds dicom.Dataset) imaging.Pattern {
 	if p := patternFromText(str(ds, tag.SeriesDescription), str(ds, tag.ProtocolName),
 		str(ds, tag.ImageComments), str(ds, tag.PerformedProcedureStepDescription)); p != "" {
 		return p
@@ -424,7 +458,7 @@ func readPattern(ds dicom.Dataset) Pattern {
 			row += x * x
 		}
 		if row == 0 {
-			return Circle
+			return imaging.Circle
 		}
 	}
 	return ""
@@ -433,17 +467,17 @@ func readPattern(ds dicom.Dataset) Pattern {
 // readSpacing takes Pixel Spacing and Spacing Between Slices from the top
 // level or, as scanners write them, from the Pixel Measures functional
 // group.
-func readSpacing(ds dicom.Dataset) (Spacing, error) {
+func readSpacing(ds dicom.Dataset) (imaging.Spacing, error) {
 	ps := strs(ds, tag.PixelSpacing)
 	if len(ps) != 2 {
-		return Spacing{}, invalidf("pixel spacing missing or malformed")
+		return imaging.Spacing{}, invalidf("pixel spacing missing or malformed")
 	}
 	axial, err1 := strconv.ParseFloat(strings.TrimSpace(ps[0]), 64)
 	lateral, err2 := strconv.ParseFloat(strings.TrimSpace(ps[1]), 64)
 	if err := errors.Join(err1, err2); err != nil || axial <= 0 || lateral <= 0 {
-		return Spacing{}, invalidf("pixel spacing %q is not two positive numbers", ps)
+		return imaging.Spacing{}, invalidf("pixel spacing %q is not two positive numbers", ps)
 	}
-	s := Spacing{AxialUm: axial * 1000, LateralUm: lateral * 1000}
+	s := imaging.Spacing{AxialUm: axial * 1000, LateralUm: lateral * 1000}
 	between := str(ds, tag.SpacingBetweenSlices)
 	if between == "" {
 		between = str(ds, tag.SliceThickness)
@@ -451,7 +485,7 @@ func readSpacing(ds dicom.Dataset) (Spacing, error) {
 	if between != "" {
 		z, err := strconv.ParseFloat(strings.TrimSpace(between), 64)
 		if err != nil || z <= 0 {
-			return Spacing{}, invalidf("slice spacing %q is not a positive number", between)
+			return imaging.Spacing{}, invalidf("slice spacing %q is not a positive number", between)
 		}
 		s.FrameUm = z * 1000
 	}
@@ -540,4 +574,10 @@ func lateralityFromCode(codes ...string) string {
 		}
 	}
 	return ""
+}
+
+// invalidf is a refusal of what no retry can fix: an error wrapping
+// imaging.ErrInvalidVolume, which callers test for.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", imaging.ErrInvalidVolume, fmt.Sprintf(format, args...))
 }

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"fmt"
@@ -77,7 +77,7 @@ func (s *Scan) WriteDeidentified(w io.Writer, d Deidentification) (err error) {
 		out.Elements = append(out.Elements, el)
 		return nil
 	}
-	method, err := codeItem("113100", "DCM", "Basic Application Confidentiality Profile")
+	method, err := codedEntry("113100", "DCM", "Basic Application Confidentiality Profile")
 	if err != nil {
 		return err
 	}
@@ -361,8 +361,8 @@ func valueFits(el *dicom.Element, vr string) bool {
 	}
 }
 
-// codeItem is one coded-entry sequence item.
-func codeItem(value, scheme, meaning string) ([]*dicom.Element, error) {
+// codedEntry is one coded-entry sequence item.
+func codedEntry(value, scheme, meaning string) ([]*dicom.Element, error) {
 	var item []*dicom.Element
 	for _, a := range []struct {
 		t tag.Tag
@@ -375,18 +375,6 @@ func codeItem(value, scheme, meaning string) ([]*dicom.Element, error) {
 		item = append(item, el)
 	}
 	return item, nil
-}
-
-// sortElements orders elements by tag, as a dataset must be written.
-func sortElements(els []*dicom.Element) {
-	less := func(a, b tag.Tag) bool {
-		return a.Group < b.Group || a.Group == b.Group && a.Element < b.Element
-	}
-	for i := 1; i < len(els); i++ {
-		for j := i; j > 0 && less(els[j].Tag, els[j-1].Tag); j-- {
-			els[j], els[j-1] = els[j-1], els[j]
-		}
-	}
 }
 
 // deidKeep is the allow-list of attributes a de-identified scan keeps,

@@ -1,4 +1,4 @@
-package imaging
+package octdicom
 
 import (
 	"bufio"

@@ -1,0 +1,5 @@
+//go:build !race
+
+package octdicom
+
+const raceEnabled = false
