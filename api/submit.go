@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -47,7 +46,7 @@ type upload struct {
 	meta   SubmitMeta
 	scan   *spool
 	size   int64
-	digest string // of the scan as sent: a resend of the same bytes is the same exam
+	digest string // of the instance sent (octdicom.NewInstanceHash): a resend, direct or through a router, is the same exam
 }
 
 func (u *upload) close() {
@@ -475,14 +474,15 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	return up, nil
 }
 
-// spoolScan spools a scan as sent into up, encrypted, and hashes it. A
+// spoolScan spools a scan as sent into up, encrypted, and hashes it as an
+// instance (its data set, not the file a router rewrote around it). A
 // scan over the gateway's limit is 413; a failed read, a 4xx problem.
 func (s *Server) spoolScan(up *upload, r io.Reader) error {
 	var err error
 	if up.scan, err = newSpool(s.cfg.SpoolDir); err != nil {
 		return fmt.Errorf("spool upload: %w", err)
 	}
-	h := sha256.New()
+	h := octdicom.NewInstanceHash()
 	n, err := io.Copy(io.MultiWriter(up.scan, h), io.LimitReader(r, s.cfg.MaxScanBytes+1))
 	if err != nil {
 		return readProblem(err, s.cfg.MaxScanBytes)

@@ -23,9 +23,9 @@ import (
 // them joined by a backslash, as DICOM writes them.
 type Identity struct {
 	// Exam and ScanDigest bind the identity to the exam and the scan it
-	// was read from (the keyed exam reference and the digest of the
-	// upload as sent: neither identifies anyone). OpenIdentity refuses an
-	// identity sealed for another exam.
+	// was read from (the keyed exam reference and the upload's
+	// NewInstanceHash digest: neither identifies anyone). OpenIdentity
+	// refuses an identity sealed for another exam.
 	Exam       exam.Ref `json:"exam"`
 	ScanDigest string   `json:"scanDigest"`
 
