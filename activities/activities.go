@@ -76,19 +76,16 @@ type Activities struct {
 	// hands back at once what it held (nil: a lost attempt waits out its
 	// heartbeat timeout).
 	Takes TakeLog
-	// Faults, when set, is asked before each stage runs and may fail it:
-	// fault injection for the tests and the benchmark's simulated GPU
-	// mode. Always nil in production.
-	Faults FaultFunc
 	// SimulatedCompute, when set, runs as each GPU stage's computation
 	// begins, once its start is reported: the benchmark's simulated GPU
 	// mode, where it stands for the model's GPU time and may fail as a
-	// GPU does. Always nil in production.
-	SimulatedCompute FaultFunc
+	// GPU does. Nil on nodes with real GPUs.
+	SimulatedCompute SimulatedComputeFunc
 }
 
-// FaultFunc may fail a stage on a node before it runs (fault injection).
-type FaultFunc func(ctx context.Context, node string, stage exam.Stage) error
+// SimulatedComputeFunc is a simulated node's GPU time for a stage: it
+// waits as the model would and may fail as a GPU does.
+type SimulatedComputeFunc func(ctx context.Context, node string, stage exam.Stage) error
 
 // ReviewOpener starts an exam's review workflow; a review that exists
 // already is left as it is, and is no error.
@@ -436,15 +433,9 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 		}
 	}()
 	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
-		// Injected faults (tests) come before the first heartbeat, so a
-		// stage held there is seen as CLAIMED.
-		if err := a.fault(ctx, stage); err != nil {
-			return err
-		}
 		beat.started(ctx, nil)
 	}
-	// A gated stage meets the faults, and starts, once it holds its GPU
-	// (onGPU). Until then its heartbeats say only where it is and since
+	// A gated stage starts once it holds its GPU (onGPU). Until then its heartbeats say only where it is and since
 	// when; the first goes out before it reads from the object store
 	// (announceTake).
 	ctx = context.WithValue(ctx, stageBeatKey{}, beat)

@@ -144,8 +144,7 @@ func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.He
 }
 
 // onGPU runs compute on a GPU of the node when the stage has a gate:
-// it waits for the GPU, runs the injected faults (tests), reports the
-// start, runs the simulated GPU time (benchmark) and compute with the
+// it waits for the GPU (the gate may refuse it), reports the start, runs the simulated GPU time (benchmark) and compute with the
 // GPU's index in ctx, then frees the GPU. Without a gate it runs the
 // simulated GPU time and compute.
 func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(context.Context) error) error {
@@ -170,9 +169,6 @@ func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(c
 		}
 	}()
 	ctx = exam.WithGPU(ctx, gpu)
-	if err := a.fault(ctx, stage); err != nil {
-		return err
-	}
 	if b != nil {
 		b.started(ctx, &gpu)
 	}
@@ -188,12 +184,4 @@ func (a *Activities) simulate(ctx context.Context, stage exam.Stage) error {
 		return nil
 	}
 	return a.SimulatedCompute(ctx, a.Node, stage)
-}
-
-// fault asks the injected faults, if any, about the stage.
-func (a *Activities) fault(ctx context.Context, stage exam.Stage) error {
-	if a.Faults == nil {
-		return nil
-	}
-	return a.Faults(ctx, a.Node, stage)
 }

@@ -41,10 +41,10 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 	}{
 		// The simulated GPU time is part of the computation: it comes
 		// once the GPU is held and the stage's start is reported.
-		{"no GPU gate", false, false, []string{"fault", "started", "store read", "load", "simulated GPU time", "compute", "write"}},
+		{"no GPU gate", false, false, []string{"started", "store read", "load", "simulated GPU time", "compute", "write"}},
 		// A gated stage reports its take before it reads from the store.
-		{"gated, input in the store", true, false, []string{"taken", "store read", "load", "bind", "fault", "simulated GPU time", "compute", "release", "write"}},
-		{"gated, input in the node's cache", true, true, []string{"load", "bind", "fault", "started", "simulated GPU time", "compute", "release", "write"}},
+		{"gated, input in the store", true, false, []string{"taken", "store read", "load", "bind", "simulated GPU time", "compute", "release", "write"}},
+		{"gated, input in the node's cache", true, true, []string{"load", "bind", "started", "simulated GPU time", "compute", "release", "write"}},
 	}
 	for _, c := range cases {
 		gated := c.gated
@@ -52,7 +52,6 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 		var steps []string
 		step := func(s string) { mu.Lock(); steps = append(steps, s); mu.Unlock() }
 		a := &Activities{Node: "gpu-test", Store: storeReads{read: func() { step("store read") }},
-			Faults: func(context.Context, string, exam.Stage) error { step("fault"); return nil },
 			SimulatedCompute: func(ctx context.Context, _ string, _ exam.Stage) error {
 				// The SDK holds back a heartbeat that follows another
 				// within its throttle interval (the GPU nodes shorten

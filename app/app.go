@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -75,11 +76,15 @@ type Options struct {
 	SpoolMaxBytes int64
 	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
 	NodeReportEvery time.Duration
-	// Faults injects stage failures before a stage starts (tests only).
-	Faults activities.FaultFunc
 	// SimulatedCompute is the simulated GPU time of the benchmark's
 	// simulated nodes (see activities.Activities).
-	SimulatedCompute activities.FaultFunc
+	SimulatedCompute activities.SimulatedComputeFunc
+	// ClientInterceptors wrap every call this process makes to Temporal;
+	// WorkerInterceptors, given a worker's or GPU node's identity, wrap
+	// the activities it runs (after a node's own interceptor, which binds
+	// each stage's GPU). For tracing; the tests inject faults with them.
+	ClientInterceptors []interceptor.ClientInterceptor
+	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
 	// Backends run the image stages (default: the reference algorithms).
 	Backends inference.Backends
 	// Codec seals what this process sends through Temporal (nil: nothing
@@ -105,9 +110,15 @@ type Options struct {
 	// AuditTrail receives the gateway's audit events (default: JSON lines
 	// on stderr).
 	AuditTrail audit.Sink
-	// GatewayTemporal, when set, wraps the gateway's Temporal client:
-	// fault injection for the tests. Always nil in production.
-	GatewayTemporal func(client.Client) client.Client
+}
+
+// workerInterceptors are the interceptors of the worker or node named
+// identity (none unless WorkerInterceptors is set).
+func (o Options) workerInterceptors(identity string) []interceptor.WorkerInterceptor {
+	if o.WorkerInterceptors == nil {
+		return nil
+	}
+	return o.WorkerInterceptors(identity)
 }
 
 // App is a running set of octflow parts.
@@ -147,7 +158,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	a.conv = conv
 	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
 		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv, TLS: opts.TemporalTLS,
-		Compression: opts.Stack.TemporalCompression}); err != nil {
+		Compression: opts.Stack.TemporalCompression, Interceptors: opts.ClientInterceptors}); err != nil {
 		return nil, err
 	}
 	if opts.MetricsAddr != "" {
@@ -168,7 +179,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}
-	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), Faults: opts.Faults, SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
+	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
 	exportCampuses := map[string]bool{}
 	if len(opts.PACS) > 0 {
@@ -180,7 +191,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
-			Converters: conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
+			Interceptors: opts.workerInterceptors(opts.Identity),
+			Converters:   conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
 			return nil, err
 		}
 	}
@@ -192,6 +204,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			nc.ReportEvery = opts.NodeReportEvery
 		}
 		nc.Logger = opts.Logger.Named("gpu-node")
+		nc.Interceptors = append(nc.Interceptors, opts.workerInterceptors(nc.NodeID)...)
 		n, err := gpuworker.Start(a.client, acts, nc)
 		if err != nil {
 			return nil, err
@@ -199,12 +212,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.nodes = append(a.nodes, n)
 	}
 	if opts.APIAddr != "" {
-		tc := a.client
-		if opts.GatewayTemporal != nil {
-			tc = opts.GatewayTemporal(tc)
-		}
 		gwCfg := api.Config{
-			Temporal: tc, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
+			Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
 			Logger: opts.Logger.Named("api"), AuditTrail: opts.AuditTrail, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
 			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Converters: conv,
 			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins, ExportCampuses: exportCampuses,

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -59,11 +59,13 @@ type Config struct {
 	// APIOnly starts the stack and the gateway but no worker or GPU node;
 	// tests start those later to watch an exam wait.
 	APIOnly bool
-	// Faults injects stage failures; only tests set it.
-	Faults activities.FaultFunc
 	// SimulatedCompute runs in a GPU stage once it holds its GPU and has
-	// reported its start; only tests set it.
-	SimulatedCompute activities.FaultFunc
+	// reported its start: the simulated nodes' GPU time.
+	SimulatedCompute activities.SimulatedComputeFunc
+	// ClientInterceptors and WorkerInterceptors are app.Options' (the
+	// tests inject faults with them).
+	ClientInterceptors []interceptor.ClientInterceptor
+	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
 	// Backends run the image stages (OCTFLOW_MODEL_*; default: reference).
 	Backends inference.Backends
 	// DeviceRate limits each device's submissions (zero: the dev
@@ -78,9 +80,6 @@ type Config struct {
 	// PACSURL, when set, is the DICOMweb base URL the demo campus's
 	// results are exported to (octflow dev --pacs-url, OCTFLOW_PACS_URL).
 	PACSURL string
-	// GatewayTemporal wraps the gateway's Temporal client: fault
-	// injection, tests only.
-	GatewayTemporal func(client.Client) client.Client
 	// AuditTrail receives the gateway's audit events (default: JSON lines
 	// appended to audit.log in the data dir).
 	AuditTrail audit.Sink
@@ -218,13 +217,13 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
 		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 		DeviceRate: cfg.DeviceRate,
-		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout, Faults: cfg.Faults,
-		SimulatedCompute: cfg.SimulatedCompute,
-		Backends:         cfg.Backends,
-		NodeReportEvery:  cmp.Or(cfg.NodeReportEvery, 5*time.Second),
-		Codec:            sealer, CodecOrigins: []string{stack.UIURL()},
+		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
+		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
+		Backends:        cfg.Backends,
+		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+		Codec:           sealer, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
-		Uploads: cfg.Uploads, GatewayTemporal: cfg.GatewayTemporal, AuditTrail: trail, APITLS: cfg.APITLS,
+		Uploads: cfg.Uploads, AuditTrail: trail, APITLS: cfg.APITLS,
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
 		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes, PACS: pacs,
 	})

@@ -54,6 +54,10 @@ type Config struct {
 	// a crash its next start hands them back at once (Takes). Empty: no
 	// notes; a stage lost with the node waits out its heartbeat timeout.
 	TakesDir string
+	// Interceptors wrap the node's stages (after the node's own, which
+	// binds each stage's GPU: a stage's context holds its GPUGate), e.g.
+	// for tracing; the tests inject faults with them.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Node is a running GPU node.
@@ -157,7 +161,7 @@ func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.S
 		// timeout, 24 s in production).
 		MaxHeartbeatThrottleInterval: startReportedWithin,
 		// Bind the GPU, and judge the outcome for the node's breaker.
-		Interceptors: []interceptor.WorkerInterceptor{binder},
+		Interceptors: append([]interceptor.WorkerInterceptor{binder}, cfg.Interceptors...),
 	})
 	if err := activities.RegisterStages(w, acts, true); err != nil {
 		return nil, fmt.Errorf("gpu node %s: %w", cfg.NodeID, err)

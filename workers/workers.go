@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -47,6 +48,9 @@ type DialOptions struct {
 	// and gzip cost the embedded stack a few per cent of its CPU, on
 	// both ends of every call), gzip elsewhere (the SDK's default).
 	Compression string
+	// Interceptors wrap every call the client makes to Temporal (e.g.
+	// for tracing; the tests inject faults with them).
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // compression is the SDK's setting for o.Compression.
@@ -82,6 +86,7 @@ func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 			DataConverter:     o.Converters.Data,
 			FailureConverter:  o.Converters.Failure,
 			ConnectionOptions: client.ConnectionOptions{TLS: o.TLS, GrpcCompression: o.compression()},
+			Interceptors:      o.Interceptors,
 		})
 		if err == nil {
 			return c, nil
@@ -99,6 +104,9 @@ func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 type Options struct {
 	// Identity names this process in Temporal (and in exam timelines).
 	Identity string
+	// Interceptors wrap the CPU stages and housekeeping activities, e.g.
+	// for tracing; the tests inject faults with them.
+	Interceptors []interceptor.WorkerInterceptor
 	// StopTimeout is how long Stop lets running stages finish (default 90 s).
 	StopTimeout time.Duration
 	// Converters decode what Temporal stores: the converters the client was
@@ -118,7 +126,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	workflows.Register(wf)
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
-		MaxConcurrentActivityTaskPollers: cpuPollers})
+		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: opts.Interceptors})
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}

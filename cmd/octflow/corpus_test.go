@@ -127,12 +127,12 @@ func recordAffinityFallback(t *testing.T, dir string) {
 	const examID = "corpus-unclaimed"
 	release := make(chan struct{})
 	h := newHarness(t, 0, corpusKeys(t, dir), func(c *devsystem.Config) {
-		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
 			if node == "gpu-first" && stage == exam.Denoise && isExam(ctx, examID) {
 				<-release // held until the node has stopped polling
 			}
 			return nil
-		}
+		})
 	})
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-first"})
 	first := h.extra[0]
@@ -199,7 +199,7 @@ func recordExams(t *testing.T, dir string) {
 	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		// Short enough to spend within the recording.
 		c.Policy.InfraRetryFor, c.Policy.UrgentSLA = 3*time.Second, time.Second
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch {
 			case isExam(ctx, "corpus-spent") && stage == exam.Layers:
 				return errors.New("simulated CUDA out of memory, every time")
@@ -215,7 +215,7 @@ func recordExams(t *testing.T, dir string) {
 				return temporal.NewNonRetryableApplicationError("measurements impossible on this volume", "InvalidVolume", nil)
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	refuser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -130,7 +130,8 @@ func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 		h.t.Fatal(err)
 	}
 	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log,
-		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, Faults: h.cfg.Faults, SimulatedCompute: h.cfg.SimulatedCompute,
+		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, SimulatedCompute: h.cfg.SimulatedCompute,
+		ClientInterceptors: h.cfg.ClientInterceptors, WorkerInterceptors: h.cfg.WorkerInterceptors,
 		NodeReportEvery: h.cfg.NodeReportEvery,
 		Codec:           sealer})
 	if err != nil {
@@ -526,7 +527,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	defer close(hung)
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.StopTimeout = time.Millisecond // no drain: the stage is cut off, as in a crash
-		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
 			if isExam(ctx, "restart-1") && stage == exam.Layers && contract.TryOf(activity.GetInfo(ctx).ActivityID) == 1 {
 				// The first attempt starts work, then never answers, even
 				// when cancelled.
@@ -534,7 +535,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 				<-hung
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(31))
@@ -574,7 +575,7 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	var mu sync.Mutex
 	failed := false
 	h := newHarness(t, 2, func(c *devsystem.Config) {
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if stage == exam.Layers && !failed {
@@ -582,7 +583,7 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 				return errors.New("simulated CUDA out of memory")
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(41))
@@ -627,7 +628,7 @@ func TestAStageThatKeepsFailingSpendsOnlyItsOwnAttempts(t *testing.T) {
 		// Room for three attempts lost with their node, which must not
 		// serve the stage's own failures.
 		c.Policy.MaxAttempts, c.Policy.LostAttempts = 2, 3
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			if stage != exam.Lesions {
 				return nil
 			}
@@ -635,7 +636,7 @@ func TestAStageThatKeepsFailingSpendsOnlyItsOwnAttempts(t *testing.T) {
 			defer mu.Unlock()
 			faults++
 			return errors.New("simulated CUDA out of memory")
-		}
+		})
 	})
 	_, scan := phantomDICOM(t, tiny(43))
 	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "fail-2"}, scan); err != nil || code != http.StatusAccepted {

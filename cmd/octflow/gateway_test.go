@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 
 	"octflow/api"
+	"octflow/contract"
 	"octflow/devsystem"
 	"octflow/gpuworker"
 	"octflow/lifecycle"
@@ -147,14 +149,23 @@ func (s *stalledUpload) wait(t *testing.T) int {
 	}
 }
 
-// flakyStart is the gateway's Temporal client with a fault injected: the
-// exam named fails once after its workflow started (a timeout that came
-// after Temporal acted), and the one named fails once before (Temporal
-// never heard).
+// flakyStart injects a fault into the starts of exam workflows (a client
+// interceptor, as a tracing one would be): the exam named fails once
+// after its workflow started (a timeout that came after Temporal acted),
+// and the one named fails once before (Temporal never heard).
 type flakyStart struct {
-	client.Client
+	interceptor.ClientInterceptorBase
 	failAfter, failBefore string
 	fired                 atomic.Int32
+}
+
+func (f *flakyStart) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &flakyStartCalls{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, f: f}
+}
+
+type flakyStartCalls struct {
+	interceptor.ClientOutboundInterceptorBase
+	f *flakyStart
 }
 
 // ref is the reference of the demo campus's exam examID.
@@ -162,23 +173,27 @@ func (f *flakyStart) ref(examID string) string {
 	return api.NewPseudonymizer([]byte(testPseudonymKey)).Exam(devsystem.FirstCampus, examID)
 }
 
-func (f *flakyStart) ExecuteWorkflow(ctx context.Context, o client.StartWorkflowOptions, w any, args ...any) (client.WorkflowRun, error) {
+func (c *flakyStartCalls) ExecuteWorkflow(ctx context.Context, in *interceptor.ClientExecuteWorkflowInput) (client.WorkflowRun, error) {
+	f, id := c.f, in.Options.ID
+	if in.WorkflowType != contract.ExamWorkflow {
+		return c.Next.ExecuteWorkflow(ctx, in)
+	}
 	switch {
-	case strings.HasSuffix(o.ID, "/"+f.ref(f.failBefore)) && f.fired.CompareAndSwap(0, 1):
+	case strings.HasSuffix(id, "/"+f.ref(f.failBefore)) && f.fired.CompareAndSwap(0, 1):
 		return nil, context.DeadlineExceeded
-	case strings.HasSuffix(o.ID, "/"+f.ref(f.failAfter)) && f.fired.CompareAndSwap(1, 2):
-		if _, err := f.Client.ExecuteWorkflow(ctx, o, w, args...); err != nil {
+	case strings.HasSuffix(id, "/"+f.ref(f.failAfter)) && f.fired.CompareAndSwap(1, 2):
+		if _, err := c.Next.ExecuteWorkflow(ctx, in); err != nil {
 			return nil, err
 		}
 		return nil, context.DeadlineExceeded
 	}
-	return f.Client.ExecuteWorkflow(ctx, o, w, args...)
+	return c.Next.ExecuteWorkflow(ctx, in)
 }
 
 func TestAStartWithAnUnknownOutcomeLosesNoScan(t *testing.T) {
 	flaky := &flakyStart{failBefore: "unknown-1", failAfter: "unknown-2"}
 	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.GatewayTemporal = func(tc client.Client) client.Client { flaky.Client = tc; return flaky }
+		c.ClientInterceptors = []interceptor.ClientInterceptor{flaky}
 	})
 	ctx := context.Background()
 	_, scan1 := phantomDICOM(t, tiny(201))

@@ -76,7 +76,7 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	var starts stageLog
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Policy.MaxAttempts = 5 // the bad node fails at most 3 before it trips
-		c.Faults = func(ctx context.Context, node string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
 				return nil
 			}
@@ -85,7 +85,7 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 				return errors.New("simulated ECC error")
 			}
 			return nil
-		}
+		})
 	})
 	breaker := gpuworker.BreakerConfig{MinSamples: 3, FailureRate: 0.5, Cooldown: time.Hour}
 	h.startParts(false,

@@ -32,12 +32,12 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	hold := make(chan struct{})
 	h := newHarness(t, 1, func(c *devsystem.Config) {
 		c.Policy.ReviewWindow = 8 * time.Second // short, to see it close
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			if isExam(ctx, "review-1") && stage == exam.Denoise {
 				<-hold
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(151))

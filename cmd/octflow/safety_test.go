@@ -33,13 +33,13 @@ import (
 
 func TestAPanickingStageLeavesItsNodeUpAndOnlyItsExamDead(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			if isExam(ctx, "panic-1") && stage == exam.Layers {
 				var frames []int
 				_ = frames[7] // a bug that only this exam's input reaches
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(161))
@@ -81,12 +81,12 @@ func TestAnObjectStoreOutageMidBurstCompletesEveryExamAndOpensNoBreaker(t *testi
 	via := h.sys.StackConfig
 	via.S3.Endpoint = proxy.addr
 	stageStarted := make(chan struct{}, 1000)
-	h.cfg.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+	h.cfg.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 		stageStarted <- struct{}{}
 		// Simulated GPU time, so the burst is still running when S3 goes.
 		time.Sleep(200 * time.Millisecond)
 		return nil
-	}
+	})
 	h.startPartsVia(via, true, gpuworker.Config{NodeID: "gpu-outage-a", GPUs: gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: 2})},
 		gpuworker.Config{NodeID: "gpu-outage-b", GPUs: gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: 2})})
 	ctx := context.Background()
@@ -135,7 +135,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 	var mu sync.Mutex
 	broken := true // the first run meets a fault an operator then fixes
 	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if isExam(ctx, "rerun-1") && stage == exam.Lesions && broken {
@@ -143,7 +143,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 				return temporal.NewNonRetryableApplicationError("model server returned garbage", "ModelFailed", nil)
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(181))

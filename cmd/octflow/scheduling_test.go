@@ -49,7 +49,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	claimed, executing := make(chan struct{}), make(chan struct{})
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.APIOnly = true
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			switch attempt := contract.TryOf(activity.GetInfo(ctx).ActivityID); {
 			case isExam(ctx, "dead-1"):
 				return temporal.NewNonRetryableApplicationError("scan is not an OCT volume", "InvalidVolume", nil)
@@ -60,7 +60,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 					temporal.ApplicationErrorOptions{NextRetryDelay: 3 * time.Second})
 			}
 			return nil
-		}
+		})
 		// Held once it reports its start on its GPU: EXECUTING.
 		c.SimulatedCompute = func(ctx context.Context, _ string, stage exam.Stage) error {
 			if isExam(ctx, "states-1") && stage == exam.Denoise {
@@ -124,7 +124,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 		// is about the retries' timing, not the breaker.
 		c.Breaker.MinSamples = 1000
 		c.Policy.RetryBase, c.Policy.RetryCap = window, window
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			if stage != exam.Denoise {
 				return nil
 			}
@@ -146,7 +146,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 			case <-time.After(time.Minute):
 			}
 			return errors.New("simulated CUDA out of memory")
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(61))
@@ -196,7 +196,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	var order []string
 	enough := make(chan struct{})
 	h := newHarness(t, 0, func(c *devsystem.Config) {
-		c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 			if !stage.NeedsGPU() {
 				return nil
 			}
@@ -206,7 +206,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 				close(enough)
 			}
 			return nil
-		}
+		})
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(71))
@@ -319,7 +319,7 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 				if aging {
 					c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: threshold, exam.Normal: threshold}
 				}
-				c.Faults = func(ctx context.Context, _ string, stage exam.Stage) error {
+				c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
 					if stage.NeedsGPU() {
 						// Simulated GPU time (this test's stages only sleep
 						// on top of their real work), so the one GPU stays
@@ -327,7 +327,7 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 						time.Sleep(60 * time.Millisecond)
 					}
 					return nil
-				}
+				})
 			})
 			ctx := context.Background()
 			_, scan := phantomDICOM(t, tiny(91))
@@ -453,12 +453,12 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
 	const backlog, urgent = 16, 4
 	h := newHarness(t, 0, func(c *devsystem.Config) {
-		c.Faults = func(_ context.Context, _ string, stage exam.Stage) error {
+		c.WorkerInterceptors = withFaults(func(_ context.Context, _ string, stage exam.Stage) error {
 			if stage.NeedsGPU() {
 				time.Sleep(150 * time.Millisecond) // simulated GPU time: one GPU stays saturated
 			}
 			return nil
-		}
+		})
 	})
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-busy"})
 	ctx := context.Background()

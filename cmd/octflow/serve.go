@@ -168,7 +168,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	case "off":
 		takesDir = ""
 	}
-	var simulated activities.FaultFunc
+	var simulated activities.SimulatedComputeFunc
 	if failRate > 0 || stageTime > 0 {
 		if source != "simulated" {
 			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
@@ -188,7 +188,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 // reported) and before its real (tiny-phantom) work, it sleeps a
 // simulated GPU time drawn uniformly from [0.5, 1.5] × stageTime, and it
 // fails the given fraction of stages as a sick GPU would.
-func simulatedGPU(stageTime time.Duration, failRate float64) activities.FaultFunc {
+func simulatedGPU(stageTime time.Duration, failRate float64) activities.SimulatedComputeFunc {
 	return func(ctx context.Context, _ string, stage exam.Stage) error {
 		if stageTime > 0 && stage.NeedsGPU() {
 			sleep := time.Duration((0.5 + rand.Float64()) * float64(stageTime))
