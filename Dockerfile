@@ -4,6 +4,9 @@
 #
 #   docker build -t octflow:dev .
 #
+# /var/spool/octflow-audit is the api's audit journal (OCTFLOW_AUDIT_SPOOL)
+# when a volume is mounted there: a new volume takes its owner from here.
+#
 # GPU nodes: the NVIDIA container toolkit mounts the driver's NVML
 # library into the container when the service reserves GPUs (see
 # docker-compose.yml); the binary opens it at start and falls back to
@@ -21,7 +24,8 @@ FROM debian:bookworm-20251117-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home /var/lib/octflow --create-home octflow
+ && useradd --system --uid 10001 --home /var/lib/octflow --create-home octflow \
+ && install -d -o octflow -g octflow -m 700 /var/spool/octflow-audit
 COPY --from=build /out/octflow /usr/local/bin/octflow
 USER octflow
 WORKDIR /var/lib/octflow

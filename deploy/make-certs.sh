@@ -21,10 +21,23 @@
 #                        accepts only clients with a certificate of this CA.
 #   temporal-ui.pem, temporal-ui-key.pem
 #                        the Web UI's client certificate for Temporal.
+#   s3.pem, s3-key.pem   the S3 service's HTTPS certificate (name s3).
+#   s3-proxy.pem, s3-proxy-key.pem
+#                        the TLS proxy that publishes S3 to GPU nodes on
+#                        other hosts (name s3-proxy, which their tunnel
+#                        checks, plus the names in OCTFLOW_API_HOSTS).
+#   audit.pem, audit-key.pem
+#                        the audit collector's certificate (name audit),
+#                        where the api sends its audit trail over TLS,
+#                        presenting temporal-client.pem as its client.
+#
+# A GPU node on another host gets its own client certificate from
+# deploy/make-node.sh, which signs it with ca-key.pem.
 #
 # Run as root, each key is made readable by the user of the image that
 # uses it and no one else (octflow: uid 10001; Temporal's server and UI:
-# uid 1000); otherwise mode 0644, for a host where that is acceptable
+# uid 1000; S3, its proxy and the collector run as root); otherwise mode
+# 0644, for a host where that is acceptable
 # (docs/operations.md). Files that exist are kept, so a
 # second run makes only what is missing; delete one to renew it.
 set -eu
@@ -76,3 +89,6 @@ leaf api "$(echo "$HOSTS" | cut -d' ' -f1)" "$sans" serverAuth 10001
 leaf temporal temporal DNS:temporal,DNS:localhost,IP:127.0.0.1 serverAuth,clientAuth 1000
 leaf temporal-client octflow "" clientAuth 10001
 leaf temporal-ui temporal-ui "" clientAuth 1000
+leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
+leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 0
+leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 0

@@ -10,10 +10,11 @@
 #   temporal-db-password    Temporal's own database role (postgresql's
 #                           first start, temporal-schema, temporal)
 #   s3-access-key, s3-secret-key
-#                           the S3 service's root account (s3), which
-#                           octflow uses too: DEPLOY_DIR/octflow.env, read
-#                           by octflow's services only, carries the same
-#                           pair as OCTFLOW_S3_ACCESS_KEY/_SECRET_KEY
+#                           the S3 service's root account (s3, s3-setup),
+#                           which octflow's own services use too
+#                           (OCTFLOW_S3_ACCESS_KEY_FILE, _SECRET_KEY_FILE)
+#   s3-node-accounts        the S3 accounts of GPU nodes on other hosts,
+#                           one a line (deploy/make-node.sh); made empty
 #   grafana-admin-password  Grafana's admin (grafana)
 #   codec-keys.json         the payload codec's keys (octflow's services)
 #   pseudonym.key           the pseudonym key (api)
@@ -45,10 +46,9 @@ secret s3-secret-key "$(rnd 24)"
 secret grafana-admin-password "$(rnd 16)"
 secret pseudonym.key "$(rnd 32)"
 secret codec-keys.json "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"
-if [ ! -s "$DEPLOY/octflow.env" ]; then
-	umask 077
-	printf '# octflow'"'"'s S3 credentials (deploy/make-secrets.sh): the S3 root account of\n# deploy/secrets/s3-access-key and s3-secret-key; a site with its own S3 puts a scoped account here.\nOCTFLOW_S3_ACCESS_KEY=%s\nOCTFLOW_S3_SECRET_KEY=%s\n' \
-		"$(cat "$S/s3-access-key")" "$(cat "$S/s3-secret-key")" >"$DEPLOY/octflow.env"
-	made="$made octflow.env"
+if [ ! -e "$S/s3-node-accounts" ]; then
+	printf '# NODE ACCESS_KEY SECRET_KEY, one GPU node on another host a line (deploy/make-node.sh)\n' >"$S/s3-node-accounts"
+	chmod 444 "$S/s3-node-accounts"
+	made="$made s3-node-accounts"
 fi
 echo "made:${made:- nothing (every secret exists)}"

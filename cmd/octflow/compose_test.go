@@ -64,12 +64,12 @@ func commandVars(t *testing.T, command string) map[string]bool {
 
 func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"alertmanager", "api", "gpu-0", "gpu-1", "grafana", "postgresql", "prometheus", "s3", "temporal",
-		"temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
+	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "postgresql", "prometheus", "s3", "s3-proxy",
+		"s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
-	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true}
+	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true, "s3-setup": true}
 	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[A-Za-z0-9._-]+$`)
 	for name, s := range p.Services {
 		if !pinned.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest") {
@@ -103,7 +103,7 @@ func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 		t.Error("grafana does not mount the dashboards")
 	}
 	for service, target := range map[string]string{"postgresql": "/var/lib/postgresql/data", "s3": "/data",
-		"prometheus": "/prometheus", "grafana": "/var/lib/grafana"} {
+		"prometheus": "/prometheus", "grafana": "/var/lib/grafana", "audit": "/var/log/audit", "api": "/var/spool/octflow-audit"} {
 		if !slices.ContainsFunc(p.Services[service].Volumes, func(v types.ServiceVolumeConfig) bool {
 			return v.Type == types.VolumeTypeVolume && v.Target == target
 		}) {
@@ -190,5 +190,66 @@ func TestTheStacksTemporalRunsTheDynamicConfigExamsRelyOn(t *testing.T) {
 		return strings.HasSuffix(v.Source, "deploy/temporal/dynamicconfig.yaml")
 	}) {
 		t.Error("the temporal service does not mount deploy/temporal/dynamicconfig.yaml")
+	}
+}
+
+// The GPU node on another host (deploy/compose.remote-node.yml): every
+// OCTFLOW_ variable one gpuworker reads, every secret file one it mounts,
+// Temporal over mTLS with the node's own certificate, S3 through the
+// tunnel that presents it.
+func TestTheRemoteGPUNodeRecipeIsOneTheBinaryReads(t *testing.T) {
+	t.Chdir(repoRoot)
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  filepath.Join(repoRoot, "deploy"),
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "deploy/compose.remote-node.yml")}},
+		Environment: types.Mapping{"OCTFLOW_NODE_ID": "gpu-remote-1", "OCTFLOW_NODE_BUNDLE": "/etc/octflow/gpu-remote-1",
+			"OCTFLOW_STACK_HOST": "octflow.example.org"},
+	}, func(o *loader.Options) {
+		o.SetProjectName("octflow-node", true)
+		o.SkipResolveEnvironment = true
+	})
+	if err != nil {
+		t.Fatalf("load deploy/compose.remote-node.yml: %v", err)
+	}
+	gpu, ok := p.Services["gpu"]
+	if !ok || len(gpu.Command) == 0 || gpu.Command[0] != "gpuworker" {
+		t.Fatalf("the remote node's gpu service does not run `octflow gpuworker`: %v", gpu.Command)
+	}
+	reads := commandVars(t, "gpuworker")
+	env := func(k string) string {
+		if v := gpu.Environment[k]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	for k, v := range gpu.Environment {
+		if !strings.HasPrefix(k, "OCTFLOW_") {
+			continue
+		}
+		if !reads[k] {
+			t.Errorf("the remote node sets %s, which `octflow gpuworker` does not read", k)
+		}
+		if v != nil && strings.HasPrefix(*v, "/run/secrets/") &&
+			!slices.ContainsFunc(gpu.Secrets, func(sec types.ServiceSecretConfig) bool { return "/run/secrets/"+sec.Source == *v }) {
+			t.Errorf("the remote node: %s=%s, a secret it does not mount", k, *v)
+		}
+	}
+	if env("OCTFLOW_TEMPORAL_ADDR") != "octflow.example.org:7233" || env("OCTFLOW_TEMPORAL_TLS") != "true" ||
+		env("OCTFLOW_TEMPORAL_CERT_FILE") != "/run/secrets/node.pem" {
+		t.Errorf("the remote node does not reach Temporal at the stack's host over mTLS with its own certificate: %v", gpu.Environment)
+	}
+	if env("OCTFLOW_S3_ENDPOINT") != "s3-tunnel:7070" || env("OCTFLOW_S3_ACCESS_KEY_FILE") == "" {
+		t.Errorf("the remote node does not reach S3 through its tunnel with its own account: %v", gpu.Environment)
+	}
+	tunnel := strings.Join(p.Services["s3-tunnel"].Command, " ")
+	for _, want := range []string{"connect = octflow.example.org:7443", "cert = /run/secrets/node.pem", "verifyChain = yes", "checkHost = s3-proxy"} {
+		if !strings.Contains(tunnel, want) {
+			t.Errorf("the S3 tunnel's configuration lacks %q: %s", want, tunnel)
+		}
+	}
+	for _, sec := range p.Secrets {
+		if !strings.HasPrefix(sec.File, "/etc/octflow/gpu-remote-1/") {
+			t.Errorf("secret %s from %s, not the node's bundle", sec.Name, sec.File)
+		}
 	}
 }

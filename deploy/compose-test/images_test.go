@@ -91,6 +91,10 @@ func programs(t *testing.T) map[string][]string {
 	ui := moduleDir(t, "github.com/temporalio/ui-server/v2")
 	vgw := moduleDir(t, "github.com/versity/versitygw")
 	ours := read(t, filepath.Join(repoRoot, "Dockerfile"))
+	audit := read(t, filepath.Join(repoRoot, "deploy/audit/Dockerfile"))
+	proxy := read(t, filepath.Join(repoRoot, "deploy/tls-proxy/Dockerfile"))
+	// Debian slim's essentials (dash, bash, coreutils, mawk, grep).
+	slim := []string{"sh", "dash", "bash", "cat", "test", "awk", "grep"}
 	uiDockerfile := read(t, filepath.Join(ui, "Dockerfile"))
 	p := map[string][]string{
 		"temporalio/server":      append(slices.Clone(busybox), copied(read(t, filepath.Join(temporal, "docker/targets/server.Dockerfile")))...),
@@ -103,7 +107,10 @@ func programs(t *testing.T) map[string][]string {
 		"grafana/grafana":   append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
 		"postgres":          {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
 		// Debian slim's dash and coreutils, and what the Dockerfile adds.
-		"octflow": append(append([]string{"sh", "dash", "bash", "cat", "test", "octflow"}, copied(ours)...), apkOrApt(ours)...),
+		"octflow": append(append(append(slices.Clone(slim), "octflow"), copied(ours)...), apkOrApt(ours)...),
+		// The stack's own, from Debian slim: rsyslog, stunnel4.
+		"octflow-audit":     append(append(append(slices.Clone(slim), "rsyslogd"), copied(audit)...), apkOrApt(audit)...),
+		"octflow-tls-proxy": append(append(slices.Clone(slim), copied(proxy)...), apkOrApt(proxy)...),
 	}
 	return p
 }
@@ -133,7 +140,10 @@ func shipped(t *testing.T) *types.Project {
 
 func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) {
 	p := shipped(t)
-	loopback := map[string]bool{"temporal-ui": true, "prometheus": true, "alertmanager": true, "grafana": true}
+	// Temporal's frontend (mTLS) and the S3 proxy (TLS, client
+	// certificates) are for GPU nodes on other hosts, opened on purpose.
+	loopback := map[string]bool{"temporal-ui": true, "prometheus": true, "alertmanager": true, "grafana": true,
+		"temporal": true, "s3-proxy": true}
 	for name, s := range p.Services {
 		for _, port := range s.Ports {
 			switch {
@@ -184,14 +194,40 @@ func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) 
 	}
 }
 
-func TestNoServiceButOctflowsReadsAnEnvFile(t *testing.T) {
-	// Every other secret is a file of its own, mounted where it is used:
-	// deploy/octflow.env holds octflow's S3 account for octflow's
-	// services alone.
+func TestNoServiceReadsAnEnvFileOrASecretFromItsEnvironment(t *testing.T) {
+	// Every secret is a file of its own, mounted where it is used.
+	secret := regexp.MustCompile(`^[A-Z0-9_]*(PASSWORD|PWD|SECRET|ACCESS_KEY)[A-Z0-9_]*$`)
 	for name, s := range shipped(t).Services {
-		if len(s.EnvFiles) > 0 && !strings.HasPrefix(s.Image, "octflow:") {
+		if len(s.EnvFiles) > 0 {
 			t.Errorf("%s reads an env file: %v", name, s.EnvFiles)
 		}
+		for k := range s.Environment {
+			if secret.MatchString(k) && !strings.HasSuffix(k, "_FILE") {
+				t.Errorf("%s has %s in its environment", name, k)
+			}
+		}
+	}
+	// S3 over TLS, and the api's audit trail to the collector over TLS.
+	p := shipped(t)
+	for _, name := range []string{"api", "worker", "gpu-0", "gpu-1"} {
+		env := p.Services[name].Environment
+		if v := env["OCTFLOW_S3_TLS"]; v == nil || *v != "true" {
+			t.Errorf("%s reaches S3 without TLS", name)
+		}
+	}
+	if v := p.Services["s3"].Environment["VGW_CERT"]; v == nil || !strings.HasPrefix(*v, "/run/secrets/") {
+		t.Error("S3 serves without TLS")
+	}
+	if v := p.Services["api"].Environment["OCTFLOW_AUDIT_COLLECTOR"]; v == nil || *v != "audit:6514" {
+		t.Errorf("the api's audit trail does not go to the stack's collector: %v", v)
+	}
+	if conf := read(t, filepath.Join(repoRoot, "deploy/audit/rsyslog.conf")); !strings.Contains(conf, `StreamDriver.Mode="1"`) ||
+		!strings.Contains(conf, `StreamDriver.AuthMode="x509/certvalid"`) {
+		t.Error("the audit collector takes syslog without TLS or without a client certificate")
+	}
+	if conf := read(t, filepath.Join(repoRoot, "deploy/tls-proxy/s3-proxy.conf")); !strings.Contains(conf, "requireCert = yes") ||
+		!strings.Contains(conf, "verifyChain = yes") {
+		t.Error("the S3 proxy takes clients without a certificate of the stack's CA")
 	}
 }
 

@@ -1,0 +1,46 @@
+#!/bin/sh
+# The S3 setup job (docker-compose.yml, s3-setup), run on every up: the
+# bucket, made with the root account if it is missing, and its policy,
+# which lets each GPU-node account of s3-node-accounts (deploy/make-node.sh)
+# read, write and list the bucket's objects and nothing else (no delete,
+# no bucket settings). With no such account, no policy. Requests are
+# signed (AWS SigV4) by curl; S3 is reached over TLS with the stack's CA.
+set -eu
+BUCKET=${OCTFLOW_S3_BUCKET:-octflow}
+URL=https://${OCTFLOW_S3_ENDPOINT:-s3:7070}/$BUCKET
+s3() { # METHOD QUERY [curl args]: prints the HTTP status
+	method=$1 query=$2
+	shift 2
+	curl -sS -m 20 -o /tmp/s3-answer -w '%{http_code}' --cacert /run/secrets/ca.pem \
+		--aws-sigv4 "aws:amz:${OCTFLOW_S3_REGION:-us-east-1}:s3" \
+		--user "$(cat /run/secrets/s3-access-key):$(cat /run/secrets/s3-secret-key)" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "$@" "$URL$query"
+}
+code=$(s3 PUT "")
+case "$code" in
+200) echo "s3-setup: made bucket $BUCKET" ;;
+409) ;; # there already, and the root account's
+*)
+	echo "s3-setup: creating bucket $BUCKET answered $code: $(cat /tmp/s3-answer)" >&2
+	exit 1
+	;;
+esac
+keys=$(awk '!/^[ \t]*(#|$)/ { printf "%s\"%s\"", (n++ ? "," : ""), $2 }' /run/secrets/s3-node-accounts)
+if [ -z "$keys" ]; then
+	code=$(s3 DELETE "?policy=")
+	echo "s3-setup: no GPU-node account; bucket policy removed ($code)"
+	exit 0
+fi
+cat >/tmp/policy.json <<POLICY
+{"Version": "2012-10-17", "Statement": [{"Sid": "gpu-nodes", "Effect": "Allow", "Principal": {"AWS": [$keys]},
+ "Action": ["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+ "Resource": ["arn:aws:s3:::$BUCKET", "arn:aws:s3:::$BUCKET/*"]}]}
+POLICY
+code=$(s3 PUT "?policy=" -H "Content-Type: application/json" --data-binary @/tmp/policy.json)
+case "$code" in
+200 | 204) echo "s3-setup: bucket policy for the GPU-node accounts [$keys]" ;;
+*)
+	echo "s3-setup: the bucket policy answered $code: $(cat /tmp/s3-answer)" >&2
+	exit 1
+	;;
+esac

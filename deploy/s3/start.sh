@@ -1,0 +1,30 @@
+#!/bin/sh
+# The S3 service's start (docker-compose.yml, s3): versitygw's own
+# entrypoint, with its root account and its HTTPS certificate from the
+# stack's secrets, and one more account per GPU node on another host,
+# from s3-node-accounts (deploy/make-node.sh: "NODE ACCESS_KEY SECRET_KEY"
+# a line). Those accounts have the role user: they own nothing, and
+# deploy/s3/setup.sh's bucket policy lets them read and write the
+# bucket's objects, nothing else. The account file is rebuilt on every
+# start, so the secret is the only place accounts are kept.
+set -eu
+ROOT_ACCESS_KEY_ID=$(cat /run/secrets/s3-access-key)
+ROOT_SECRET_ACCESS_KEY=$(cat /run/secrets/s3-secret-key)
+export ROOT_ACCESS_KEY_ID ROOT_SECRET_ACCESS_KEY
+VGW_IAM_DIR=/tmp/vgw-iam
+export VGW_IAM_DIR
+rm -rf "$VGW_IAM_DIR"
+mkdir -p "$VGW_IAM_DIR"
+chmod 700 "$VGW_IAM_DIR"
+awk '
+	/^[ \t]*(#|$)/ { next }
+	NF != 3 || $2 !~ /^[A-Za-z0-9]+$/ || $3 !~ /^[A-Za-z0-9+\/]+$/ {
+		print "s3-node-accounts line " NR ": want NODE ACCESS_KEY SECRET_KEY (letters and digits)" > "/dev/stderr"
+		bad = 1
+		exit 1
+	}
+	{ out = out (n++ ? "," : "") "\"" $2 "\":{\"access\":\"" $2 "\",\"secret\":\"" $3 "\",\"role\":\"user\"}" }
+	END { if (!bad) print "{\"accessAccounts\":{" out "}}" }
+' /run/secrets/s3-node-accounts >"$VGW_IAM_DIR/users.json"
+echo "s3: $(grep -c -v -E '^[[:space:]]*(#|$)' /run/secrets/s3-node-accounts || true) GPU-node account(s)"
+exec /usr/local/bin/docker-entrypoint.sh
