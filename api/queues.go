@@ -30,8 +30,10 @@ type QueueView struct {
 // QueuesView is the body of GET /v1/queues.
 type QueuesView struct {
 	Queues []QueueView `json:"queues"`
-	// QueuedExams counts exams waiting for a stage, by submitted bucket.
-	QueuedExams map[exam.Priority]int64 `json:"queuedExams"`
+	// ScheduledExams counts the running exams whose workflow last
+	// scheduled a stage (its state QUEUED: the stage waits for a node, is
+	// claimed or runs), by submitted bucket.
+	ScheduledExams map[exam.Priority]int64 `json:"scheduledExams"`
 }
 
 // queueStat is what Temporal says of one task queue.
@@ -71,11 +73,12 @@ func (s *Server) queueStats(ctx context.Context) ([]queueStat, error) {
 }
 
 // listQueues serves GET /v1/queues: backlog and oldest wait per queue,
-// and the waiting exams per bucket (from the search attributes).
+// and per bucket the running exams whose workflow last scheduled a stage
+// (from the search attributes).
 func (s *Server) listQueues(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 	defer cancel()
-	view := QueuesView{QueuedExams: map[exam.Priority]int64{}}
+	view := QueuesView{ScheduledExams: map[exam.Priority]int64{}}
 	queues, err := s.queueStats(ctx)
 	if err != nil {
 		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
@@ -92,7 +95,7 @@ func (s *Server) listQueues(c echo.Context) error {
 		if err != nil {
 			return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 		}
-		view.QueuedExams[b] = resp.GetCount()
+		view.ScheduledExams[b] = resp.GetCount()
 	}
 	return c.JSON(http.StatusOK, view)
 }

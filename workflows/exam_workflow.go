@@ -105,7 +105,7 @@ func (p *pipeline) query() (contract.Progress, error) {
 
 // move records a state change the workflow makes itself, after checking
 // it against lifecycle's table, and mirrors a new state into the search
-// attributes (ExamStage there is the stage at which the exam entered its
+// attributes (ExamWorkflowStage there is the stage at which the exam entered its
 // state: the failed stage of a DEAD exam; the API has the current one).
 // The moves only the server sees (CLAIMED, EXECUTING, a retry's
 // RETRY_WAIT) are folded from history by lifecycle.

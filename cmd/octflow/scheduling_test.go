@@ -229,7 +229,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	settled := func() bool {
 		h.getJSON(h.sys.Secrets.Admin, "/v1/queues", http.StatusOK, &queues)
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
-			if queues.QueuedExams[b] != perBucket {
+			if queues.ScheduledExams[b] != perBucket {
 				return false
 			}
 		}
