@@ -60,8 +60,9 @@ type stowResult struct {
 // type="application/dicom"). Each part is one instance, taken as an exam
 // whose device exam ID is "sop:" and its SOP Instance UID (kept, like any
 // exam ID, only as its keyed reference), so that the same instance sent
-// again is the same exam, and other bytes under a stored SOP Instance
-// UID are refused. Instances are refused one by one (Failed SOP
+// again is the same exam (its digest is of the data set, not of the
+// file: octdicom.NewInstanceHash), and another data set under a stored
+// SOP Instance UID is refused. Instances are refused one by one (Failed SOP
 // Sequence), never the request for one of them: 200 when every instance
 // is stored (a resent one counts as stored), 202 when some are, 409 when
 // none is, 503 with Retry-After when none is and some could be later. A

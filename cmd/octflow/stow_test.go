@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -28,8 +29,9 @@ import (
 	"github.com/suyashkumar/dicom/pkg/uid"
 
 	"octflow/api"
-	"octflow/codec"
+	"octflow/contract"
 	"octflow/devstack"
+	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -230,43 +232,6 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	}
 }
 
-// Orthanc, a real PACS and DICOM router, stores a real SPECTRALIS scan
-// in octflow with its DICOMweb client (STOW-RS, a router token): the
-// exam completes with an RNFL report.
-func TestOrthancStoresARealScanThroughSTOWRS(t *testing.T) {
-	plugin := needOrthanc(t)
-	h := newHarness(t, 1)
-	scan, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orthanc := startOrthanc(t, map[string]any{
-		"Plugins": []string{plugin},
-		"DicomWeb": map[string]any{"Enable": true, "Servers": map[string]any{
-			"octflow": map[string]any{"Url": h.sys.App.APIURL() + "/dicom-web/", "HttpHeaders": map[string]string{
-				"Authorization": "Bearer " + h.sys.Secrets.Router, api.PriorityHeader: "urgent"}},
-		}},
-	}, nil)
-
-	var uploaded struct{ ID string }
-	orthanc.call(http.MethodPost, "/instances", bytes.NewReader(scan), &uploaded)
-	var tags map[string]any
-	orthanc.call(http.MethodGet, "/instances/"+uploaded.ID+"/simplified-tags", nil, &tags)
-	sop, _ := tags["SOPInstanceUID"].(string)
-	if uploaded.ID == "" || sop == "" {
-		t.Fatalf("Orthanc took the scan as %q (SOP Instance %q)", uploaded.ID, sop)
-	}
-	var job map[string]any
-	orthanc.call(http.MethodPost, "/dicom-web/servers/octflow/stow", strings.NewReader(`{"Resources": ["`+uploaded.ID+`"], "Synchronous": true}`), &job)
-
-	ref := h.ref("sop:" + sop)
-	st := waitExam(t, h.clin, ref.ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
-	if st.State != lifecycle.Completed || st.Report == nil || st.Report.Summary.RNFLGlobalUm == nil || st.Priority != "urgent" {
-		t.Fatalf("the exam Orthanc stored: %+v", st)
-	}
-	t.Logf("Orthanc's STOW-RS: %v; exam %s %s, RNFL global %.1f µm", job, ref.ID, st.State, *st.Report.Summary.RNFLGlobalUm)
-}
-
 // orthancRecipe is the shipped Orthanc recipe (read before a test moves
 // the working directory).
 var orthancRecipe, _ = filepath.Abs("../../deploy/orthanc")
@@ -292,12 +257,7 @@ func needOrthanc(t *testing.T) string {
 // recipe's job retry sends it again, and every exam completes, once.
 func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	needOrthanc(t)
-	if _, err := exec.LookPath("storescu"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("storescu missing: .ci/run should have installed dcmtk")
-		}
-		t.Skip("storescu not installed (apt-get install dcmtk)")
-	}
+	storescu := needTool(t, "storescu", "dcmtk")
 	h := newHarness(t, 1)
 	// octflow's front: away for the first STOW-RS requests, then through.
 	target, err := url.Parse(h.sys.App.APIURL())
@@ -339,7 +299,7 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 		files, sops = append(files, path), append(sops, scan.Header.SOPInstanceUID)
 	}
 	// What a device does: one association, C-STORE of each scan.
-	out, err := exec.Command("storescu", append([]string{"-aec", "ORTHANC", "127.0.0.1", orthanc.dicomPort}, files...)...).CombinedOutput()
+	out, err := exec.Command(storescu, append([]string{"-aec", "ORTHANC", "127.0.0.1", orthanc.dicomPort}, files...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("storescu: %v\n%s", err, out)
 	}
@@ -362,7 +322,7 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=not-a-token",
 		"OCTFLOW_RETRY_PAUSE_S=1",
 	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
-	if out, err := exec.Command("storescu", "-aec", "ORTHANC", "127.0.0.1", wrong.dicomPort, files[0]).CombinedOutput(); err != nil {
+	if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", wrong.dicomPort, files[0]).CombinedOutput(); err != nil {
 		t.Fatalf("storescu: %v\n%s", err, out)
 	}
 	var jobs []struct {
@@ -492,128 +452,168 @@ func (o *orthancProc) call(method, path string, body io.Reader, v any) {
 	}
 }
 
-// The way back: a real SPECTRALIS circle scan and a phantom macular cube,
-// each naming its patient and study, are stored by STOW-RS and complete;
-// each exam keeps its scan's original identity sealed with its objects,
-// and nothing octflow keeps (its objects, Temporal's database, the logs)
-// holds an identifier in clear. From what the exam stored (the sealed
-// identity, report.json and report.pdf) octdicom builds the objects an
-// export sends: Orthanc, holding the source scans, files them in each
-// source study under the original patient, and the cube's Macular Grid
-// SR gives the JSON report's central subfield thickness.
+// The issue's "Done when", end to end, with a hospital's two Orthancs: a
+// router configured with the shipped recipe (deploy/orthanc) and the
+// PACS, the campus's configured export target. A real SPECTRALIS circle
+// scan and a phantom macular cube, each naming its patient and study, go
+// by C-STORE (DCMTK's storescu) to the router, which forwards them to
+// octflow by STOW-RS, and to the PACS, which archives them; the same
+// files go by direct STOW-RS too, and are the same instances, so the
+// same exams: each runs once and completes, and its stored de-identified
+// copy has no dciodvfy error its source has not. The export stage then files
+// the results in each source study on the PACS, under the original
+// Patient ID and Study Instance UID: the report as an Encapsulated PDF
+// and, for the cube, the Macular Grid SR, whose central subfield
+// thickness is the JSON report's. Every object fetched back by WADO-RS
+// passes dciodvfy, and nothing octflow keeps (its objects, Temporal's
+// database, the logs) holds an original identifier.
 func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 	plugin := needOrthanc(t)
-	h := newHarness(t, 1)
+	storescu := needTool(t, "storescu", "dcmtk")
+	dciodvfy := needTool(t, "dciodvfy", "dicom3tools")
+	pacs := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
+	h := newHarness(t, 1, func(c *devsystem.Config) { c.PACSURL = pacs.base + "/dicom-web" })
+	recipe := func(name string) string { return filepath.Join(orthancRecipe, name) }
+	router := startOrthanc(t, map[string]any{}, []string{
+		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
+		"OCTFLOW_RETRY_PAUSE_S=1",
+	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
 	ctx := context.Background()
-	circle, err := os.ReadFile(filepath.Join(realData, "spectralis-circle-2.dcm"))
+
+	circlePath := filepath.Join(realData, "spectralis-circle-2.dcm")
+	circle, err := os.ReadFile(circlePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := imaging.NewPhantom(small(271))
 	var cube bytes.Buffer
-	if err := octdicom.WriteDICOM(&cube, p.Volume, octdicom.Header{SOPInstanceUID: "2.25.27101", StudyInstanceUID: "2.25.27102",
-		SeriesInstanceUID: "2.25.27103", PatientID: "WAYBACK-PATIENT-7", Identity: &octdicom.DeviceIdentity{PatientName: "Wayback^Wilma",
-			PatientBirthDate: "19480229", AccessionNumber: "WAYBACK-ACC-1", ReferringPhysician: "Referrer^Rita", StudyDate: "20261201"}}); err != nil {
+	if err := octdicom.WriteDICOM(&cube, imaging.NewPhantom(small(271)).Volume, octdicom.Header{SOPInstanceUID: "2.25.27101",
+		StudyInstanceUID: "2.25.27102", SeriesInstanceUID: "2.25.27103", PatientID: "WAYBACK-PATIENT-7",
+		Identity: &octdicom.DeviceIdentity{PatientName: "Wayback^Wilma", PatientBirthDate: "19480229", AccessionNumber: "WAYBACK-ACC-1",
+			ReferringPhysician: "Referrer^Rita", StudyDate: "20261201"}}); err != nil {
+		t.Fatal(err)
+	}
+	cubePath := filepath.Join(t.TempDir(), "cube.dcm")
+	if err := os.WriteFile(cubePath, cube.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	identifying := []string{"REALDATA-0001", "ANONYMOUS^REALDATA", "1.2.826.0.1.3680043.8.498.13019889701938346699576145289637688233",
 		"WAYBACK-PATIENT-7", "Wayback^Wilma", "19480229", "WAYBACK-ACC-1", "Referrer^Rita", "2.25.27102"}
 
-	code, a := h.stow(h.sys.Secrets.Router, "urgent", circle, cube.Bytes())
-	if code != http.StatusOK || len(a.items(t, "00081199")) != 2 {
+	// The devices' C-STOREs: to the router, and to the archive.
+	for _, port := range []string{router.dicomPort, pacs.dicomPort} {
+		if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", port, circlePath, cubePath).CombinedOutput(); err != nil {
+			t.Fatalf("storescu: %v\n%s", err, out)
+		}
+	}
+	// The same files by direct STOW-RS: stored, as the same instances.
+	if code, a := h.stow(h.sys.Secrets.Router, "", circle, cube.Bytes()); code != http.StatusOK || len(a.items(t, "00081199")) != 2 {
 		t.Fatalf("STOW-RS of the two scans: %d %v", code, a)
 	}
-	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
-	sealer, err := codec.Open(h.sys.Secrets.CodecKeysFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+
 	for _, c := range []struct {
 		name  string
 		scan  []byte
-		kinds []string
+		kinds []string // the modalities of the results filed
 	}{
-		{"the circle scan", circle, []string{"pdf"}},
-		{"the cube", cube.Bytes(), []string{"pdf", "sr"}},
+		{"the circle scan", circle, []string{"DOC"}},
+		{"the cube", cube.Bytes(), []string{"DOC", "SR"}},
 	} {
 		id, err := octdicom.ReadIdentity(bytes.NewReader(c.scan), int64(len(c.scan)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ref := h.ref("sop:" + id.SOPInstanceUID)
-		st := waitExam(t, h.clin, ref.ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
-		if st.State != lifecycle.Completed || st.Report == nil {
-			t.Fatalf("%s: the exam ended %s", c.name, st.State)
+		st := waitExam(t, h.clin, ref.ID, 4*time.Minute, func(s *api.ExamStatus) bool {
+			return s.State.Terminal() && (s.State != lifecycle.Completed || s.Export != nil && s.Export.Status != contract.ExportPending)
+		})
+		if st.State != lifecycle.Completed || st.Report == nil || st.Runs != 1 {
+			t.Fatalf("%s: the exam ended %s after %d runs", c.name, st.State, st.Runs)
 		}
-		// The exam's identity, sealed, under its own prefix.
-		var sealed []byte
-		for _, k := range h.storedKeys(exam.ScansPrefix + ref.Campus + "/" + ref.ID + "/") {
-			if strings.Contains(k, "/identity-") {
-				sealed = h.read(k)
-			}
+		if n := h.executions("sop:" + id.SOPInstanceUID); n != 1 {
+			t.Errorf("%s ran %d times", c.name, n)
 		}
-		if sealed == nil {
-			t.Fatalf("%s: the exam keeps no identity", c.name)
+		if st.Export.Status != contract.ExportDelivered || st.Export.Instances != len(c.kinds) {
+			t.Fatalf("%s: export %+v, want %d instances delivered", c.name, st.Export, len(c.kinds))
+		}
+		if c.name == "the circle scan" && st.Report.Summary.RNFLGlobalUm == nil {
+			t.Errorf("%s: no RNFL thickness in the report's summary", c.name)
 		}
 		rep, _ := h.readReport(st.Report.JSONKey)
-		objs, err := octdicom.ResultsFromSealed(sealer, ref, sealed, &rep, h.read(st.Report.PDFKey), octdicom.Software{Version: "test"})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+
+		// The de-identified copy octflow stored has no dciodvfy error its
+		// source has not.
+		copies := 0
+		for _, k := range h.storedKeys(exam.ScansPrefix + ref.Campus + "/" + ref.ID + "/") {
+			if !strings.Contains(k, "/scan-") {
+				continue
+			}
+			copies++
+			had, _ := dciodvfyOf(t, dciodvfy, c.scan, false)
+			errs, _ := dciodvfyOf(t, dciodvfy, h.read(k), false)
+			for _, e := range errs {
+				if !slices.Contains(had, e) {
+					t.Errorf("%s: the stored de-identified copy has an error its source has not: %s", c.name, e)
+				}
+			}
 		}
-		var kinds []string
-		for _, o := range objs {
-			kinds = append(kinds, o.Kind)
+		if copies != 1 {
+			t.Errorf("%s: %d de-identified copies stored, want one", c.name, copies)
 		}
-		if !slices.Equal(kinds, c.kinds) {
-			t.Fatalf("%s: objects %v, want %v (report: %s, %s, measurable %v)", c.name, kinds, c.kinds, rep.ScanPattern,
-				rep.Quality.Gradable, rep.Measurable)
-		}
-		orthanc.call(http.MethodPost, "/instances", bytes.NewReader(c.scan), nil)
-		var body bytes.Buffer
-		mw := multipart.NewWriter(&body)
-		for _, o := range objs {
-			w, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
-			_, _ = w.Write(o.Part10)
-		}
-		_ = mw.Close()
-		req, _ := http.NewRequest(http.MethodPost, orthanc.base+"/dicom-web/studies", &body)
-		req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		answer, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var stowed stowAnswer
-		if err := json.Unmarshal(answer, &stowed); err != nil || resp.StatusCode != http.StatusOK ||
-			len(stowed.items(t, "00081198")) != 0 || len(stowed.items(t, "00081199")) != len(objs) {
-			t.Fatalf("%s: Orthanc's STOW-RS answered %d %s", c.name, resp.StatusCode, answer)
-		}
+
+		// The PACS's source study: the scan as archived and the results,
+		// all under the original patient.
 		var found []map[string]struct{ Value []any }
-		orthanc.call(http.MethodGet, "/dicom-web/studies/"+id.StudyInstanceUID+"/instances?includefield=00100020", nil, &found)
-		if len(found) != 1+len(objs) {
-			t.Errorf("%s: the source study holds %d instances, want the scan and %d results", c.name, len(found), len(objs))
-		}
+		pacs.call(http.MethodGet, "/dicom-web/studies/"+id.StudyInstanceUID+"/instances?includefield=00100020&includefield=00080060", nil, &found)
+		var kinds []string
 		for _, f := range found {
 			if v := f["00100020"].Value; len(v) != 1 || v[0] != id.PatientID {
 				t.Errorf("%s: an instance of the study is filed under patient %v", c.name, v)
 			}
-		}
-		for _, o := range objs {
-			if o.Kind != "sr" {
+			sop, _ := f["00080018"].Value[0].(string)
+			if sop == id.SOPInstanceUID {
+				continue // the scan, as the archive took it
+			}
+			modality, _ := f["00080060"].Value[0].(string)
+			series, _ := f["0020000E"].Value[0].(string)
+			kinds = append(kinds, modality)
+			obj := wadoRS(t, pacs, id.StudyInstanceUID, series, sop)
+			errs, warns := dciodvfyOf(t, dciodvfy, obj, modality == "SR")
+			if len(errs) > 0 {
+				t.Errorf("%s: dciodvfy on the %s filed: %q", c.name, modality, errs)
+			}
+			// Accepted: the phantom's study has no Study Time or Study ID
+			// (Type 2), so its results have none either (they keep the
+			// study's own); only a DICOMDIR would want them.
+			for _, w := range warns {
+				if !strings.HasPrefix(w, "Warning - Missing attribute or value that would be needed to build DICOMDIR - Study ") {
+					t.Errorf("%s: dciodvfy warns of the %s filed: %s", c.name, modality, w)
+				}
+			}
+			if modality != "SR" {
 				continue
 			}
-			ds, err := dicom.Parse(bytes.NewReader(o.Part10), int64(len(o.Part10)), nil)
+			ds, err := dicom.Parse(bytes.NewReader(obj), int64(len(obj)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A DS holds 16 characters: the report's figure to within them.
 			got, ok := srNumber(ds.Elements, "57109-1")
-			if want := rep.Measurements.CentralSubfieldThicknessUm; !ok || math.Abs(got-want) > 1e-9*want {
+			if want := rep.Measurements.CentralSubfieldThicknessUm; !ok || want <= 0 || math.Abs(got-want) > 1e-9*want {
 				t.Errorf("%s: the SR's central subfield thickness %v (found %v), the report's %v", c.name, got, ok, want)
 			}
 		}
+		slices.Sort(kinds)
+		if !slices.Equal(kinds, c.kinds) {
+			t.Errorf("%s: the PACS holds %v beside the scan in study %s, want %v", c.name, kinds, id.StudyInstanceUID, c.kinds)
+		}
 	}
+	// The router's forwards were taken too (a refused one fails its job).
+	var jobs []struct{ Type, State string }
+	router.call(http.MethodGet, "/jobs?expand", nil, &jobs)
+	if len(jobs) != 2 || jobs[0].State != "Success" || jobs[1].State != "Success" {
+		t.Errorf("the router's forwards: %+v, want two STOW-RS jobs done", jobs)
+	}
+
 	// Nothing octflow keeps holds an identifier in clear.
 	keys, err := h.store.List(ctx, "")
 	if err != nil {
@@ -637,6 +637,92 @@ func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 			t.Errorf("the logs hold %q", v)
 		}
 	}
+}
+
+// needTool is the path of a tool a test runs, or a skip where it is not
+// installed (a failure under CI, which installs pkg).
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s missing: .ci/run should have installed %s", name, pkg)
+		}
+		t.Skipf("%s not installed (apt-get install %s)", name, pkg)
+	}
+	return p
+}
+
+// wadoRS fetches one instance from Orthanc's DICOMweb server by WADO-RS,
+// as a viewer would, and returns it as a Part 10 file.
+func wadoRS(t *testing.T, o *orthancProc, study, series, instance string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, o.base+"/dicom-web/studies/"+study+"/series/"+series+"/instances/"+instance, nil)
+	req.Header.Set("Accept", `multipart/related; type="application/dicom"`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("WADO-RS of %s: %d %q: %v", instance, resp.StatusCode, resp.Header.Get("Content-Type"), err)
+	}
+	part, err := multipart.NewReader(resp.Body, params["boundary"]).NextPart()
+	if err != nil {
+		t.Fatalf("WADO-RS of %s: %v", instance, err)
+	}
+	b, err := io.ReadAll(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// dciodvfyOf runs dicom3tools' dciodvfy on a DICOM file and returns its
+// error and warning lines. dciodvfy does not know the Macular Grid
+// Thickness and Volume Report IOD (it answers "Information Object Not
+// found" and checks nothing); its modules are the Enhanced SR IOD's plus
+// Enhanced General Equipment, so an SR is checked as an Enhanced SR: the
+// same data set under that SOP class (as octdicom's tests do).
+func dciodvfyOf(t *testing.T, dciodvfy string, b []byte, sr bool) (errs, warns []string) {
+	t.Helper()
+	if sr {
+		ds, err := dicom.Parse(bytes.NewReader(b), int64(len(b)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range []tag.Tag{tag.SOPClassUID, tag.MediaStorageSOPClassUID} {
+			el, err := ds.FindElementByTag(tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if el.Value, err = dicom.NewValue([]string{"1.2.840.10008.5.1.4.1.1.88.22"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		if err := dicom.Write(&out, ds); err != nil {
+			t.Fatal(err)
+		}
+		b = out.Bytes()
+	}
+	f := filepath.Join(t.TempDir(), "object.dcm")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// dciodvfy exits non-zero when it finds an error; what it prints is
+	// what counts.
+	out, _ := exec.Command(dciodvfy, f).CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "Error"):
+			errs = append(errs, line)
+		case strings.HasPrefix(line, "Warning"):
+			warns = append(warns, line)
+		}
+	}
+	return errs, warns
 }
 
 // srNumber is the Numeric Value of the first NUM content item, in an SR
