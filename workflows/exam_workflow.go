@@ -318,8 +318,16 @@ func retryDelay(runID string, stage exam.Stage, n int32, pol exam.Policy, err er
 	if errors.As(err, &app) && app.NextRetryDelay() > 0 {
 		return app.NextRetryDelay()
 	}
-	ceiling := min(pol.RetryCap, pol.RetryBase<<min(n-1, 20))
-	return max(time.Duration(unitDraw(runID, "retry/"+string(stage), int(n))*float64(ceiling)), time.Millisecond)
+	return fullJitter(runID, "retry/"+string(stage), int(n), pol.RetryBase, pol.RetryCap, time.Millisecond)
+}
+
+// fullJitter is the wait before the n-th retry of key: drawn uniformly
+// below a ceiling that doubles from base up to limit ("full jitter"),
+// and at least floor. The draw comes from the run ID, so it is the same
+// on every replay and different for every run.
+func fullJitter(runID, key string, n int, base, limit, floor time.Duration) time.Duration {
+	ceiling := min(limit, base<<min(n-1, 20))
+	return max(time.Duration(unitDraw(runID, key, n)*float64(ceiling)), floor)
 }
 
 // infraBackoff is the wait before rescheduling a stage for the n-th time

@@ -68,8 +68,7 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 			workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
 			return st, temporal.NewNonRetryableApplicationError(st.Failure, failureType(err), err)
 		}
-		ceiling := min(exportBackoffCap, exportBackoffBase<<min(st.Tries-1, 20))
-		delay := max(time.Duration(unitDraw(runID, "export", int(st.Tries))*float64(ceiling)), time.Second)
+		delay := fullJitter(runID, "export", int(st.Tries), exportBackoffBase, exportBackoffCap, time.Second)
 		workflow.GetLogger(ctx).Warn("the PACS did not take the export; retrying", "try", st.Tries, "error", st.Failure, "after", delay)
 		if err := workflow.Sleep(ctx, delay); err != nil {
 			return st, err
