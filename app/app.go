@@ -146,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			a.Stop()
 		}
 	}()
-	if a.store, err = storage.OpenRetrying(ctx, opts.Stack.S3, 30*time.Second); err != nil {
+	if a.store, err = storage.OpenRetrying(ctx, storageConfig(opts.Stack.S3), 30*time.Second); err != nil {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
 	a.metrics = opts.Metrics

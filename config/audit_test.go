@@ -1,13 +1,15 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"octflow/audit"
+	"time"
 )
+
+// uploads are the api's upload defaults (app.UploadDefaults).
+func uploads() Uploads {
+	return Uploads{MaxScanBytes: 512 << 20, Validating: 4, ValidationBytes: 4 << 30, PerDevice: 2, Idle: 30 * time.Second, MinRate: 16 << 10}
+}
 
 func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 	cases := []struct {
@@ -25,7 +27,7 @@ func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 			map[string]string{"OCTFLOW_AUDIT_COLLECTOR": "audit.example:6514", "OCTFLOW_AUDIT_SPOOL": "/var/spool/octflow",
 				"OCTFLOW_AUDIT_SPOOL_MIB": "16", "OCTFLOW_AUDIT_CA": "/etc/octflow/audit-ca.pem", "OCTFLOW_AUDIT_SITE": "North Eye Hospital"}, "",
 			func(t *testing.T, g *Gateway) {
-				want := audit.Config{Collector: "audit.example:6514", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
+				want := Audit{Collector: "audit.example:6514", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
 					CAFile: "/etc/octflow/audit-ca.pem", AppName: "octflow", Site: "North Eye Hospital"}
 				if g.Audit != want {
 					t.Errorf("audit config %+v, want %+v", g.Audit, want)
@@ -34,16 +36,23 @@ func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 		{"the validation budget is in MiB",
 			map[string]string{"OCTFLOW_VALIDATION_MIB": "1536"}, "",
 			func(t *testing.T, g *Gateway) {
-				if g.Uploads.ValidationBytes != 1536<<20 {
+				if g.Uploads.ValidationBytes != 1536<<20 || g.Uploads.MaxScanBytes != 512<<20 {
 					t.Errorf("validation budget %d bytes", g.Uploads.ValidationBytes)
 				}
 			}},
 		{"a zero validation budget is refused", map[string]string{"OCTFLOW_VALIDATION_MIB": "0"}, "OCTFLOW_VALIDATION_MIB", nil},
+		{"the codec origins are a comma-separated list",
+			map[string]string{"OCTFLOW_CODEC_ORIGINS": " https://ui.example , ,http://127.0.0.1:8233"}, "",
+			func(t *testing.T, g *Gateway) {
+				if strings.Join(g.CodecOrigins, " ") != "https://ui.example http://127.0.0.1:8233" {
+					t.Errorf("codec origins %q", g.CodecOrigins)
+				}
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := New("api", env(c.vars))
-			g := BindGateway(s)
+			g := BindGateway(s, uploads())
 			err := s.Parse(nil)
 			switch {
 			case c.wantErr == "" && err != nil:
@@ -55,28 +64,5 @@ func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 				c.check(t, g)
 			}
 		})
-	}
-}
-
-func TestWithoutACollectorTheAuditTrailIsJSONLinesInItsFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	s := New("api", env(map[string]string{"OCTFLOW_AUDIT_LOG": path}))
-	g := BindGateway(s)
-	if err := s.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	trail, closer, err := g.AuditTrail(audit.Source{ID: "api@test"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trail.Record(audit.Event{ID: audit.PatientRecord, Action: audit.Read, User: audit.User{ID: "dr-lee"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := closer.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil || !strings.Contains(string(b), "dr-lee") || !strings.HasPrefix(string(b), "{") {
-		t.Errorf("audit log %q %v", b, err)
 	}
 }

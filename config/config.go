@@ -7,7 +7,12 @@
 // default silently.
 //
 // The groups of settings (Stack, Policy, Webhooks, …) bind themselves to
-// a Set and are ready to use once Set.Parse returned without error.
+// a Set and are ready to use once Set.Parse returned without error. They
+// are plain values: config imports no other octflow package. Package app
+// turns them into the parts they configure (a codec, the callback guard,
+// model backends, the audit trail, …); where a value's check is that
+// part's own rule (the codec's keys, the allow-list's syntax, the
+// policy's consistency), app runs it at start, naming the variable.
 package config
 
 import (

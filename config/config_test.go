@@ -8,12 +8,18 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"octflow/api"
-	"octflow/exam"
 )
 
-func api60() api.RateLimit { return api.RateLimit{PerMinute: 60, Burst: 20} }
+func rate60() DeviceRate { return DeviceRate{PerMinute: 60, Burst: 20} }
+
+// production is the production policy as settings (app.PolicySettings
+// of exam.DefaultPolicy; app's tests check the two agree).
+func production() Policy {
+	return Policy{MaxAttempts: 3, LostAttempts: 3, RetryBase: 5 * time.Minute, RetryCap: 30 * time.Minute,
+		StageTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second, Weights: Weights{Urgent: 60, Normal: 35, Low: 5},
+		AgingNormal: 30 * time.Minute, AgingLow: 30 * time.Minute, UrgentSLA: 15 * time.Minute, ReviewWindow: 7 * 24 * time.Hour,
+		ReviewReminder: 30 * time.Minute, InfraRetryFor: time.Hour, NodeAffinityWait: 30 * time.Second}
+}
 
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
@@ -23,15 +29,15 @@ func TestPolicyReadsOverridesFromTheEnvironmentAndFlags(t *testing.T) {
 	s := New("api", env(map[string]string{
 		"OCTFLOW_BUCKET_WEIGHTS": "70/25/5", "OCTFLOW_AGING_LOW": "10m", "OCTFLOW_RETRY_BASE": "1m", "OCTFLOW_RETRY_CAP": "20m",
 	}))
-	p := BindPolicy(s, exam.DefaultPolicy())
+	p := BindPolicy(s, production())
 	if err := s.Parse([]string{"--retry-cap", "40m", "--aging-normal", "0s"}); err != nil {
 		t.Fatal(err)
 	}
-	if p.Weights[exam.Urgent] != 70 || p.Weights[exam.Normal] != 25 || p.Weights[exam.Low] != 5 {
+	if p.Weights != (Weights{Urgent: 70, Normal: 25, Low: 5}) {
 		t.Errorf("weights = %v", p.Weights)
 	}
-	if p.AgingAfter(exam.Low) != 10*time.Minute || p.AgingAfter(exam.Normal) != 0 || p.AgingAfter(exam.Urgent) != 0 {
-		t.Errorf("aging = %v (0 for normal was asked for: never promoted)", p.Aging)
+	if p.AgingLow != 10*time.Minute || p.AgingNormal != 0 {
+		t.Errorf("aging = %v low, %v normal (0 for normal was asked for: never promoted)", p.AgingLow, p.AgingNormal)
 	}
 	if p.RetryBase != time.Minute || p.RetryCap != 40*time.Minute || p.MaxAttempts != 3 {
 		t.Errorf("retry = %v…%v, %d attempts (the flag wins over the variable)", p.RetryBase, p.RetryCap, p.MaxAttempts)
@@ -45,14 +51,13 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 	}{
 		{map[string]string{"OCTFLOW_RETRY_BASE": "5min"}, []string{`OCTFLOW_RETRY_BASE="5min"`, "not a duration"}},
 		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "three"}, []string{"OCTFLOW_MAX_ATTEMPTS", "not a whole number"}},
-		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "0"}, []string{"OCTFLOW_MAX_ATTEMPTS", "at least 1"}},
-		{map[string]string{"OCTFLOW_RETRY_BASE": "10m", "OCTFLOW_RETRY_CAP": "1m"}, []string{"OCTFLOW_RETRY_CAP", "at least the retry base"}},
 		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35"}, []string{"OCTFLOW_BUCKET_WEIGHTS"}},
 		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35/0"}, []string{"OCTFLOW_BUCKET_WEIGHTS", "low weight"}},
 		{map[string]string{"OCTFLOW_S3_TLS": "yes please"}, []string{"OCTFLOW_S3_TLS", "true or false"}},
 		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "-5s"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "negative"}},
 		{map[string]string{"OCTFLOW_MODEL_DENOISE": "triton:8000"}, []string{"OCTFLOW_MODEL_DENOISE", "model URL"}},
-		{map[string]string{"OCTFLOW_CALLBACK_ALLOW": "10.0.0.0/33"}, []string{"OCTFLOW_CALLBACK_ALLOW"}},
+		{map[string]string{"OCTFLOW_PUBLIC_URL": "octflow.example"}, []string{"OCTFLOW_PUBLIC_URL", "http(s) URL"}},
+		{map[string]string{"OCTFLOW_CODEC_KEYS_FILE": "/nonexistent/keys.json"}, []string{"OCTFLOW_CODEC_KEYS_FILE"}},
 		{map[string]string{"OCTFLOW_LOG_LEVEL": "chatty"}, []string{"OCTFLOW_LOG_LEVEL"}},
 		{map[string]string{"OCTFLOW_PSEUDONYM_KEY": "short"}, []string{"OCTFLOW_PSEUDONYM_KEY"}},
 		{map[string]string{"OCTFLOW_DEVICE_BURST": "0"}, []string{"OCTFLOW_DEVICE_BURST"}},
@@ -65,18 +70,19 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 				}
 			}
 		}), ","), func(t *testing.T) {
-			vars := map[string]string{"OCTFLOW_PSEUDONYM_KEY": "0123456789abcdef"}
+			vars := map[string]string{"OCTFLOW_PSEUDONYM_KEY": "0123456789abcdef", "OCTFLOW_CODEC_KEYS": "{}"}
 			for k, v := range c.vars {
 				vars[k] = v
 			}
 			s := New("api", env(vars))
 			BindStack(s)
-			BindPolicy(s, exam.DefaultPolicy())
+			BindPolicy(s, production())
 			BindModels(s)
 			BindWebhooks(s)
 			BindLog(s, "json")
 			BindPseudonymKey(s)
-			BindDeviceRate(s, api60())
+			BindDeviceRate(s, rate60())
+			BindCodec(s)
 			err := s.Parse(nil)
 			if err == nil {
 				t.Fatal("accepted")
@@ -93,11 +99,12 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	s := New("api", env(nil))
 	BindStack(s)
-	BindPolicy(s, exam.DefaultPolicy())
+	BindPolicy(s, production())
 	BindModels(s)
 	BindWebhooks(s)
 	BindLog(s, "json")
-	BindDeviceRate(s, api60())
+	BindDeviceRate(s, rate60())
+	BindCodec(s)
 	s.FlagSet().VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(f.Usage, "(OCTFLOW_") {
 			t.Errorf("flag --%s has no variable: %q", f.Name, f.Usage)
@@ -109,15 +116,48 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 }
 
 func TestModelsPointStagesAtServedModels(t *testing.T) {
-	s := New("gpuworker", env(map[string]string{"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers"}))
+	s := New("gpuworker", env(map[string]string{"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers",
+		"OCTFLOW_MODEL_LAYERS_OUTPUT": "retina"}))
 	m := BindModels(s)
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	b := m.Backends().WithDefaults()
-	if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got,
-		[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}) {
-		t.Errorf("stages = %v", got)
+	want := Models{Layers: Model{URL: "http://triton:8000/v2/models/layers", Output: "retina"}}
+	if *m != want {
+		t.Errorf("models = %+v, want %+v", *m, want)
+	}
+}
+
+func TestTheCodecKeysAreReadFromTheirFileOrElseTheirVariable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "codec-keys.json")
+	if err := os.WriteFile(file, []byte(`{"active": "from-file"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		vars    map[string]string
+		want    string
+		wantErr string
+	}{
+		{"the variable", map[string]string{"OCTFLOW_CODEC_KEYS": `{"active": "inline"}`}, `{"active": "inline"}`, ""},
+		{"the file wins", map[string]string{"OCTFLOW_CODEC_KEYS": `{"active": "inline"}`, "OCTFLOW_CODEC_KEYS_FILE": file},
+			`{"active": "from-file"}`, ""},
+		{"none is refused", nil, "", "no keys are set"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New("worker", env(c.vars))
+			k := BindCodec(s)
+			err := s.Parse(nil)
+			switch {
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("error %v, want one saying %q", err, c.wantErr)
+			case c.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case string(k.JSON) != c.want:
+				t.Errorf("keys %q, want %q", k.JSON, c.want)
+			}
+		})
 	}
 }
 

@@ -5,58 +5,34 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"octflow/api"
-	"octflow/audit"
-	"octflow/codec"
 )
 
-// Sealing is the key set that seals Temporal payloads.
-type Sealing struct {
-	file, inline string
-	codec        *codec.Codec
-}
+// CodecKeys are the key set that seals Temporal payloads, as JSON
+// ({"active": "2026-11", "keys": {"2026-11": "<base64 of 32 bytes>"}}).
+// That the keys parse and each is 32 bytes is the codec's own rule: app
+// opens the codec at start (app.Codec), naming the variables.
+type CodecKeys struct{ JSON []byte }
 
 // BindCodec binds the payload encryption keys: OCTFLOW_CODEC_KEYS_FILE
-// names a JSON key set ({"active": "2026-11", "keys": {"2026-11":
-// "<base64 of 32 bytes>"}}), or OCTFLOW_CODEC_KEYS holds it. Every
-// process that talks to Temporal needs them; without them it does not
-// start.
-func BindCodec(s *Set) *Sealing {
-	k := &Sealing{}
-	s.Secret(&k.file, "OCTFLOW_CODEC_KEYS_FILE")
-	s.Secret(&k.inline, "OCTFLOW_CODEC_KEYS")
+// names a file that holds them (the file wins), or OCTFLOW_CODEC_KEYS
+// holds them. Every process that talks to Temporal needs them; without
+// them it does not start.
+func BindCodec(s *Set) *CodecKeys {
+	k := &CodecKeys{}
+	var raw string
+	s.SecretFile(&raw, "OCTFLOW_CODEC_KEYS_FILE", "OCTFLOW_CODEC_KEYS")
 	s.Check(func() error {
-		var keys codec.Keys
-		var err error
-		switch {
-		case k.file != "":
-			keys, err = codec.LoadKeys(k.file)
-		case k.inline != "":
-			keys, err = codec.ParseKeys([]byte(k.inline))
-		default:
+		if raw == "" {
 			return errors.New("OCTFLOW_CODEC_KEYS_FILE or OCTFLOW_CODEC_KEYS: payloads to Temporal are sealed, and no keys are set (see docs/security.md, Keys)")
 		}
-		if err == nil {
-			k.codec, err = codec.New(keys)
-		}
-		if err != nil {
-			return fmt.Errorf("OCTFLOW_CODEC_KEYS(_FILE): %w", err)
-		}
+		k.JSON = []byte(raw)
 		return nil
 	})
 	return k
 }
-
-// Codec is the payload codec.
-func (k *Sealing) Codec() *codec.Codec { return k.codec }
 
 // ClientTLS is how a process reaches a TLS service, optionally with a
 // client certificate (mTLS).
@@ -191,31 +167,67 @@ func BindSweep(s *Set) *Sweep {
 	return w
 }
 
-// Gateway is the gateway's own limits and outputs.
-type Gateway struct {
-	Uploads      api.UploadLimits
+// Uploads bound what uploads may take of the api (app: api.UploadLimits
+// and the largest scan).
+type Uploads struct {
+	// MaxScanBytes is the largest scan accepted.
 	MaxScanBytes int64
-	origins      string
-	auditPath    string
-	// Audit is where the audit trail goes (see audit.Config).
-	Audit audit.Config
+	// Validating is how many scans are validated at once, and
+	// ValidationBytes the memory they may take together.
+	Validating      int
+	ValidationBytes int64
+	// PerDevice bounds one device's uploads in flight.
+	PerDevice int
+	// Idle is the longest pause in a body; MinRate the least average
+	// bytes a second.
+	Idle    time.Duration
+	MinRate int64
 }
 
-// BindGateway binds the gateway's upload limits, the Web UI origins its
-// codec answers and where its audit log goes.
-func BindGateway(s *Set) *Gateway {
+// Audit is where the api's audit trail goes: to a syslog collector
+// through a local journal, or else as JSON lines to LogFile ("":
+// stderr). app opens it (app.AuditTrail).
+type Audit struct {
+	Collector         string
+	CAFile            string
+	CertFile, KeyFile string
+	ServerName        string
+	SpoolDir          string
+	SpoolBytes        int64
+	AppName           string
+	Site              string
+	// LogFile, without a collector, is the file the trail is appended
+	// to ("": stderr).
+	LogFile string
+}
+
+// Gateway is the gateway's own limits and outputs.
+type Gateway struct {
+	Uploads Uploads
+	// CodecOrigins are the Web UI origins the codec endpoint answers.
+	CodecOrigins []string
+	// Audit is where the audit trail goes.
+	Audit Audit
+}
+
+// BindGateway binds the gateway's upload limits over def
+// (app.UploadDefaults: the api's own defaults), the Web UI origins its
+// codec answers and where its audit trail goes.
+func BindGateway(s *Set, def Uploads) *Gateway {
 	g := &Gateway{}
+	u := &g.Uploads
 	var maxMiB, minRate, validationMiB int
-	s.Int(&maxMiB, "max-scan-mib", "OCTFLOW_MAX_SCAN_MIB", 512, "largest scan accepted, MiB (over it: 413)")
-	s.Int(&g.Uploads.Validating, "uploads-validating", "OCTFLOW_UPLOADS_VALIDATING", 4, "scans validated at once (each holds a volume in memory)")
-	s.Int(&validationMiB, "validation-mib", "OCTFLOW_VALIDATION_MIB", int(api.DefaultValidationBytes>>20), "memory the scans being validated may take together, MiB, as their headers declare it (a scan that could never fit: 413; one that must wait too long: 503)")
-	s.Int(&g.Uploads.PerDevice, "uploads-per-device", "OCTFLOW_UPLOADS_PER_DEVICE", 2, "one device's uploads in flight (over it: 429)")
-	s.Duration(&g.Uploads.Pace.Idle, "upload-idle", "OCTFLOW_UPLOAD_IDLE", 30*time.Second, "longest pause in an upload's body (over it: 408)")
-	s.Int(&minRate, "upload-min-rate", "OCTFLOW_UPLOAD_MIN_RATE", 16<<10, "least average upload rate in bytes a second after 10 s (under it: 408)")
-	s.String(&g.origins, "codec-origins", "OCTFLOW_CODEC_ORIGINS", "", "Web UI origins that may call the codec endpoint from a browser, comma separated")
-	s.String(&g.auditPath, "audit-log", "OCTFLOW_AUDIT_LOG", "", "without a collector: file the audit trail is appended to as JSON lines (default: stderr)")
+	var origins string
+	s.Int(&maxMiB, "max-scan-mib", "OCTFLOW_MAX_SCAN_MIB", int(def.MaxScanBytes>>20), "largest scan accepted, MiB (over it: 413)")
+	s.Int(&u.Validating, "uploads-validating", "OCTFLOW_UPLOADS_VALIDATING", def.Validating, "scans validated at once (each holds a volume in memory)")
+	s.Int(&validationMiB, "validation-mib", "OCTFLOW_VALIDATION_MIB", int(def.ValidationBytes>>20), "memory the scans being validated may take together, MiB, as their headers declare it (a scan that could never fit: 413; one that must wait too long: 503)")
+	s.Int(&u.PerDevice, "uploads-per-device", "OCTFLOW_UPLOADS_PER_DEVICE", def.PerDevice, "one device's uploads in flight (over it: 429)")
+	s.Duration(&u.Idle, "upload-idle", "OCTFLOW_UPLOAD_IDLE", def.Idle, "longest pause in an upload's body (over it: 408)")
+	s.Int(&minRate, "upload-min-rate", "OCTFLOW_UPLOAD_MIN_RATE", int(def.MinRate), "least average upload rate in bytes a second after 10 s (under it: 408)")
+	s.String(&origins, "codec-origins", "OCTFLOW_CODEC_ORIGINS", "", "Web UI origins that may call the codec endpoint from a browser, comma separated")
 	a := &g.Audit
 	var spoolMiB int
+	s.String(&a.LogFile, "audit-log", "OCTFLOW_AUDIT_LOG", "", "without a collector: file the audit trail is appended to as JSON lines (default: stderr)")
 	s.String(&a.Collector, "audit-collector", "OCTFLOW_AUDIT_COLLECTOR", "", "host:port of the syslog collector (IHE ATNA audit record repository) the audit trail goes to over TLS (RFC 5425)")
 	s.String(&a.CAFile, "audit-ca", "OCTFLOW_AUDIT_CA", "", "PEM CA certificates the collector's certificate must chain to (default: the system's)")
 	s.String(&a.CertFile, "audit-cert", "OCTFLOW_AUDIT_CERT", "", "client certificate (PEM) for the collector")
@@ -226,16 +238,21 @@ func BindGateway(s *Set) *Gateway {
 	s.String(&a.AppName, "audit-app-name", "OCTFLOW_AUDIT_APP_NAME", "octflow", "syslog APP-NAME of the audit messages")
 	s.String(&a.Site, "audit-site", "OCTFLOW_AUDIT_SITE", "", "AuditEnterpriseSiteID of the audit messages, e.g. the hospital's name")
 	s.Check(func() error {
-		if maxMiB < 1 || g.Uploads.Validating < 1 || g.Uploads.PerDevice < 1 || minRate < 1 || validationMiB < 1 {
+		if maxMiB < 1 || u.Validating < 1 || u.PerDevice < 1 || minRate < 1 || validationMiB < 1 {
 			return errors.New("OCTFLOW_MAX_SCAN_MIB, OCTFLOW_UPLOADS_VALIDATING, OCTFLOW_VALIDATION_MIB, OCTFLOW_UPLOADS_PER_DEVICE and OCTFLOW_UPLOAD_MIN_RATE must be positive")
 		}
-		g.Uploads.ValidationBytes = int64(validationMiB) << 20
-		g.MaxScanBytes, g.Uploads.Pace.MinRate = int64(maxMiB)<<20, int64(minRate)
+		u.ValidationBytes = int64(validationMiB) << 20
+		u.MaxScanBytes, u.MinRate = int64(maxMiB)<<20, int64(minRate)
 		a.SpoolBytes = int64(spoolMiB) << 20
+		for _, o := range strings.Split(origins, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				g.CodecOrigins = append(g.CodecOrigins, o)
+			}
+		}
 		switch {
 		case a.Collector != "" && a.SpoolDir == "":
 			return errors.New("OCTFLOW_AUDIT_COLLECTOR needs OCTFLOW_AUDIT_SPOOL, a directory that survives restarts")
-		case a.Collector != "" && g.auditPath != "":
+		case a.Collector != "" && a.LogFile != "":
 			return errors.New("OCTFLOW_AUDIT_LOG and OCTFLOW_AUDIT_COLLECTOR: set one")
 		case spoolMiB < 1:
 			return errors.New("OCTFLOW_AUDIT_SPOOL_MIB must be positive")
@@ -243,37 +260,4 @@ func BindGateway(s *Set) *Gateway {
 		return nil
 	})
 	return g
-}
-
-// CodecOrigins are the Web UI origins the codec endpoint answers.
-func (g *Gateway) CodecOrigins() []string {
-	var out []string
-	for _, o := range strings.Split(g.origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// AuditTrail opens the audit trail: to the collector through the local
-// journal when one is set, else unsampled JSON lines to OCTFLOW_AUDIT_LOG
-// or stderr. The caller closes it.
-func (g *Gateway) AuditTrail(src audit.Source, log *zap.Logger) (audit.Sink, io.Closer, error) {
-	if g.Audit.Collector != "" {
-		src.Site = g.Audit.Site
-		t, err := audit.Open(g.Audit, src, log.Named("audit"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_COLLECTOR: %w", err)
-		}
-		return t, t, nil
-	}
-	if g.auditPath == "" {
-		return audit.NewLogSink(zapcore.Lock(os.Stderr), src), io.NopCloser(nil), nil
-	}
-	f, err := os.OpenFile(g.auditPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_LOG: %w", err)
-	}
-	return audit.NewLogSink(zapcore.AddSync(f), src), f, nil
 }

@@ -4,24 +4,22 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"octflow/api"
 )
 
-func TestServingDefaultsKeepTheApiBounded(t *testing.T) {
+// serving are the api's serving defaults (app.ServingDefaults).
+func serving() Serving {
+	return Serving{HTTP: DefaultHTTPLimits(), Streams: Streams{Total: 256, PerToken: 8}, SpoolMaxBytes: 4 << 30,
+		MetricsAddr: "127.0.0.1:9464", StatusMaxAge: 15 * time.Second}
+}
+
+func TestServingTakesItsDefaults(t *testing.T) {
 	s := New("api", env(nil))
-	v := BindServing(s, BindGateway(s))
+	v := BindServing(s, serving())
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if v.HTTP != DefaultHTTPLimits() || v.HTTP.ReadHeader <= 0 || v.HTTP.Read <= 0 || v.HTTP.Write <= 0 || v.HTTP.Idle <= 0 || v.HTTP.MaxHeaderBytes <= 0 {
-		t.Errorf("HTTP limits %+v", v.HTTP)
-	}
-	if v.Streams.Total != 256 || v.Streams.PerToken != 8 || v.SpoolMaxBytes != api.DefaultSpoolMaxBytes {
-		t.Errorf("streams %+v, spool %d", v.Streams, v.SpoolMaxBytes)
-	}
-	if v.MetricsAddr != "127.0.0.1:9464" || v.StatusMaxAge != api.DefaultStatusMaxAge {
-		t.Errorf("metrics on %q, cached %s: want loopback, %s", v.MetricsAddr, v.StatusMaxAge, api.DefaultStatusMaxAge)
+	if *v != serving() {
+		t.Errorf("serving %+v, want the defaults %+v", *v, serving())
 	}
 }
 
@@ -37,8 +35,8 @@ func TestServingSettings(t *testing.T) {
 			func(v *Serving) bool {
 				return v.SpoolMaxBytes == 1027<<20 && v.Streams.PerToken == 2 && v.HTTP.Read == 5*time.Minute
 			}, ""},
-		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "1000"}, nil, "OCTFLOW_SPOOL_MAX_MIB"}, // under two 512 MiB scans
-		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "64", "OCTFLOW_MAX_SCAN_MIB": "16"}, func(v *Serving) bool { return v.SpoolMaxBytes == 64<<20 }, ""},
+		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "0"}, nil, "OCTFLOW_SPOOL_MAX_MIB"},
+		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "64"}, func(v *Serving) bool { return v.SpoolMaxBytes == 64<<20 }, ""},
 		{map[string]string{"OCTFLOW_HTTP_READ_TIMEOUT": "0s"}, nil, "OCTFLOW_HTTP_READ_TIMEOUT"},
 		{map[string]string{"OCTFLOW_HTTP_WRITE_TIMEOUT": "0s"}, nil, "OCTFLOW_HTTP_WRITE_TIMEOUT"},
 		{map[string]string{"OCTFLOW_SSE_STREAMS": "0"}, nil, "OCTFLOW_SSE_STREAMS"},
@@ -48,7 +46,7 @@ func TestServingSettings(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(keys(c.vars), ","), func(t *testing.T) {
 			s := New("api", env(c.vars))
-			v := BindServing(s, BindGateway(s))
+			v := BindServing(s, serving())
 			err := s.Parse(nil)
 			switch {
 			case c.err == "" && err != nil:

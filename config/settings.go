@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -13,13 +12,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"octflow/activities"
-	"octflow/api"
-	"octflow/callback"
-	"octflow/exam"
-	"octflow/inference"
-	"octflow/storage"
 )
 
 // Stack is how a process finds the shared services.
@@ -29,7 +21,21 @@ type Stack struct {
 	// TemporalCompression is the gRPC compression of calls to Temporal:
 	// auto, gzip or none (workers.DialOptions).
 	TemporalCompression string
-	S3                  storage.Config
+	S3                  S3
+}
+
+// S3 is how a process reaches the object store (app turns it into a
+// storage.Config).
+type S3 struct {
+	Endpoint  string // host:port
+	AccessKey string
+	SecretKey string
+	Bucket    string
+	UseTLS    bool
+	Region    string
+	// CAFile holds the endpoint's CA certificates (PEM) when they are not
+	// the system's.
+	CAFile string
 }
 
 // BindStack binds the settings every api, worker and gpuworker shares.
@@ -57,9 +63,46 @@ func BindStack(s *Set) *Stack {
 	return c
 }
 
-// policyVars names the variable of each policy setting, by the
-// setting's JSON name (exam.PolicyError.Field).
-var policyVars = map[string]string{
+// Policy is the scheduling policy new exams run under, as set. Each
+// value here parsed; whether they work together (a retry cap under the
+// retry base, a heartbeat timeout over the stage timeout, …) is the
+// policy's own rule, which app checks at start (exam.Policy.Validate),
+// naming the variable.
+type Policy struct {
+	MaxAttempts, LostAttempts                           int
+	RetryBase, RetryCap, StageTimeout, HeartbeatTimeout time.Duration
+	Weights                                             Weights
+	// AgingNormal and AgingLow: how long a stage waits in its bucket
+	// before it moves one up (0: never).
+	AgingNormal, AgingLow                                                    time.Duration
+	UrgentSLA, ReviewWindow, ReviewReminder, InfraRetryFor, NodeAffinityWait time.Duration
+}
+
+// BindPolicy binds the scheduling policy new exams run under, starting
+// from def (app.PolicySettings of the command's exam.Policy).
+func BindPolicy(s *Set, def Policy) *Policy {
+	p := &Policy{}
+	s.Int(&p.MaxAttempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", def.MaxAttempts, "attempts per stage that its own failures may spend")
+	s.Int(&p.LostAttempts, "max-lost-attempts", "OCTFLOW_MAX_LOST_ATTEMPTS", def.LostAttempts, "attempts per stage that may end with their node lost, on top of --max-attempts")
+	s.Duration(&p.RetryBase, "retry-base", "OCTFLOW_RETRY_BASE", def.RetryBase, "ceiling of the first retry delay (full jitter, doubling)")
+	s.Duration(&p.RetryCap, "retry-cap", "OCTFLOW_RETRY_CAP", def.RetryCap, "ceiling of any retry delay")
+	s.Duration(&p.StageTimeout, "stage-timeout", "OCTFLOW_STAGE_TIMEOUT", def.StageTimeout, "start-to-close limit of a stage")
+	s.Duration(&p.HeartbeatTimeout, "heartbeat-timeout", "OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout, "a stage silent this long is retried elsewhere")
+	s.Duration(&p.AgingNormal, "aging-normal", "OCTFLOW_AGING_NORMAL", def.AgingNormal, "a normal stage waiting this long moves to urgent (0: never)")
+	s.Duration(&p.AgingLow, "aging-low", "OCTFLOW_AGING_LOW", def.AgingLow, "a low stage waiting this long moves to normal (0: never)")
+	s.Duration(&p.UrgentSLA, "urgent-sla", "OCTFLOW_URGENT_SLA", def.UrgentSLA, "an urgent exam without a report after this is an SLA breach (0: not watched)")
+	s.Duration(&p.ReviewWindow, "review-window", "OCTFLOW_REVIEW_WINDOW", def.ReviewWindow, "how long a report accepts review decisions")
+	s.Duration(&p.ReviewReminder, "review-reminder", "OCTFLOW_REVIEW_REMINDER", def.ReviewReminder, "reminder interval for an urgent exam awaiting review (0: none)")
+	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
+	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
+	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
+	return p
+}
+
+// PolicyVars names the variable of each policy setting by the setting's
+// JSON name (exam.PolicyError.Field), for the errors of the policy's
+// own check.
+var PolicyVars = map[string]string{
 	"maxAttempts":      "OCTFLOW_MAX_ATTEMPTS",
 	"retryBase":        "OCTFLOW_RETRY_BASE",
 	"retryCap":         "OCTFLOW_RETRY_CAP",
@@ -75,151 +118,108 @@ var policyVars = map[string]string{
 	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
 }
 
-// BindPolicy binds the scheduling policy new exams run under, starting
-// from def. Parse validates the result.
-func BindPolicy(s *Set, def exam.Policy) *exam.Policy {
-	p := &exam.Policy{}
-	var attempts, lost int
-	var normal, low time.Duration
-	s.Int(&attempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", int(def.MaxAttempts), "attempts per stage that its own failures may spend")
-	s.Int(&lost, "max-lost-attempts", "OCTFLOW_MAX_LOST_ATTEMPTS", int(def.LostAttempts), "attempts per stage that may end with their node lost, on top of --max-attempts")
-	s.Duration(&p.RetryBase, "retry-base", "OCTFLOW_RETRY_BASE", def.RetryBase, "ceiling of the first retry delay (full jitter, doubling)")
-	s.Duration(&p.RetryCap, "retry-cap", "OCTFLOW_RETRY_CAP", def.RetryCap, "ceiling of any retry delay")
-	s.Duration(&p.StageTimeout, "stage-timeout", "OCTFLOW_STAGE_TIMEOUT", def.StageTimeout, "start-to-close limit of a stage")
-	s.Duration(&p.HeartbeatTimeout, "heartbeat-timeout", "OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout, "a stage silent this long is retried elsewhere")
-	s.Duration(&normal, "aging-normal", "OCTFLOW_AGING_NORMAL", def.Aging[exam.Normal], "a normal stage waiting this long moves to urgent (0: never)")
-	s.Duration(&low, "aging-low", "OCTFLOW_AGING_LOW", def.Aging[exam.Low], "a low stage waiting this long moves to normal (0: never)")
-	s.Duration(&p.UrgentSLA, "urgent-sla", "OCTFLOW_URGENT_SLA", def.UrgentSLA, "an urgent exam without a report after this is an SLA breach (0: not watched)")
-	s.Duration(&p.ReviewWindow, "review-window", "OCTFLOW_REVIEW_WINDOW", def.ReviewWindow, "how long a report accepts review decisions")
-	s.Duration(&p.ReviewReminder, "review-reminder", "OCTFLOW_REVIEW_REMINDER", def.ReviewReminder, "reminder interval for an urgent exam awaiting review (0: none)")
-	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
-	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
-	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
-	s.Check(func() error {
-		p.MaxAttempts, p.LostAttempts = int32(attempts), int32(lost)
-		p.Aging = map[exam.Priority]time.Duration{exam.Normal: normal, exam.Low: low}
-		err := p.Validate()
-		if err == nil {
-			return nil
-		}
-		var out []error
-		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-			var pe *exam.PolicyError
-			if errors.As(e, &pe) {
-				out = append(out, fmt.Errorf("%s: %s", policyVars[pe.Field], pe.Reason))
-			} else {
-				out = append(out, e)
-			}
-		}
-		return errors.Join(out...)
-	})
-	return p
-}
+// Weights are the fairness weights of the urgent, normal and low
+// buckets.
+type Weights struct{ Urgent, Normal, Low float32 }
+
+// String writes the weights as they are set: urgent/normal/low.
+func (w Weights) String() string { return fmt.Sprintf("%v/%v/%v", w.Urgent, w.Normal, w.Low) }
 
 // ParseWeights reads "urgent/normal/low" fairness weights such as "60/35/5".
-func ParseWeights(s string) (map[exam.Priority]float32, error) {
+func ParseWeights(s string) (Weights, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 {
-		return nil, errors.New("want urgent/normal/low weights, e.g. 60/35/5")
+		return Weights{}, errors.New("want urgent/normal/low weights, e.g. 60/35/5")
 	}
-	w := map[exam.Priority]float32{}
-	for i, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+	var w Weights
+	for i, b := range []struct {
+		name string
+		p    *float32
+	}{{"urgent", &w.Urgent}, {"normal", &w.Normal}, {"low", &w.Low}} {
 		f, err := strconv.ParseFloat(strings.TrimSpace(parts[i]), 32)
 		if err != nil || f <= 0 {
-			return nil, fmt.Errorf("the %s weight must be a positive number", b)
+			return Weights{}, fmt.Errorf("the %s weight must be a positive number", b.name)
 		}
-		w[b] = float32(f)
+		*b.p = float32(f)
 	}
 	return w, nil
 }
 
-// Webhooks are the settings of report-ready callbacks.
+// Webhooks are the settings of report-ready callbacks. The allow-list is
+// compiled by the callback guard itself (app.CallbackGuard), which names
+// OCTFLOW_CALLBACK_ALLOW when it refuses it.
 type Webhooks struct {
-	allow, secretsFile, secret, publicURL string
-	guard                                 *callback.Guard
-	secrets                               map[string]string
+	// Allow lists the hosts, CIDR ranges and :ports callbacks may reach
+	// besides public https (callback.New's syntax).
+	Allow string
+	// Secrets are the signing secrets per campus ("*": any campus).
+	Secrets map[string]string
+	// PublicURL is the api's address in report links.
+	PublicURL string
 }
 
 // BindWebhooks binds the callback allow-list, the signing secrets and the
 // api's public URL.
 func BindWebhooks(s *Set) *Webhooks {
 	w := &Webhooks{}
-	s.String(&w.allow, "callback-allow", "OCTFLOW_CALLBACK_ALLOW", "", "hosts and CIDR ranges callbacks may reach besides public https")
-	s.String(&w.publicURL, "public-url", "OCTFLOW_PUBLIC_URL", "http://127.0.0.1:8080", "the api's address in report links")
-	s.Secret(&w.secretsFile, "OCTFLOW_WEBHOOK_SECRETS_FILE")
-	s.Secret(&w.secret, "OCTFLOW_WEBHOOK_SECRET")
+	var secretsFile, secret string
+	s.String(&w.Allow, "callback-allow", "OCTFLOW_CALLBACK_ALLOW", "", "hosts and CIDR ranges callbacks may reach besides public https")
+	s.String(&w.PublicURL, "public-url", "OCTFLOW_PUBLIC_URL", "http://127.0.0.1:8080", "the api's address in report links")
+	s.Secret(&secretsFile, "OCTFLOW_WEBHOOK_SECRETS_FILE")
+	s.Secret(&secret, "OCTFLOW_WEBHOOK_SECRET")
 	s.Check(func() error {
-		var err error
-		if w.guard, err = callback.New(w.allow); err != nil {
-			return fmt.Errorf("OCTFLOW_CALLBACK_ALLOW: %w", err)
-		}
-		w.secrets = map[string]string{}
-		if w.secretsFile != "" {
-			b, err := os.ReadFile(w.secretsFile)
+		w.Secrets = map[string]string{}
+		if secretsFile != "" {
+			b, err := os.ReadFile(secretsFile)
 			if err != nil {
 				return fmt.Errorf("OCTFLOW_WEBHOOK_SECRETS_FILE: %w", err)
 			}
-			if err := json.Unmarshal(b, &w.secrets); err != nil {
-				return fmt.Errorf("OCTFLOW_WEBHOOK_SECRETS_FILE=%q: want {\"campus\": \"secret\", \"*\": \"default\"}: %w", w.secretsFile, err)
+			if err := json.Unmarshal(b, &w.Secrets); err != nil {
+				return fmt.Errorf("OCTFLOW_WEBHOOK_SECRETS_FILE=%q: want {\"campus\": \"secret\", \"*\": \"default\"}: %w", secretsFile, err)
 			}
 		}
-		if w.secret != "" {
-			w.secrets["*"] = w.secret
+		if secret != "" {
+			w.Secrets["*"] = secret
 		}
-		if u, err := url.Parse(w.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("OCTFLOW_PUBLIC_URL=%q: want an http(s) URL", w.publicURL)
+		if u, err := url.Parse(w.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("OCTFLOW_PUBLIC_URL=%q: want an http(s) URL", w.PublicURL)
 		}
 		return nil
 	})
 	return w
 }
 
-// Guard is the callback allow-list.
-func (w *Webhooks) Guard() *callback.Guard { return w.guard }
+// Model is a served model a stage calls: a KServe v2 model URL such as
+// http://triton:8000/v2/models/NAME and its tensor names ("": input,
+// output).
+type Model struct{ URL, Input, Output string }
 
-// Deliverer is what the notify stage delivers with.
-func (w *Webhooks) Deliverer() *activities.Webhooks {
-	return &activities.Webhooks{Guard: w.guard, Secrets: w.secrets, PublicURL: w.publicURL}
-}
+// Models are the stages pointed at served models; a stage without a URL
+// runs the pure-Go reference (app.Backends).
+type Models struct{ Denoise, Layers, Lesions Model }
 
-// Models are the stages pointed at served models.
-type Models struct {
-	urls, inputs, outputs [3]string
-	backends              inference.Backends
-}
-
-var modelStages = [3]string{"DENOISE", "LAYERS", "LESIONS"}
-
-// BindModels binds OCTFLOW_MODEL_<STAGE> (a KServe v2 model URL such as
-// http://triton:8000/v2/models/NAME) and its _INPUT and _OUTPUT tensor
-// names for denoise, layers and lesions. An unset stage runs the pure-Go
-// reference.
+// BindModels binds OCTFLOW_MODEL_<STAGE> and its _INPUT and _OUTPUT
+// tensor names for denoise, layers and lesions.
 func BindModels(s *Set) *Models {
 	m := &Models{}
-	for i, stage := range modelStages {
-		flagName := "model-" + strings.ToLower(stage)
-		s.String(&m.urls[i], flagName, "OCTFLOW_MODEL_"+stage, "", "KServe v2 model URL for the "+strings.ToLower(stage)+" stage")
-		s.String(&m.inputs[i], flagName+"-input", "OCTFLOW_MODEL_"+stage+"_INPUT", "", "its input tensor (default input)")
-		s.String(&m.outputs[i], flagName+"-output", "OCTFLOW_MODEL_"+stage+"_OUTPUT", "", "its output tensor (default output)")
+	stages := []struct {
+		name string
+		m    *Model
+	}{{"DENOISE", &m.Denoise}, {"LAYERS", &m.Layers}, {"LESIONS", &m.Lesions}}
+	for _, st := range stages {
+		flagName := "model-" + strings.ToLower(st.name)
+		s.String(&st.m.URL, flagName, "OCTFLOW_MODEL_"+st.name, "", "KServe v2 model URL for the "+strings.ToLower(st.name)+" stage")
+		s.String(&st.m.Input, flagName+"-input", "OCTFLOW_MODEL_"+st.name+"_INPUT", "", "its input tensor (default input)")
+		s.String(&st.m.Output, flagName+"-output", "OCTFLOW_MODEL_"+st.name+"_OUTPUT", "", "its output tensor (default output)")
 	}
 	s.Check(func() error {
-		for i, stage := range modelStages {
-			raw := m.urls[i]
+		for _, st := range stages {
+			raw := st.m.URL
 			if raw == "" {
 				continue
 			}
-			u, err := url.Parse(raw)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("OCTFLOW_MODEL_%s=%q: not an http(s) model URL", stage, raw)
-			}
-			model := inference.Model{URL: raw, Input: m.inputs[i], Output: m.outputs[i], Client: &http.Client{Timeout: 5 * time.Minute}}
-			switch stage {
-			case "DENOISE":
-				m.backends.Denoise = inference.ModelDenoiser{Model: model}
-			case "LAYERS":
-				m.backends.Layers = inference.ModelSegmenter{Model: model}
-			case "LESIONS":
-				m.backends.Lesions = inference.ModelLesionMarker{Model: model}
+			if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("OCTFLOW_MODEL_%s=%q: not an http(s) model URL", st.name, raw)
 			}
 		}
 		return nil
@@ -227,12 +227,16 @@ func BindModels(s *Set) *Models {
 	return m
 }
 
-// Backends are the image stages' implementations.
-func (m *Models) Backends() inference.Backends { return m.backends }
+// DeviceRate is each device's submission limit (app turns it into an
+// api.RateLimit).
+type DeviceRate struct {
+	PerMinute float64
+	Burst     int
+}
 
 // BindDeviceRate binds each device's submission limit over def.
-func BindDeviceRate(s *Set, def api.RateLimit) *api.RateLimit {
-	r := &api.RateLimit{}
+func BindDeviceRate(s *Set, def DeviceRate) *DeviceRate {
+	r := &DeviceRate{}
 	s.Float(&r.PerMinute, "device-rate-per-minute", "OCTFLOW_DEVICE_RATE_PER_MINUTE", def.PerMinute, "submissions per device and minute (over it: 429)")
 	s.Int(&r.Burst, "device-burst", "OCTFLOW_DEVICE_BURST", def.Burst, "submissions a device may send at once")
 	s.Check(func() error {
@@ -326,12 +330,18 @@ func DefaultHTTPLimits() HTTPLimits {
 		MaxHeaderBytes: 64 << 10}
 }
 
+// Streams bound the api's event streams (app: api.StreamLimits): open
+// at once, and per token.
+type Streams struct{ Total, PerToken int }
+
 // Serving is how the api serves: its HTTP limits, its caps on event
 // streams and on the upload spool, and its metrics listener.
 type Serving struct {
 	HTTP    HTTPLimits
-	Streams api.StreamLimits
-	// SpoolMaxBytes caps the bytes all uploads in flight may spool.
+	Streams Streams
+	// SpoolMaxBytes caps the bytes all uploads in flight may spool. That
+	// it holds the largest upload is the api's rule (api.SpoolBytesFor),
+	// checked by app at start, naming OCTFLOW_SPOOL_MAX_MIB.
 	SpoolMaxBytes int64
 	// MetricsAddr serves Prometheus /metrics, off the public port ("":
 	// nowhere).
@@ -341,22 +351,21 @@ type Serving struct {
 	StatusMaxAge time.Duration
 }
 
-// BindServing binds how the api serves. g is the gateway's upload
-// settings, bound before: the spool must hold the largest upload.
-func BindServing(s *Set, g *Gateway) *Serving {
+// BindServing binds how the api serves, over def (app.ServingDefaults:
+// the api's own defaults).
+func BindServing(s *Set, def Serving) *Serving {
 	v := &Serving{}
-	def := DefaultHTTPLimits()
 	var spoolMiB int
-	s.Duration(&v.HTTP.ReadHeader, "http-read-header-timeout", "OCTFLOW_HTTP_READ_HEADER_TIMEOUT", def.ReadHeader, "longest time to read a request's headers")
-	s.Duration(&v.HTTP.Read, "http-read-timeout", "OCTFLOW_HTTP_READ_TIMEOUT", def.Read, "longest time to read a request, body included (uploads are paced instead; event streams read no body)")
-	s.Duration(&v.HTTP.Write, "http-write-timeout", "OCTFLOW_HTTP_WRITE_TIMEOUT", def.Write, "longest time from a request's headers to the end of its answer (not uploads; event streams bound each write instead)")
-	s.Duration(&v.HTTP.Idle, "http-idle-timeout", "OCTFLOW_HTTP_IDLE_TIMEOUT", def.Idle, "how long a kept-alive connection may wait for its next request")
-	s.Int(&v.HTTP.MaxHeaderBytes, "http-max-header-bytes", "OCTFLOW_HTTP_MAX_HEADER_BYTES", def.MaxHeaderBytes, "largest request headers, bytes")
-	s.Int(&v.Streams.Total, "sse-streams", "OCTFLOW_SSE_STREAMS", 256, "event streams (GET /v1/notifications) open at once (over it: 429)")
-	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", 8, "event streams one token may hold open (over it: 429)")
-	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", api.DefaultSpoolMaxBytes>>20, "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
-	s.String(&v.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "127.0.0.1:9464", "serve Prometheus /metrics here, a listener of its own off the public api port (off: nowhere)")
-	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", api.DefaultStatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")
+	s.Duration(&v.HTTP.ReadHeader, "http-read-header-timeout", "OCTFLOW_HTTP_READ_HEADER_TIMEOUT", def.HTTP.ReadHeader, "longest time to read a request's headers")
+	s.Duration(&v.HTTP.Read, "http-read-timeout", "OCTFLOW_HTTP_READ_TIMEOUT", def.HTTP.Read, "longest time to read a request, body included (uploads are paced instead; event streams read no body)")
+	s.Duration(&v.HTTP.Write, "http-write-timeout", "OCTFLOW_HTTP_WRITE_TIMEOUT", def.HTTP.Write, "longest time from a request's headers to the end of its answer (not uploads; event streams bound each write instead)")
+	s.Duration(&v.HTTP.Idle, "http-idle-timeout", "OCTFLOW_HTTP_IDLE_TIMEOUT", def.HTTP.Idle, "how long a kept-alive connection may wait for its next request")
+	s.Int(&v.HTTP.MaxHeaderBytes, "http-max-header-bytes", "OCTFLOW_HTTP_MAX_HEADER_BYTES", def.HTTP.MaxHeaderBytes, "largest request headers, bytes")
+	s.Int(&v.Streams.Total, "sse-streams", "OCTFLOW_SSE_STREAMS", def.Streams.Total, "event streams (GET /v1/notifications) open at once (over it: 429)")
+	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", def.Streams.PerToken, "event streams one token may hold open (over it: 429)")
+	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", int(def.SpoolMaxBytes>>20), "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
+	s.String(&v.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", def.MetricsAddr, "serve Prometheus /metrics here, a listener of its own off the public api port (off: nowhere)")
+	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", def.StatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")
 	s.Check(func() error {
 		h := v.HTTP
 		switch {
@@ -368,11 +377,10 @@ func BindServing(s *Set, g *Gateway) *Serving {
 			return errors.New("OCTFLOW_SSE_STREAMS and OCTFLOW_SSE_STREAMS_PER_TOKEN must be positive")
 		case v.StatusMaxAge <= 0:
 			return errors.New("OCTFLOW_METRICS_MAX_AGE (--metrics-max-age) must be positive")
+		case spoolMiB < 1:
+			return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d: want a positive size", spoolMiB)
 		}
 		v.SpoolMaxBytes = int64(spoolMiB) << 20
-		if need := api.SpoolBytesFor(g.MaxScanBytes); v.SpoolMaxBytes < need {
-			return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d holds no upload of OCTFLOW_MAX_SCAN_MIB: want at least %d", spoolMiB, (need+1<<20-1)>>20)
-		}
 		if v.MetricsAddr == "off" {
 			v.MetricsAddr = ""
 		}

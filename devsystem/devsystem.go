@@ -34,7 +34,6 @@ import (
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
-	"octflow/storage"
 )
 
 // Config is what the dev system is told.
@@ -165,7 +164,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	creds := stack.S3Credentials()
 	stackCfg := config.Stack{TemporalAddr: stack.TemporalAddr(), Namespace: stack.Namespace(),
-		S3: storage.Config{Endpoint: stack.S3Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
+		S3: config.S3{Endpoint: stack.S3Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
 	if err := writeDevEnv(stack, stackCfg, secrets, apiURL); err != nil {
 		stack.Stop()
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"octflow/app"
 	"octflow/config"
 	"octflow/devstack"
 	"octflow/devsystem"
@@ -27,7 +28,7 @@ func devPolicy() exam.Policy {
 func runDev(ctx context.Context, args []string) error {
 	s := config.New("dev", nil)
 	logc := config.BindLog(s, "console")
-	policy := config.BindPolicy(s, devPolicy())
+	policy := config.BindPolicy(s, app.PolicySettings(devPolicy()))
 	models := config.BindModels(s)
 	serverTLS := config.BindServerTLS(s)
 	var cfg devsystem.Config
@@ -71,8 +72,11 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Policy, cfg.Backends, cfg.APITLS = *policy, models.Backends(), serverTLS.Config()
 	defer log.Sync()
+	if cfg.Policy, err = app.Policy(*policy, devPolicy()); err != nil {
+		return err
+	}
+	cfg.Backends, cfg.APITLS = app.Backends(*models), serverTLS.Config()
 	tuneEmbeddedGC(os.Getenv)
 
 	d, err := devsystem.Start(ctx, cfg, log)

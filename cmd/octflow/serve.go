@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -33,15 +34,15 @@ func runAPI(ctx context.Context, args []string) error {
 	s := config.New("api", nil)
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
-	policy := config.BindPolicy(s, exam.DefaultPolicy())
+	policy := config.BindPolicy(s, app.PolicySettings(exam.DefaultPolicy()))
 	hooks := config.BindWebhooks(s)
-	rate := config.BindDeviceRate(s, api.RateLimit{PerMinute: 60, Burst: 20})
+	rate := config.BindDeviceRate(s, config.DeviceRate{PerMinute: 60, Burst: 20})
 	key := config.BindPseudonymKey(s)
-	sealing := config.BindCodec(s)
+	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	serverTLS := config.BindServerTLS(s)
-	gateway := config.BindGateway(s)
-	serving := config.BindServing(s, gateway)
+	gateway := config.BindGateway(s, app.UploadDefaults())
+	serving := config.BindServing(s, app.ServingDefaults())
 	var addr, tokensFile string
 	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
 	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
@@ -56,24 +57,27 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync()
-	tokens, err := api.LoadTokens(tokensFile)
-	if err != nil {
+	pol, errPolicy := app.Policy(*policy, exam.DefaultPolicy())
+	sealer, errCodec := app.Codec(*keys)
+	guard, errGuard := app.CallbackGuard(*hooks)
+	opts := app.Options{
+		Stack: *stack, Identity: "api@" + hostname(), Logger: log, APIAddr: addr, Pseudonymizer: api.NewPseudonymizer(*key),
+		Policy: pol, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, TemporalTLS: temporalTLS.Config(),
+		APITLS: serverTLS.Config(),
+	}
+	if err := errors.Join(errPolicy, errCodec, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
+		return err
+	}
+	if opts.Tokens, err = api.LoadTokens(tokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
-	identity := "api@" + hostname()
-	trail, closeTrail, err := gateway.AuditTrail(audit.Source{ID: identity, Host: hostname()}, log)
+	trail, closeTrail, err := app.AuditTrail(gateway.Audit, audit.Source{ID: opts.Identity, Host: hostname()}, log)
 	if err != nil {
 		return err
 	}
 	defer closeTrail.Close()
-	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: identity, Logger: log, AuditTrail: trail,
-		APIAddr: addr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer(*key), Policy: *policy,
-		Callbacks: hooks.Guard(), DeviceRate: *rate, Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
-		APITLS: serverTLS.Config(), CodecOrigins: gateway.CodecOrigins(), Uploads: gateway.Uploads, MaxScanBytes: gateway.MaxScanBytes,
-		HTTP: serving.HTTP, Streams: serving.Streams, SpoolMaxBytes: serving.SpoolMaxBytes,
-		MetricsAddr: serving.MetricsAddr, StatusMaxAge: serving.StatusMaxAge,
-	})
+	opts.AuditTrail = trail
+	return app.Run(ctx, opts)
 }
 
 // runWorker runs the workflow worker and the CPU stages.
@@ -84,7 +88,7 @@ func runWorker(ctx context.Context, args []string) error {
 	hooks := config.BindWebhooks(s)
 	// The worker renders reports, which name the model of each stage.
 	models := config.BindModels(s)
-	sealing := config.BindCodec(s)
+	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
 	var drain time.Duration
@@ -96,10 +100,15 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync()
+	sealer, errCodec := app.Codec(*keys)
+	guard, errGuard := app.CallbackGuard(*hooks)
+	if err := errors.Join(errCodec, errGuard); err != nil {
+		return err
+	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: drain,
-		MetricsAddr: metricsAddr, Webhooks: hooks.Deliverer(), Backends: models.Backends(),
-		Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
+		MetricsAddr: metricsAddr, Webhooks: app.Webhooks(*hooks, guard), Backends: app.Backends(*models),
+		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
 	})
 }
 
@@ -109,7 +118,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
 	models := config.BindModels(s)
-	sealing := config.BindCodec(s)
+	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	var (
 		nodeID, model, queue, metricsAddr string
@@ -149,6 +158,10 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer log.Sync()
+	sealer, err := app.Codec(*keys)
+	if err != nil {
+		return err
+	}
 	inv, source, err := gpuworker.Discover(nvml.New(), gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
 	if err != nil {
 		return err
@@ -177,7 +190,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
-		Backends: models.Backends(), Codec: sealing.Codec(), TemporalTLS: temporalTLS.Config(),
+		Backends: app.Backends(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
 			CacheMiB: cmp.Or(cacheMiB, -1), TakesDir: takesDir}},
 	})

@@ -36,7 +36,6 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
-	"octflow/storage"
 )
 
 func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
@@ -65,7 +64,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 	}
 	creds := s3.Credentials()
 	stack := config.Stack{TemporalAddr: temporal.addr, Namespace: "octflow",
-		S3: storage.Config{Endpoint: s3.Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
+		S3: config.S3{Endpoint: s3.Endpoint(), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey, Bucket: "octflow"}}
 	env := append(devsystem.JoinEnv(stack, secrets),
 		"OCTFLOW_RETRY_BASE=1s", "OCTFLOW_RETRY_CAP=2s", "OCTFLOW_HEARTBEAT_TIMEOUT=5s",
 		"OCTFLOW_NODE_AFFINITY_WAIT=3s", "OCTFLOW_REPORT_EVERY=1s", "OCTFLOW_DRAIN_TIMEOUT=10s")

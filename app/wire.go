@@ -1,0 +1,181 @@
+package app
+
+// Wiring: config parses and checks each setting on its own and knows no
+// octflow type; here the settings become the parts they configure. A
+// check that is a part's own rule (the codec's keys, the callback
+// allow-list's syntax, the policy's consistency, the spool's room for
+// the largest upload) runs here, once, at start, through that part's
+// own code, and its error names the variable, as config's do.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"octflow/activities"
+	"octflow/api"
+	"octflow/audit"
+	"octflow/callback"
+	"octflow/codec"
+	"octflow/config"
+	"octflow/exam"
+	"octflow/inference"
+	"octflow/storage"
+)
+
+// PolicySettings are the settings of p, the defaults config.BindPolicy
+// starts from.
+func PolicySettings(p exam.Policy) config.Policy {
+	return config.Policy{
+		MaxAttempts: int(p.MaxAttempts), LostAttempts: int(p.LostAttempts),
+		RetryBase: p.RetryBase, RetryCap: p.RetryCap, StageTimeout: p.StageTimeout, HeartbeatTimeout: p.HeartbeatTimeout,
+		Weights:     config.Weights{Urgent: p.Weights[exam.Urgent], Normal: p.Weights[exam.Normal], Low: p.Weights[exam.Low]},
+		AgingNormal: p.Aging[exam.Normal], AgingLow: p.Aging[exam.Low],
+		UrgentSLA: p.UrgentSLA, ReviewWindow: p.ReviewWindow, ReviewReminder: p.ReviewReminder,
+		InfraRetryFor: p.InfraRetryFor, NodeAffinityWait: p.NodeAffinityWait,
+	}
+}
+
+// Policy is def with the settings s, checked by the policy's own rule
+// (exam.Policy.Validate); each error names its variable. What has no
+// setting (the export's retry time) stays def's.
+func Policy(s config.Policy, def exam.Policy) (exam.Policy, error) {
+	p := def
+	p.MaxAttempts, p.LostAttempts = int32(s.MaxAttempts), int32(s.LostAttempts)
+	p.RetryBase, p.RetryCap, p.StageTimeout, p.HeartbeatTimeout = s.RetryBase, s.RetryCap, s.StageTimeout, s.HeartbeatTimeout
+	p.Weights = map[exam.Priority]float32{exam.Urgent: s.Weights.Urgent, exam.Normal: s.Weights.Normal, exam.Low: s.Weights.Low}
+	p.Aging = map[exam.Priority]time.Duration{exam.Normal: s.AgingNormal, exam.Low: s.AgingLow}
+	p.UrgentSLA, p.ReviewWindow, p.ReviewReminder = s.UrgentSLA, s.ReviewWindow, s.ReviewReminder
+	p.InfraRetryFor, p.NodeAffinityWait = s.InfraRetryFor, s.NodeAffinityWait
+	err := p.Validate()
+	if err == nil {
+		return p, nil
+	}
+	var out []error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *exam.PolicyError
+		if errors.As(e, &pe) && config.PolicyVars[pe.Field] != "" {
+			out = append(out, fmt.Errorf("%s: %s", config.PolicyVars[pe.Field], pe.Reason))
+		} else {
+			out = append(out, e)
+		}
+	}
+	return exam.Policy{}, errors.Join(out...)
+}
+
+// Codec opens the codec that seals Temporal payloads with the keys k.
+func Codec(k config.CodecKeys) (*codec.Codec, error) {
+	keys, err := codec.ParseKeys(k.JSON)
+	var c *codec.Codec
+	if err == nil {
+		c, err = codec.New(keys)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OCTFLOW_CODEC_KEYS(_FILE): %w", err)
+	}
+	return c, nil
+}
+
+// CallbackGuard compiles the callback allow-list.
+func CallbackGuard(w config.Webhooks) (*callback.Guard, error) {
+	g, err := callback.New(w.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("OCTFLOW_CALLBACK_ALLOW: %w", err)
+	}
+	return g, nil
+}
+
+// Webhooks is what the notify stage delivers report-ready events with,
+// checked by guard.
+func Webhooks(w config.Webhooks, guard *callback.Guard) *activities.Webhooks {
+	return &activities.Webhooks{Guard: guard, Secrets: w.Secrets, PublicURL: w.PublicURL}
+}
+
+// Backends are the image stages' implementations: a stage with a model
+// URL calls it, any other runs the reference algorithm.
+func Backends(m config.Models) inference.Backends {
+	model := func(s config.Model) inference.Model {
+		return inference.Model{URL: s.URL, Input: s.Input, Output: s.Output, Client: &http.Client{Timeout: 5 * time.Minute}}
+	}
+	var b inference.Backends
+	if m.Denoise.URL != "" {
+		b.Denoise = inference.ModelDenoiser{Model: model(m.Denoise)}
+	}
+	if m.Layers.URL != "" {
+		b.Layers = inference.ModelSegmenter{Model: model(m.Layers)}
+	}
+	if m.Lesions.URL != "" {
+		b.Lesions = inference.ModelLesionMarker{Model: model(m.Lesions)}
+	}
+	return b
+}
+
+// DeviceRate is each device's submission limit.
+func DeviceRate(r config.DeviceRate) api.RateLimit {
+	return api.RateLimit{PerMinute: r.PerMinute, Burst: r.Burst}
+}
+
+// UploadDefaults are the gateway's upload limits unless configured.
+func UploadDefaults() config.Uploads {
+	return config.Uploads{MaxScanBytes: 512 << 20, Validating: 4, ValidationBytes: api.DefaultValidationBytes, PerDevice: 2,
+		Idle: 30 * time.Second, MinRate: 16 << 10}
+}
+
+// ServingDefaults are how the gateway serves unless configured.
+func ServingDefaults() config.Serving {
+	return config.Serving{HTTP: config.DefaultHTTPLimits(), Streams: config.Streams{Total: 256, PerToken: 8},
+		SpoolMaxBytes: api.DefaultSpoolMaxBytes, MetricsAddr: "127.0.0.1:9464", StatusMaxAge: api.DefaultStatusMaxAge}
+}
+
+// SetGateway sets the gateway's limits, codec origins and metrics
+// listener from g and v. The spool must hold the largest upload
+// (api.SpoolBytesFor).
+func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
+	u := g.Uploads
+	if need := api.SpoolBytesFor(u.MaxScanBytes); v.SpoolMaxBytes < need {
+		return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d holds no upload of OCTFLOW_MAX_SCAN_MIB: want at least %d",
+			v.SpoolMaxBytes>>20, (need+1<<20-1)>>20)
+	}
+	o.Uploads = api.UploadLimits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
+		Pace: api.UploadPace{Idle: u.Idle, MinRate: u.MinRate}}
+	o.MaxScanBytes, o.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
+	o.HTTP, o.Streams, o.SpoolMaxBytes = v.HTTP, api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
+	o.MetricsAddr, o.StatusMaxAge = v.MetricsAddr, v.StatusMaxAge
+	return nil
+}
+
+// AuditTrail opens the audit trail a: to the collector through the
+// local journal when one is set, else unsampled JSON lines to its log
+// file or stderr. The caller closes it.
+func AuditTrail(a config.Audit, src audit.Source, log *zap.Logger) (audit.Sink, io.Closer, error) {
+	if a.Collector != "" {
+		src.Site = a.Site
+		t, err := audit.Open(audit.Config{Collector: a.Collector, CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile,
+			ServerName: a.ServerName, SpoolDir: a.SpoolDir, SpoolBytes: a.SpoolBytes, AppName: a.AppName, Site: a.Site},
+			src, log.Named("audit"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_COLLECTOR: %w", err)
+		}
+		return t, t, nil
+	}
+	if a.LogFile == "" {
+		return audit.NewLogSink(zapcore.Lock(os.Stderr), src), io.NopCloser(nil), nil
+	}
+	f, err := os.OpenFile(a.LogFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_LOG: %w", err)
+	}
+	return audit.NewLogSink(zapcore.AddSync(f), src), f, nil
+}
+
+// storageConfig is how the object store is reached from the settings s.
+func storageConfig(s config.S3) storage.Config {
+	return storage.Config{Endpoint: s.Endpoint, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Bucket: s.Bucket,
+		UseTLS: s.UseTLS, Region: s.Region, CAFile: s.CAFile}
+}

@@ -1,0 +1,233 @@
+package app
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+
+	"octflow/api"
+	"octflow/audit"
+	"octflow/codec"
+	"octflow/config"
+	"octflow/exam"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+// parse parses vars with the settings bind binds, failing the test on
+// an error: what is wired here has parsed.
+func parse(t *testing.T, vars map[string]string, bind func(*config.Set)) {
+	t.Helper()
+	s := config.New("test", env(vars))
+	bind(s)
+	if err := s.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestThePolicysSettingsAreThePolicy(t *testing.T) {
+	for _, def := range []exam.Policy{exam.DefaultPolicy(), {MaxAttempts: 1, RetryBase: 1, RetryCap: 1, StageTimeout: 2, HeartbeatTimeout: 1,
+		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7}} {
+		var p *config.Policy
+		parse(t, nil, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(def)) })
+		got, err := Policy(*p, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if def.Aging == nil {
+			def.Aging = map[exam.Priority]time.Duration{exam.Normal: 0, exam.Low: 0}
+		}
+		if !reflect.DeepEqual(got, def) {
+			t.Errorf("policy through its settings %+v, want %+v", got, def)
+		}
+	}
+}
+
+func TestAPolicyThatCannotWorkIsRefusedNamingItsVariable(t *testing.T) {
+	cases := []struct {
+		vars map[string]string
+		want []string // what the error must name
+	}{
+		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "0"}, []string{"OCTFLOW_MAX_ATTEMPTS", "at least 1"}},
+		{map[string]string{"OCTFLOW_RETRY_BASE": "10m", "OCTFLOW_RETRY_CAP": "1m"}, []string{"OCTFLOW_RETRY_CAP", "at least the retry base"}},
+		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "20m"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "below the stage timeout"}},
+		{map[string]string{"OCTFLOW_MAX_LOST_ATTEMPTS": "-1", "OCTFLOW_REVIEW_WINDOW": "0s"},
+			[]string{"OCTFLOW_MAX_LOST_ATTEMPTS", "OCTFLOW_REVIEW_WINDOW"}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(slices.Sorted(mapsKeys(c.vars)), ","), func(t *testing.T) {
+			var p *config.Policy
+			parse(t, c.vars, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(exam.DefaultPolicy())) })
+			_, err := Policy(*p, exam.DefaultPolicy())
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestThePartsOwnRulesRefuseABadValueNamingItsVariable(t *testing.T) {
+	short, _ := json.Marshal(codec.Keys{Active: "k1", Keys: map[string]string{"k1": base64.StdEncoding.EncodeToString([]byte("short"))}})
+	cases := []struct {
+		name string
+		vars map[string]string
+		wire func(*testing.T, map[string]string) error
+		want string
+	}{
+		{"codec keys that are not JSON", map[string]string{"OCTFLOW_CODEC_KEYS": "k1=secret"}, wireCodec, "OCTFLOW_CODEC_KEYS(_FILE)"},
+		{"a codec key of the wrong size", map[string]string{"OCTFLOW_CODEC_KEYS": string(short)}, wireCodec, "want 32 bytes"},
+		{"a callback range that is no range", map[string]string{"OCTFLOW_CALLBACK_ALLOW": "10.0.0.0/33"}, wireGuard, "OCTFLOW_CALLBACK_ALLOW"},
+		{"a spool that holds no upload of the largest scan", map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "1000"}, wireGateway,
+			"OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) 1000 holds no upload of OCTFLOW_MAX_SCAN_MIB"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.wire(t, c.vars)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func wireCodec(t *testing.T, vars map[string]string) error {
+	var k *config.CodecKeys
+	parse(t, vars, func(s *config.Set) { k = config.BindCodec(s) })
+	_, err := Codec(*k)
+	return err
+}
+
+func wireGuard(t *testing.T, vars map[string]string) error {
+	var w *config.Webhooks
+	parse(t, vars, func(s *config.Set) { w = config.BindWebhooks(s) })
+	_, err := CallbackGuard(*w)
+	return err
+}
+
+func wireGateway(t *testing.T, vars map[string]string) error {
+	var g *config.Gateway
+	var v *config.Serving
+	parse(t, vars, func(s *config.Set) {
+		g, v = config.BindGateway(s, UploadDefaults()), config.BindServing(s, ServingDefaults())
+	})
+	var o Options
+	return o.SetGateway(*g, *v)
+}
+
+func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
+	keys, err := codec.NewKeys("2026-11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(keys)
+	vars := map[string]string{"OCTFLOW_CODEC_KEYS": string(raw), "OCTFLOW_CALLBACK_ALLOW": "127.0.0.0/8",
+		"OCTFLOW_WEBHOOK_SECRET": "s3cret", "OCTFLOW_PUBLIC_URL": "https://octflow.example",
+		"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers", "OCTFLOW_DEVICE_BURST": "7",
+		"OCTFLOW_SPOOL_MAX_MIB": "64", "OCTFLOW_MAX_SCAN_MIB": "16", "OCTFLOW_UPLOAD_MIN_RATE": "1000", "OCTFLOW_SSE_STREAMS": "9"}
+	var (
+		k *config.CodecKeys
+		w *config.Webhooks
+		m *config.Models
+		r *config.DeviceRate
+		g *config.Gateway
+		v *config.Serving
+	)
+	parse(t, vars, func(s *config.Set) {
+		k, w, m = config.BindCodec(s), config.BindWebhooks(s), config.BindModels(s)
+		r = config.BindDeviceRate(s, config.DeviceRate{PerMinute: 60, Burst: 20})
+		g, v = config.BindGateway(s, UploadDefaults()), config.BindServing(s, ServingDefaults())
+	})
+	sealer, err := Codec(*k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := sealer.Encode([]*commonpb.Payload{{Data: []byte("patient")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, err := sealer.Decode(sealed)
+	if err != nil || strings.Contains(string(sealed[0].GetData()), "patient") || string(opened[0].GetData()) != "patient" {
+		t.Errorf("sealed %q, opened %q (%v)", sealed[0].GetData(), opened[0].GetData(), err)
+	}
+	guard, err := CallbackGuard(*w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hooks := Webhooks(*w, guard); hooks.Guard != guard || hooks.Secrets["*"] != "s3cret" || hooks.PublicURL != "https://octflow.example" {
+		t.Errorf("webhooks %+v", hooks)
+	}
+	b := Backends(*m).WithDefaults()
+	if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got,
+		[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}) {
+		t.Errorf("stages = %v", got)
+	}
+	if got := DeviceRate(*r); got != (api.RateLimit{PerMinute: 60, Burst: 7}) {
+		t.Errorf("device rate %+v", got)
+	}
+	var o Options
+	if err := o.SetGateway(*g, *v); err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxScanBytes != 16<<20 || o.SpoolMaxBytes != 64<<20 || o.Uploads.Pace.MinRate != 1000 || o.Uploads.Validating != 4 ||
+		o.Uploads.ValidationBytes != api.DefaultValidationBytes || o.Streams.Total != 9 || o.Streams.PerToken != 8 ||
+		o.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || o.HTTP != config.DefaultHTTPLimits() {
+		t.Errorf("gateway options %+v", o)
+	}
+}
+
+func TestWithoutACollectorTheAuditTrailIsJSONLinesInItsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	var g *config.Gateway
+	parse(t, map[string]string{"OCTFLOW_AUDIT_LOG": path}, func(s *config.Set) { g = config.BindGateway(s, UploadDefaults()) })
+	trail, closer, err := AuditTrail(g.Audit, audit.Source{ID: "api@test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trail.Record(audit.Event{ID: audit.PatientRecord, Action: audit.Read, User: audit.User{ID: "dr-lee"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := closer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "dr-lee") || !strings.HasPrefix(string(b), "{") {
+		t.Errorf("audit log %q %v", b, err)
+	}
+}
+
+func TestTheStoreIsReachedAsSet(t *testing.T) {
+	var st *config.Stack
+	parse(t, map[string]string{"OCTFLOW_S3_ENDPOINT": "s3.example:443", "OCTFLOW_S3_TLS": "true", "OCTFLOW_S3_REGION": "eu-west-1",
+		"OCTFLOW_S3_CA_FILE": "/etc/ca.pem", "OCTFLOW_S3_ACCESS_KEY": "ak", "OCTFLOW_S3_SECRET_KEY": "sk"},
+		func(s *config.Set) { st = config.BindStack(s) })
+	got := storageConfig(st.S3)
+	if got.Endpoint != "s3.example:443" || !got.UseTLS || got.Region != "eu-west-1" || got.CAFile != "/etc/ca.pem" ||
+		got.AccessKey != "ak" || got.SecretKey != "sk" || got.Bucket != "octflow" {
+		t.Errorf("storage config %+v", got)
+	}
+}
