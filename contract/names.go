@@ -67,7 +67,9 @@ func InboxWorkflowID(campus string) string { return "inbox-" + campus }
 // Memo fields of an exam's pipeline run, written by the gateway. They
 // identify no patient.
 const (
-	// MemoScanDigest is the SHA-256 of the scan as the device sent it.
+	// MemoScanDigest is the scan's instance digest: SHA-256 of its
+	// transfer syntax and data set, not of the file meta a router
+	// rewrites (octdicom.NewInstanceHash).
 	MemoScanDigest = "scanDigest"
 	// MemoSubmissionID tells two racing submissions of one exam apart.
 	MemoSubmissionID = "submissionId"

@@ -12,7 +12,7 @@ import (
 // apart from another's. Keys never contain patient data.
 
 // ScanKey is where the de-identified scan is kept. The digest (of the
-// upload as sent) is part of the key so that a conflicting upload under
+// instance as sent: octdicom.NewInstanceHash) is part of the key so that a conflicting upload under
 // the same exam ID can never overwrite the scan an accepted exam is
 // processing.
 func ScanKey(r Ref, digest string) string {
@@ -105,7 +105,7 @@ func IntakeScanKey(markerKey string) (string, bool) {
 }
 
 // IdentityKey is where the original identity of a scan (by the digest
-// of the upload as sent) is kept, sealed for its campus: what the
+// of the instance as sent) is kept, sealed for its campus: what the
 // results need to be filed back under the patient's own study (see
 // package octdicom). Like the scan's, its key carries the digest, so a
 // conflicting upload under the same exam ID can never replace the

@@ -11,7 +11,8 @@ import "time"
 // backup older than the exam).
 type Record struct {
 	Exam Ref `json:"exam"`
-	// ScanDigest is the SHA-256 of the upload as sent (hex).
+	// ScanDigest is the scan's instance digest (hex): SHA-256 of its
+	// transfer syntax and data set (octdicom.NewInstanceHash).
 	ScanDigest string    `json:"scanDigest"`
 	Priority   Priority  `json:"priority"`
 	AcceptedAt time.Time `json:"acceptedAt"`
