@@ -60,8 +60,8 @@ func Policy(s config.Policy, def exam.Policy) (exam.Policy, error) {
 	var out []error
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var pe *exam.PolicyError
-		if errors.As(e, &pe) && config.PolicyVars[pe.Field] != "" {
-			out = append(out, fmt.Errorf("%s: %s", config.PolicyVars[pe.Field], pe.Reason))
+		if errors.As(e, &pe) && config.PolicyVar(pe.Field) != "" {
+			out = append(out, fmt.Errorf("%s: %s", config.PolicyVar(pe.Field), pe.Reason))
 		} else {
 			out = append(out, e)
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -78,6 +79,26 @@ func TestAPolicyThatCannotWorkIsRefusedNamingItsVariable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every setting the policy's check can refuse has a variable to name,
+// but the export's retry time, which is no setting.
+func TestEveryPolicyCheckNamesAVariable(t *testing.T) {
+	bad := exam.Policy{LostAttempts: -1, RetryCap: -1, Aging: map[exam.Priority]time.Duration{exam.Low: -1},
+		UrgentSLA: -1, ReviewReminder: -1, InfraRetryFor: -1, ExportRetryFor: -1, NodeAffinityWait: -1}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *exam.PolicyError
+		if !errors.As(e, &pe) {
+			t.Fatalf("%v is no PolicyError", e)
+		}
+		if v := config.PolicyVar(pe.Field); (v == "") != (pe.Field == "exportRetryFor") {
+			t.Errorf("policy field %s: variable %q", pe.Field, v)
+		}
 	}
 }
 

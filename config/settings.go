@@ -99,10 +99,12 @@ func BindPolicy(s *Set, def Policy) *Policy {
 	return p
 }
 
-// PolicyVars names the variable of each policy setting by the setting's
-// JSON name (exam.PolicyError.Field), for the errors of the policy's
-// own check.
-var PolicyVars = map[string]string{
+// PolicyVar is the variable of the policy setting whose JSON name is
+// field (exam.PolicyError.Field), for the errors of the policy's own
+// check; "" for a setting without one.
+func PolicyVar(field string) string { return policyVars[field] }
+
+var policyVars = map[string]string{
 	"maxAttempts":      "OCTFLOW_MAX_ATTEMPTS",
 	"retryBase":        "OCTFLOW_RETRY_BASE",
 	"retryCap":         "OCTFLOW_RETRY_CAP",
