@@ -8,9 +8,11 @@
 # from the Debian mirror apt's sources name, an Alpine-like base (busybox
 # as /bin/sh and its applets, CA certificates, tzdata), Temporal's server,
 # admin tools and UI and versitygw from their Go modules at the versions
-# go.mod pins, PostgreSQL, Prometheus and Alertmanager from Debian, and the octflow
+# go.mod pins, PostgreSQL, Prometheus and Alertmanager from Debian, the octflow
 # image from the shipped Dockerfile's runtime stage with the host-built
-# bin/octflow. deploy/compose-test/compose.test.yml swaps those images in.
+# bin/octflow, and the audit collector (rsyslog) and the TLS proxy
+# (stunnel4) from their shipped Dockerfiles, all onto the debootstrapped
+# Debian base. deploy/compose-test/compose.test.yml swaps those images in.
 #
 # It installs what it lacks (Debian: docker.io, debootstrap,
 # busybox-static, prometheus, prometheus-alertmanager, jq, curl, openssl;
@@ -247,6 +249,15 @@ awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i
 	sed -e "1s|^FROM .*|FROM octflow-test/debian:$SUITE|" -e 's|^COPY --from=build /out/octflow |COPY octflow |' >"$c/Dockerfile"
 grep -q -- '--from' "$c/Dockerfile" && fail "the Dockerfile's runtime stage copies from a stage other than the binary's: $(cat "$c/Dockerfile")"
 build octflow-test/octflow:dev "$c/Dockerfile" "$c"
+# The audit collector and the TLS proxy: their shipped Dockerfiles, onto
+# the local Debian base (their packages from the Debian mirror its apt
+# sources name, as debootstrap left them).
+for d in audit tls-proxy; do
+	c=$(ctx "$d")
+	cp -r "deploy/$d/." "$c/"
+	sed -i "s|^FROM .*|FROM octflow-test/debian:$SUITE|" "$c/Dockerfile"
+	build "octflow-test/$d:dev" "$c/Dockerfile" "$c"
+done
 docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-test/' | sort | sed 's/^/    /'
 printf '    Debian stand-ins: %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)"
 
@@ -259,7 +270,7 @@ rm -rf "$RUN"
 mkdir -p "$RUN"
 chmod 700 "$RUN"
 cp docker-compose.yml "$RUN/"
-cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$RUN/"
+cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$HERE/compose.node.test.yml" "$RUN/"
 # A third GPU node, as docs/operations.md says to add one.
 cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
@@ -288,9 +299,43 @@ chmod 444 "$RUN/deploy/secrets/tokens.json" "$RUN/deploy/secrets/alertmanager.ym
 # The certificates, by the command a site runs (its keys readable by uid
 # 10001 only); the host's clients trust the stack's CA.
 OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
+# A GPU node on another host: its bundle and S3 account, by the command
+# a site runs.
+NODE_ID=gpu-remote-1
+NODE_B=$RUN/deploy/secrets/nodes/$NODE_ID
+"$ROOT/deploy/make-node.sh" "$NODE_ID" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-node.sh"
+# The api's and the UI's ports: free ones, picked here, since the UI names
+# the codec endpoint by the api's public URL and the api answers the UI's
+# origin. Temporal's frontend and the S3 proxy, opened by the shipped
+# file's settings on the Docker bridge's address: what host-gateway
+# reaches from the node's network (and no other host).
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p" && return; }
+	done
+}
+OCTFLOW_TEST_API_PORT=$(free_port)
+OCTFLOW_TEST_UI_PORT=$(free_port)
+[ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
+PUBLIC_BIND=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
+[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no gateway address"
+export OCTFLOW_TEST_API_PORT OCTFLOW_TEST_UI_PORT
+export OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
+export OCTFLOW_TEMPORAL_BIND=$PUBLIC_BIND OCTFLOW_S3_BIND=$PUBLIC_BIND
 export CURL_CA_BUNDLE=$RUN/deploy/secrets/ca.pem OCTFLOW_API_CA_FILE=$RUN/deploy/secrets/ca.pem
 
 compose() { (cd "$RUN" && "$COMPOSE_BIN" -p "$PROJECT" -f docker-compose.yml -f compose.test.yml "$@"); }
+# node: the GPU node on another host (deploy/compose.remote-node.yml), a
+# Compose project and network of its own, reaching the stack only at
+# the ports it publishes on $PUBLIC_BIND (set once the stack is up).
+node() {
+	(cd "$RUN" && OCTFLOW_NODE_ID=$NODE_ID OCTFLOW_NODE_BUNDLE=$NODE_B OCTFLOW_STACK_HOST=octflow-stack \
+		OCTFLOW_TEMPORAL_PORT=${TEMPORAL_PUB##*:} OCTFLOW_S3_PORT=${S3_PUB##*:} \
+		"$COMPOSE_BIN" -p "$PROJECT-node" -f deploy/compose.remote-node.yml -f compose.node.test.yml "$@")
+}
+TEMPORAL_PUB=:7233 S3_PUB=:7443
 logs_and_fail() {
 	compose ps -a || true
 	compose logs --no-color >"$CACHE/logs/stack.log" 2>&1 || true
@@ -302,6 +347,7 @@ cleanup() {
 		step "OCTFLOW_COMPOSE_KEEP=1: the stack stays up; take it down with: (cd $RUN && $COMPOSE_BIN -p $PROJECT -f docker-compose.yml -f compose.test.yml down -v)"
 		return
 	fi
+	node down -v --remove-orphans >/dev/null 2>&1 || true
 	compose down -v --remove-orphans >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -323,8 +369,10 @@ step "api on $API, Prometheus on $PROM, the test's webhook receiver on $SINK"
 
 # What the host reaches: the api over HTTPS only, without /metrics; the
 # UI, Prometheus and Alertmanager on loopback (and the test's receiver);
-# nothing else of the stack (PostgreSQL, S3, Temporal's frontend and
-# HTTP API, the metrics listeners) is published at all.
+# Temporal's frontend and the S3 proxy where OCTFLOW_TEMPORAL_BIND and
+# OCTFLOW_S3_BIND opened them, both refusing a client without a
+# certificate of the stack's CA; nothing else of the stack (PostgreSQL,
+# S3 itself, Temporal's HTTP API, the metrics listeners) is published.
 plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://${API#https://}/readyz" || true)
 [ "$plain" != 200 ] || logs_and_fail "the api answers plain HTTP"
 code=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' "$API/metrics")
@@ -333,24 +381,45 @@ published=$(for c in $(compose ps -q); do
 	docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}{{range $p, $b := .NetworkSettings.Ports}}{{range $b}} {{$p}}@{{.HostIp}}{{end}}{{end}}' "$c"
 done | awk 'NF > 1' | sort)
 echo "$published" | sed 's/^/    published: /'
-echo "$published" | awk '{ for (i = 2; i <= NF; i++) if ($i !~ /@127\.0\.0\.1$/) exit 1 }' ||
-	logs_and_fail "a port is published beyond 127.0.0.1"
-[ "$(echo "$published" | awk '{print $1}' | tr '\n' ' ')" = "alert-sink alertmanager api prometheus temporal-ui " ] ||
-	logs_and_fail "published services: $(echo "$published" | awk '{print $1}' | tr '\n' ' '), want alert-sink alertmanager api prometheus temporal-ui"
-step "PASS: from the host, the api answers HTTPS only and no /metrics; PostgreSQL, S3, Temporal and the metrics listeners are not published"
-# No secret in any container's environment but octflow's S3 account in
-# octflow's own: every other is a file, mounted where it is used.
+echo "$published" | awk -v pub="$PUBLIC_BIND" '{
+	for (i = 2; i <= NF; i++) {
+		if ($i ~ /@127\.0\.0\.1$/) continue
+		if (($1 == "temporal" || $1 == "s3-proxy") && substr($i, index($i, "@") + 1) == pub) continue
+		exit 1
+	}
+}' || logs_and_fail "a port is published beyond 127.0.0.1 (and the bridge address for Temporal and the S3 proxy)"
+[ "$(echo "$published" | awk '{print $1}' | tr '\n' ' ')" = "alert-sink alertmanager api prometheus s3-proxy temporal temporal-ui " ] ||
+	logs_and_fail "published services: $(echo "$published" | awk '{print $1}' | tr '\n' ' '), want alert-sink alertmanager api prometheus s3-proxy temporal temporal-ui"
+TEMPORAL_PUB=$(compose port temporal 7233)
+S3_PUB=$(compose port s3-proxy 7443)
+# tls_probe NAME HOST:PORT [curl args]: an HTTPS request to the published
+# port, checking its certificate for NAME; prints the HTTP status.
+tls_probe() {
+	local name=$1 hp=$2
+	shift 2
+	curl -sS -m 10 -o /dev/null -w '%{http_code}' --cacert "$RUN/deploy/secrets/ca.pem" \
+		--resolve "$name:${hp##*:}:${hp%:*}" "$@" "https://$name:${hp##*:}/"
+}
+for target in "temporal $TEMPORAL_PUB" "s3-proxy $S3_PUB"; do
+	read -r name hp <<<"$target"
+	if out=$(tls_probe "$name" "$hp" 2>&1); then
+		logs_and_fail "$name at $hp answered a client without a certificate: $out"
+	fi
+	echo "    $name at $hp without a client certificate: $(tail -1 <<<"$out" | cut -c1-160)"
+	out=$(tls_probe "$name" "$hp" --cert "$NODE_B/node.pem" --key "$NODE_B/node-key.pem" 2>&1) ||
+		logs_and_fail "$name at $hp refused the node's certificate: $out"
+	echo "    $name at $hp with $NODE_ID's certificate: HTTP $out"
+done
+step "PASS: from the host, the api answers HTTPS only and no /metrics; Temporal and the S3 proxy only to a client certificate; PostgreSQL, S3 itself and the metrics listeners are not published"
+# No secret in any container's environment: every one is a file, mounted
+# where it is used.
 for c in $(compose ps -q); do
 	svc=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$c")
 	leaked=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c" |
 		grep -E '^[A-Z0-9_]*(PASSWORD|PWD|SECRET|ACCESS_KEY)[A-Z0-9_]*=' | grep -v -E '^[A-Z0-9_]*_FILE=' | cut -d= -f1 | sort | tr '\n' ' ' || true)
-	case "$svc:$leaked" in
-	*:) ;;
-	api:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY " | worker:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY " | gpu-*:"OCTFLOW_S3_ACCESS_KEY OCTFLOW_S3_SECRET_KEY ") ;;
-	*) logs_and_fail "$svc has secrets in its environment: $leaked" ;;
-	esac
+	[ -z "$leaked" ] || logs_and_fail "$svc has secrets in its environment: $leaked"
 done
-step "PASS: no secret in any service's environment but octflow's S3 account in octflow's"
+step "PASS: no secret in any service's environment"
 # Temporal's frontend takes no client without a certificate of the
 # stack's CA: the namespace job's container, run again without its
 # client certificate, is refused (TLS 1.3 refuses after the handshake,
@@ -461,6 +530,107 @@ submit "$EXAMS"
 step "submitted $EXAMS exams; waiting for each to finish"
 check "${batch[@]}"
 step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
+
+# --- the Web UI decodes payloads through the api's codec -------------------
+# As a browser on the UI does: the UI's settings name the codec endpoint
+# (with credentials); the UI's API gives an exam's history, its payloads
+# sealed; the codec, called from the UI's origin with the session cookie
+# of /codec/login (a clinician's), opens them. Without the cookie, or
+# from another origin, nothing is opened.
+settings=$(curl -fsS -m 10 "$UI/api/v1/settings") || logs_and_fail "the UI's settings"
+CODEC=$(jq -r .Codec.Endpoint <<<"$settings")
+[ "$CODEC" = "$OCTFLOW_PUBLIC_URL/codec" ] && [ "$(jq -r .Codec.IncludeCredentials <<<"$settings")" = true ] ||
+	logs_and_fail "the UI's codec settings: $(jq -c .Codec <<<"$settings"), want $OCTFLOW_PUBLIC_URL/codec with credentials"
+wf=$(jq -rn --arg s "exam/demo-campus/${batch[0]}" '$s | @uri')
+curl -fsS -m 20 "$UI/api/v1/namespaces/octflow/workflows/$wf/history" -o "$scans/history.json" ||
+	logs_and_fail "the UI's history of exam ${batch[0]}"
+jq -c '{payloads: [.history.events[0].workflowExecutionStartedEventAttributes.input.payloads[0]]}' "$scans/history.json" >"$scans/payloads.json"
+sealed=$(jq -r '.payloads[0].data' "$scans/payloads.json" | base64 -d | tr -c '[:print:]' '.')
+! grep -q -- "${batch[0]}" <<<"$sealed" || logs_and_fail "the exam's input is in clear in Temporal's history"
+jar=$scans/codec.cookies
+rm -f "$jar"
+code=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -c "$jar" --data-urlencode "token=$CLINICIAN" "$CODEC/login")
+grep -q octflow_codec_session "$jar" || logs_and_fail "POST $CODEC/login answered $code and set no session cookie"
+codec_decode() { # [curl args]: POST the payloads to the codec as the UI's page; prints the status
+	curl -sS -m 10 -o "$scans/decoded.json" -D "$scans/decoded.headers" -w '%{http_code}' -H "Content-Type: application/json" \
+		-H "X-Namespace: octflow" --data-binary @"$scans/payloads.json" "$@" "$CODEC/decode"
+}
+pre=$(curl -sS -m 10 -o /dev/null -D - -X OPTIONS -H "Origin: $OCTFLOW_UI_ORIGIN" -H "Access-Control-Request-Method: POST" \
+	-H "Access-Control-Request-Headers: content-type,x-namespace" "$CODEC/decode" | tr -d '\r')
+grep -qi "^access-control-allow-origin: $OCTFLOW_UI_ORIGIN$" <<<"$pre" && grep -qi '^access-control-allow-credentials: true$' <<<"$pre" ||
+	logs_and_fail "the codec's CORS preflight does not admit the UI's origin with credentials: $pre"
+code=$(codec_decode -H "Origin: $OCTFLOW_UI_ORIGIN" -H "Sec-Fetch-Site: cross-site")
+[ "$code" = 401 ] || logs_and_fail "the codec, without the UI's session cookie, answered $code, want 401"
+code=$(codec_decode -b "$jar" -H "Origin: https://elsewhere.example" -H "Sec-Fetch-Site: cross-site")
+[ "$code" = 403 ] || logs_and_fail "the codec, called with the cookie from a page of another origin, answered $code, want 403"
+code=$(codec_decode -b "$jar" -H "Origin: $OCTFLOW_UI_ORIGIN" -H "Sec-Fetch-Site: cross-site")
+[ "$code" = 200 ] || logs_and_fail "the codec, called from the UI's origin with its cookie, answered $code: $(cut -c1-300 "$scans/decoded.json")"
+grep -qi "^access-control-allow-origin: $OCTFLOW_UI_ORIGIN" "$scans/decoded.headers" ||
+	logs_and_fail "the codec's answer does not let the UI's page read it: $(cat "$scans/decoded.headers")"
+opened=$(jq -r '.payloads[0].data' "$scans/decoded.json" | base64 -d)
+grep -q -- "${batch[0]}" <<<"$opened" || logs_and_fail "the decoded input does not name exam ${batch[0]}: $(cut -c1-300 <<<"$opened")"
+echo "    decoded: $(jq -r '.payloads[0].metadata.encoding' "$scans/decoded.json" | base64 -d), $(wc -c <<<"$opened") bytes naming ${batch[0]}"
+step "PASS: the UI's codec endpoint ($CODEC) opens a real exam's payloads for the UI's origin with its session; not without it, not for another origin"
+
+# --- the audit trail in the stack's collector --------------------------------
+# The api's audit messages (the clinician's report reads and codec use
+# above) reach the rsyslog collector over TLS, in its file.
+# (The file into a variable first: grep -q's early exit would fail a
+# pipe under pipefail.)
+deadline=$(($(date +%s) + 60))
+while :; do
+	trail=$(compose exec -T audit cat /var/log/audit/audit.log 2>/dev/null || true)
+	grep 'IHE+RFC-3881' <<<"$trail" | grep 'compose-test clinician' >/dev/null && break
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "no audit message of the clinician in the collector's file within 60 s: $(tail -c 600 <<<"$trail")"
+	sleep 3
+done
+lines=$(grep -c 'IHE+RFC-3881' <<<"$trail")
+step "PASS: the audit trail reaches the collector over TLS: $lines audit messages in its file, the clinician's among them"
+
+# --- a GPU node on another host ----------------------------------------------
+# deploy/compose.remote-node.yml in a project (and network) of its own,
+# reaching the stack only through host-gateway at the published Temporal
+# (mTLS) and S3 proxy (TLS, client certificate) ports, with its own
+# certificate and S3 account. The stack's own GPU nodes are stopped (they
+# drain) so the exams run on it; then it leaves (drains, and the fleet
+# forgets it) and they come back.
+nodes_up() { curl -fsS -m 10 --data-urlencode 'query=octflow_node_up' "$PROM/api/v1/query" | jq -r '[.data.result[] | "\(.metric.node)=\(.value[1])"] | sort | join(" ")'; }
+until_nodes() { # WANT
+	local got deadline=$(($(date +%s) + 120))
+	until got=$(nodes_up) && [ "$got" = "$1" ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "GPU nodes in Prometheus: '$got', want '$1'"
+		sleep 3
+	done
+}
+step "a GPU node on another network: $NODE_ID through $TEMPORAL_PUB (Temporal) and $S3_PUB (S3 proxy)"
+node up -d --wait --wait-timeout 180 >>"$CACHE/logs/up.log" 2>&1 || {
+	node logs --no-color --tail 20 2>&1 | cut -c1-400
+	logs_and_fail "the GPU node on another network did not come up"
+}
+[ "$(docker inspect -f '{{range $n, $_ := .NetworkSettings.Networks}}{{$n}} {{end}}' "$(node ps -q gpu)")" = "$PROJECT-node_default " ] ||
+	logs_and_fail "the remote GPU node is on a network of the stack"
+# Without its certificate: Temporal and the S3 proxy refuse it.
+if out=$(node run --rm --no-deps -T -e OCTFLOW_TEMPORAL_CERT_FILE= -e OCTFLOW_TEMPORAL_KEY_FILE= -e OCTFLOW_SETUP_WAIT=5s gpu setup 2>&1); then
+	logs_and_fail "Temporal's published frontend served the remote node without its certificate: $(tail -3 <<<"$out")"
+fi
+if out=$(node run --rm --no-deps -T --entrypoint curl gpu -sS -m 10 -o /dev/null -w '%{http_code}' --cacert /run/secrets/ca.pem \
+	--connect-to "s3-proxy:443:octflow-stack:${S3_PUB##*:}" https://s3-proxy/ 2>&1); then
+	logs_and_fail "the published S3 proxy served the remote node without its certificate: $out"
+fi
+echo "    without its certificate, the S3 proxy: $(tail -1 <<<"$out" | cut -c1-160)"
+until_nodes "gpu-0=1 gpu-1=1 $NODE_ID=1"
+compose stop gpu-0 gpu-1 >/dev/null 2>&1 || logs_and_fail "docker compose stop gpu-0 gpu-1"
+submit 3
+check "${batch[@]}"
+ran=$(for id in "${batch[@]}"; do
+	curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events" | jq -r '.[] | .actor // empty'
+done | { grep -E '^gpu-' || true; } | sort -u | tr '\n' ' ')
+[ "$ran" = "$NODE_ID " ] || logs_and_fail "with only the remote node up, the GPU stages ran on: $ran"
+step "PASS: the remote GPU node ran 3 exams to COMPLETED (GPU stages on: $ran); refused by Temporal and the S3 proxy without its certificate"
+compose up -d --wait --wait-timeout 180 gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 || logs_and_fail "gpu-0 and gpu-1 did not come back"
+node down >/dev/null 2>&1 || logs_and_fail "docker compose down (the remote node)"
+until_nodes "gpu-0=1 gpu-1=1"
+step "PASS: the remote node left (drained, forgotten); gpu-0 and gpu-1 back"
 
 # The worker's SLA-breach counter is there at 0 before any breach: the
 # first breach is a rise that increase() sees.
