@@ -354,8 +354,7 @@ func (ce *codecEndpoint) login(c echo.Context) error {
 		return err
 	}
 	c.Set(principalKey, who)
-	c.SetCookie(&http.Cookie{Name: codecCookie, Value: id, Path: "/codec", HttpOnly: true,
-		Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode, MaxAge: int(codecSessionTTL / time.Second)})
+	c.SetCookie(ce.sessionCookie(c, id, int(codecSessionTTL/time.Second)))
 	c.Response().Header().Set("Cache-Control", "no-store")
 	ce.s.auditCodec(c, action, nil, http.StatusOK)
 	return c.HTML(http.StatusOK, "<!doctype html><p>Signed in as "+html.EscapeString(who.Name)+
@@ -380,6 +379,22 @@ func (ce *codecEndpoint) signIn(c echo.Context) (Principal, error) {
 	return p, nil
 }
 
+// sessionCookie is the browser's session cookie (maxAge < 0 clears it).
+// It is SameSite=Strict, except where the gateway serves HTTPS to a Web
+// UI on another origin (CodecOrigins): that page may be another site (a
+// plain-HTTP tunnel to the UI is), and the browser would not send a
+// strict cookie with its decode calls, so the cookie is SameSite=None
+// (which browsers take only with Secure). Cross-site forgery is refused
+// by the origin check (checkOrigin) either way.
+func (ce *codecEndpoint) sessionCookie(c echo.Context, value string, maxAge int) *http.Cookie {
+	https := c.Scheme() == "https"
+	site := http.SameSiteStrictMode
+	if https && len(ce.s.cfg.CodecOrigins) > 0 {
+		site = http.SameSiteNoneMode
+	}
+	return &http.Cookie{Name: codecCookie, Value: value, Path: "/codec", HttpOnly: true, Secure: https, SameSite: site, MaxAge: maxAge}
+}
+
 // logout ends the browser's session and clears its cookie.
 func (ce *codecEndpoint) logout(c echo.Context) error {
 	if ck, err := c.Cookie(codecCookie); err == nil {
@@ -388,8 +403,7 @@ func (ce *codecEndpoint) logout(c echo.Context) error {
 		}
 		ce.sessions.end(ck.Value)
 	}
-	c.SetCookie(&http.Cookie{Name: codecCookie, Value: "", Path: "/codec", HttpOnly: true,
-		Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	c.SetCookie(ce.sessionCookie(c, "", -1))
 	ce.s.auditCodec(c, "codec-logout", nil, http.StatusNoContent)
 	return c.NoContent(http.StatusNoContent)
 }

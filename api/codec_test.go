@@ -311,6 +311,13 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 		ck.MaxAge != int(codecSessionTTL/time.Second) {
 		t.Errorf("cookie attributes %+v", ck)
 	}
+	// Served over HTTPS to a UI on another origin, the cookie must cross
+	// sites (a tunnel's http://localhost page is another site), which
+	// browsers allow only to a Secure SameSite=None cookie.
+	rec = h.login("clin-north", "192.0.2.1:1000", func(r *http.Request) { r.TLS = &tls.ConnectionState{} })
+	if cs := rec.Result().Cookies(); rec.Code != 200 || len(cs) != 1 || cs[0].SameSite != http.SameSiteNoneMode || !cs[0].Secure || !cs[0].HttpOnly {
+		t.Errorf("sign-in over HTTPS: %d, cookies %+v", rec.Code, cs)
+	}
 	withCookie := func(v string) func(*http.Request) {
 		return func(r *http.Request) { r.AddCookie(&http.Cookie{Name: codecCookie, Value: v}) }
 	}
