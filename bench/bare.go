@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -40,7 +42,10 @@ func noop(context.Context) error { return nil }
 // runBare runs count bare workflows of stages no-op activities each on
 // the engine tc talks to, with workers tuned as octflow's (opts), started
 // by Uploaders goroutines as the exams were, and returns how long the
-// whole burst took.
+// whole burst took. It works at any burst size: a start or a wait that
+// the loaded engine does not answer in time is asked again (a start that
+// did happen is found by its workflow ID), and the runs are waited for
+// one after the other, not by one long poll each at once.
 func runBare(ctx context.Context, tc client.Client, opts worker.Options, count, stages int, tag string) (time.Duration, error) {
 	wf := worker.New(tc, bareWorkflowQueue, opts)
 	wf.RegisterWorkflowWithOptions(BareWorkflow, workflow.RegisterOptions{Name: bareWorkflow})
@@ -52,6 +57,7 @@ func runBare(ctx context.Context, tc client.Client, opts worker.Options, count, 
 		}
 		defer w.Stop()
 	}
+	id := func(i int) string { return fmt.Sprintf("bench-bare-%s-%05d", tag, i) }
 	start := time.Now()
 	jobs := make(chan int)
 	errs := make(chan error, count)
@@ -59,15 +65,15 @@ func runBare(ctx context.Context, tc client.Client, opts worker.Options, count, 
 	for range Uploaders {
 		wg.Go(func() {
 			for i := range jobs {
-				run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("bench-bare-%s-%05d", tag, i), TaskQueue: bareWorkflowQueue,
-				}, bareWorkflow, stages)
-				if err == nil {
-					// Waited for below, all at once.
-					go func() { errs <- run.Get(ctx, nil) }()
-					continue
-				}
-				errs <- err
+				errs <- patiently(ctx, func() error {
+					_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id(i), TaskQueue: bareWorkflowQueue,
+						WorkflowExecutionErrorWhenAlreadyStarted: true}, bareWorkflow, stages)
+					var started *serviceerror.WorkflowExecutionAlreadyStarted
+					if errors.As(err, &started) {
+						return nil // an earlier try that timed out had started it
+					}
+					return err
+				})
 			}
 		})
 	}
@@ -78,8 +84,32 @@ func runBare(ctx context.Context, tc client.Client, opts worker.Options, count, 
 	wg.Wait()
 	for range count {
 		if err := <-errs; err != nil {
-			return 0, fmt.Errorf("bare workflow: %w", err)
+			return 0, fmt.Errorf("start a bare workflow: %w", err)
+		}
+	}
+	for i := range count {
+		if err := patiently(ctx, func() error { return tc.GetWorkflow(ctx, id(i), "").Get(ctx, nil) }); err != nil {
+			return 0, fmt.Errorf("bare workflow %s: %w", id(i), err)
 		}
 	}
 	return time.Since(start), nil
+}
+
+// patiently calls fn until it returns anything but a call of its own that
+// timed out or found the engine unavailable, or ctx ends.
+func patiently(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		var unavailable *serviceerror.Unavailable
+		var deadline *serviceerror.DeadlineExceeded
+		if err == nil || ctx.Err() != nil ||
+			!(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || errors.As(err, &unavailable)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
