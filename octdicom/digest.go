@@ -13,6 +13,13 @@ import (
 // read as such: the stream is hashed whole.
 const maxMetaBytes = 64 << 10
 
+// part10Domain and wholeDomain lead the bytes NewInstanceHash hashes,
+// one for each form, so that the two forms' inputs never coincide.
+const (
+	part10Domain = "octflow instance digest: part 10 transfer syntax and data set\x00"
+	wholeDomain  = "octflow instance digest: whole stream\x00"
+)
+
 // NewInstanceHash returns a SHA-256 of a DICOM instance as a stream
 // brings it: of its Transfer Syntax UID and its data set, without the
 // 128-byte preamble and the rest of the File Meta Information, which say
@@ -24,7 +31,12 @@ const maxMetaBytes = 64 << 10
 // router, and an instance whose data set differs (or is declared in
 // another transfer syntax) has another. A stream that is not laid out
 // as a Part 10 file (preamble, "DICM", group 0002 led by its group
-// length) is hashed whole.
+// length) is hashed whole. The two forms are kept apart: each digest
+// starts from a tag of its own (part10Domain, wholeDomain), so no stream
+// hashed whole can share a digest with a Part 10 file's transfer syntax
+// and data set. Where the meta information declares the transfer syntax
+// more than once, the first counts, as it does for the reader (prescan,
+// the parser): the digest names the syntax the data set is read in.
 func NewInstanceHash() hash.Hash {
 	return &instanceHash{h: sha256.New()}
 }
@@ -78,6 +90,7 @@ func (x *instanceHash) settle() {
 		x.hashWhole()
 		return
 	}
+	x.h.Write([]byte(part10Domain))
 	x.h.Write([]byte(ts))
 	x.h.Write([]byte{0})
 	x.h.Write(x.raw[x.metaEnd:])
@@ -86,13 +99,15 @@ func (x *instanceHash) settle() {
 
 // hashWhole hashes the stream as it came, from its first byte.
 func (x *instanceHash) hashWhole() {
+	x.h.Write([]byte(wholeDomain))
 	x.h.Write(x.raw)
 	x.raw, x.whole = nil, true
 }
 
-// transferSyntaxOf is the Transfer Syntax UID among meta, group 0002's
-// elements after its group length (Explicit VR Little Endian, as PS3.10
-// writes them); ok is false where they do not read so or name none.
+// transferSyntaxOf is the first Transfer Syntax UID among meta, group
+// 0002's elements after its group length (Explicit VR Little Endian, as
+// PS3.10 writes them), trimmed as the reader trims it; ok is false where
+// they do not read so or name none.
 func transferSyntaxOf(meta []byte) (ts string, ok bool) {
 	for len(meta) >= 8 {
 		group, elem := binary.LittleEndian.Uint16(meta), binary.LittleEndian.Uint16(meta[2:])
@@ -110,8 +125,8 @@ func transferSyntaxOf(meta []byte) (ts string, ok bool) {
 		if group != 2 || n < 0 || at+n > len(meta) {
 			return "", false
 		}
-		if elem == 0x0010 {
-			ts = strings.TrimRight(string(meta[at:at+n]), "\x00 ")
+		if elem == 0x0010 && ts == "" {
+			ts = strings.Trim(string(meta[at:at+n]), "\x00 ")
 		}
 		meta = meta[at+n:]
 	}
@@ -125,6 +140,7 @@ func (x *instanceHash) Sum(b []byte) []byte {
 		return x.h.Sum(b)
 	}
 	h := sha256.New()
+	h.Write([]byte(wholeDomain))
 	h.Write(x.raw)
 	return h.Sum(b)
 }
