@@ -44,9 +44,10 @@ set -eu
 DIR=${1:-$(dirname "$0")/secrets}
 DAYS=${OCTFLOW_CERT_DAYS:-825}
 HOSTS=${OCTFLOW_API_HOSTS:-$(hostname -f 2>/dev/null || hostname)}
-mkdir -p "$DIR"
-cd "$DIR"
 umask 077
+mkdir -p "$DIR"
+chmod 700 "$DIR"
+cd "$DIR"
 
 if [ ! -s ca.pem ] || [ ! -s ca-key.pem ]; then
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days "$((DAYS * 2))" \
@@ -90,5 +91,5 @@ leaf temporal temporal DNS:temporal,DNS:localhost,IP:127.0.0.1 serverAuth,client
 leaf temporal-client octflow "" clientAuth 10001
 leaf temporal-ui temporal-ui "" clientAuth 1000
 leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
-leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 0
-leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 0
+leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 10001
+leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 10001

@@ -1,6 +1,7 @@
 package composetest
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -276,5 +277,27 @@ func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Errorf("checked only %d commands", checked)
+	}
+}
+
+// Every image this repository builds for the stack (octflow's, the audit
+// collector's, the TLS proxy's) runs as a user of its own, not root, and
+// no service of the shipped file overrides that.
+func TestTheImagesBuiltHereDoNotRunAsRoot(t *testing.T) {
+	for _, path := range []string{"Dockerfile", "deploy/audit/Dockerfile", "deploy/tls-proxy/Dockerfile"} {
+		user := ""
+		for _, line := range strings.Split(read(t, filepath.Join(repoRoot, path)), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "USER" {
+				user = f[1]
+			}
+		}
+		if user == "" || user == "root" || user == "0" || strings.HasPrefix(user, "0:") {
+			t.Errorf("%s: its image runs as %q", path, cmp.Or(user, "root (no USER)"))
+		}
+	}
+	for name, s := range shipped(t).Services {
+		if s.User == "root" || s.User == "0" || strings.HasPrefix(s.User, "0:") {
+			t.Errorf("%s runs as root", name)
+		}
 	}
 }

@@ -627,6 +627,26 @@ ran=$(for id in "${batch[@]}"; do
 done | { grep -E '^gpu-' || true; } | sort -u | tr '\n' ' ')
 [ "$ran" = "$NODE_ID " ] || logs_and_fail "with only the remote node up, the GPU stages ran on: $ran"
 step "PASS: the remote GPU node ran 3 exams to COMPLETED (GPU stages on: $ran); refused by Temporal and the S3 proxy without its certificate"
+# Its S3 account reads everything but writes only what GPU stages write:
+# an exam's report (like its scan, markers and sealed identity) can be
+# neither overwritten nor deleted from the node. Reading it is the control
+# that the account and the path are right.
+node_s3() { # METHOD KEY: the status S3 answers the node's own account
+	node run --rm --no-deps -T --entrypoint sh gpu -c '
+		method=$1 key=$2
+		shift 2
+		[ "$method" != PUT ] || set -- --data-binary overwritten
+		curl -sS -m 10 -o /dev/null -w "%{http_code}" --aws-sigv4 "aws:amz:us-east-1:s3" \
+			--user "$(cat /run/secrets/s3-access-key):$(cat /run/secrets/s3-secret-key)" \
+			-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "$@" "http://s3-tunnel:7070/octflow/$key"' sh "$1" "$2"
+}
+key=$(status "${batch[0]}" | jq -r '.report.jsonKey // empty')
+[ -n "$key" ] || logs_and_fail "exam ${batch[0]}: no report key in its status"
+for want in "GET 200" "PUT 403" "DELETE 403" "GET 200"; do
+	code=$(node_s3 "${want% *}" "$key") || true
+	[ "$code" = "${want#* }" ] || logs_and_fail "the remote node's S3 account: ${want% *} $key answered '$code', want ${want#* }"
+done
+step "PASS: the remote node's S3 account reads the exam's report but may neither overwrite nor delete it"
 compose up -d --wait --wait-timeout 180 gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 || logs_and_fail "gpu-0 and gpu-1 did not come back"
 node down >/dev/null 2>&1 || logs_and_fail "docker compose down (the remote node)"
 until_nodes "gpu-0=1 gpu-1=1"

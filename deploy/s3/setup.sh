@@ -2,8 +2,11 @@
 # The S3 setup job (docker-compose.yml, s3-setup), run on every up: the
 # bucket, made with the root account if it is missing, and its policy,
 # which lets each GPU-node account of s3-node-accounts (deploy/make-node.sh)
-# read, write and list the bucket's objects and nothing else (no delete,
-# no bucket settings). With no such account, no policy. Requests are
+# read and list the bucket's objects and write only what GPU stages write
+# (the denoised volume, intensity, layers, lesions and their labels,
+# measurements), nothing else: no scan, report, intake marker or sealed
+# identity can be overwritten from a node, nothing deleted, no bucket
+# setting changed. With no such account, no policy. Requests are
 # signed (AWS SigV4) by curl; S3 is reached over TLS with the stack's CA.
 set -eu
 BUCKET=${OCTFLOW_S3_BUCKET:-octflow}
@@ -31,10 +34,18 @@ if [ -z "$keys" ]; then
 	echo "s3-setup: no GPU-node account; bucket policy removed ($code)"
 	exit 0
 fi
+outputs=""
+for name in denoised.dcm intensity.json layers.json lesions.json lesion-labels.nrrd measurements.json; do
+	outputs="$outputs${outputs:+, }\"arn:aws:s3:::$BUCKET/exams/*/$name\""
+done
 cat >/tmp/policy.json <<POLICY
-{"Version": "2012-10-17", "Statement": [{"Sid": "gpu-nodes", "Effect": "Allow", "Principal": {"AWS": [$keys]},
- "Action": ["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
- "Resource": ["arn:aws:s3:::$BUCKET", "arn:aws:s3:::$BUCKET/*"]}]}
+{"Version": "2012-10-17", "Statement": [
+ {"Sid": "gpu-nodes-read", "Effect": "Allow", "Principal": {"AWS": [$keys]},
+  "Action": ["s3:GetObject", "s3:ListBucket"],
+  "Resource": ["arn:aws:s3:::$BUCKET", "arn:aws:s3:::$BUCKET/*"]},
+ {"Sid": "gpu-nodes-write-stage-outputs", "Effect": "Allow", "Principal": {"AWS": [$keys]},
+  "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+  "Resource": [$outputs]}]}
 POLICY
 code=$(s3 PUT "?policy=" -H "Content-Type: application/json" --data-binary @/tmp/policy.json)
 case "$code" in
