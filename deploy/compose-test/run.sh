@@ -617,6 +617,10 @@ if out=$(node run --rm --no-deps -T --entrypoint curl gpu -sS -m 10 -o /dev/null
 	--connect-to "s3-proxy:443:octflow-stack:${S3_PUB##*:}" https://s3-proxy/ 2>&1); then
 	logs_and_fail "the published S3 proxy served the remote node without its certificate: $out"
 fi
+# ...and refused it in the TLS handshake, for want of a certificate (not
+# a wrong port or a timeout).
+grep -qiE 'alert|certificate|handshake' <<<"$out" ||
+	logs_and_fail "the S3 proxy's refusal was not a TLS refusal: $out"
 echo "    without its certificate, the S3 proxy: $(tail -1 <<<"$out" | cut -c1-160)"
 until_nodes "gpu-0=1 gpu-1=1 $NODE_ID=1"
 compose stop gpu-0 gpu-1 >/dev/null 2>&1 || logs_and_fail "docker compose stop gpu-0 gpu-1"
