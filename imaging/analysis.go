@@ -32,6 +32,10 @@ type Analysis struct {
 	// and by what (judgeBoundaries): what the degradation suite
 	// calibrates.
 	evidence boundaryEvidence
+	// layersHeld is, on a cube, where each boundary holds: reliable, or
+	// bridged between reliable A-scans (bridgeBoundary); a layer is
+	// measured and judged where both its boundaries hold.
+	layersHeld map[string][]bool
 }
 
 // LesionsWithheld is why the lesions found are not to be reported, ""
@@ -90,6 +94,11 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	}
 	if errors.Is(err, ErrNotMeasurable) {
 		a.NotMeasurable = []string{err.Error()}
+		if pattern == Cube || pattern == Line {
+			// Lesions are found between boundaries no figure could be
+			// measured on: nothing vouches for them either.
+			a.withhold(FigureLesions, "nothing could be measured: "+err.Error())
+		}
 		return a, nil
 	}
 	if err != nil {
@@ -108,22 +117,62 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	}
 	ev := judgeBoundaries(v, l, again, shadow)
 	a.evidence = ev
-	if pattern == Circle && len(ev.supported[RNFLGCL]) == len(mask) {
-		// The circle's RNFL is measured again with its RNFL/GCL bridged
-		// across the vessels' shadows and the short stretches where the
-		// image does not show it plainly: a noisy stretch does not pull
-		// the sector.
-		if a.RNFL, err = measureRNFL(v, l, mask, rnflBridge(ev.supported[RNFLGCL], shadow, v)); err != nil {
+	measured, measuredOn := mask, l
+	switch {
+	case pattern == Circle && len(ev.reliable[RNFLGCL]) == len(mask) && len(ev.reliable[ILM]) == len(mask):
+		// The circle's RNFL is measured again on reliable rows only: over
+		// the A-scans whose ILM is reliable, its RNFL/GCL taken where it
+		// is reliable outside the vessels' shadows and bridged, in a
+		// straight line around the circle, everywhere else (as devices
+		// bridge the vessels).
+		measured = andMask(mask, ev.reliable[ILM])
+		if a.RNFL, err = measureRNFL(v, l, measured, notMask(andMask(ev.reliable[RNFLGCL], notMask(shadow)))); errors.Is(err, ErrNotMeasurable) {
+			reason := "on the A-scans whose ILM is reliable: " + err.Error()
+			a.withhold(FigureRNFLGlobal, reason)
+			a.withhold(FigureRNFLSectors, reason)
+			a.NotMeasurable = append(a.NotMeasurable, "RNFL thickness not reported: "+reason)
+			return a, nil
+		} else if err != nil {
 			return nil, err
 		}
+	case pattern == Cube && len(ev.reliable[ILM]) == len(mask) && len(ev.reliable[BM]) == len(mask):
+		// The cube is measured again on reliable rows: over the graded
+		// A-scans whose ILM is reliable, to Bruch's membrane where it is
+		// reliable, bridged in a straight line along the B-scan between
+		// the nearest A-scans either side where it is elsewhere (the
+		// membrane runs smoothly; a bridge holds only between two).
+		// The layers' boundaries are bridged so too, and each layer is
+		// measured where both its boundaries hold (a.layersHeld).
+		held := map[string][]bool{}
+		measuredOn = l
+		for _, b := range BoundaryNames {
+			if b != RPE && len(ev.reliable[b]) == len(mask) {
+				measuredOn, held[b] = bridgeBoundary(measuredOn, b, ev.reliable[b], v.Spacing.LateralUm)
+			}
+		}
+		a.layersHeld = held
+		measured = andMask(mask, andMask(ev.reliable[ILM], held[BM]))
+		if a.Cube, err = MeasureGradable(ctx, v, measuredOn, measured); errors.Is(err, ErrNotMeasurable) {
+			reason := "on the A-scans whose ILM and BM are reliable: " + err.Error()
+			a.withhold(FigureMeasurements, reason)
+			a.withhold(FigureLesions, reason)
+			a.NotMeasurable = append(a.NotMeasurable, "not reported: "+reason)
+			return a, nil
+		} else if err != nil {
+			return nil, err
+		}
+		a.Cube.measureLayers(v, measured, held)
 	}
-	a.vouch(v, l, ev.supported, shadow)
+	a.vouch(v, l, measuredOn, ev.reliable, measured, shadow)
 	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {
-		fluid, drusen, unmatched, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
+		fluid, drusen, unmatched, flat, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
 		if err != nil {
 			return nil, err
 		}
-		if worst := min(fluid, drusen); unmatched > 0 && worst >= minLesionAgreement {
+		if worst := min(fluid, drusen); flat > 0 {
+			a.withhold(FigureLesions, fmt.Sprintf("%d of the lesions found lie in one B-scan only while wider than %d B-scan spacings: a streak of noise, not a deposit or a pocket, which are about as long across B-scans as along them",
+				flat, flatLesionSpacings))
+		} else if unmatched > 0 && worst >= minLesionAgreement {
 			a.withhold(FigureLesions, fmt.Sprintf("%d of the lesions found are not found again when the scan is denoised more strongly: "+
 				"noise, not the eye, decides what is found", unmatched))
 		} else if worst < minLesionAgreement {

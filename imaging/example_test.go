@@ -52,6 +52,9 @@ func Example() {
 	}
 
 	fmt.Printf("%d × %d × %d %s, %s encoding\n", v.Frames, v.Rows, v.Cols, v.Laterality, intensity.Encoding)
+	// A small, coarse cube: its RNFL/GCL is reliable in too few A-scans
+	// for the RNFL and GCL+IPL layer maps, which are withheld with their
+	// reason (an.Withheld), so the verdict is partial.
 	fmt.Printf("pattern %s, gradable %s, measurable %t\n", an.Pattern, an.Quality.Gradable, an.Measurable())
 	cst, want := an.Cube.CentralSubfieldThicknessUm, truth.Measurements.CentralSubfieldThicknessUm
 	fmt.Printf("central subfield thickness within 5 µm of the truth: %t\n", math.Abs(cst-want) < 5)
@@ -59,7 +62,7 @@ func Example() {
 	fmt.Println("truth:  ", lesionTypes(truth.Lesions))
 	// Output:
 	// 7 × 248 × 128 OD, linear encoding
-	// pattern cube, gradable full, measurable true
+	// pattern cube, gradable partial, measurable true
 	// central subfield thickness within 5 µm of the truth: true
 	// lesions: [intraretinal_fluid subretinal_fluid]
 	// truth:   [intraretinal_fluid subretinal_fluid]

@@ -132,8 +132,8 @@ func TestAFullScanIsFullyGradable(t *testing.T) {
 			a, _ := analyze(t, lv)
 			if a.Quality.Gradable != Gradable || a.Quality.GradableFraction < 0.95 || a.Quality.Grade != "good" || a.Cube == nil {
 				q := a.Quality
-				t.Errorf("gradable %s over %.3f, grade %s (%q); cube %v, not measurable %q", q.Gradable, q.GradableFraction, q.Grade, q.Reasons,
-					a.Cube != nil, a.NotMeasurable)
+				t.Errorf("gradable %s over %.3f, grade %s (%q); cube %v, not measurable %q, withheld %+v", q.Gradable, q.GradableFraction, q.Grade, q.Reasons,
+					a.Cube != nil, a.NotMeasurable, a.Withheld)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func TestStagesWorkAtReducedSampling(t *testing.T) {
 }
 
 // TestLayerThicknessesAddUpToTheRetina checks the per-layer maps: the
-// seven layers tile the retina from ILM to BM, in the truth as in a
+// six layers tile the retina from ILM to BM, in the truth as in a
 // segmentation, and the report schema carries them with their subfields.
 func TestLayerThicknessesAddUpToTheRetina(t *testing.T) {
 	ctx := context.Background()

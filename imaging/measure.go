@@ -52,19 +52,23 @@ type LayerThickness struct {
 	// subfield.
 	MeanUm float64            `json:"meanUm"`
 	ETDRS  map[string]float64 `json:"etdrs"`
-	// MapUm is the thickness of every A-scan, indexed [frame*Cols+col].
+	// MapUm is the thickness of every A-scan, indexed [frame*Cols+col];
+	// in an analysis, 0 where its boundaries do not hold (neither
+	// reliable nor bridged between reliable A-scans).
 	MapUm []float32 `json:"mapUm,omitempty"`
 }
 
 // RetinalLayers names the layers Measure reports, by their boundaries.
+// The outer segments and the RPE are one layer, EZ to BM: the RPE's
+// brightest row between them (a ridge, not an edge) is never reliable
+// enough to split them by (minCNRFor).
 var RetinalLayers = []struct{ Name, Top, Bottom string }{
 	{"RNFL", ILM, RNFLGCL},
 	{"GCL+IPL", RNFLGCL, IPLINL},
 	{"INL", IPLINL, INLOPL},
 	{"OPL", INLOPL, OPLONL},
 	{"ONL+IS", OPLONL, EZ},
-	{"OS", EZ, RPE},
-	{"RPE", RPE, BM},
+	{"OS+RPE", EZ, BM},
 }
 
 // Measure computes retinal thickness (ILM to BM), centres the ETDRS grid
@@ -168,6 +172,30 @@ func MeasureGradable(ctx context.Context, v *Volume, l *Layers, mask []bool) (*M
 		}
 	}
 	return m, nil
+}
+
+// measureLayers takes each layer's means again over the A-scans of mask
+// where both its boundaries hold (held; a boundary absent from it holds
+// nowhere), and reads 0 in its map elsewhere.
+func (m *Measurements) measureLayers(v *Volume, mask []bool, held map[string][]bool) {
+	if len(m.Layers) == 0 {
+		return
+	}
+	grid := newETDRSGrid(v, m.FoveaXMm, m.FoveaYMm)
+	for i := range m.Layers {
+		lt := &m.Layers[i]
+		in := make([]bool, len(mask))
+		top, bottom := held[lt.Top], held[lt.Bottom]
+		for k := range in {
+			in[k] = mask[k] && k < len(top) && top[k] && k < len(bottom) && bottom[k]
+			if !in[k] && k < len(lt.MapUm) {
+				lt.MapUm[k] = 0
+			}
+		}
+		var volume, area float64
+		lt.ETDRS, volume, area, _ = grid.means(lt.MapUm, in)
+		lt.MeanUm = volume / max(area, 1e-9) * 1000
+	}
 }
 
 // etdrsGrid assigns each A-scan to its ETDRS subfield around the fovea.

@@ -119,8 +119,8 @@ func MeasureLine(v *Volume, l *Layers, mask []bool) (*LineMeasurements, error) {
 // keepOnly keeps the line's profile, and its mean, least and greatest
 // thickness, to the A-scans where keep is true (and measured): the
 // others read 0 in the profile, as A-scans not graded do, and
-// GradableFraction counts what is left. The central thickness and the
-// pit are left as they are.
+// GradableFraction counts what is left. The central thickness is left
+// as it is: the analysis takes it again on reliable rows (lineCentral).
 func (m *LineMeasurements) keepOnly(keep func(c int) bool) {
 	var sum float64
 	var n int

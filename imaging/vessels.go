@@ -84,34 +84,3 @@ func vesselShadows(v *Volume, l *Layers) []bool {
 	}
 	return out
 }
-
-// maxBridgeUm is the longest stretch of a circle over which an
-// unsupported RNFL/GCL boundary is bridged (rnflBridge): about a
-// vessel's width. Longer stretches keep the boundary found, and the
-// figures' shares judge them.
-const maxBridgeUm = 120
-
-// rnflBridge marks where a circle's RNFL/GCL is bridged (measureRNFL):
-// in the vessels' shadows (shadow; nil: none) and over stretches of up
-// to maxBridgeUm where it is not supported.
-func rnflBridge(supported, shadow []bool, v *Volume) []bool {
-	out := make([]bool, len(supported))
-	inShadow := func(i int) bool { return len(shadow) == len(out) && shadow[i] }
-	longest := int(math.Round(maxBridgeUm / max(v.Spacing.LateralUm, 1e-3)))
-	for i := 0; i < len(out); {
-		if supported[i] || inShadow(i) {
-			out[i] = inShadow(i)
-			i++
-			continue
-		}
-		e := i
-		for e < len(out) && !supported[e] && !inShadow(e) && e/v.Cols == i/v.Cols {
-			e++
-		}
-		for k := i; k < e; k++ {
-			out[k] = e-i <= longest
-		}
-		i = e
-	}
-	return out
-}

@@ -329,11 +329,13 @@ func figureName(figure string) string {
 		return "ETDRS subfield " + strings.TrimPrefix(figure, imaging.FigureETDRS)
 	case strings.HasPrefix(figure, imaging.FigureRNFLSector):
 		return "RNFL sector " + strings.TrimPrefix(figure, imaging.FigureRNFLSector)
+	case strings.HasPrefix(figure, imaging.FigureLayer):
+		return "Layer thickness " + strings.TrimPrefix(figure, imaging.FigureLayer)
 	}
 	names := map[string]string{
 		imaging.FigureRNFLGlobal: "RNFL global thickness", imaging.FigureRNFLSectors: "RNFL sectors",
 		imaging.FigureCentral: "Central thickness (1 mm)", imaging.FigureCST: "Central subfield thickness",
-		imaging.FigureVolume: "Total macular volume", imaging.FigureLayers: "Layer thickness",
+		imaging.FigureVolume:  "Total macular volume",
 		imaging.FigureLesions: "Lesions", imaging.FigureMeasurements: "Measurements",
 	}
 	if n, ok := names[figure]; ok {
