@@ -23,9 +23,9 @@ const (
 	cnrHalfCols = 5
 )
 
-// minCNRFor is the contrast-to-noise ratio at which a boundary the
-// figures may rest on (supported: see judgeBoundaries) is also called
-// reliable in an A-scan, calibrated on the degradation suite so that a
+// minCNRFor is the contrast-to-noise ratio at which a supported
+// boundary (see judgeBoundaries) is also called reliable in an A-scan,
+// what every figure rests on, calibrated on the degradation suite so that a
 // boundary called reliable is within 2 px of the truth in ≥ 95% of the
 // A-scans so called (docs/imaging.md, Calibration), on the noise it was
 // calibrated on and on noise drawn anew. Over the real scans, RNFL/GCL
@@ -147,9 +147,10 @@ const judgedResolutionUm = rpeResolvedUm
 
 // boundaryEvidence is what judgeBoundaries judged each boundary by, per
 // A-scan: its contrast-to-noise ratio, how far (µm) it moved under the
-// second denoising, and the verdicts: supported (what the figures rest
-// on) and reliable (supported, and calibrated to lie within 2 px of the
-// truth: see minCNRFor).
+// second denoising, and the verdicts: supported (the image shows it
+// plainly and it stays put) and reliable (supported, and calibrated to
+// lie within 2 px of the truth: see minCNRFor), what the figures rest
+// on.
 type boundaryEvidence struct {
 	supported map[string][]bool
 	reliable  map[string][]bool
@@ -508,11 +509,12 @@ type BoundaryReliability struct {
 	Boundary string `json:"boundary"`
 	// ReliableFraction is the share of the gradable A-scans in which the
 	// boundary is reliable: calibrated on the degradation suite to lie
-	// within 2 px of the truth in ≥ 95% of such A-scans (see minCNRFor).
+	// within 2 px of the truth in ≥ 95% of such A-scans (see minCNRFor);
+	// what the figures rest on and their needs are judged by.
 	ReliableFraction float64 `json:"reliableFraction"`
 	// SupportedFraction is the share in which the image shows it plainly
-	// enough for a figure to rest on it (judgeBoundaries): what the
-	// figures' needs (minReliableShare) are judged by.
+	// and a second denoising finds it again (judgeBoundaries), reliable
+	// or not.
 	SupportedFraction float64 `json:"supportedFraction"`
 }
 
@@ -586,8 +588,7 @@ const minSectorSignal = 7.6
 // most of it, its mean is the bridge's. On the real circles the
 // temporal-superior sector, reliable in 24–41% of its A-scans, came
 // 10–13 µm thin, clean or degraded; the sectors reliable in 45% or more
-// stayed within 9 µm but one (a contrast of half: nasal-superior,
-// 13.3 µm, reliable in 73%; docs/imaging.md, known gaps).
+// stayed within 9.7 µm on a signal of 7.6 or more (minSectorSignal).
 const minOwnSectorShare = 0.45
 
 // bridgeBoundary returns l with boundary b taken where ok (reliable)
