@@ -20,7 +20,8 @@ import (
 
 // STOW-RS refusals, answered before anything is stored, held to
 // api/openapi.yaml: a request of instances none of which is DICOM is 409
-// with a Failed SOP Sequence in DICOM JSON.
+// with a Failed SOP Sequence in DICOM JSON, or 400 with the same answer
+// for a client that asks for it (X-Octflow-Refusal-Status).
 func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	tokens, err := api.NewTokens([]api.TokenEntry{
 		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
@@ -53,6 +54,7 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	mw.Close()
 	related := `multipart/related; type="application/dicom"; boundary=` + mw.Boundary()
 
+	var refusalStatus string // X-Octflow-Refusal-Status, when set
 	store := func(token, contentType string, want int) []byte {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/dicom-web/studies", bytes.NewReader(body.Bytes()))
@@ -61,6 +63,9 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", contentType)
+		if refusalStatus != "" {
+			req.Header.Set(api.RefusalStatusHeader, refusalStatus)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -81,4 +86,13 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	if err := json.Unmarshal(answer, &got); err != nil || len(got["00081198"].Value) != 2 {
 		t.Errorf("want two instances in the Failed SOP Sequence: %s (%v)", answer, err)
 	}
+
+	// A client that tells only 400 apart (Orthanc's) asks for refusals no
+	// resend mends as 400: the same answer, and the same problems.
+	refusalStatus = "400"
+	if again := store("dev", related, http.StatusBadRequest); !bytes.Equal(again, answer) {
+		t.Errorf("with %s 400: %s, want the 409's answer %s", api.RefusalStatusHeader, again, answer)
+	}
+	store("dev", "multipart/form-data; boundary="+mw.Boundary(), http.StatusBadRequest)
+	store("clin", related, http.StatusForbidden)
 }

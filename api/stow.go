@@ -8,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -41,7 +42,8 @@ const (
 )
 
 // maxInstances is how many instances one STOW-RS request may carry; a
-// router sends more in further requests.
+// router sends more in further requests. A request with more is refused
+// (413) before any of its instances is taken.
 const maxInstances = 64
 
 // PriorityHeader names the priority of the exams a STOW-RS request
@@ -56,6 +58,21 @@ type stowResult struct {
 	transient             bool   // refused for now: worth sending again
 }
 
+// RefusalStatusHeader, set to "400" by a client that tells HTTP statuses
+// apart only as 400, 401/403, 404 and the rest (Orthanc's DICOMweb
+// client, which reports every other status as one network error), has a
+// refusal no resend can mend answered 400 instead of its own status: 409
+// (no instance stored, none for want of resources), 413, 415 or 422. A
+// refusal worth sending again (408, 429, 5xx) keeps its status. The body
+// is the same either way.
+const RefusalStatusHeader = "X-Octflow-Refusal-Status"
+
+// definitive says whether status is a refusal that a resend of the same
+// request cannot mend: a 4xx other than 408 and 429.
+func definitive(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}
+
 // storeInstances serves POST /dicom-web/studies (multipart/related;
 // type="application/dicom"). Each part is one instance, taken as an exam
 // whose device exam ID is "sop:" and its SOP Instance UID (kept, like any
@@ -65,10 +82,25 @@ type stowResult struct {
 // SOP Instance UID is refused. Instances are refused one by one (Failed SOP
 // Sequence), never the request for one of them: 200 when every instance
 // is stored (a resent one counts as stored), 202 when some are, 409 when
-// none is, 503 with Retry-After when none is and some could be later. A
-// body that is cut, too slow or too large fails the request as a whole
-// (sending it again is safe: what was stored is answered as stored).
+// none is, 503 with Retry-After when none is and some could be later.
+// Every part is received before any is taken: a body that is cut, too
+// slow or too large, or that carries more than maxInstances parts, fails
+// the request as a whole before any instance is stored (and sending it
+// again is safe either way: what was stored is answered as stored).
 func (s *Server) storeInstances(c echo.Context) error {
+	err := s.storeInstancesAnswering(c, c.Request().Header.Get(RefusalStatusHeader) == "400")
+	var p *Problem
+	if c.Request().Header.Get(RefusalStatusHeader) == "400" && errors.As(err, &p) && definitive(p.Status) &&
+		p.Status != http.StatusUnauthorized && p.Status != http.StatusForbidden && p.Status != http.StatusNotFound {
+		p.Status = http.StatusBadRequest
+	}
+	return err
+}
+
+// storeInstancesAnswering is storeInstances; as400 answers a request
+// none of whose instances is stored, and none for want of resources, 400
+// instead of 409 (RefusalStatusHeader).
+func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	who := principal(c)
 	prio, err := exam.ParsePriority(c.Request().Header.Get(PriorityHeader))
 	if err != nil {
@@ -88,8 +120,19 @@ func (s *Server) storeInstances(c echo.Context) error {
 	req := c.Request()
 	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxScanBytes+1<<20)
 	req.Body = newPacedReader(body, http.NewResponseController(c.Response()), s.cfg.Uploads.Pace)
+	// Every part is received (spooled, encrypted) before any is taken, so
+	// that a request over maxInstances is refused before it starts an
+	// exam: a resend of it would otherwise fail again after the same
+	// exams, every time.
 	parts := multipart.NewReader(req.Body, params["boundary"])
-	var results []stowResult
+	var received []*upload // nil for a part that is not application/dicom
+	defer func() {
+		for _, up := range received {
+			if up != nil {
+				up.close()
+			}
+		}
+	}()
 	for {
 		part, err := parts.NextPart()
 		if errors.Is(err, io.EOF) {
@@ -97,23 +140,30 @@ func (s *Server) storeInstances(c echo.Context) error {
 		}
 		if err != nil {
 			// The body itself is broken, cut, too slow or too large: the
-			// request fails as a whole (what was stored stays stored, and
-			// a resend of it is answered as stored), never as a partial
-			// success that names only the instances read.
+			// request fails as a whole, before any instance is taken.
 			return readProblem(err, s.cfg.MaxScanBytes)
 		}
-		if len(results) == maxInstances {
+		if len(received) == maxInstances {
+			part.Close()
 			return problem(http.StatusRequestEntityTooLarge, "too-large",
-				fmt.Sprintf("one request carries at most %d instances; send the rest in another", maxInstances))
+				fmt.Sprintf("one request carries at most %d instances; none was taken: send them in requests of at most %d", maxInstances, maxInstances))
 		}
-		res, err := s.storeInstance(c, who, prio, part)
+		up, err := s.receiveInstance(part)
+		received = append(received, up)
+		if err != nil {
+			return err
+		}
+	}
+	if len(received) == 0 {
+		return problem(http.StatusBadRequest, "malformed-request", "no instance in the request")
+	}
+	results := make([]stowResult, 0, len(received))
+	for _, up := range received {
+		res, err := s.storeInstance(c, who, prio, up)
 		if err != nil {
 			return err
 		}
 		results = append(results, res)
-	}
-	if len(results) == 0 {
-		return problem(http.StatusBadRequest, "malformed-request", "no instance in the request")
 	}
 	stored, transient := 0, false
 	for _, r := range results {
@@ -130,42 +180,52 @@ func (s *Server) storeInstances(c echo.Context) error {
 	case transient:
 		c.Response().Header().Set("Retry-After", "30")
 		code = http.StatusServiceUnavailable
+	case as400:
+		code = http.StatusBadRequest
 	default:
 		code = http.StatusConflict
 	}
-	b, err := json.Marshal(stowAnswer(results))
+	b, err := json.Marshal(stowAnswer(results, retrieveBase(c)))
 	if err != nil {
 		return err
 	}
 	return c.Blob(code, "application/dicom+json", b)
 }
 
-// storeInstance takes one part. An instance refused is a result with its
-// reason; an error is the gateway's own failure.
-func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, part *multipart.Part) (stowResult, error) {
+// receiveInstance spools one part as sent; a part that is not
+// application/dicom is not read (nil). An error fails the request.
+func (s *Server) receiveInstance(part *multipart.Part) (*upload, error) {
 	defer part.Close()
-	res := stowResult{sopClass: octdicom.OphthalmicTomographySOPClass}
 	if ct, _, err := mime.ParseMediaType(part.Header.Get(echo.HeaderContentType)); err == nil && ct != "application/dicom" {
-		res.sopClass, res.reason = "", stowCannotUnderstand
-		return res, nil
+		return nil, nil
 	}
-	up := &upload{meta: SubmitMeta{Priority: string(prio)}}
-	defer up.close()
-	if err := s.spoolScan(up, part); err != nil {
-		// The body failed while this part was read (cut, too slow, too
-		// large, the spool full): the request fails as a whole.
-		return res, err
-	}
-	clean, err := s.cleanUpload(c, up)
-	defer clean.close()
-	if err != nil {
-		return s.refused(res, err)
-	}
-	res.sopInstance = clean.sopInstance
-	if clean.sopInstance == "" {
+	up := &upload{}
+	// The body failed while this part was read (cut, too slow, too
+	// large, the spool full): the request fails as a whole.
+	return up, s.spoolScan(up, part)
+}
+
+// storeInstance takes one received part (nil: not application/dicom). An
+// instance refused is a result with its reason; an error is the
+// gateway's own failure.
+func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, up *upload) (stowResult, error) {
+	var res stowResult
+	if up == nil {
 		res.reason = stowCannotUnderstand
 		return res, nil
 	}
+	up.meta = SubmitMeta{Priority: string(prio)}
+	clean, err := s.cleanUpload(c, up)
+	defer clean.close()
+	if err != nil {
+		return s.refused(named(res, up), err)
+	}
+	if clean.sopInstance == "" {
+		res = named(res, up)
+		res.reason = stowCannotUnderstand
+		return res, nil
+	}
+	res.sopClass, res.sopInstance = octdicom.OphthalmicTomographySOPClass, clean.sopInstance
 	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.sopInstance)
 	a, err := s.admit(c.Request().Context(), who, routedDevice(who, clean.device), ref, up, clean)
 	if err != nil {
@@ -174,6 +234,21 @@ func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority
 	s.audit(c, "store-instances", a.ref, a.code)
 	res.status = examLocation(a.ref)
 	return res, nil
+}
+
+// named is res naming the instance up holds by the SOP Class and SOP
+// Instance UIDs its meta information declares, so that a sender learns
+// which instance was refused (PS3.18 §10.5.3: a Failed SOP Sequence item
+// carries both); a part that is not a Part 10 file names none.
+func named(res stowResult, up *upload) stowResult {
+	r, err := up.scan.reader()
+	if err != nil {
+		return res
+	}
+	if class, instance, ok := octdicom.FileMetaSOP(r); ok {
+		res.sopClass, res.sopInstance = class, instance
+	}
+	return res
 }
 
 // refused turns why an instance was not stored into its Failure Reason;
@@ -187,7 +262,7 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	s.cfg.Logger.Info("STOW-RS instance refused", zap.Error(err))
 	switch {
 	case errors.Is(err, octdicom.ErrNotOCT):
-		res.sopClass, res.reason = "", stowSOPClassNotSupported
+		res.reason = stowSOPClassNotSupported
 	case errors.As(err, &p) && p.Status == http.StatusConflict:
 		res.reason = stowDuplicateInstance
 	case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
@@ -195,7 +270,7 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	case errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge:
 		res.reason = stowOutOfResources
 	case errors.As(err, &p) && p.Status < 500:
-		res.sopClass, res.reason = "", stowCannotUnderstand
+		res.reason = stowCannotUnderstand
 	default:
 		return res, err
 	}
@@ -223,12 +298,25 @@ type dicomJSON struct {
 	Value []any  `json:"Value,omitempty"`
 }
 
+// retrieveBase is the scheme and host the request reached the api by:
+// the api has no public address configured of its own, and a Retrieve
+// URL must be absolute. Behind a TLS proxy, X-Forwarded-Proto says https.
+func retrieveBase(c echo.Context) string {
+	scheme := "http"
+	if c.Scheme() == "https" {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: c.Request().Host}).String()
+}
+
 // stowAnswer is the Store Instances Response Module in DICOM JSON:
 // Referenced SOP Sequence (0008,1199) for the instances stored, each with
-// a Retrieve URL (0008,1190) that is its exam's status (octflow serves
-// no WADO-RS), and Failed SOP Sequence (0008,1198) with each refusal's
-// Failure Reason (0008,1197).
-func stowAnswer(results []stowResult) map[string]dicomJSON {
+// a Retrieve URL (0008,1190), on base, that is its exam's status (octflow
+// serves no WADO-RS), and Failed SOP Sequence (0008,1198) with each
+// refusal's Failure Reason (0008,1197). Every item names its instance
+// (Referenced SOP Class and Instance UIDs) where the instance could be
+// read that far; a part that is not DICOM has neither.
+func stowAnswer(results []stowResult, base string) map[string]dicomJSON {
 	var referenced, failed []any
 	for _, r := range results {
 		item := map[string]dicomJSON{}
@@ -239,7 +327,7 @@ func stowAnswer(results []stowResult) map[string]dicomJSON {
 			item["00081155"] = dicomJSON{VR: "UI", Value: []any{r.sopInstance}}
 		}
 		if r.reason == 0 {
-			item["00081190"] = dicomJSON{VR: "UR", Value: []any{r.status}}
+			item["00081190"] = dicomJSON{VR: "UR", Value: []any{base + r.status}}
 			referenced = append(referenced, item)
 			continue
 		}

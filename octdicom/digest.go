@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"io"
 	"strings"
 )
 
@@ -109,6 +110,18 @@ func (x *instanceHash) hashWhole() {
 // PS3.10 writes them), trimmed as the reader trims it; ok is false where
 // they do not read so or name none.
 func transferSyntaxOf(meta []byte) (ts string, ok bool) {
+	ok = walkMeta(meta, func(elem uint16, v string) {
+		if elem == 0x0010 && ts == "" {
+			ts = v
+		}
+	})
+	return ts, ok && ts != ""
+}
+
+// walkMeta calls fn with each of meta's elements, group 0002's after its
+// group length (Explicit VR Little Endian), and its value trimmed of
+// padding; it says whether they all read so.
+func walkMeta(meta []byte, fn func(elem uint16, value string)) bool {
 	for len(meta) >= 8 {
 		group, elem := binary.LittleEndian.Uint16(meta), binary.LittleEndian.Uint16(meta[2:])
 		vr := string(meta[4:6])
@@ -116,21 +129,54 @@ func transferSyntaxOf(meta []byte) (ts string, ok bool) {
 		switch vr {
 		case "OB", "OW", "OF", "OD", "OL", "OV", "SQ", "SV", "UC", "UN", "UR", "UT", "UV":
 			if len(meta) < 12 {
-				return "", false
+				return false
 			}
 			n, at = int(binary.LittleEndian.Uint32(meta[8:])), 12
 		default:
 			n, at = int(binary.LittleEndian.Uint16(meta[6:])), 8
 		}
 		if group != 2 || n < 0 || at+n > len(meta) {
-			return "", false
+			return false
 		}
-		if elem == 0x0010 && ts == "" {
-			ts = strings.Trim(string(meta[at:at+n]), "\x00 ")
-		}
+		fn(elem, strings.Trim(string(meta[at:at+n]), "\x00 "))
 		meta = meta[at+n:]
 	}
-	return ts, len(meta) == 0 && ts != ""
+	return len(meta) == 0
+}
+
+// FileMetaSOP reads the SOP Class and SOP Instance UIDs a Part 10 file's
+// meta information names (Media Storage SOP Class UID (0002,0002) and
+// Media Storage SOP Instance UID (0002,0003)), without reading its data
+// set: what a STOW-RS answer names an instance it refuses by, whatever
+// its kind. ok is false where r is not laid out as a Part 10 file, its
+// meta information does not read, or does not name both as valid UIDs.
+func FileMetaSOP(r io.Reader) (sopClass, sopInstance string, ok bool) {
+	const head = 128 + 4 + 12
+	b := make([]byte, head)
+	if _, err := io.ReadFull(r, b); err != nil ||
+		string(b[128:132]) != "DICM" || !bytes.Equal(b[132:140], []byte{2, 0, 0, 0, 'U', 'L', 4, 0}) {
+		return "", "", false
+	}
+	n := binary.LittleEndian.Uint32(b[140:144])
+	if n > maxMetaBytes {
+		return "", "", false
+	}
+	meta := make([]byte, n)
+	if _, err := io.ReadFull(r, meta); err != nil {
+		return "", "", false
+	}
+	read := walkMeta(meta, func(elem uint16, v string) {
+		switch {
+		case elem == 0x0002 && sopClass == "":
+			sopClass = v
+		case elem == 0x0003 && sopInstance == "":
+			sopInstance = v
+		}
+	})
+	if !read || !validUID(sopClass) || !validUID(sopInstance) {
+		return "", "", false
+	}
+	return sopClass, sopInstance, true
 }
 
 // Sum appends the digest to b: of the data set as far as it came, or of

@@ -241,3 +241,32 @@ func TestTheInstanceDigestNamesTheSyntaxTheReaderReadsAndKeepsItsFormsApart(t *t
 		t.Error("a stream hashed whole has the plain SHA-256 of its bytes, which a Part 10 input can equal")
 	}
 }
+
+// FileMetaSOP names a Part 10 file by its meta information alone, and
+// nothing that is not one.
+func TestFileMetaSOPNamesAPart10FileByItsMetaInformation(t *testing.T) {
+	var phantom bytes.Buffer
+	if err := WriteDICOM(&phantom, imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 2, Rows: 32, Cols: 16}).Volume,
+		Header{SOPInstanceUID: "2.25.77"}); err != nil {
+		t.Fatal(err)
+	}
+	raw := phantom.Bytes()
+	for _, c := range []struct {
+		name            string
+		b               []byte
+		class, instance string
+		ok              bool
+	}{
+		{"an OCT file", raw, OphthalmicTomographySOPClass, "2.25.77", true},
+		{"its meta information only", raw[:144+int(binary.LittleEndian.Uint32(raw[140:144]))], OphthalmicTomographySOPClass, "2.25.77", true},
+		{"a UID that is none", withMeta(t, raw, 0x0003, "PATIENT NAME", ' '), "", "", false},
+		{"cut in its meta information", raw[:160], "", "", false},
+		{"not DICOM", bytes.Repeat([]byte("not a DICOM object "), 20), "", "", false},
+		{"empty", nil, "", "", false},
+	} {
+		class, instance, ok := FileMetaSOP(bytes.NewReader(c.b))
+		if class != c.class || instance != c.instance || ok != c.ok {
+			t.Errorf("%s: %q %q %v, want %q %q %v", c.name, class, instance, ok, c.class, c.instance, c.ok)
+		}
+	}
+}

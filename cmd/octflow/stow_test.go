@@ -136,15 +136,16 @@ func ctInstance(t *testing.T) []byte {
 // Instance UID are refused.
 func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	h := newHarness(t, 1)
-	oct := func(seed uint64) []byte {
+	octAs := func(seed uint64, sop string) []byte {
 		p := imaging.NewPhantom(tiny(seed))
 		var b bytes.Buffer
-		if err := octdicom.WriteDICOM(&b, p.Volume, octdicom.Header{SOPInstanceUID: "2.25.1001", PatientID: "STOW-PATIENT-1",
+		if err := octdicom.WriteDICOM(&b, p.Volume, octdicom.Header{SOPInstanceUID: sop, PatientID: "STOW-PATIENT-1",
 			Identity: &octdicom.DeviceIdentity{DeviceSerialNumber: "SN4711"}}); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()
 	}
+	oct := func(seed uint64) []byte { return octAs(seed, "2.25.1001") }
 	scan := oct(251)
 
 	code, a := h.stow(h.sys.Secrets.Router, "urgent", scan, ctInstance(t), []byte("not a DICOM object"))
@@ -155,18 +156,51 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	if len(stored) != 1 || stored[0].str("00081155") != "2.25.1001" || stored[0].str("00081150") != octdicom.OphthalmicTomographySOPClass {
 		t.Fatalf("referenced %v, want the OCT instance", stored)
 	}
+	// Each refusal names its instance where it is DICOM (PS3.18 §10.5.3:
+	// Referenced SOP Class and Instance UIDs), and none where it is not.
 	var reasons []string
 	for _, f := range a.items(t, "00081198") {
 		reasons = append(reasons, f.str("00081197"))
+		switch f.str("00081197") {
+		case "290": // 0x0122: SOP class not supported (the CT)
+			if f.str("00081150") != "1.2.840.10008.5.1.4.1.1.2" || f.str("00081155") != "2.25.2002" {
+				t.Errorf("the CT's Failed SOP item %v does not name it", f)
+			}
+		case "49152": // 0xC000: cannot understand (not DICOM)
+			if _, class := f["00081150"]; class || f["00081155"].Value != nil {
+				t.Errorf("the part that is no DICOM is named: %v", f)
+			}
+		}
 	}
 	slices.Sort(reasons)
-	// 0x0122 (290): SOP class not supported; 0xC000 (49152): cannot understand.
 	if want := []string{"290", "49152"}; !slices.Equal(reasons, want) {
 		t.Errorf("failure reasons %v, want %v", reasons, want)
 	}
 	ref := h.ref("sop:2.25.1001")
-	if loc := stored[0].str("00081190"); !strings.Contains(loc, "/v1/exams/"+ref.ID) {
-		t.Errorf("retrieve URL %q does not name the exam %s", loc, ref.ID)
+	front, _ := url.Parse(h.sys.App.APIURL())
+	if loc, err := url.Parse(stored[0].str("00081190")); err != nil || !loc.IsAbs() || loc.Host != front.Host ||
+		loc.Path != "/v1/exams/"+ref.ID {
+		t.Errorf("retrieve URL %q is not the absolute URL of the exam %s at %s", stored[0].str("00081190"), ref.ID, front.Host)
+	}
+
+	// More instances than one request may carry: refused before any is
+	// taken (the OCT instance first in it starts no exam), so a resend
+	// in smaller requests is not refused for what the first started.
+	over := [][]byte{octAs(253, "2.25.1003")}
+	for len(over) <= 64 {
+		over = append(over, []byte("not a DICOM object"))
+	}
+	if code, _ := h.stow(h.sys.Secrets.Router, "", over...); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("65 instances in one request: %d, want 413", code)
+	}
+	if n := h.executions("sop:2.25.1003"); n != 0 {
+		t.Errorf("a request refused as too large started %d exams", n)
+	}
+	if code, _ := h.stow(h.sys.Secrets.Router, "", over[:64]...); code != http.StatusAccepted {
+		t.Errorf("the first 64 of them again: %d, want 202", code)
+	}
+	if n := h.executions("sop:2.25.1003"); n != 1 {
+		t.Errorf("the instance of the request refused as too large, sent again, ran %d times; want once", n)
 	}
 
 	// Sent again: the same exam, counted as stored.
@@ -339,6 +373,80 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	wrong.call(http.MethodGet, "/jobs?expand", nil, &jobs)
 	if len(jobs) != 1 || jobs[0].State != "Failure" || jobs[0].Content.FunctionErrorCode != 29 {
 		t.Errorf("with a wrong token: jobs %+v, want one failed STOW-RS job (Unauthorized) and no retry", jobs)
+	}
+
+	// octflow refusing the instance itself is final too: the same SOP
+	// Instance UID as a stored scan with another data set (409, which the
+	// recipe asks octflow to answer 400) is not retried, and an instance
+	// sent after it is forwarded at once, not after a retry's pause in
+	// Orthanc's one Lua engine (a minute here).
+	refusing := startOrthanc(t, map[string]any{}, []string{
+		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
+		"OCTFLOW_RETRY_PAUSE_S=60",
+	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+	dir := t.TempDir()
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1 // a pixel: another data set under the stored scan's SOP Instance UID
+	conflicting := filepath.Join(dir, "conflicting.dcm")
+	if err := os.WriteFile(conflicting, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := filepath.Join(realData, "spectralis-circle-4.dcm") // not sent yet
+	f, err := os.Open(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := f.Stat()
+	nextScan, err := octdicom.ParseScan(f, info.Size())
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		ID, State string
+		Content   struct{ FunctionErrorCode int }
+	}
+	jobsNow := func() []job {
+		var js []job
+		refusing.call(http.MethodGet, "/jobs?expand", nil, &js)
+		return js
+	}
+	if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", refusing.dicomPort, conflicting).CombinedOutput(); err != nil {
+		t.Fatalf("storescu: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if js := jobsNow(); len(js) > 0 && js[0].State == "Failure" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the conflicting instance's forward did not fail: jobs %+v", jobsNow())
+		}
+	}
+	time.Sleep(time.Second) // OnJobFailure has run (or is pausing before a retry)
+	sent := time.Now()
+	if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", refusing.dicomPort, next).CombinedOutput(); err != nil {
+		t.Fatalf("storescu: %v\n%s", err, out)
+	}
+	var js []job
+	for deadline := sent.Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		js = jobsNow()
+		if slices.ContainsFunc(js, func(j job) bool { return j.State == "Success" }) || time.Now().After(deadline) {
+			break
+		}
+	}
+	failed := slices.DeleteFunc(slices.Clone(js), func(j job) bool { return j.State != "Failure" })
+	if len(js) != 2 || len(failed) != 1 || failed[0].Content.FunctionErrorCode != 8 {
+		t.Errorf("a refused instance, then another (its forward looked for %s): jobs %+v; want the refusal's job failed (Bad Request) and not retried, the next one's done",
+			time.Since(sent).Round(time.Second), js)
+	}
+	if n := h.executions("sop:" + nextScan.Header.SOPInstanceUID); n != 1 {
+		t.Errorf("the instance sent after the refused one ran %d times, want once", n)
+	}
+	if !strings.Contains(refusing.logs.String(), "refused for good") {
+		t.Error("Orthanc's log does not say the refused instance is left for an operator")
 	}
 }
 
