@@ -4,17 +4,25 @@
 -- the DICOMweb server "octflow" of octflow.json.
 --
 -- Orthanc 1.10's Lua has no heartbeat callback, so retries ride on its
--- jobs: when a STOW-RS job fails (octflow away or busy, a 503, or an
--- instance it refused), the instance is sent again by a new job after
--- OCTFLOW_RETRY_PAUSE_S seconds (default 5), at most OCTFLOW_MAX_TRIES
--- times (default 120: ten minutes, a deploy); then its failed jobs stay
--- in Orthanc's job list (GET /jobs) for an operator. A refusal no try
--- can mend (a wrong token or URL, a body octflow cannot read) is not
--- retried. The pause holds Orthanc's Lua engine, not its DICOM server:
--- instances keep being received meanwhile, and their callbacks run after
--- it, so an octflow away for long delays every forward; for outages
--- longer than a deploy, resend from outside instead. A
--- restart of Orthanc forgets what it was retrying: send such instances
+-- jobs: when a STOW-RS job fails for a reason a new try can mend
+-- (octflow away, a connection refused, a 5xx, 408 or 429), the instance
+-- is sent again by a new job after OCTFLOW_RETRY_PAUSE_S seconds
+-- (default 5), at most OCTFLOW_MAX_TRIES times (default 120: ten
+-- minutes, a deploy); then its failed jobs stay in Orthanc's job list
+-- (GET /jobs) for an operator. A refusal no try can mend is final at
+-- once, logged and not retried, the instance left in Orthanc for a
+-- person: octflow refused the instance (the same SOP Instance UID stored
+-- with other content, an OCT it cannot read, another kind of object, a
+-- file too large), or the request (a wrong token or URL). Orthanc's
+-- DICOMweb client tells only 400, 401/403 and 404 apart from every other
+-- status, so octflow.json asks octflow (header X-Octflow-Refusal-Status)
+-- to answer such a refusal 400 instead of 409, 413, 415 or 422; keep that
+-- header, or every refusal is retried as a network error, each retry
+-- pausing every other forward. The pause holds Orthanc's Lua engine,
+-- not its DICOM server: instances keep being received meanwhile, and
+-- their callbacks run after it, so an octflow away for long delays every
+-- forward; for outages longer than a deploy, resend from outside
+-- instead. A restart of Orthanc forgets what it was retrying: send such instances
 -- again with POST /dicom-web/servers/octflow/stow.
 
 local OCT = '1.2.840.10008.5.1.4.1.1.77.1.5.4'
@@ -38,10 +46,11 @@ function OnStoredInstance(instanceId, tags, metadata, origin)
 end
 
 -- final says whether a failed job's error is one a new try cannot
--- mend: octflow refused the request itself (400: a body it cannot read;
--- 401/403: a wrong or missing token; 404: a wrong URL). Orthanc reports
--- every other answer (503, 429, 409, a refused instance) and a connection
--- that failed as a network protocol error, and those are tried again.
+-- mend: octflow refused the instance or the request for good (400: with
+-- X-Octflow-Refusal-Status, every refusal no resend mends; 401/403: a
+-- wrong or missing token; 404: a wrong URL). Orthanc reports every other
+-- answer (503, 429, 408) and a connection that failed as a network
+-- protocol error, and those are tried again.
 local function final(jobId)
   local ok, job = pcall(function() return ParseJson(RestApiGet('/jobs/' .. jobId)) end)
   if not ok or job == nil then
@@ -63,7 +72,7 @@ function OnJobFailure(jobId)
   end
   pending[jobId] = nil
   if final(jobId) then
-    print('octflow: instance ' .. p.instance .. ' refused for good (job ' .. jobId .. '); not retried')
+    print('octflow: instance ' .. p.instance .. ' refused for good (job ' .. jobId .. '); not retried, left in Orthanc for an operator')
     return
   end
   if p.try >= maxTries then
