@@ -10,9 +10,13 @@
 #   temporal-db-password    Temporal's own database role (postgresql's
 #                           first start, temporal-schema, temporal)
 #   s3-access-key, s3-secret-key
-#                           the S3 service's root account (s3, s3-setup),
-#                           which octflow's own services use too
-#                           (OCTFLOW_S3_ACCESS_KEY_FILE, _SECRET_KEY_FILE)
+#                           the S3 service's root account (s3, s3-setup
+#                           only)
+#   octflow-s3-access-key, octflow-s3-secret-key
+#                           octflow's own S3 account (s3 makes it, s3-setup
+#                           grants it the bucket's objects; api, worker,
+#                           GPU nodes: OCTFLOW_S3_ACCESS_KEY_FILE,
+#                           _SECRET_KEY_FILE)
 #   s3-node-accounts        the S3 accounts of GPU nodes on other hosts,
 #                           one a line (deploy/make-node.sh); made empty
 #   grafana-admin-password  Grafana's admin (grafana)
@@ -43,6 +47,8 @@ secret postgres-password "$(rnd 24)"
 secret temporal-db-password "$(rnd 24)"
 secret s3-access-key "$(rnd 10)"
 secret s3-secret-key "$(rnd 24)"
+secret octflow-s3-access-key "$(rnd 10)"
+secret octflow-s3-secret-key "$(rnd 24)"
 secret grafana-admin-password "$(rnd 16)"
 secret pseudonym.key "$(rnd 32)"
 secret codec-keys.json "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"

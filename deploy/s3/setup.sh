@@ -1,12 +1,13 @@
 #!/bin/sh
 # The S3 setup job (docker-compose.yml, s3-setup), run on every up: the
 # bucket, made with the root account if it is missing, and its policy,
-# which lets each GPU-node account of s3-node-accounts (deploy/make-node.sh)
-# read and list the bucket's objects and write only what GPU stages write
+# which gives octflow's own account (octflow-s3-access-key) the bucket's
+# objects, and lets each GPU-node account of s3-node-accounts
+# (deploy/make-node.sh) read and list the bucket's objects and write only what GPU stages write
 # (the denoised volume, intensity, layers, lesions and their labels,
 # measurements), nothing else: no scan, report, intake marker or sealed
 # identity can be overwritten from a node, nothing deleted, no bucket
-# setting changed. With no such account, no policy. Requests are
+# setting changed. Requests are
 # signed (AWS SigV4) by curl; S3 is reached over TLS with the stack's CA.
 set -eu
 BUCKET=${OCTFLOW_S3_BUCKET:-octflow}
@@ -28,28 +29,30 @@ case "$code" in
 	exit 1
 	;;
 esac
+octflow=$(cat /run/secrets/octflow-s3-access-key)
 keys=$(awk '!/^[ \t]*(#|$)/ { printf "%s\"%s\"", (n++ ? "," : ""), $2 }' /run/secrets/s3-node-accounts)
-if [ -z "$keys" ]; then
-	code=$(s3 DELETE "?policy=")
-	echo "s3-setup: no GPU-node account; bucket policy removed ($code)"
-	exit 0
+# octflow's account: the bucket's objects (the sweep deletes what no exam
+# needs), nothing of the bucket's settings.
+statements='{"Sid": "octflow", "Effect": "Allow", "Principal": {"AWS": ["'"$octflow"'"]},
+  "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+  "Resource": ["arn:aws:s3:::'"$BUCKET"'", "arn:aws:s3:::'"$BUCKET"'/*"]}'
+if [ -n "$keys" ]; then
+	outputs=""
+	for name in denoised.dcm intensity.json layers.json lesions.json lesion-labels.nrrd measurements.json; do
+		outputs="$outputs${outputs:+, }\"arn:aws:s3:::$BUCKET/exams/*/$name\""
+	done
+	statements="$statements,
+ {\"Sid\": \"gpu-nodes-read\", \"Effect\": \"Allow\", \"Principal\": {\"AWS\": [$keys]},
+  \"Action\": [\"s3:GetObject\", \"s3:ListBucket\"],
+  \"Resource\": [\"arn:aws:s3:::$BUCKET\", \"arn:aws:s3:::$BUCKET/*\"]},
+ {\"Sid\": \"gpu-nodes-write-stage-outputs\", \"Effect\": \"Allow\", \"Principal\": {\"AWS\": [$keys]},
+  \"Action\": [\"s3:PutObject\", \"s3:AbortMultipartUpload\", \"s3:ListMultipartUploadParts\"],
+  \"Resource\": [$outputs]}"
 fi
-outputs=""
-for name in denoised.dcm intensity.json layers.json lesions.json lesion-labels.nrrd measurements.json; do
-	outputs="$outputs${outputs:+, }\"arn:aws:s3:::$BUCKET/exams/*/$name\""
-done
-cat >/tmp/policy.json <<POLICY
-{"Version": "2012-10-17", "Statement": [
- {"Sid": "gpu-nodes-read", "Effect": "Allow", "Principal": {"AWS": [$keys]},
-  "Action": ["s3:GetObject", "s3:ListBucket"],
-  "Resource": ["arn:aws:s3:::$BUCKET", "arn:aws:s3:::$BUCKET/*"]},
- {"Sid": "gpu-nodes-write-stage-outputs", "Effect": "Allow", "Principal": {"AWS": [$keys]},
-  "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-  "Resource": [$outputs]}]}
-POLICY
+printf '{"Version": "2012-10-17", "Statement": [\n %s]}\n' "$statements" >/tmp/policy.json
 code=$(s3 PUT "?policy=" -H "Content-Type: application/json" --data-binary @/tmp/policy.json)
 case "$code" in
-200 | 204) echo "s3-setup: bucket policy for the GPU-node accounts [$keys]" ;;
+200 | 204) echo "s3-setup: bucket policy for octflow's account and the GPU-node accounts [$keys]" ;;
 *)
 	echo "s3-setup: the bucket policy answered $code: $(cat /tmp/s3-answer)" >&2
 	exit 1

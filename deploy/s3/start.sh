@@ -1,12 +1,14 @@
 #!/bin/sh
 # The S3 service's start (docker-compose.yml, s3): versitygw's own
 # entrypoint, with its root account and its HTTPS certificate from the
-# stack's secrets, and one more account per GPU node on another host,
-# from s3-node-accounts (deploy/make-node.sh: "NODE ACCESS_KEY SECRET_KEY"
-# a line). Those accounts have the role user: they own nothing, and
-# deploy/s3/setup.sh's bucket policy lets them read and write the
-# bucket's objects, nothing else. The account file is rebuilt on every
-# start, so the secret is the only place accounts are kept.
+# stack's secrets, octflow's own account (octflow-s3-access-key,
+# octflow-s3-secret-key), and one more account per GPU node on another
+# host, from s3-node-accounts (deploy/make-node.sh: "NODE ACCESS_KEY
+# SECRET_KEY" a line). Those accounts have the role user: they own
+# nothing, and deploy/s3/setup.sh's bucket policy gives octflow's the
+# bucket's objects and the nodes' what GPU stages need, nothing else.
+# The account file is rebuilt on every start, so the secrets are the only
+# place accounts are kept.
 set -eu
 ROOT_ACCESS_KEY_ID=$(cat /run/secrets/s3-access-key)
 ROOT_SECRET_ACCESS_KEY=$(cat /run/secrets/s3-secret-key)
@@ -16,15 +18,18 @@ export VGW_IAM_DIR
 rm -rf "$VGW_IAM_DIR"
 mkdir -p "$VGW_IAM_DIR"
 chmod 700 "$VGW_IAM_DIR"
-awk '
+{
+	echo "octflow $(cat /run/secrets/octflow-s3-access-key) $(cat /run/secrets/octflow-s3-secret-key)"
+	cat /run/secrets/s3-node-accounts
+} | awk '
 	/^[ \t]*(#|$)/ { next }
 	NF != 3 || $2 !~ /^[A-Za-z0-9]+$/ || $3 !~ /^[A-Za-z0-9+\/]+$/ {
-		print "s3-node-accounts line " NR ": want NODE ACCESS_KEY SECRET_KEY (letters and digits)" > "/dev/stderr"
+		print "s3 account line " NR " (octflow, then s3-node-accounts): want NODE ACCESS_KEY SECRET_KEY (letters and digits)" > "/dev/stderr"
 		bad = 1
 		exit 1
 	}
 	{ out = out (n++ ? "," : "") "\"" $2 "\":{\"access\":\"" $2 "\",\"secret\":\"" $3 "\",\"role\":\"user\"}" }
 	END { if (!bad) print "{\"accessAccounts\":{" out "}}" }
-' /run/secrets/s3-node-accounts >"$VGW_IAM_DIR/users.json"
+' >"$VGW_IAM_DIR/users.json"
 echo "s3: $(grep -c -v -E '^[[:space:]]*(#|$)' /run/secrets/s3-node-accounts || true) GPU-node account(s)"
 exec /usr/local/bin/docker-entrypoint.sh
