@@ -470,24 +470,30 @@ const rpeBottomName = "RPE bottom"
 // membrane bridged between them: bridgeBoundary), and a subfield must
 // be covered evenly by the A-scans measured (coverageBias); the share
 // says they are enough to speak for it. ILM and BM are reliable in
-// 65–95% of a phantom's A-scans clean and under mild noise; the real
-// line's BM in 48% clean (near the disc and under the fovea the RPE
-// band's edge and the membrane part), hence 40% for BM.
+// 65–95% of a phantom's A-scans clean and under mild noise, BM in 32%
+// of a full-size phantom's at σ 8%, where its CST, bridged, stayed
+// within 2.5 µm; hence 30% for BM.
 func minReliableShare(boundary string) float64 {
 	if boundary == BM {
-		return 0.4
+		return 0.3
 	}
 	return 0.5
 }
+
+// minBMSeenShare is the least share of the A-scans of a line's central
+// 1 mm, or of a cube's central subfield, whose Bruch's membrane must be
+// seen (bmSeen) for the central thickness to be reported.
+const minBMSeenShare = 0.75
 
 // lesionShare is the least share of a scan's graded A-scans in which
 // the boundaries that bound fluid and drusen must be reliable for
 // lesions to be reported: EZ and the RPE band's lower edge in 75% (a
 // lesion-free phantom under a motion jump of 30 rows showed two drusen
-// with them in less), Bruch's membrane as any figure (minReliableShare).
+// with them in less), Bruch's membrane in 40% (the real line's is
+// reliable in 48% of its A-scans clean).
 func lesionShare(boundary string) float64 {
 	if boundary == BM {
-		return minReliableShare(BM)
+		return 0.4
 	}
 	return 0.75
 }
@@ -847,7 +853,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 					weak, share = BM, kept
 				}
 				reason = unreliableReason(weak, share, minCentralReliable, "of the central 1 mm")
-			} else if seen := bmSeen(v, l, in); seen < minReliableShare(BM) {
+			} else if seen := bmSeen(v, l, in); seen < minBMSeenShare {
 				reason = bmInferredReason(seen, "of the central 1 mm")
 			}
 			if reason != "" {
@@ -874,7 +880,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 			reason := ""
 			if weak != "" {
 				reason = unreliableReason(weak, share, minReliableShare(weak), "of subfield "+k)
-			} else if seen := bmSeen(v, l, in); k == "C" && seen < minReliableShare(BM) {
+			} else if seen := bmSeen(v, l, in); k == "C" && seen < minBMSeenShare {
 				reason = bmInferredReason(seen, "of the central subfield")
 			} else if bias, empty := coverageBias(v, measuredOn, measured, grid.subfield, k, m.FoveaXMm, m.FoveaYMm); math.Abs(bias) > maxCoverageBiasUm || empty > maxUncoveredShare {
 				reason = fmt.Sprintf("the A-scans measured cover subfield %s unevenly (%.0f%% of it in parts with none measured; the mean of its parts differs by %.1f µm from the mean over them, %.1f µm allowed): the part not measured may be thicker or thinner",
@@ -1055,7 +1061,7 @@ const bmSeenUm = 30
 
 func bmInferredReason(seen float64, where string) string {
 	return fmt.Sprintf("Bruch's membrane is seen in only %.0f%% of the graded A-scans %s (%.0f%% needed); elsewhere it is inferred under a raised or bent RPE band (drusen, a motion jump, an artefact), so the thickness there is not measured but estimated",
-		100*seen, where, 100*minReliableShare(BM))
+		100*seen, where, 100*minBMSeenShare)
 }
 
 // bmAmbiguous marks the A-scans ([frame*cols+col]) where another band

@@ -143,8 +143,8 @@ func TestReliabilityNeedsEachBoundaryItsShare(t *testing.T) {
 		needs    []string
 		wantWeak string
 	}{
-		{"both hold", map[string][]bool{ILM: share(50), BM: share(40)}, []string{ILM, BM}, ""},
-		{"BM under its share", map[string][]bool{ILM: share(100), BM: share(39)}, []string{ILM, BM}, BM},
+		{"both hold", map[string][]bool{ILM: share(50), BM: share(30)}, []string{ILM, BM}, ""},
+		{"BM under its share", map[string][]bool{ILM: share(100), BM: share(29)}, []string{ILM, BM}, BM},
 		{"ILM under its share", map[string][]bool{ILM: share(49), BM: share(100)}, []string{ILM, BM}, ILM},
 		{"BM missing", map[string][]bool{ILM: share(100)}, []string{ILM, BM}, BM},
 	} {
