@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,10 +133,21 @@ end
 	if err := os.WriteFile(refuseSR, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	failedBefore := metricSum(t, h, "octflow_exports_total", `outcome="failed"`)
 	study3 := submit("export-3", 3)
 	st = export("export-3", func(x *api.ExportInfo) bool { return x.Status != contract.ExportPending })
 	if st.State != lifecycle.Completed || st.Export.Status != contract.ExportFailed || !strings.Contains(st.Export.Failure, "refused") {
 		t.Fatalf("export-3 refused: %s, export %+v", st.State, st.Export)
+	}
+	// The worker counts it: an operator's alert sees the failed export.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		after := metricSum(t, h, "octflow_exports_total", `outcome="failed"`)
+		if after >= failedBefore+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("octflow_exports_total{outcome=\"failed\"} on the worker's /metrics went from %v to %v; want one more", failedBefore, after)
+		}
 	}
 	var events []lifecycle.Entry
 	h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/export-3/events", http.StatusOK, &events)
@@ -153,4 +166,38 @@ end
 	if n := h.stageRuns("export-3", "report"); n != 1 {
 		t.Errorf("the report ran %d times, want once", n)
 	}
+}
+
+// metricSum is the sum of the samples of the metric name whose labels
+// include every one of labels on the worker's /metrics (0 where none).
+func metricSum(t *testing.T, h *harness, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(h.sys.App.MetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+lines:
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue lines
+			}
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
 }

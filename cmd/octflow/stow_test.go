@@ -604,8 +604,30 @@ func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 	if err := os.WriteFile(cubePath, cube.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// What identifies a patient or a visit: names, IDs, dates, and the
+	// source's UIDs (study, series, instance), each scan's as its file has
+	// them.
 	identifying := []string{"REALDATA-0001", "ANONYMOUS^REALDATA", "1.2.826.0.1.3680043.8.498.13019889701938346699576145289637688233",
-		"WAYBACK-PATIENT-7", "Wayback^Wilma", "19480229", "WAYBACK-ACC-1", "Referrer^Rita", "2.25.27102"}
+		"WAYBACK-PATIENT-7", "Wayback^Wilma", "19480229", "WAYBACK-ACC-1", "Referrer^Rita", "2.25.27102",
+		"2.25.27101", "2.25.27103", "20261201"}
+	for _, b := range [][]byte{circle, cube.Bytes()} {
+		scan, err := octdicom.ParseScan(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := octdicom.ReadIdentity(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scan.Header.SOPInstanceUID == "" || scan.Header.SeriesInstanceUID == "" || id.StudyDate == "" {
+			t.Fatalf("a scan without its SOP Instance UID, Series Instance UID or Study Date: %+v, study date %q", scan.Header, id.StudyDate)
+		}
+		for _, v := range []string{scan.Header.SOPInstanceUID, scan.Header.SeriesInstanceUID, id.StudyDate} {
+			if !slices.Contains(identifying, v) {
+				identifying = append(identifying, v)
+			}
+		}
+	}
 
 	// The devices' C-STOREs: to the router, and to the archive.
 	for _, port := range []string{router.dicomPort, pacs.dicomPort} {
