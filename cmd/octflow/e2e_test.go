@@ -685,18 +685,8 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-		lines:
-			for _, line := range strings.Split(string(b), "\n") {
-				if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-					continue
-				}
-				for _, l := range labels {
-					if !strings.Contains(line, l) {
-						continue lines
-					}
-				}
-				fields := strings.Fields(line)
-				if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && v > 0 {
+			for line, v := range metricSamples(b, name, labels...) {
+				if v > 0 {
 					return line
 				}
 			}
@@ -705,6 +695,29 @@ func (h *harness) waitMetric(name string, labels ...string) string {
 	}
 	h.t.Fatalf("no positive sample of %s%v in /metrics", name, labels)
 	return ""
+}
+
+// metricSamples are the samples, line by line, of the metric name whose
+// labels include every one of labels, in a /metrics page (lines whose
+// value does not parse are left out).
+func metricSamples(page []byte, name string, labels ...string) map[string]float64 {
+	samples := map[string]float64{}
+lines:
+	for _, line := range strings.Split(string(page), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue lines
+			}
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			samples[line] = v
+		}
+	}
+	return samples
 }
 
 // call sends a request with token, checks the status and decodes a JSON

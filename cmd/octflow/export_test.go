@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,21 +181,7 @@ func metricSum(t *testing.T, h *harness, name string, labels ...string) float64 
 		t.Fatal(err)
 	}
 	sum := 0.0
-lines:
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				continue lines
-			}
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
+	for _, v := range metricSamples(b, name, labels...) {
 		sum += v
 	}
 	return sum
