@@ -6,9 +6,10 @@
 // report done, the exam dead) against the table; the moves only the
 // server sees (a worker claiming a stage, its heartbeats, a failed
 // attempt waiting out its backoff) come from the workflow history and
-// the pending activity. Fold turns both into one Record: the exam's
-// timeline and where it stands now, so the API's status and its timeline
-// can never disagree.
+// the pending activity, each ended try read by the classification the
+// workflow decided its retry by (contract.Classify). Fold turns both
+// into one Record: the exam's timeline and where it stands now, so the
+// API's status and its timeline can never disagree.
 //
 // Payloads (stage outputs, heartbeats, failure details, review requests,
 // results) are decoded with the converters the Temporal client uses, so

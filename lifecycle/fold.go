@@ -128,6 +128,7 @@ type folder struct {
 
 	// per run
 	stages    map[int64]exam.Stage  // scheduled event ID → stage
+	pinned    map[int64]bool        // scheduled event ID → scheduled on a node's own queue
 	open      map[string]bool       // activity IDs scheduled and not yet closed
 	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
 	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
@@ -135,9 +136,9 @@ type folder struct {
 	// next one is attempt spent+1 (aging, a fallback from a node and an
 	// unreachable store spend none).
 	spent map[exam.Stage]int32
-	// infraSpends is set when the run's policy waits out no outage
-	// (InfraRetryFor 0): an unreachable service then spends attempts.
-	infraSpends bool
+	// infraWaits is set when the run's policy waits outages out
+	// (InfraRetryFor > 0): an unreachable service then spends no attempt.
+	infraWaits bool
 	// retry is the failed try whose retry the workflow may now wait
 	// for: a timer started next is that wait (RETRY_WAIT).
 	retry     *retryWait
@@ -166,6 +167,7 @@ func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, inf
 
 func (f *folder) pipelineRun(n int, run Run) {
 	f.stages, f.buckets, f.spent, f.retry = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[exam.Stage]int32{}, nil
+	f.pinned = map[int64]bool{}
 	f.open = map[string]bool{}
 	activityIDs := map[int64]string{} // scheduled event ID → activity ID
 	f.notifyErr = ""
@@ -178,7 +180,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			var in contract.ExamInput
 			_ = f.decode(a.GetInput(), &in)
 			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
-			f.infraSpends = in.Policy.InfraRetryFor <= 0
+			f.infraWaits = in.Policy.InfraRetryFor > 0
 			r.LastFailure, r.Result, r.Summary, r.Report, r.Attempt, r.Node = nil, nil, nil, nil, 0, ""
 			if n == 0 || in.Rerun == nil {
 				f.add(at, Created, "", f.memoString(a.GetMemo(), contract.MemoSubmitter), nil)
@@ -189,6 +191,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskScheduledEventAttributes()
 			stage := exam.StageOfActivity(a.GetActivityType().GetName())
 			f.stages[ev.GetEventId()] = stage
+			f.pinned[ev.GetEventId()] = a.GetTaskQueue().GetName() != stage.Queue()
 			activityIDs[ev.GetEventId()] = a.GetActivityId()
 			f.open[a.GetActivityId()] = true
 			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
@@ -233,14 +236,11 @@ func (f *folder) pipelineRun(n int, run Run) {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := ev.GetActivityTaskFailedEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
-			f.stageFailed(at, f.stages[a.GetScheduledEventId()], a.GetIdentity(), a.GetFailure())
+			f.stageEnded(at, a.GetScheduledEventId(), a.GetIdentity(), a.GetFailure())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := ev.GetActivityTaskTimedOutEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
-			if a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				continue // the stage aged in its queue, or its node did not take it; it is scheduled again
-			}
-			f.stageFailed(at, f.stages[a.GetScheduledEventId()], "temporal", a.GetFailure())
+			f.stageEnded(at, a.GetScheduledEventId(), "temporal", a.GetFailure())
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			// The workflow waits before a failed stage's next try.
 			if w := f.retry; w != nil {
@@ -292,26 +292,38 @@ type retryWait struct {
 	info  map[string]any
 }
 
-// stageFailed notes a try of a stage that failed. A failure of the
-// stage's own, or a try lost with its node, spends an attempt; an
-// unreachable backing service does not. If the workflow retries it, a
-// timer follows (RETRY_WAIT); if not, the exam's DEAD entry does, or,
-// for the notify stage, the exam's completion with the failure noted.
-func (f *folder) stageFailed(at time.Time, stage exam.Stage, actor string, pf *failurepb.Failure) {
+// stageEnded notes a try of a stage that ended without its work done,
+// classified as the workflow classified it (contract.Classify). A try
+// that aged in its queue, or that its node did not take in time, is
+// scheduled again and leaves no entry. Any other is numbered, but for
+// an unreachable backing service the workflow waits out: if the
+// workflow retries it, a timer follows (RETRY_WAIT); if not, the exam's
+// DEAD entry does, or, for the notify stage, the exam's completion with
+// the failure noted.
+func (f *folder) stageEnded(at time.Time, scheduled int64, actor string, pf *failurepb.Failure) {
+	var err error
+	if pf != nil {
+		err = f.conv.Failure.FailureToError(pf)
+	}
+	outcome := contract.Classify(err, f.pinned[scheduled], f.infraWaits)
+	if outcome == contract.Aged || outcome == contract.Unclaimed || outcome == contract.Done {
+		return
+	}
+	stage := f.stages[scheduled]
 	fail := f.failure(pf)
-	spends := fail.Type != contract.ErrTypeInfrastructure || f.infraSpends
-	if spends {
+	numbered := outcome != contract.Unreachable
+	if numbered {
 		f.spent[stage]++
 	}
 	fail.Stage, fail.Attempt = stage, f.rec.Attempt
-	if node := f.failureNode(pf); node != "" {
+	if node := contract.AttemptNode(err); node != "" {
 		actor = node
 	}
-	info := map[string]any{"failure": fail.Message}
+	info := map[string]any{"failure": fail.Message, "outcome": string(outcome)}
 	if fail.Type != "" {
 		info["failureType"] = fail.Type
 	}
-	if spends {
+	if numbered {
 		info["failedAttempt"] = f.spent[stage]
 	}
 	if actor != "" && actor != "temporal" {
@@ -501,34 +513,6 @@ func (f *folder) failure(pf *failurepb.Failure) *Failure {
 		}
 	}
 	return &Failure{Message: chain[0].Error()}
-}
-
-// failureNode finds the node a failed attempt ran on: a stage failure
-// carries it in its details, a stage lost with its node (heartbeat
-// timeout) in its last heartbeat.
-func (f *folder) failureNode(pf *failurepb.Failure) string {
-	if pf == nil {
-		return ""
-	}
-	for e := f.conv.Failure.FailureToError(pf); e != nil; e = errors.Unwrap(e) {
-		var node string
-		switch x := e.(type) {
-		case *temporal.ApplicationError:
-			var d contract.FailureDetails
-			if x.HasDetails() && x.Details(&d) == nil {
-				node = d.Node
-			}
-		case *temporal.TimeoutError:
-			var hb contract.Heartbeat
-			if x.HasLastHeartbeatDetails() && x.LastHeartbeatDetails(&hb) == nil {
-				node = hb.Node
-			}
-		}
-		if node != "" {
-			return node
-		}
-	}
-	return ""
 }
 
 func (f *folder) decode(p *commonpb.Payloads, v any) error {

@@ -128,7 +128,7 @@ func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 		t.Errorf("first try = %+v", first)
 	}
 	if retry.To != RetryWait || retry.Stage != exam.Layers || retry.Info["failure"] != "CUDA out of memory" || retry.Info["failedAttempt"] != int32(1) ||
-		retry.Actor != "gpu-a" || retry.Info["node"] != "gpu-a" || retry.Info["nextAttemptAt"] != t0.Add(40*time.Second) {
+		retry.Info["outcome"] != string(contract.Failed) || retry.Actor != "gpu-a" || retry.Info["node"] != "gpu-a" || retry.Info["nextAttemptAt"] != t0.Add(40*time.Second) {
 		t.Errorf("retry entry = %+v", retry)
 	}
 	if queued.To != Queued || queued.Info["attempt"] != int32(2) {
@@ -176,7 +176,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 		{"a retried stage", []Run{run("exam_retry.json")}, nil, func(t *testing.T, r *Record) {
 			e := findEntry(r, RetryWait, exam.Layers)
 			if e == nil || e.Info["failure"] != "simulated CUDA out of memory" || e.Info["failureType"] != contract.ErrTypeStageFailed ||
-				e.Actor != "sim-gpu-node-1" || e.Info["failedAttempt"] != int32(1) {
+				e.Actor != "sim-gpu-node-1" || e.Info["failedAttempt"] != int32(1) || e.Info["outcome"] != string(contract.Failed) {
 				t.Errorf("RETRY_WAIT entry %+v, want the failure and the node it failed on", e)
 			}
 			if r.State != Completed {
@@ -196,7 +196,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 		}},
 		{"an infrastructure failure waits without spending attempts", []Run{run("exam_infra_retry.json")}, nil, func(t *testing.T, r *Record) {
 			e := findEntry(r, RetryWait, exam.Lesions)
-			if e == nil || e.Info["failureType"] != contract.ErrTypeInfrastructure {
+			if e == nil || e.Info["failureType"] != contract.ErrTypeInfrastructure || e.Info["outcome"] != string(contract.Unreachable) {
 				t.Errorf("RETRY_WAIT entry %+v, want the infrastructure failure", e)
 			}
 			for _, x := range r.Timeline {
@@ -382,7 +382,8 @@ func TestFoldNumbersALostTryAndKeepsTheExamsStateThroughItsExport(t *testing.T) 
 	cdc := corpusCodec(t)
 	r := Fold(cdc, t0, []Run{{Events: events}}, nil, nil)
 	retry := findEntry(r, RetryWait, exam.Layers)
-	if retry == nil || retry.Info["failedAttempt"] != int32(1) || retry.Info["failureType"] != "TimeoutHeartbeat" || r.Attempt != 2 {
+	if retry == nil || retry.Info["failedAttempt"] != int32(1) || retry.Info["failureType"] != "TimeoutHeartbeat" ||
+		retry.Info["outcome"] != string(contract.Lost) || r.Attempt != 2 {
 		t.Errorf("lost try: retry %+v, attempt %d", retry, r.Attempt)
 	}
 

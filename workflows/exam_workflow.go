@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -162,7 +161,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		att := contract.Attempt{Stage: stage, Try: try, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, bucket, wait, try), stage.ActivityName(),
 			in).Get(ctx, &out)
-		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), classify(err, pinned, pol), attemptNode(err)
+		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), contract.Classify(err, pinned, pol.InfraRetryFor > 0), contract.AttemptNode(err)
 		if err != nil {
 			att.Failure, att.FailureType = failureMessage(err), failureType(err)
 		}
@@ -230,75 +229,6 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 // record appends an attempt to the exam's record.
 func (p *pipeline) record(a contract.Attempt) {
 	p.progress.Attempts = append(p.progress.Attempts, a)
-}
-
-// classify says how an attempt ended (see contract.Outcome). A timeout
-// while pinned to the node that holds the exam's data is that node not
-// taking it; one in the shared queue is aging. A stage that ended
-// without an answer, or that its node handed back on restart, was lost.
-// An unreachable backing service is the workflow's to wait out only
-// when the policy says for how long; otherwise it is a failure like
-// any other.
-func classify(err error, pinned bool, pol exam.Policy) contract.Outcome {
-	if err == nil {
-		return contract.Done
-	}
-	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) {
-		switch timeout.TimeoutType() {
-		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			if pinned {
-				return contract.Unclaimed
-			}
-			return contract.Aged
-		case enumspb.TIMEOUT_TYPE_HEARTBEAT, enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
-			return contract.Lost
-		}
-		return contract.Refused
-	}
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		return contract.Refused
-	}
-	var app *temporal.ApplicationError
-	if !errors.As(err, &app) {
-		return contract.Failed
-	}
-	switch app.Type() {
-	case contract.ErrTypeNodeLost:
-		return contract.Lost
-	case contract.ErrTypeInfrastructure:
-		if pol.InfraRetryFor > 0 {
-			return contract.Unreachable
-		}
-	case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeReportExists:
-		return contract.Refused
-	}
-	if app.NonRetryable() {
-		return contract.Refused
-	}
-	return contract.Failed
-}
-
-// attemptNode is the node an attempt failed on, as its failure says: a
-// stage's error carries it in its details (contract.FailureDetails), a
-// stage lost with its node in its last heartbeat.
-func attemptNode(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.HasDetails() {
-		var d contract.FailureDetails
-		if app.Details(&d) == nil && d.Node != "" {
-			return d.Node
-		}
-	}
-	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) && timeout.HasLastHeartbeatDetails() {
-		var hb contract.Heartbeat
-		if timeout.LastHeartbeatDetails(&hb) == nil {
-			return hb.Node
-		}
-	}
-	return ""
 }
 
 // attemptsSpent is the final failure of a stage whose last attempt

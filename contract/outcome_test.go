@@ -1,0 +1,55 @@
+package contract
+
+import (
+	"errors"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+func TestClassifySaysHowAnAttemptEnded(t *testing.T) {
+	app := func(typ string) error { return temporal.NewApplicationError("x", typ) }
+	cases := []struct {
+		name               string
+		err                error
+		pinned, infraWaits bool
+		want               Outcome
+	}{
+		{"done", nil, false, false, Done},
+		{"own failure", app(ErrTypeStageFailed), false, false, Failed},
+		{"a plain error", errors.New("boom"), false, false, Failed},
+		{"handed back by its node", app(ErrTypeNodeLost), false, false, Lost},
+		{"heartbeat timeout", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), false, false, Lost},
+		{"stage timeout", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), false, false, Lost},
+		{"aged in a shared queue", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil), false, false, Aged},
+		{"its node did not take it", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil), true, false, Unclaimed},
+		{"store unreachable, waited out", app(ErrTypeInfrastructure), false, true, Unreachable},
+		{"store unreachable, no outage budget", app(ErrTypeInfrastructure), false, false, Failed},
+		{"invalid input", app(ErrTypeInvalidVolume), false, true, Refused},
+		{"panic", app(ErrTypeStagePanic), false, false, Refused},
+		{"report exists", app(ErrTypeReportExists), false, false, Refused},
+		{"non-retryable", temporal.NewNonRetryableApplicationError("x", "Other", nil), false, false, Refused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Classify(c.err, c.pinned, c.infraWaits); got != c.want {
+				t.Errorf("Classify = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestAttemptNodeReadsTheFailureOrTheLastHeartbeat(t *testing.T) {
+	failed := temporal.NewApplicationError("x", ErrTypeStageFailed, FailureDetails{Node: "gpu-a"})
+	if got := AttemptNode(failed); got != "gpu-a" {
+		t.Errorf("from the failure's details: %q", got)
+	}
+	lost := temporal.NewHeartbeatTimeoutError(Heartbeat{Node: "gpu-b"})
+	if got := AttemptNode(lost); got != "gpu-b" {
+		t.Errorf("from the last heartbeat: %q", got)
+	}
+	if got := AttemptNode(errors.New("boom")); got != "" {
+		t.Errorf("from a plain error: %q", got)
+	}
+}
