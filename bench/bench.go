@@ -174,6 +174,8 @@ type Result struct {
 	// (the simulated time, and the real work on the phantom).
 	GPUStageLoad []StageLoad `json:"gpuStageLoad"`
 	HeldGPUS     float64     `json:"heldGpuS"`
+	// CPU is the CPU time the burst and the bare run took, per exam.
+	CPU CPUUse `json:"cpu"`
 }
 
 // slowest is one exam's wait and timeline.
@@ -307,6 +309,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		}
 	}()
 	res.StartedAt = time.Now()
+	systemCPU0, nodesCPU0 := selfCPU(), fleet.cpu()
 	estimate := time.Duration(float64(c.Exams*4) * float64(c.StageTime) / float64(c.Nodes*c.GPUsPerNode))
 	if c.FullVolumes {
 		estimate = 0 // no simulated GPU time: no such limit
@@ -366,6 +369,8 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if err := waitExams(ctx, sys.Temporal(), sys.Campus(), probes+c.Exams, wait); err != nil {
 		return nil, err
 	}
+	res.CPU.SystemMsPerExam = float64((selfCPU() - systemCPU0).Milliseconds()) / float64(c.Exams)
+	res.CPU.NodesMsPerExam = float64((fleet.cpu() - nodesCPU0).Milliseconds()) / float64(c.Exams)
 	if profiling {
 		pprof.StopCPUProfile()
 		profiling = false
@@ -505,12 +510,14 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	// The same engine with nothing of octflow on it: the bound that
 	// settings and hardware set.
 	fmt.Fprintf(w, "running %d bare workflows of %d no-op activities on the same engine\n", c.Exams, len(exam.Pipeline))
+	bareCPU0 := selfCPU()
 	bare, err := runBare(ctx, sys.Temporal(), workers.WorkflowWorkerOptions("bench-bare", 0), c.Exams, len(exam.Pipeline),
 		res.StartedAt.Format("150405"))
 	if err != nil {
 		return nil, err
 	}
 	res.BareEngineS = bare.Seconds()
+	res.CPU.BareMsPerWorkflow = float64((selfCPU() - bareCPU0).Milliseconds()) / float64(c.Exams)
 	res.MakespanVsBare = res.MakespanS / res.BareEngineS
 	res.MakespanVsBound = res.MakespanS / max(res.BareEngineS, res.GPUTimeLimitS)
 	printBench(w, res)
@@ -795,6 +802,7 @@ func printBench(w io.Writer, r *Result) {
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
 	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",
 		len(exam.Pipeline), r.BareEngineS, r.MakespanVsBare, r.MakespanVsBound)
+	fmt.Fprintln(w, r.CPU)
 }
 
 // fleet is the benchmark's GPU nodes, each its own process.
@@ -805,6 +813,19 @@ type fleet struct {
 	mu      sync.Mutex
 	running map[int]*exec.Cmd
 	wg      sync.WaitGroup
+	// exitedCPU is the CPU time of the node processes that have ended.
+	exitedCPU time.Duration
+}
+
+// cpu is the CPU time every node process started so far has used.
+func (f *fleet) cpu() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	total := f.exitedCPU
+	for _, cmd := range f.running {
+		total += processCPU(cmd.Process.Pid)
+	}
+	return total
 }
 
 func newFleet(c Config, env []string, logDir string) *fleet {
@@ -844,6 +865,9 @@ func (f *fleet) start(i int) error {
 	f.wg.Go(func() {
 		cmd.Wait()
 		logFile.Close()
+		f.mu.Lock()
+		f.exitedCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		f.mu.Unlock()
 	})
 	return nil
 }
