@@ -33,6 +33,9 @@ type ScanType struct {
 	Pattern     Pattern
 	AnalysisKey string
 	ReportKey   string
+	// OneBScan is true when a scan of the pattern is one B-scan (a line
+	// or a circle); several are then an error (ResolvePattern).
+	OneBScan bool
 	// New returns empty figures of the type, to decode into.
 	New func() Figures
 }
@@ -41,8 +44,8 @@ type ScanType struct {
 // one table the JSON of analyses and reports is read and written by.
 var scanTypes = []ScanType{
 	{Pattern: Cube, AnalysisKey: "cube", ReportKey: "measurements", New: func() Figures { return new(Measurements) }},
-	{Pattern: Line, AnalysisKey: "line", ReportKey: "line", New: func() Figures { return new(LineMeasurements) }},
-	{Pattern: Circle, AnalysisKey: "rnfl", ReportKey: "rnfl", New: func() Figures { return new(RNFLMeasurements) }},
+	{Pattern: Line, AnalysisKey: "line", ReportKey: "line", OneBScan: true, New: func() Figures { return new(LineMeasurements) }},
+	{Pattern: Circle, AnalysisKey: "rnfl", ReportKey: "rnfl", OneBScan: true, New: func() Figures { return new(RNFLMeasurements) }},
 }
 
 // ScanTypes returns every scan type octflow measures, in the table's

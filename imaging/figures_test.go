@@ -186,3 +186,25 @@ func TestEveryScanTypeIsOneEntry(t *testing.T) {
 		t.Errorf("a cube without its volume: volume %v, CST %v", s.TotalVolumeMm3, s.CentralSubfieldThicknessUm)
 	}
 }
+
+// TestSubmittedScanTypesAreTheTables: a submission may name a scan
+// type's pattern (in any case), radial or nothing; anything else is
+// refused with the patterns it may name.
+func TestSubmittedScanTypesAreTheTables(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Pattern
+		err  bool
+	}{
+		{"", "", false}, {" Cube ", Cube, false}, {"line", Line, false}, {"CIRCLE", Circle, false}, {"radial", Radial, false},
+		{"rnfl", "", true}, {"fundus", "", true},
+	} {
+		got, err := ParsePattern(c.in)
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("%q: %q, %v; want %q (error %v)", c.in, got, err, c.want, c.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "want cube, line or circle") {
+			t.Errorf("%q: %v; want the scan types named", c.in, err)
+		}
+	}
+}

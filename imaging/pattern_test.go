@@ -25,6 +25,7 @@ func TestPatternIsReadFromTheDICOMAndChecked(t *testing.T) {
 		{"HD 21 Line", 1, "", Line, ""},
 		{"Radial 6 lines", 6, "", Radial, ""},
 		{"", 3, Line, "", "has one B-scan"},
+		{"", 3, Circle, "", "has one B-scan"},
 		{"Volume scan", 1, "", Line, ""},
 	} {
 		v := NewVolume(c.frames, 16, 16, sp)
