@@ -241,20 +241,8 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
 	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
 		Lesions: lesions}
-	num := func(x float64) *float64 { return &x }
-	switch {
-	case an.Cube != nil:
-		s.CentralSubfieldThicknessUm, s.MeanThicknessUm = num(an.Cube.CentralSubfieldThicknessUm), num(an.Cube.MeanThicknessUm)
-		if an.Cube.TotalVolumeMm3 > 0 {
-			s.TotalVolumeMm3 = num(an.Cube.TotalVolumeMm3)
-		}
-	case an.Line != nil:
-		s.MeanThicknessUm = num(an.Line.MeanThicknessUm)
-		if an.Line.FoveaCol != nil {
-			s.CentralThicknessUm = num(an.Line.CentralThicknessUm)
-		}
-	case an.RNFL != nil:
-		s.RNFLGlobalUm = num(an.RNFL.GlobalUm)
+	if an.Figures != nil {
+		an.Figures.Summarize(s)
 	}
 	for _, w := range an.Withheld {
 		s.Withheld = append(s.Withheld, w.Figure)
@@ -376,7 +364,7 @@ func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStar
 func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, lesions []imaging.Lesion) *report.Figures {
 	f, col := 0, v.Cols/2
 	var thickness []float32
-	if m := an.Cube; m != nil {
+	if m, ok := an.Figures.(*imaging.Measurements); ok {
 		f, col, thickness = min(max(m.FoveaFrame, 0), v.Frames-1), m.FoveaCol, m.ThicknessMapUm
 	} else if v.Frames > 1 {
 		f = v.Frames / 2

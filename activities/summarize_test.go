@@ -21,8 +21,8 @@ func TestSummaryNamesWhatIsWithheld(t *testing.T) {
 		wantLesions  bool
 		wantCentral  bool
 	}{
-		{"nothing withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line}, 2, nil, false, false},
-		{"central and lesions withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Line: line,
+		{"nothing withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Figures: line}, 2, nil, false, false},
+		{"central and lesions withheld", &imaging.Analysis{Pattern: imaging.Line, Quality: ok, Figures: line,
 			Withheld: []imaging.Withheld{{Figure: imaging.FigureCentral, Reason: "the pit is not shown plainly"}, {Figure: imaging.FigureLesions, Reason: "r"}}},
 			2, []string{imaging.FigureCentral, imaging.FigureLesions}, true, false},
 		{"RNFL withheld, nothing measured", &imaging.Analysis{Pattern: imaging.Circle, Quality: ok, NotMeasurable: []string{"r"},
@@ -44,7 +44,7 @@ func TestSummaryNamesWhatIsWithheld(t *testing.T) {
 		if c.wantLesions && s.Lesions != 0 {
 			t.Errorf("%s: %d lesions counted although withheld", c.name, s.Lesions)
 		}
-		if (s.CentralThicknessUm != nil) != c.wantCentral || (s.RNFLGlobalUm != nil && c.an.RNFL == nil) {
+		if _, rnfl := c.an.Figures.(*imaging.RNFLMeasurements); (s.CentralThicknessUm != nil) != c.wantCentral || (s.RNFLGlobalUm != nil && !rnfl) {
 			t.Errorf("%s: central %v, RNFL %v: a withheld figure in the summary", c.name, s.CentralThicknessUm, s.RNFLGlobalUm)
 		}
 	}

@@ -13,11 +13,12 @@ import (
 // reach) every measurement is absent and NotMeasurable says why: no
 // number comes from a failed analysis.
 type Analysis struct {
-	Pattern Pattern           `json:"pattern"`
-	Quality Quality           `json:"quality"`
-	Cube    *Measurements     `json:"cube,omitempty"`
-	Line    *LineMeasurements `json:"line,omitempty"`
-	RNFL    *RNFLMeasurements `json:"rnfl,omitempty"`
+	Pattern Pattern `json:"pattern"`
+	Quality Quality `json:"quality"`
+	// Figures are what the pattern allows measured (a cube's, a line's
+	// or a circle's); nil when nothing was. In JSON they go under their
+	// scan type's key (cube, line or rnfl; see ScanType).
+	Figures Figures `json:"-"`
 	// NotMeasurable lists why nothing was measured; empty when something
 	// was.
 	NotMeasurable []string `json:"notMeasurable,omitempty"`
@@ -50,7 +51,7 @@ func (a *Analysis) LesionsWithheld() string {
 }
 
 // Measurable reports whether the analysis carries measurements.
-func (a *Analysis) Measurable() bool { return a.Cube != nil || a.Line != nil || a.RNFL != nil }
+func (a *Analysis) Measurable() bool { return a.Figures != nil }
 
 // Analyze runs the quality gate over a denoised, segmented volume and
 // measures what its pattern (v.Pattern; see ResolvePattern) allows. It
@@ -83,11 +84,11 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	}
 	switch pattern {
 	case Cube:
-		a.Cube, err = MeasureGradable(ctx, v, l, mask)
+		a.Figures, err = asFigures(MeasureGradable(ctx, v, l, mask))
 	case Line:
-		a.Line, err = MeasureLine(v, l, mask)
+		a.Figures, err = asFigures(MeasureLine(v, l, mask))
 	case Circle:
-		a.RNFL, err = measureRNFL(v, l, mask, shadow)
+		a.Figures, err = asFigures(measureRNFL(v, l, mask, shadow))
 	default:
 		a.NotMeasurable = []string{fmt.Sprintf("octflow measures macular cubes, line scans and peripapillary circle scans, not %s scans", pattern)}
 		return a, nil
@@ -126,7 +127,7 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		// straight line around the circle, everywhere else (as devices
 		// bridge the vessels).
 		measured = andMask(mask, ev.reliable[ILM])
-		if a.RNFL, err = measureRNFL(v, l, measured, notMask(andMask(ev.reliable[RNFLGCL], notMask(shadow)))); errors.Is(err, ErrNotMeasurable) {
+		if a.Figures, err = asFigures(measureRNFL(v, l, measured, notMask(andMask(ev.reliable[RNFLGCL], notMask(shadow))))); errors.Is(err, ErrNotMeasurable) {
 			reason := "on the A-scans whose ILM is reliable: " + err.Error()
 			a.withhold(FigureRNFLGlobal, reason)
 			a.withhold(FigureRNFLSectors, reason)
@@ -152,7 +153,7 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		}
 		a.layersHeld = held
 		measured = andMask(mask, andMask(ev.reliable[ILM], held[BM]))
-		if a.Cube, err = MeasureGradable(ctx, v, measuredOn, measured); errors.Is(err, ErrNotMeasurable) {
+		if a.Figures, err = asFigures(MeasureGradable(ctx, v, measuredOn, measured)); errors.Is(err, ErrNotMeasurable) {
 			reason := "on the A-scans whose ILM and BM are reliable: " + err.Error()
 			a.withhold(FigureMeasurements, reason)
 			a.withhold(FigureLesions, reason)
@@ -161,7 +162,7 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		a.Cube.measureLayers(v, measured, held)
+		a.cube().measureLayers(v, measured, held)
 	}
 	a.vouch(v, l, measuredOn, ev.reliable, measured, shadow)
 	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {

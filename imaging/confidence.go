@@ -770,7 +770,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 		a.NotMeasurable = append(a.NotMeasurable, "not reported: "+reason)
 	}
 	switch {
-	case a.RNFL != nil:
+	case a.rnfl() != nil:
 		// The vessels' shadows are bridged whatever the image shows
 		// there (measureRNFL): the shares are taken outside them.
 		open := func(i int) bool { return mask[i] && !(len(shadow) == n && shadow[i]) }
@@ -790,7 +790,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 			withhold(FigureRNFLGlobal, reason)
 			withhold(FigureRNFLSectors, reason)
 			a.NotMeasurable = append(a.NotMeasurable, "RNFL thickness not reported: "+reason)
-			a.RNFL = nil
+			a.Figures = nil
 			break
 		}
 		// A sector is a sixth of the circle: it is reported only where
@@ -808,26 +808,26 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 			}
 			if reason != "" {
 				withhold(FigureRNFLSector+s, reason)
-				delete(a.RNFL.Sectors, s)
+				delete(a.rnfl().Sectors, s)
 			}
 		}
-	case a.Line != nil:
+	case a.line() != nil:
 		lineShare := func(string) float64 { return minLineShare }
 		if weak, share := reliability(rel, graded, n, lineShare, ILM, BM); weak != "" {
 			nothing(unreliableReason(weak, share, minLineShare, "of the line"))
-			a.Line = nil
+			a.Figures = nil
 			break
 		}
 		// The line's profile, and its mean, least and greatest thickness,
 		// keep only the A-scans where ILM and BM are reliable; the
 		// central thickness is judged over its own millimetre below, and
 		// taken again over what is kept of it.
-		if a.Line.keepOnly(func(c int) bool { return rel[ILM][c] && rel[BM][c] }); a.Line.GradableFraction == 0 {
+		if a.line().keepOnly(func(c int) bool { return rel[ILM][c] && rel[BM][c] }); a.line().GradableFraction == 0 {
 			nothing("neither ILM nor BM is reliable in any graded A-scan of the line")
-			a.Line = nil
+			a.Figures = nil
 			break
 		}
-		if m := a.Line; m.FoveaCol != nil {
+		if m := a.line(); m.FoveaCol != nil {
 			fc := *m.FoveaCol
 			in := func(i int) bool {
 				return mask[i] && math.Abs(float64(i%v.Cols-fc))*v.Spacing.LateralUm <= centralHalfWidthUm
@@ -863,11 +863,11 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 				m.CentralThicknessUm = round1(central)
 			}
 		}
-	case a.Cube != nil:
-		m := a.Cube
+	case a.cube() != nil:
+		m := a.cube()
 		if weak, share := reliability(rel, graded, n, minReliableShare, ILM, BM); weak != "" {
 			nothing(unreliableReason(weak, share, minReliableShare(weak), "of the cube"))
-			a.Cube = nil
+			a.Figures = nil
 			break
 		}
 		grid := newETDRSGrid(v, m.FoveaXMm, m.FoveaYMm)
@@ -890,7 +890,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 				if k == "C" {
 					withhold(FigureCST, reason)
 					nothing(reason)
-					a.Cube = nil
+					a.Figures = nil
 					break
 				}
 				withhold(FigureETDRS+k, reason)
@@ -902,7 +902,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 				}
 			}
 		}
-		if a.Cube != nil && len(m.Layers) > 0 {
+		if a.cube() != nil && len(m.Layers) > 0 {
 			// Each layer rests on its two boundaries over the 6 mm circle,
 			// each reliable or bridged between reliable A-scans.
 			in := func(i int) bool { return mask[i] && grid.subfield[i] != "" }

@@ -36,16 +36,16 @@ func TestANoisyCircleReportsOrWithholdsItsRNFL(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, _ := analyze(t, degrade(v, 255, c.d, 1))
-			if got := a.RNFL != nil; got != c.want {
+			if got := a.rnfl() != nil; got != c.want {
 				global := math.NaN()
-				if a.RNFL != nil {
-					global = a.RNFL.GlobalUm
+				if a.rnfl() != nil {
+					global = a.rnfl().GlobalUm
 				}
 				t.Fatalf("RNFL reported %v (global %.1f µm), want %v; withheld %+v", got, global, c.want, a.Withheld)
 			}
 			if c.want {
-				if d := a.RNFL.GlobalUm - device; math.Abs(d) > 10 {
-					t.Errorf("RNFL global %.1f µm, the device's %.1f on the clean scan", a.RNFL.GlobalUm, device)
+				if d := a.rnfl().GlobalUm - device; math.Abs(d) > 10 {
+					t.Errorf("RNFL global %.1f µm, the device's %.1f on the clean scan", a.rnfl().GlobalUm, device)
 				}
 				if c.d.family == "clean" {
 					for _, w := range a.Withheld {

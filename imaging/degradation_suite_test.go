@@ -85,16 +85,16 @@ func runSuite(t testing.TB, levels *Volume) suiteResult {
 		r.withheld[wh.Figure] = wh.Reason
 	}
 	switch {
-	case a.RNFL != nil:
-		r.reported[FigureRNFLGlobal] = a.RNFL.GlobalUm
-		for s, x := range a.RNFL.Sectors {
+	case a.rnfl() != nil:
+		r.reported[FigureRNFLGlobal] = a.rnfl().GlobalUm
+		for s, x := range a.rnfl().Sectors {
 			r.reported["rnfl:"+s] = x
 		}
-	case a.Line != nil && a.Line.FoveaCol != nil:
-		r.reported[FigureCentral] = a.Line.CentralThicknessUm
-	case a.Cube != nil:
-		r.reported[FigureCST] = a.Cube.CentralSubfieldThicknessUm
-		for k, x := range a.Cube.ETDRS {
+	case a.line() != nil && a.line().FoveaCol != nil:
+		r.reported[FigureCentral] = a.line().CentralThicknessUm
+	case a.cube() != nil:
+		r.reported[FigureCST] = a.cube().CentralSubfieldThicknessUm
+		for k, x := range a.cube().ETDRS {
 			r.reported[FigureETDRS+k] = x
 		}
 	}

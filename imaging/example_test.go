@@ -56,7 +56,9 @@ func Example() {
 	// for the RNFL and GCL+IPL layer maps, which are withheld with their
 	// reason (an.Withheld), so the verdict is partial.
 	fmt.Printf("pattern %s, gradable %s, measurable %t\n", an.Pattern, an.Quality.Gradable, an.Measurable())
-	cst, want := an.Cube.CentralSubfieldThicknessUm, truth.Measurements.CentralSubfieldThicknessUm
+	// Its figures are one value of the pattern's type: a cube's here.
+	cube := an.Figures.(*imaging.Measurements)
+	cst, want := cube.CentralSubfieldThicknessUm, truth.Measurements.CentralSubfieldThicknessUm
 	fmt.Printf("central subfield thickness within 5 µm of the truth: %t\n", math.Abs(cst-want) < 5)
 	fmt.Println("lesions:", lesionTypes(lesions))
 	fmt.Println("truth:  ", lesionTypes(truth.Lesions))

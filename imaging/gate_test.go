@@ -104,19 +104,19 @@ func TestHalfBlankedCubesArePartlyGradable(t *testing.T) {
 				}
 			}
 			if !c.measurable {
-				if a.Cube != nil || !strings.Contains(strings.Join(a.NotMeasurable, " "), "fovea") {
-					t.Errorf("measured (%v) around a fovea at the edge of the blanked half; not measurable %q", a.Cube != nil, a.NotMeasurable)
+				if a.cube() != nil || !strings.Contains(strings.Join(a.NotMeasurable, " "), "fovea") {
+					t.Errorf("measured (%v) around a fovea at the edge of the blanked half; not measurable %q", a.cube() != nil, a.NotMeasurable)
 				}
 				return
 			}
-			if a.Cube == nil {
+			if a.cube() == nil {
 				t.Fatalf("nothing measured: %q", a.NotMeasurable)
 			}
-			if d := a.Cube.CentralSubfieldThicknessUm - truth.Measurements.CentralSubfieldThicknessUm; math.Abs(d) > 8 {
-				t.Errorf("CST %.1f µm over the gradable half, truth %.1f", a.Cube.CentralSubfieldThicknessUm, truth.Measurements.CentralSubfieldThicknessUm)
+			if d := a.cube().CentralSubfieldThicknessUm - truth.Measurements.CentralSubfieldThicknessUm; math.Abs(d) > 8 {
+				t.Errorf("CST %.1f µm over the gradable half, truth %.1f", a.cube().CentralSubfieldThicknessUm, truth.Measurements.CentralSubfieldThicknessUm)
 			}
-			if math.Abs(a.Cube.GradableCoverage-0.5) > 0.05 {
-				t.Errorf("coverage of the 6 mm circle %.2f, want about half", a.Cube.GradableCoverage)
+			if math.Abs(a.cube().GradableCoverage-0.5) > 0.05 {
+				t.Errorf("coverage of the 6 mm circle %.2f, want about half", a.cube().GradableCoverage)
 			}
 		})
 	}
@@ -130,10 +130,10 @@ func TestAFullScanIsFullyGradable(t *testing.T) {
 			p := NewPhantom(PhantomOptions{Seed: 7, Frames: 9, Rows: 248, Cols: 256, Fluid: true})
 			lv, _ := e.Levels(p.Volume)
 			a, _ := analyze(t, lv)
-			if a.Quality.Gradable != Gradable || a.Quality.GradableFraction < 0.95 || a.Quality.Grade != "good" || a.Cube == nil {
+			if a.Quality.Gradable != Gradable || a.Quality.GradableFraction < 0.95 || a.Quality.Grade != "good" || a.cube() == nil {
 				q := a.Quality
 				t.Errorf("gradable %s over %.3f, grade %s (%q); cube %v, not measurable %q, withheld %+v", q.Gradable, q.GradableFraction, q.Grade, q.Reasons,
-					a.Cube != nil, a.NotMeasurable, a.Withheld)
+					a.cube() != nil, a.NotMeasurable, a.Withheld)
 			}
 		})
 	}

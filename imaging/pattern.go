@@ -25,13 +25,18 @@ const (
 	Radial Pattern = "radial"
 )
 
-// ParsePattern reads a pattern as a submission names it ("" is unknown).
+// ParsePattern reads a pattern as a submission names it ("" is unknown):
+// one of the scan types (ScanTypes), or radial.
 func ParsePattern(s string) (Pattern, error) {
-	switch p := Pattern(strings.ToLower(strings.TrimSpace(s))); p {
-	case "", Cube, Line, Circle, Radial:
+	p := Pattern(strings.ToLower(strings.TrimSpace(s)))
+	if _, ok := ScanTypeOf(p); ok || p == "" || p == Radial {
 		return p, nil
 	}
-	return "", fmt.Errorf("scan type %q: want cube, line or circle", s)
+	names := make([]string, len(scanTypes))
+	for i, t := range scanTypes {
+		names[i] = string(t.Pattern)
+	}
+	return "", fmt.Errorf("scan type %q: want %s or %s", s, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // ResolvePattern decides a scan's pattern from what its DICOM says
@@ -53,7 +58,7 @@ func ResolvePattern(v *Volume, declared Pattern) (Pattern, error) {
 			p = Cube
 		}
 	}
-	if (p == Line || p == Circle) && v.Frames != 1 {
+	if t, _ := ScanTypeOf(p); t.OneBScan && v.Frames != 1 {
 		// Repeated B-scans of one line are averaged by the device before
 		// export; several here would be a raster.
 		return "", invalidf("a %s scan has one B-scan; this one has %d", p, v.Frames)

@@ -25,6 +25,7 @@ func TestPatternIsReadFromTheDICOMAndChecked(t *testing.T) {
 		{"HD 21 Line", 1, "", Line, ""},
 		{"Radial 6 lines", 6, "", Radial, ""},
 		{"", 3, Line, "", "has one B-scan"},
+		{"", 3, Circle, "", "has one B-scan"},
 		{"Volume scan", 1, "", Line, ""},
 	} {
 		v := NewVolume(c.frames, 16, 16, sp)
@@ -67,12 +68,12 @@ func TestALineThroughTheFoveaHasACentralThickness(t *testing.T) {
 			copy(line.Data, p.Volume.Frame(c.frame))
 			line.Pattern = Line
 			a, _ := analyze(t, line)
-			if a.Line == nil {
+			if a.line() == nil {
 				t.Fatalf("not measured: %q", a.NotMeasurable)
 			}
 			if !c.fovea {
-				if a.Line.CentralThicknessUm != 0 || a.Line.NoFovea == "" {
-					t.Errorf("central thickness %.1f on a line away from the fovea (no fovea: %q)", a.Line.CentralThicknessUm, a.Line.NoFovea)
+				if a.line().CentralThicknessUm != 0 || a.line().NoFovea == "" {
+					t.Errorf("central thickness %.1f on a line away from the fovea (no fovea: %q)", a.line().CentralThicknessUm, a.line().NoFovea)
 				}
 				return
 			}
@@ -87,8 +88,8 @@ func TestALineThroughTheFoveaHasACentralThickness(t *testing.T) {
 				}
 			}
 			want := sum / float64(n)
-			if a.Line.NoFovea != "" || math.Abs(a.Line.CentralThicknessUm-want) > 8 {
-				t.Errorf("central thickness %.1f µm (no fovea: %q), the phantom's %.1f", a.Line.CentralThicknessUm, a.Line.NoFovea, want)
+			if a.line().NoFovea != "" || math.Abs(a.line().CentralThicknessUm-want) > 8 {
+				t.Errorf("central thickness %.1f µm (no fovea: %q), the phantom's %.1f", a.line().CentralThicknessUm, a.line().NoFovea, want)
 			}
 		})
 	}

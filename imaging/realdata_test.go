@@ -73,11 +73,11 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 			}
 		}
 		devGlobal := devSum / float64(devN)
-		if a.Pattern != Circle || a.RNFL == nil {
-			t.Fatalf("%s: analysed as %s, RNFL %v, not measurable %q", name, a.Pattern, a.RNFL, a.NotMeasurable)
+		if a.Pattern != Circle || a.rnfl() == nil {
+			t.Fatalf("%s: analysed as %s, RNFL %v, not measurable %q", name, a.Pattern, a.rnfl(), a.NotMeasurable)
 		}
-		if d := a.RNFL.GlobalUm - devGlobal; math.Abs(d) > 10 {
-			t.Errorf("%s: RNFL global %.1f µm, the device's %.1f", name, a.RNFL.GlobalUm, devGlobal)
+		if d := a.rnfl().GlobalUm - devGlobal; math.Abs(d) > 10 {
+			t.Errorf("%s: RNFL global %.1f µm, the device's %.1f", name, a.rnfl().GlobalUm, devGlobal)
 		}
 		// A sector is reported where its own RNFL/GCL is reliable
 		// (minOwnSectorShare), within 10 µm of the device's; the others
@@ -87,7 +87,7 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 			withheld[w.Figure] = w.Reason
 		}
 		for _, s := range RNFLSectors {
-			got, ok := a.RNFL.Sectors[s]
+			got, ok := a.rnfl().Sectors[s]
 			switch {
 			case ok && math.Abs(got-devSectors[s]/float64(devCounts[s])) > 10:
 				t.Errorf("%s: sector %s %.1f µm, the device's %.1f", name, s, got, devSectors[s]/float64(devCounts[s]))
@@ -100,9 +100,9 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 		}
 		um := v.Spacing.AxialUm
 		fmt.Fprintf(&table, "| %s | %s %.2f | %.2f (%.1f) | %.2f (%.1f) | %.2f (%.1f) | %.1f → %.1f |", name, intensity.Encoding, intensity.Exponent,
-			ilm, ilm*um, nfl, nfl*um, bm, bm*um, devGlobal, a.RNFL.GlobalUm)
+			ilm, ilm*um, nfl, nfl*um, bm, bm*um, devGlobal, a.rnfl().GlobalUm)
 		for _, s := range RNFLSectors {
-			if x, ok := a.RNFL.Sectors[s]; ok {
+			if x, ok := a.rnfl().Sectors[s]; ok {
 				fmt.Fprintf(&table, " %.0f → %.0f |", devSectors[s]/float64(devCounts[s]), x)
 			} else {
 				fmt.Fprintf(&table, " %.0f → withheld |", devSectors[s]/float64(devCounts[s]))
@@ -155,8 +155,8 @@ func TestARealLineScanThroughTheFovea(t *testing.T) {
 		t.Fatalf("pattern %q read from the DICOM, want line", v.Pattern)
 	}
 	a, l, _ := analyzeWith(t, v)
-	if a.Line == nil || a.Line.FoveaCol == nil {
-		t.Fatalf("line %+v, not measurable %q, quality %+v", a.Line, a.NotMeasurable, a.Quality)
+	if a.line() == nil || a.line().FoveaCol == nil {
+		t.Fatalf("line %+v, not measurable %q, quality %+v", a.line(), a.NotMeasurable, a.Quality)
 	}
 	mask := a.Quality.Mask
 	for _, b := range []struct {
@@ -200,16 +200,16 @@ func TestARealLineScanThroughTheFovea(t *testing.T) {
 		}
 	}
 	devCentral := meanAround(pit, 0.5)
-	if d := *a.Line.FoveaCol - pit; d < -8 || d > 8 {
-		t.Errorf("fovea at A-scan %d, the device's pit at %d", *a.Line.FoveaCol, pit)
+	if d := *a.line().FoveaCol - pit; d < -8 || d > 8 {
+		t.Errorf("fovea at A-scan %d, the device's pit at %d", *a.line().FoveaCol, pit)
 	}
-	if d := a.Line.CentralThicknessUm - devCentral; math.Abs(d) > 15 {
-		t.Errorf("central thickness %.1f µm, the device's %.1f", a.Line.CentralThicknessUm, devCentral)
+	if d := a.line().CentralThicknessUm - devCentral; math.Abs(d) > 15 {
+		t.Errorf("central thickness %.1f µm, the device's %.1f", a.line().CentralThicknessUm, devCentral)
 	}
 	// The disc, at the line's nasal end, has no retina to measure.
 	for c := v.Cols - 40; c < v.Cols-20; c++ {
-		if mask[c] && a.Line.ProfileUm[c] > 0 && dev.BM[c] == nil {
-			t.Errorf("A-scan %d, in the disc where the device drew no BM, measured %.0f µm", c, a.Line.ProfileUm[c])
+		if mask[c] && a.line().ProfileUm[c] > 0 && dev.BM[c] == nil {
+			t.Errorf("A-scan %d, in the disc where the device drew no BM, measured %.0f µm", c, a.line().ProfileUm[c])
 		}
 	}
 	// A healthy macula: where the line is graded, no lesion.
@@ -228,7 +228,7 @@ func TestARealLineScanThroughTheFovea(t *testing.T) {
 		}
 	}
 	t.Logf("fovea %d (device %d), central %.1f µm (device %.1f), graded %.0f%%, %s",
-		*a.Line.FoveaCol, pit, a.Line.CentralThicknessUm, devCentral, 100*a.Quality.GradableFraction, a.Quality.Gradable)
+		*a.line().FoveaCol, pit, a.line().CentralThicknessUm, devCentral, 100*a.Quality.GradableFraction, a.Quality.Gradable)
 }
 
 // TestARealClippedCircleScanIsNotMeasured runs a real circle scan taken
@@ -244,8 +244,8 @@ func TestARealClippedCircleScanIsNotMeasured(t *testing.T) {
 	if a.Pattern != Circle {
 		t.Fatalf("analysed as %s", a.Pattern)
 	}
-	if a.RNFL != nil || a.Measurable() {
-		t.Errorf("measured: RNFL %+v", a.RNFL)
+	if a.rnfl() != nil || a.Measurable() {
+		t.Errorf("measured: RNFL %+v", a.rnfl())
 	}
 	if len(a.NotMeasurable) == 0 {
 		t.Error("no reason given for not measuring")

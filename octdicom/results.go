@@ -119,8 +119,8 @@ func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object
 // cube's measurements when it withholds that), whose quality gate did
 // not call it ungradable.
 func WantsMacularGridSR(rep *report.Report) bool {
-	return rep.ScanPattern == imaging.Cube && rep.Measurable && rep.Measurements != nil &&
-		rep.Quality.Gradable != imaging.Ungradable
+	_, cube := rep.Figures.(*imaging.Measurements)
+	return rep.ScanPattern == imaging.Cube && rep.Measurable && cube && rep.Quality.Gradable != imaging.Ungradable
 }
 
 // builder holds what every object of one exam's results shares.

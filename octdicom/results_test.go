@@ -43,7 +43,7 @@ func cubeReport() *report.Report {
 		ScanPattern: imaging.Cube, Measurable: true,
 		Volume:  report.VolumeInfo{Frames: 49, Rows: 496, Cols: 512, Spacing: imaging.Spacing{AxialUm: 3.87, LateralUm: 11.7, FrameUm: 123}},
 		Quality: imaging.Quality{Gradable: imaging.Gradable, SignalStrength: 8.2, Grade: "good", GradableFraction: 0.97},
-		Measurements: &imaging.Measurements{CentralSubfieldThicknessUm: 271.43, TotalVolumeMm3: 8.614, MeanThicknessUm: 301,
+		Figures: &imaging.Measurements{CentralSubfieldThicknessUm: 271.43, TotalVolumeMm3: 8.614, MeanThicknessUm: 301,
 			ETDRS: map[string]float64{"C": 271.43, "IS": 338.1, "IN": 341.7, "II": 335.2, "IT": 322.9, "OS": 297.4, "ON": 312.8, "OI": 286.5, "OT": 280.2}},
 		Lesions:    []imaging.Lesion{},
 		Algorithms: map[string]string{"denoise": "nlm-v2", "layers": "graph-v4", "lesions": "fluid-v3", "measure": "etdrs-v2"},
@@ -55,9 +55,10 @@ func partialCube() *report.Report {
 	r := cubeReport()
 	r.Quality.Gradable = imaging.PartlyGradable
 	r.Quality.Reasons = []string{"some figures withheld"}
-	delete(r.Measurements.ETDRS, "OT")
-	r.Measurements.Unmeasured = []string{"OT"}
-	r.Measurements.TotalVolumeMm3 = 0
+	m := r.Figures.(*imaging.Measurements)
+	delete(m.ETDRS, "OT")
+	m.Unmeasured = []string{"OT"}
+	m.TotalVolumeMm3 = 0
 	r.Withheld = []imaging.Withheld{{Figure: imaging.FigureETDRS + "OT", Reason: "the ILM is reliable in 41% of subfield OT"},
 		{Figure: imaging.FigureVolume, Reason: "subfield OT is not reported"}}
 	return r
@@ -65,15 +66,15 @@ func partialCube() *report.Report {
 
 func ungradableCube() *report.Report {
 	r := cubeReport()
-	r.Quality.Gradable, r.Measurable, r.Measurements = imaging.Ungradable, false, nil
+	r.Quality.Gradable, r.Measurable, r.Figures = imaging.Ungradable, false, nil
 	r.NotMeasurable = []string{"signal strength 1.2 of 10"}
 	return r
 }
 
 func circleReport() *report.Report {
 	r := cubeReport()
-	r.ScanPattern, r.Measurements = imaging.Circle, nil
-	r.RNFL = &imaging.RNFLMeasurements{GlobalUm: 97.5, Sectors: map[string]float64{"T": 70, "TS": 130, "NS": 100, "N": 75, "NI": 110, "TI": 140},
+	r.ScanPattern = imaging.Circle
+	r.Figures = &imaging.RNFLMeasurements{GlobalUm: 97.5, Sectors: map[string]float64{"T": 70, "TS": 130, "NS": 100, "N": 75, "NI": 110, "TI": 140},
 		Convention: "Garway-Heath", CircumferenceMm: 10.8, DiameterMm: 3.45}
 	return r
 }

@@ -98,7 +98,10 @@ func (b *builder) macularGridSR() (Object, error) {
 
 // macularContent is the root container's content.
 func (b *builder) macularContent() ([]*elems, error) {
-	m := b.rep.Measurements
+	m, ok := b.rep.Figures.(*imaging.Measurements)
+	if !ok {
+		return nil, fmt.Errorf("macular grid SR of a report without a cube's measurements (%s scan)", b.rep.ScanPattern)
+	}
 	out := []*elems{
 		codeItem("HAS CONCEPT MOD", code("121049", "DCM", "Language of Content Item and Descendants"),
 			code("en-US", "RFC5646", "English (United States)")),

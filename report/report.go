@@ -6,6 +6,7 @@ package report
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"math"
@@ -48,12 +49,12 @@ type Report struct {
 	// NotMeasurable says why, and no figure is reported.
 	Measurable    bool     `json:"measurable"`
 	NotMeasurable []string `json:"notMeasurable,omitempty"`
-	// Measurements are a cube's, Line a line scan's, RNFL a circle
-	// scan's: at most one is present.
-	Measurements *imaging.Measurements     `json:"measurements,omitempty"`
-	Line         *imaging.LineMeasurements `json:"line,omitempty"`
-	RNFL         *imaging.RNFLMeasurements `json:"rnfl,omitempty"`
-	Lesions      []imaging.Lesion          `json:"lesions"`
+	// Figures are the scan pattern's measurements, nil when nothing was
+	// measured. In JSON they go under their scan type's report key
+	// (measurements for a cube's, line for a line scan's, rnfl for a
+	// circle scan's; see imaging.ScanType): at most one is present.
+	Figures imaging.Figures  `json:"-"`
+	Lesions []imaging.Lesion `json:"lesions"`
 	// LesionsWithheld, when set, is why no lesion is reported although
 	// the scan was measured: the boundaries fluid and drusen are found
 	// between are not reliable. Lesions is then empty, and says nothing
@@ -79,15 +80,11 @@ type Report struct {
 // why).
 func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, cols int) {
 	r.ScanPattern, r.Quality, r.Measurable, r.NotMeasurable = a.Pattern, a.Quality, a.Measurable(), a.NotMeasurable
-	if a.Cube != nil {
-		h := Headline(a.Cube)
-		r.Measurements = &h
+	r.Figures = a.Figures
+	if m, ok := a.Figures.(*imaging.Measurements); ok {
+		h := Headline(m) // a cube's per-A-scan maps stay in measurements.json
+		r.Figures = &h
 	}
-	if a.Line != nil {
-		l := *a.Line
-		r.Line = &l
-	}
-	r.RNFL = a.RNFL
 	r.Withheld, r.Boundaries = a.Withheld, a.Boundaries
 	r.Lesions = []imaging.Lesion{}
 	if !r.Measurable {
@@ -102,6 +99,35 @@ func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, col
 			r.Lesions = append(r.Lesions, l)
 		}
 	}
+}
+
+// MarshalJSON writes the report with its figures under their scan type's
+// report key (measurements, line or rnfl), right after measurable and
+// notMeasurable.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // without these methods
+	obj, err := json.Marshal(plain(r))
+	if err != nil {
+		return nil, err
+	}
+	return imaging.InsertFigures(obj, r.Figures, imaging.ReportKey, "measurable", "notMeasurable")
+}
+
+// UnmarshalJSON reads a report and the figures under its scan type's
+// report key.
+func (r *Report) UnmarshalJSON(b []byte) error {
+	type plain Report // without these methods
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	f, err := imaging.ExtractFigures(b, imaging.ReportKey)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	*r = Report(p)
+	r.Figures = f
+	return nil
 }
 
 // VolumeInfo describes the scan that was analysed.
@@ -193,17 +219,12 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 			pdf.MultiCell(0, 4, tr("Partly gradable: the figures below cover the graded A-scans only ("+strings.Join(r.Quality.Reasons, "; ")+")."),
 				"", "L", false)
 		}
-		var err error
-		switch {
-		case r.Measurements != nil:
-			err = cubeSection(pdf, tr, r, f, enc)
-		case r.Line != nil:
-			lineSection(pdf, tr, r.Line)
-		case r.RNFL != nil:
-			rnflSection(pdf, tr, r.RNFL)
-		}
-		if err != nil {
-			return nil, err
+		if r.Figures != nil {
+			if write := patterns[r.Figures.Pattern()].section; write != nil {
+				if err := write(pdf, tr, r, f, enc); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	withheldSection(pdf, tr, r.Withheld)
@@ -271,9 +292,8 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 
 // cubeSection is a macular cube's figures: thickness, the ETDRS grid,
 // the thickness map and the layers.
-func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures, enc *png.Encoder) error {
+func cubeSection(pdf *fpdf.Fpdf, tr func(string) string, r *Report, m *imaging.Measurements, f *Figures, enc *png.Encoder) error {
 	section(pdf, "Retinal thickness, ILM to Bruch's membrane")
-	m := r.Measurements
 	row(pdf, "Central subfield thickness (CST)", tr(fmt.Sprintf("%.0f µm", m.CentralSubfieldThicknessUm)))
 	volume := "not measured: " + strings.Join(m.Unmeasured, ", ") + " could not be graded"
 	if m.TotalVolumeMm3 > 0 {
@@ -346,7 +366,7 @@ func figureName(figure string) string {
 
 // lineSection is a line scan's figures: the central thickness through
 // the fovea, or why there is none, and the thickness profile.
-func lineSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.LineMeasurements) {
+func lineSection(pdf *fpdf.Fpdf, tr func(string) string, _ *Report, m *imaging.LineMeasurements, _ *Figures, _ *png.Encoder) error {
 	section(pdf, "Retinal thickness along the line, ILM to Bruch's membrane")
 	central := "not measured: " + m.NoFovea
 	if m.NoFovea == "" {
@@ -361,11 +381,12 @@ func lineSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.LineMeasurem
 	pdf.MultiCell(0, 6, tr(central), "", "L", false)
 	row(pdf, "Mean / min / max", tr(fmt.Sprintf("%.0f / %.0f / %.0f µm over %.1f mm", m.MeanThicknessUm, m.MinThicknessUm, m.MaxThicknessUm, m.LengthMm)))
 	profilePlot(pdf, tr, m.ProfileUm, 600, "Thickness profile along the line, µm (gaps: not graded)", nil)
+	return nil
 }
 
 // rnflSection is a circle scan's figures: the RNFL's global and sector
 // thickness and its TSNIT profile.
-func rnflSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.RNFLMeasurements) {
+func rnflSection(pdf *fpdf.Fpdf, tr func(string) string, _ *Report, m *imaging.RNFLMeasurements, _ *Figures, _ *png.Encoder) error {
 	section(pdf, "Peripapillary retinal nerve fibre layer, ILM to RNFL/GCL")
 	row(pdf, "Global mean thickness", tr(fmt.Sprintf("%.0f µm", m.GlobalUm)))
 	row(pdf, "Circle", tr(fmt.Sprintf("%.2f mm long, %.2f mm across; retina %.0f µm", m.CircumferenceMm, m.DiameterMm, m.RetinaMeanUm)))
@@ -384,6 +405,7 @@ func rnflSection(pdf *fpdf.Fpdf, tr func(string) string, m *imaging.RNFLMeasurem
 	n := float64(len(m.ProfileUm))
 	profilePlot(pdf, tr, m.ProfileUm, 250, "RNFL thickness profile, µm (gaps: not graded)",
 		[]profileMark{{0, "T"}, {n / 4, "S"}, {n / 2, "N"}, {3 * n / 4, "I"}, {n - 1, "T"}})
+	return nil
 }
 
 // profileMark labels a position on a profile's x axis.
@@ -430,20 +452,39 @@ func profilePlot(pdf *fpdf.Fpdf, tr func(string) string, values []float32, yMax 
 	pdf.CellFormat(w, 4, tr(caption), "", 1, "C", false, 0, "")
 }
 
-// patternTexts are the report's words for each scan pattern: its title,
-// the heading of its B-scan and its name.
-var patternTexts = map[imaging.Pattern]struct{ title, bscan, name string }{
-	imaging.Cube:   {"Macular OCT report", "Central B-scan through the fovea", "macular cube"},
-	imaging.Line:   {"OCT line scan report", "B-scan", "line scan"},
-	imaging.Circle: {"Peripapillary RNFL report", "Circle scan around the optic disc, unrolled (TSNIT)", "peripapillary circle scan"},
-	imaging.Radial: {"OCT report", "B-scan", "radial scan"},
+// patterns is how the report prints each scan pattern: its title, the
+// heading of its B-scan, its name and, for a pattern octflow measures,
+// the section of its figures (see imaging.ScanType).
+var patterns = map[imaging.Pattern]struct {
+	title, bscan, name string
+	section            figuresSection
+}{
+	imaging.Cube:   {"Macular OCT report", "Central B-scan through the fovea", "macular cube", sectionOf(cubeSection)},
+	imaging.Line:   {"OCT line scan report", "B-scan", "line scan", sectionOf(lineSection)},
+	imaging.Circle: {"Peripapillary RNFL report", "Circle scan around the optic disc, unrolled (TSNIT)", "peripapillary circle scan", sectionOf(rnflSection)},
+	imaging.Radial: {title: "OCT report", bscan: "B-scan", name: "radial scan"},
 }
 
-func title(p imaging.Pattern) string { return cmp.Or(patternTexts[p].title, "OCT report") }
+// figuresSection prints the figures of r (r.Figures) on the first page.
+type figuresSection func(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures, enc *png.Encoder) error
 
-func bscanTitle(p imaging.Pattern) string { return cmp.Or(patternTexts[p].bscan, "B-scan") }
+// sectionOf is the figuresSection of write, which prints figures of type
+// T; figures of another type are an error.
+func sectionOf[T imaging.Figures](write func(pdf *fpdf.Fpdf, tr func(string) string, r *Report, m T, f *Figures, enc *png.Encoder) error) figuresSection {
+	return func(pdf *fpdf.Fpdf, tr func(string) string, r *Report, f *Figures, enc *png.Encoder) error {
+		m, ok := r.Figures.(T)
+		if !ok {
+			return fmt.Errorf("report: no section prints figures of type %T as a %s scan's", r.Figures, r.ScanPattern)
+		}
+		return write(pdf, tr, r, m, f, enc)
+	}
+}
 
-func patternName(p imaging.Pattern) string { return cmp.Or(patternTexts[p].name, "unknown pattern") }
+func title(p imaging.Pattern) string { return cmp.Or(patterns[p].title, "OCT report") }
+
+func bscanTitle(p imaging.Pattern) string { return cmp.Or(patterns[p].bscan, "B-scan") }
+
+func patternName(p imaging.Pattern) string { return cmp.Or(patterns[p].name, "unknown pattern") }
 
 func gradableName(g imaging.Gradability) string {
 	switch g {

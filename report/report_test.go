@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,11 +48,11 @@ func TestPDFRendersWithFigures(t *testing.T) {
 		name string
 		r    Report
 	}{
-		{"cube", Report{ScanPattern: imaging.Cube, Quality: ok, Measurable: true, Measurements: &h}},
-		{"partial cube", Report{ScanPattern: imaging.Cube, Measurable: true, Measurements: &h,
+		{"cube", Report{ScanPattern: imaging.Cube, Quality: ok, Measurable: true, Figures: &h}},
+		{"partial cube", Report{ScanPattern: imaging.Cube, Measurable: true, Figures: &h,
 			Quality: imaging.Quality{Gradable: imaging.PartlyGradable, Reasons: []string{"half blank"}, GradableFraction: 0.5}}},
-		{"line", Report{ScanPattern: imaging.Line, Quality: ok, Measurable: true, Line: line}},
-		{"circle", Report{ScanPattern: imaging.Circle, Quality: ok, Measurable: true, RNFL: rnfl}},
+		{"line", Report{ScanPattern: imaging.Line, Quality: ok, Measurable: true, Figures: line}},
+		{"circle", Report{ScanPattern: imaging.Circle, Quality: ok, Measurable: true, Figures: rnfl}},
 		{"ungradable", Report{ScanPattern: imaging.Cube, Quality: imaging.Quality{Gradable: imaging.Ungradable},
 			NotMeasurable: []string{"the scan could not be graded"}}},
 	} {
@@ -85,7 +87,7 @@ func TestWithheldFiguresAreSaidInJSONAndPDF(t *testing.T) {
 	delete(m.ETDRS, "OT")
 	const why = "the BM boundary is reliable in only 40% of the graded A-scans of subfield OT (75% needed)"
 	const lesionsWhy = "the EZ boundary is reliable in only 50% of the graded A-scans of the scan (75% needed)"
-	a := &imaging.Analysis{Pattern: imaging.Cube, Cube: m,
+	a := &imaging.Analysis{Pattern: imaging.Cube, Figures: m,
 		Quality:    imaging.Quality{Gradable: imaging.PartlyGradable, Grade: "good", SignalStrength: 8, GradableFraction: 0.95},
 		Withheld:   []imaging.Withheld{{Figure: imaging.FigureETDRS + "OT", Reason: why}, {Figure: imaging.FigureLesions, Reason: lesionsWhy}},
 		Boundaries: []imaging.BoundaryReliability{{Boundary: imaging.BM, ReliableFraction: 0.9}}}
@@ -95,8 +97,8 @@ func TestWithheldFiguresAreSaidInJSONAndPDF(t *testing.T) {
 	if len(r.Lesions) != 0 || r.LesionsWithheld != lesionsWhy {
 		t.Errorf("lesions %v, withheld %q: want none, and the reason", r.Lesions, r.LesionsWithheld)
 	}
-	if len(r.Withheld) != 2 || len(r.Boundaries) != 1 || r.Measurements == nil || r.Measurements.CentralSubfieldThicknessUm == 0 {
-		t.Errorf("withheld %+v, boundaries %+v, measurements %v: want the withheld figures listed and the others kept", r.Withheld, r.Boundaries, r.Measurements)
+	if cube, _ := r.Figures.(*imaging.Measurements); len(r.Withheld) != 2 || len(r.Boundaries) != 1 || cube == nil || cube.CentralSubfieldThicknessUm == 0 {
+		t.Errorf("withheld %+v, boundaries %+v, measurements %v: want the withheld figures listed and the others kept", r.Withheld, r.Boundaries, r.Figures)
 	}
 	b, err := json.Marshal(&r)
 	if err != nil {
@@ -119,5 +121,63 @@ func TestWithheldFiguresAreSaidInJSONAndPDF(t *testing.T) {
 	}
 	if bytes.Contains(pdf, []byte("No fluid or drusen detected")) {
 		t.Error("the PDF says no lesion was detected although lesions were withheld")
+	}
+}
+
+// TestReportJSONKeepsEachScanTypesKey: a report's figures are written
+// under measurements, line or rnfl, where those fields stood (just
+// before the lesions), byte for byte as before they were one value, and
+// read back to the same figures; a report with two scan types' figures
+// does not read.
+func TestReportJSONKeepsEachScanTypesKey(t *testing.T) {
+	fovea := 250
+	for _, c := range []struct {
+		key     string
+		pattern imaging.Pattern
+		figures imaging.Figures
+	}{
+		{"measurements", imaging.Cube, &imaging.Measurements{CentralSubfieldThicknessUm: 271.4, ETDRS: map[string]float64{"C": 271.4}, TotalVolumeMm3: 8.6,
+			MeanThicknessUm: 300, FoveaFrame: 24, FoveaCol: 256, Frames: 49, Cols: 512, GradableCoverage: 0.97}},
+		{"line", imaging.Line, &imaging.LineMeasurements{CentralThicknessUm: 262, FoveaCol: &fovea, MeanThicknessUm: 300, LengthMm: 6,
+			ProfileUm: []float32{290, 0, 300}, GradableFraction: 0.9}},
+		{"rnfl", imaging.Circle, &imaging.RNFLMeasurements{GlobalUm: 97.5, Sectors: map[string]float64{"T": 70}, Convention: imaging.RNFLConvention,
+			ProfileUm: []float32{70, 130}, GradableFraction: 0.95}},
+	} {
+		for _, not := range [][]string{nil, {"RNFL thickness not reported: r"}} {
+			r := Report{SchemaVersion: SchemaVersion, ExamID: "E-1", ScanPattern: c.pattern, Measurable: true, NotMeasurable: not,
+				Quality: imaging.Quality{Gradable: imaging.Gradable}, Lesions: []imaging.Lesion{}, Algorithms: map[string]string{"measure": "v1"},
+				Withheld: []imaging.Withheld{{Figure: imaging.FigureLesions, Reason: "r"}}}
+			without, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			figures, err := json.Marshal(c.figures)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Replace(string(without), `,"lesions":`, `,"`+c.key+`":`+string(figures)+`,"lesions":`, 1)
+			r.Figures = c.figures
+			got, err := json.Marshal(&r)
+			if err != nil {
+				t.Fatalf("%s: %v", c.key, err)
+			}
+			if string(got) != want {
+				t.Errorf("%s: written\n%s\nwant\n%s", c.key, got, want)
+			}
+			var back Report
+			if err := json.Unmarshal(got, &back); err != nil {
+				t.Fatalf("%s: read: %v", c.key, err)
+			}
+			if !reflect.DeepEqual(back.Figures, c.figures) || back.ExamID != r.ExamID || !reflect.DeepEqual(back.Withheld, r.Withheld) {
+				t.Errorf("%s: read back figures %+v, exam %q", c.key, back.Figures, back.ExamID)
+			}
+		}
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(`{"examId":"E-2","measurements":{"centralSubfieldThicknessUm":1},"rnfl":{"globalUm":2}}`), &r); err == nil {
+		t.Errorf("a report with a cube's and a circle's figures read as %+v", r.Figures)
+	}
+	if err := json.Unmarshal([]byte(`{"examId":"E-3","cube":{"centralSubfieldThicknessUm":1}}`), &r); err != nil || r.Figures != nil {
+		t.Errorf("an analysis's key in a report: %v, figures %+v; want it ignored, as any unknown key", err, r.Figures)
 	}
 }

@@ -331,23 +331,24 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 	}
 
 	rep, raw := h.readReport(final.Report.JSONKey)
+	cube, _ := rep.Figures.(*imaging.Measurements)
 	if rep.SchemaVersion != report.SchemaVersion || rep.ScanPattern != imaging.Cube || !rep.Measurable ||
-		rep.Quality.Gradable != imaging.Gradable || rep.Measurements == nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Linear {
+		rep.Quality.Gradable != imaging.Gradable || cube == nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Linear {
 		t.Fatalf("report %s: pattern %s, measurable %v, quality %s (%q), intensity %+v", rep.SchemaVersion, rep.ScanPattern,
 			rep.Measurable, rep.Quality.Gradable, rep.Quality.Reasons, rep.Intensity)
 	}
 	// The report against the phantom's own geometry (not against the
 	// measuring code).
-	cst, want := rep.Measurements.CentralSubfieldThicknessUm, truth.Measurements
+	cst, want := cube.CentralSubfieldThicknessUm, truth.Measurements
 	if math.Abs(cst-want.CentralSubfieldThicknessUm) > 10 {
 		t.Errorf("central subfield thickness %.1f µm, the phantom's %.1f µm", cst, want.CentralSubfieldThicknessUm)
 	}
 	for _, k := range imaging.ETDRSSubfields {
-		if got := rep.Measurements.ETDRS[k]; math.Abs(got-want.ETDRS[k]) > 10 {
+		if got := cube.ETDRS[k]; math.Abs(got-want.ETDRS[k]) > 10 {
 			t.Errorf("ETDRS %s %.1f µm, the phantom's %.1f µm", k, got, want.ETDRS[k])
 		}
 	}
-	if got := rep.Measurements.TotalVolumeMm3; math.Abs(got-want.TotalVolumeMm3) > 0.15 {
+	if got := cube.TotalVolumeMm3; math.Abs(got-want.TotalVolumeMm3) > 0.15 {
 		t.Errorf("macular volume %.3f mm³, the phantom's %.3f mm³", got, want.TotalVolumeMm3)
 	}
 	if rep.ExamID != h.ref("e2e-1").ID || rep.DeviceID != h.sys.Secrets.DeviceID || rep.Eye != "OD" {

@@ -72,11 +72,13 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 		t.Errorf("status summary %+v, want a gradable circle with an RNFL figure and no macular one", sum)
 	}
 	rep, _ := h.readReport(st.Report.JSONKey)
-	if rep.ScanPattern != imaging.Circle || rep.RNFL == nil || rep.Measurements != nil || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Power {
-		t.Fatalf("report: pattern %s, rnfl %v, cube %v, intensity %+v", rep.ScanPattern, rep.RNFL != nil, rep.Measurements != nil, rep.Intensity)
+	rnfl, _ := rep.Figures.(*imaging.RNFLMeasurements)
+	_, cube := rep.Figures.(*imaging.Measurements)
+	if rep.ScanPattern != imaging.Circle || rnfl == nil || cube || rep.Intensity == nil || rep.Intensity.Encoding != imaging.Power {
+		t.Fatalf("report: pattern %s, rnfl %v, cube %v, intensity %+v", rep.ScanPattern, rnfl != nil, cube, rep.Intensity)
 	}
-	if d := rep.RNFL.GlobalUm - devGlobal; math.Abs(d) > 10 {
-		t.Errorf("RNFL global %.1f µm, the device's %.1f", rep.RNFL.GlobalUm, devGlobal)
+	if d := rnfl.GlobalUm - devGlobal; math.Abs(d) > 10 {
+		t.Errorf("RNFL global %.1f µm, the device's %.1f", rnfl.GlobalUm, devGlobal)
 	}
 	// Every sector is reported, or withheld with its reason (in the
 	// report, and in the status's summary); a withheld one makes the
@@ -86,7 +88,7 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 		withheld[w.Figure] = w.Reason
 	}
 	for _, s := range imaging.RNFLSectors {
-		v, reported := rep.RNFL.Sectors[s]
+		v, reported := rnfl.Sectors[s]
 		reason, held := withheld[imaging.FigureRNFLSector+s]
 		switch {
 		case reported == held:
@@ -191,8 +193,8 @@ func TestRealLineAndClippedScansThroughTheAPI(t *testing.T) {
 		t.Errorf("clipped circle's status summary %+v, want not measurable, no RNFL figure", sum)
 	}
 	rep, raw := h.readReport(st.Report.JSONKey)
-	if rep.Measurable || rep.RNFL != nil || len(rep.NotMeasurable) == 0 || strings.Contains(string(raw), `"globalUm"`) {
-		t.Errorf("clipped circle's report: measurable %v, RNFL %v, not measurable %q", rep.Measurable, rep.RNFL != nil, rep.NotMeasurable)
+	if _, rnfl := rep.Figures.(*imaging.RNFLMeasurements); rep.Measurable || rnfl || len(rep.NotMeasurable) == 0 || strings.Contains(string(raw), `"globalUm"`) {
+		t.Errorf("clipped circle's report: measurable %v, RNFL %v, not measurable %q", rep.Measurable, rnfl, rep.NotMeasurable)
 	}
 	if !strings.Contains(strings.Join(rep.Quality.Reasons, "; "), "top of the image") {
 		t.Errorf("clipped circle's quality reasons %q", rep.Quality.Reasons)
@@ -238,10 +240,10 @@ func TestANoiseScanCompletesAsUngradable(t *testing.T) {
 		t.Errorf("status summary %+v, want ungradable and no figure", sum)
 	}
 	rep, raw := h.readReport(st.Report.JSONKey)
-	if rep.Measurable || len(rep.NotMeasurable) == 0 || rep.Measurements != nil || rep.Line != nil || rep.RNFL != nil ||
+	if rep.Measurable || len(rep.NotMeasurable) == 0 || rep.Figures != nil ||
 		len(rep.Lesions) != 0 || rep.Quality.Gradable != imaging.Ungradable {
 		t.Errorf("report: measurable %v (%q), quality %s, cube %v, lesions %d", rep.Measurable, rep.NotMeasurable,
-			rep.Quality.Gradable, rep.Measurements != nil, len(rep.Lesions))
+			rep.Quality.Gradable, rep.Figures != nil, len(rep.Lesions))
 	}
 	for _, figure := range []string{`"centralSubfieldThicknessUm"`, `"totalVolumeMm3"`, `"etdrs"`, `"globalUm"`, `"profileUm"`} {
 		if strings.Contains(string(raw), figure) {

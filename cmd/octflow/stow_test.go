@@ -728,7 +728,7 @@ func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 			}
 			// A DS holds 16 characters: the report's figure to within them.
 			got, ok := srNumber(ds.Elements, "57109-1")
-			if want := rep.Measurements.CentralSubfieldThicknessUm; !ok || want <= 0 || math.Abs(got-want) > 1e-9*want {
+			if want := rep.Figures.(*imaging.Measurements).CentralSubfieldThicknessUm; !ok || want <= 0 || math.Abs(got-want) > 1e-9*want {
 				t.Errorf("%s: the SR's central subfield thickness %v (found %v), the report's %v", c.name, got, ok, want)
 			}
 		}
