@@ -153,6 +153,9 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.metrics == nil {
 		a.metrics = workers.NewMetrics()
 	}
+	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
+		return nil, err
+	}
 	dc, fc := codec.Converters(opts.Codec)
 	conv := lifecycle.Converters{Data: dc, Failure: fc}
 	a.conv = conv

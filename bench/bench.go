@@ -176,6 +176,9 @@ type Result struct {
 	HeldGPUS     float64     `json:"heldGpuS"`
 	// CPU is the CPU time the burst and the bare run took, per exam.
 	CPU CPUUse `json:"cpu"`
+	// Requests is what the burst asked of the object store and the
+	// engine, per exam.
+	Requests Requests `json:"requests"`
 }
 
 // slowest is one exam's wait and timeline.
@@ -209,6 +212,8 @@ type System interface {
 	NodeEnv() []string
 	// Codec reads the payloads of the system's Temporal histories.
 	Converters() lifecycle.Converters
+	// MetricsURL is the system process's /metrics.
+	MetricsURL() string
 }
 
 // Policy is the scheduling policy the benchmark runs exams under: the
@@ -310,6 +315,8 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}()
 	res.StartedAt = time.Now()
 	systemCPU0, nodesCPU0 := selfCPU(), fleet.cpu()
+	counted := func() counterSet { return scrapeAll(ctx, append([]string{sys.MetricsURL()}, fleet.metricsURLs()...)) }
+	counts0 := counted()
 	estimate := time.Duration(float64(c.Exams*4) * float64(c.StageTime) / float64(c.Nodes*c.GPUsPerNode))
 	if c.FullVolumes {
 		estimate = 0 // no simulated GPU time: no such limit
@@ -371,6 +378,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	res.CPU.SystemMsPerExam = float64((selfCPU() - systemCPU0).Milliseconds()) / float64(c.Exams)
 	res.CPU.NodesMsPerExam = float64((fleet.cpu() - nodesCPU0).Milliseconds()) / float64(c.Exams)
+	res.Requests = requestsPerExam(counts0, counted(), c.Exams)
 	if profiling {
 		pprof.StopCPUProfile()
 		profiling = false
@@ -803,6 +811,7 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",
 		len(exam.Pipeline), r.BareEngineS, r.MakespanVsBare, r.MakespanVsBound)
 	fmt.Fprintln(w, r.CPU)
+	fmt.Fprintln(w, r.Requests)
 }
 
 // fleet is the benchmark's GPU nodes, each its own process.
@@ -815,6 +824,19 @@ type fleet struct {
 	wg      sync.WaitGroup
 	// exitedCPU is the CPU time of the node processes that have ended.
 	exitedCPU time.Duration
+	// metrics is each node's /metrics, as its latest process serves it.
+	metrics map[int]string
+}
+
+// metricsURLs are the /metrics of the nodes' latest processes.
+func (f *fleet) metricsURLs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var urls []string
+	for _, u := range f.metrics {
+		urls = append(urls, u)
+	}
+	return urls
 }
 
 // cpu is the CPU time every node process started so far has used.
@@ -829,7 +851,7 @@ func (f *fleet) cpu() time.Duration {
 }
 
 func newFleet(c Config, env []string, logDir string) *fleet {
-	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env}
+	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env, metrics: map[int]string{}}
 }
 
 // nodeID names node i.
@@ -853,6 +875,12 @@ func (f *fleet) start(i int) error {
 	if f.c.NodeReportEvery > 0 {
 		args = append(args, "--report-every", f.c.NodeReportEvery.String())
 	}
+	maddr, err := freeAddr()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	args = append(args, "--metrics-addr", maddr)
 	cmd := f.c.Node(args, f.env)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -861,6 +889,7 @@ func (f *fleet) start(i int) error {
 	}
 	f.mu.Lock()
 	f.running[i] = cmd
+	f.metrics[i] = "http://" + maddr + "/metrics"
 	f.mu.Unlock()
 	f.wg.Go(func() {
 		cmd.Wait()

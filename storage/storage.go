@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -35,6 +36,55 @@ type Config struct {
 type Store struct {
 	client *minio.Client
 	bucket string
+	counts counters
+}
+
+// Op names a kind of request a Store makes of its endpoint.
+type Op string
+
+// The requests a Store makes.
+const (
+	OpGet    Op = "get"
+	OpPut    Op = "put"
+	OpStat   Op = "stat"
+	OpList   Op = "list"
+	OpDelete Op = "delete"
+	OpPing   Op = "ping"
+)
+
+// Ops are every Op, in a stable order.
+var Ops = [...]Op{OpGet, OpPut, OpStat, OpList, OpDelete, OpPing}
+
+// Counts is what a Store has asked of its endpoint since it was opened:
+// requests by kind (a listing counts once, however many pages it took)
+// and the bytes of the objects it read and wrote.
+type Counts struct {
+	Requests     map[Op]int64
+	BytesRead    int64
+	BytesWritten int64
+}
+
+type counters struct {
+	requests      [len(Ops)]atomic.Int64 // by index in Ops
+	read, written atomic.Int64
+}
+
+func (c *counters) request(op Op) {
+	for i, o := range Ops {
+		if o == op {
+			c.requests[i].Add(1)
+			return
+		}
+	}
+}
+
+// Counts returns what the store has asked of its endpoint so far.
+func (s *Store) Counts() Counts {
+	c := Counts{Requests: make(map[Op]int64, len(Ops)), BytesRead: s.counts.read.Load(), BytesWritten: s.counts.written.Load()}
+	for i, op := range Ops {
+		c.Requests[op] = s.counts.requests[i].Load()
+	}
+	return c
 }
 
 // ErrNotFound is returned for a key that does not exist.
@@ -83,7 +133,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // Put stores size bytes from r under key. S3 makes the object visible only
 // once it is complete, so a failed upload leaves nothing half-written.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
-	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{ContentType: contentType})
+	s.counts.request(OpPut)
+	info, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{ContentType: contentType})
+	s.counts.written.Add(info.Size)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -92,6 +144,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 
 // Get opens an object for reading and returns its size.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	s.counts.request(OpGet)
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, 0, fmt.Errorf("get %s: %w", key, err)
@@ -101,6 +154,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, int64, erro
 		obj.Close()
 		return nil, 0, s.wrap("get", key, err)
 	}
+	s.counts.read.Add(info.Size)
 	return obj, info.Size, nil
 }
 
@@ -120,6 +174,7 @@ func (s *Store) ReadAll(ctx context.Context, key string) ([]byte, error) {
 
 // Delete removes key; deleting a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
+	s.counts.request(OpDelete)
 	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
@@ -128,6 +183,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // Exists reports whether key holds an object.
 func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	s.counts.request(OpStat)
 	_, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
 	switch {
 	case err == nil:
@@ -146,6 +202,7 @@ type Object struct {
 
 // Objects lists the objects under prefix with their write times.
 func (s *Store) Objects(ctx context.Context, prefix string) ([]Object, error) {
+	s.counts.request(OpList)
 	var out []Object
 	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
@@ -158,6 +215,7 @@ func (s *Store) Objects(ctx context.Context, prefix string) ([]Object, error) {
 
 // List returns the keys under prefix.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	s.counts.request(OpList)
 	var keys []string
 	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
@@ -170,6 +228,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 
 // Ping checks that the bucket is reachable.
 func (s *Store) Ping(ctx context.Context) error {
+	s.counts.request(OpPing)
 	if _, err := s.client.BucketExists(ctx, s.bucket); err != nil {
 		return fmt.Errorf("s3 ping: %w", err)
 	}

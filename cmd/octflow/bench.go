@@ -142,3 +142,4 @@ func (b benchSystem) Campus() string                   { return b.d.Secrets.Camp
 func (b benchSystem) Temporal() client.Client          { return b.d.App.Client() }
 func (b benchSystem) Converters() lifecycle.Converters { return b.d.App.Converters() }
 func (b benchSystem) NodeEnv() []string                { return b.d.NodeEnv() }
+func (b benchSystem) MetricsURL() string               { return b.d.App.MetricsURL() }

@@ -69,6 +69,16 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 		res.Cost.Sources[cost.Fleet].Runs == 0 || total.Actions <= pipe.Actions {
 		t.Errorf("engine cost %+v, per exam %+v", res.Cost, res.CostPerExam)
 	}
+	// What the processes' own counters say of the burst: every stage
+	// wrote its output and the gateway the scan, every stage reported
+	// its end, and the CPU each side used.
+	if r := res.Requests; r.ObjectStore["put"] < 4 || r.ObjectStore["get"] < 1 || r.ObjectBytesWritten <= 0 ||
+		r.Engine["RespondActivityTaskCompleted"] < float64(len(exam.Pipeline)-1) || r.Engine["StartWorkflowExecution"] < 1 {
+		t.Errorf("requests per exam %+v", r)
+	}
+	if u := res.CPU; u.SystemMsPerExam <= 0 || u.NodesMsPerExam <= 0 || u.BareMsPerWorkflow <= 0 {
+		t.Errorf("CPU per exam %+v", u)
+	}
 	if res.DispatchLatencyIdleMs.N != 3 || res.MakespanS < 0.5*res.GPUTimeLimitS || res.ExamsPerS <= 0 {
 		t.Errorf("dispatch %+v, makespan %.1f s against a %.1f s limit, %.2f exams/s",
 			res.DispatchLatencyIdleMs, res.MakespanS, res.GPUTimeLimitS, res.ExamsPerS)

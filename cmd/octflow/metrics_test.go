@@ -94,6 +94,12 @@ func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 		{"octflow_stage_failures_total", "reason=failed,stage=layers", zero, "0"},
 		{"octflow_duplicate_reports_total", "outcome=rewritten", zero, "0"},
 		{"octflow_duplicate_reports_total", "outcome=refused", zero, "0"},
+		// The gateway stored the scan, the report stage read the stage
+		// outputs and wrote the report: what this process asked of S3.
+		{"octflow_object_store_requests_total", "op=put", func(v float64) bool { return v >= 3 }, "≥ 3 (scan, report JSON and PDF)"},
+		{"octflow_object_store_requests_total", "op=get", atLeastOne, "≥ 1"},
+		{"octflow_object_store_bytes_total", "direction=written", func(v float64) bool { return v >= 4<<10 }, "≥ 4 KiB"},
+		{"octflow_object_store_bytes_total", "direction=read", atLeastOne, "≥ 1"},
 	}
 	for _, s := range exam.Pipeline {
 		// The node runs GPU stages; the CPU stages run on the dev worker.
