@@ -188,3 +188,40 @@ func TestAccuracyNoLesionFromNoise(t *testing.T) {
 		}
 	}
 }
+
+// TestASectorIsFollowedOnlyWhereItsBoundaryHolds: a sector whose
+// RNFL/GCL is reliable in too few A-scans for its own mean is followed
+// only with its ILM reliable in minOwnSectorShare of them and its
+// RNFL/GCL reliable in minFollowedReliableShare and supported in
+// minFollowedSupportedShare; otherwise it stays withheld.
+func TestASectorIsFollowedOnlyWhereItsBoundaryHolds(t *testing.T) {
+	n := 100
+	share := func(k int) []bool {
+		ok := make([]bool, n)
+		for i := range k {
+			ok[i] = true
+		}
+		return ok
+	}
+	all := func(int) bool { return true }
+	for _, c := range []struct {
+		name                     string
+		ilm, reliable, supported int
+		want                     bool
+	}{
+		{"the clean circles' faintest sector", 100, 31, 75, true},
+		{"at both least shares", 45, 25, 70, true},
+		{"ILM under its share", 44, 40, 90, false},
+		{"RNFL/GCL reliable in too few", 100, 24, 95, false},
+		{"RNFL/GCL supported in too few", 100, 40, 69, false},
+	} {
+		rel := map[string][]bool{ILM: share(c.ilm), RNFLGCL: share(c.reliable)}
+		sup := map[string][]bool{ILM: share(c.ilm), RNFLGCL: share(c.supported)}
+		if got := followedSector(rel, sup, all, n); got != c.want {
+			t.Errorf("%s: followed %v, want %v", c.name, got, c.want)
+		}
+	}
+	if followedSector(map[string][]bool{ILM: share(100)}, map[string][]bool{ILM: share(100)}, all, n) {
+		t.Error("followed without an RNFL/GCL boundary")
+	}
+}
