@@ -920,7 +920,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 						followed, _ = measureRNFL(v, l, measured, notMask(andMask(a.evidence.supported[RNFLGCL], notMask(shadow))))
 					}
 					if x, ok := followed.sector(s); ok {
-						a.RNFL.Sectors[s], reason = x, ""
+						a.rnfl().Sectors[s], reason = x, ""
 					}
 				}
 			}
