@@ -24,6 +24,7 @@ import (
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/lifecycle"
 	"octflow/octdicom"
 )
 
@@ -174,10 +175,14 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        contract.ExamWorkflowID(ref),
 		TaskQueue: exam.WorkflowQueue,
-		// Temporal's uniqueness on the workflow ID is the lock: a running
-		// exam is returned as is, a finished one is never run again.
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Temporal's uniqueness on the workflow ID is the lock: a start
+		// that finds the exam running or finished is refused, and this
+		// request then answers as a repeat. A start that succeeds is this
+		// request's own (the SDK retries a start under one request ID,
+		// which Temporal answers as the same start).
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		Memo: map[string]any{
 			memoDigest: up.digest, memoSubmissionID: submissionID, memoDeviceID: deviceID,
 			memoSubmitter: who.Name,
@@ -192,27 +197,29 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		EnableEagerStart: prio == exam.Urgent,
 	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy, Export: s.cfg.ExportCampuses[sub.Campus]})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if startErr != nil && !errors.As(startErr, &already) {
-		// The start's outcome is unknown: a timeout, or this request
-		// cancelled, may come after Temporal created the workflow. Look,
-		// with a context of our own. The stored scan stays either way.
-		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := s.describeExam(lctx, ref); err != nil {
-			s.cfg.Logger.Warn("exam start failed; its scan waits for a resend or the sweep",
-				zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Error(startErr))
-			return nil, unavailable(ctx, startErr)
+	if startErr != nil {
+		if !errors.As(startErr, &already) {
+			// The start's outcome is unknown: a timeout, or this request
+			// cancelled, may come after Temporal created the workflow.
+			// Look, with a context of our own. The stored scan stays
+			// either way.
+			lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := s.describeExam(lctx, ref); err != nil {
+				s.cfg.Logger.Warn("exam start failed; its scan waits for a resend or the sweep",
+					zap.String("campus", ref.Campus), zap.String("examId", ref.ID), zap.Error(startErr))
+				return nil, unavailable(ctx, startErr)
+			}
+			ctx = lctx
 		}
-		ctx = lctx
-	}
-	desc, err := s.describeExam(ctx, ref)
-	if err != nil {
-		return nil, unavailable(ctx, err)
-	}
-	f := &examFound{ref: ref, desc: desc}
-	if s.memoString(desc, memoSubmissionID) != submissionID {
-		// Another request won the race for this exam.
-		return s.admitKnown(ctx, f, up, clean)
+		desc, err := s.describeExam(ctx, ref)
+		if err != nil {
+			return nil, unavailable(ctx, err)
+		}
+		if s.memoString(desc, memoSubmissionID) != submissionID {
+			// Another request won the race for this exam.
+			return s.admitKnown(ctx, &examFound{ref: ref, desc: desc}, up, clean)
+		}
 	}
 	if err := s.recordExam(ctx, exam.Record{Exam: ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: sub.SubmittedAt}); err != nil {
 		// The exam runs; a resend finds it and writes the record.
@@ -233,10 +240,11 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	// Labelled by the token's device (a router's own ID): the instance's
 	// serial number, which a router passes on, could mint a series each.
 	s.arrivals.WithLabelValues(ref.Campus, who.DeviceID).Inc()
-	st, err := s.status(ctx, f)
-	if err != nil {
-		return nil, err
-	}
+	// The answer is what this request made: the exam, created. Its
+	// moves from here are the status's to tell; reading them back now
+	// would cost a history read per upload.
+	st := &ExamStatus{ExamID: ref.ID, Campus: ref.Campus, State: lifecycle.Created, Priority: prio, EffectivePriority: prio,
+		CreatedAt: sub.SubmittedAt, UpdatedAt: sub.SubmittedAt, Runs: 1}
 	return &admission{ref: ref, code: http.StatusAccepted, status: st}, nil
 }
 
