@@ -62,9 +62,6 @@ func (s *Server) postReview(c echo.Context) error {
 	}
 
 	status, err := s.review(ctx, contract.ReviewWorkflowID(f.ref), "", req)
-	if isNotFound(err) {
-		status, err = s.review(ctx, f.workflowID(), f.runID(), req)
-	}
 	var app *temporal.ApplicationError
 	switch {
 	case errors.As(err, &app): // the validator's refusal

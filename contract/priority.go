@@ -17,7 +17,7 @@ const systemWeight = 100
 
 // TaskPriority is the Temporal priority of an exam's tasks in bucket: its
 // fairness key is the bucket and its weight the bucket's share under the
-// policy (DESIGN §1: 60/35/5). The exam's workflow tasks, its CPU stages
+// policy (60/35/5 by default). The exam's workflow tasks, its CPU stages
 // and its GPU stages all carry it, so an urgent exam's next step takes
 // the urgent share of every queue, and a low one still gets its share.
 func TaskPriority(pol exam.Policy, bucket exam.Priority) temporal.Priority {
