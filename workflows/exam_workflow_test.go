@@ -347,15 +347,23 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	for _, a := range p.Attempts {
 		got = append(got, fmt.Sprintf("%s/%d %s %s %s", a.Stage, a.Try, a.Outcome, a.Queue, a.Node))
 	}
+	// Every stage once, in the pipeline's order; a GPU stage after the
+	// first goes to the node that ran the one before; layers fails there
+	// once, and its retry goes to any node.
 	node := exam.NodeQueue("gpu-a")
-	want := []string{
-		"denoise/1 done " + exam.GPUQueue + " ",
-		"layers/1 failed " + node + " gpu-a",
-		"layers/2 done " + exam.GPUQueue + " ", // a failed try's retry goes to any node
-		"lesions/1 done " + node + " ",         // the node that ran layers
-		"measure/1 done " + node + " ",
-		"report/1 done " + exam.CPUQueue + " ",
-		"notify/1 done " + exam.CPUQueue + " ",
+	var want []string
+	pinned := false
+	for _, s := range exam.Pipeline {
+		queue := s.Queue()
+		if s.NeedsGPU() && pinned {
+			queue = node
+		}
+		if s == exam.Layers {
+			want = append(want, "layers/1 failed "+queue+" gpu-a", "layers/2 done "+exam.GPUQueue+" ")
+		} else {
+			want = append(want, fmt.Sprintf("%s/1 done %s ", s, queue))
+		}
+		pinned = pinned || s.NeedsGPU()
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("attempts\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
