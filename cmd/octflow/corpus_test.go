@@ -209,6 +209,11 @@ func recordExams(t *testing.T, dir string) {
 				time.Sleep(1500 * time.Millisecond) // past the urgent SLA
 			case isExam(ctx, "corpus-retry") && stage == exam.Layers && once("corpus-retry"):
 				return errors.New("simulated CUDA out of memory")
+			case isExam(ctx, "corpus-lost") && stage == exam.Layers && once("corpus-lost"):
+				// What a node that restarted says of the attempt it held
+				// when it died (gpuworker.Takes): lost, retry at once.
+				return temporal.NewApplicationErrorWithOptions("the node restarted while it held the stage", contract.ErrTypeNodeLost,
+					temporal.ApplicationErrorOptions{NextRetryDelay: time.Millisecond, Details: []any{contract.FailureDetails{Node: "sim-gpu-node-1"}}})
 			case isExam(ctx, "corpus-infra") && stage == exam.Lesions && once("corpus-infra"):
 				return temporal.NewApplicationError("unavailable: get exams/corpus-infra/layers.json: connection refused", contract.ErrTypeInfrastructure)
 			case isExam(ctx, "corpus-dead") && stage == exam.Measure && once("corpus-dead"):
@@ -223,7 +228,7 @@ func recordExams(t *testing.T, dir string) {
 	}))
 	defer refuser.Close()
 	for i, id := range []string{"corpus-plain", "corpus-retry", "corpus-infra", "corpus-dead", "corpus-spent", "corpus-infra-spent",
-		"corpus-notify", "corpus-sla"} {
+		"corpus-notify", "corpus-sla", "corpus-lost"} {
 		_, scan := phantomDICOM(t, tiny(uint64(300+i)))
 		meta := api.SubmitMeta{ExamID: id, Priority: "normal"}
 		switch id {
@@ -245,6 +250,7 @@ func recordExams(t *testing.T, dir string) {
 	for file, id := range map[string]string{
 		"exam_plain.json":         "corpus-plain",
 		"exam_retry.json":         "corpus-retry",
+		"exam_node_lost.json":     "corpus-lost",
 		"exam_infra_retry.json":   "corpus-infra",
 		"exam_dead_attempts.json": "corpus-spent",
 		"exam_dead_infra.json":    "corpus-infra-spent",
