@@ -7,6 +7,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,13 @@ type Activities struct {
 	// (default: a third of the stage's heartbeat timeout); it must stay
 	// well under the heartbeat timeout.
 	HeartbeatEvery time.Duration
+	// QuietStart is how long a stage runs before its first heartbeat
+	// (default DefaultQuietStart, never past the first HeartbeatEvery;
+	// negative: at once). A stage that ends sooner sends none: every
+	// heartbeat is a write of the exam's state in the engine, and its
+	// take is in the node's take log and its times in its output and
+	// history. Until its first heartbeat a stage shows as CLAIMED.
+	QuietStart time.Duration
 	// Node names the GPU node or worker running the stages; it goes into
 	// every heartbeat so that a stage lost with its node still names the
 	// node in the exam's timeline.
@@ -420,17 +428,19 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 			err = a.panicked(stage, p)
 		}
 	}()
-	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
-		beat.started(ctx, nil)
-	}
-	// A gated stage starts once it holds its GPU (onGPU). Until then its heartbeats say only where it is and since
-	// when; the first goes out before it reads from the object store
-	// (announceTake).
-	ctx = context.WithValue(ctx, stageBeatKey{}, beat)
 	every := a.HeartbeatEvery
 	if every == 0 {
 		every = heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
 	}
+	beat.quietUntil = start.Add(min(cmp.Or(a.QuietStart, DefaultQuietStart), every))
+	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
+		beat.started(ctx, nil)
+	}
+	// A gated stage starts once it holds its GPU (onGPU). Until then its
+	// heartbeats say only where it is and since when (announceTake, before
+	// it reads from the object store). None goes out during its quiet
+	// start; the first timer below sends what it says then.
+	ctx = context.WithValue(ctx, stageBeatKey{}, beat)
 	done := make(chan error, 1)
 	reads := &readCounter{}
 	go func() {
@@ -443,8 +453,18 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// The end of the quiet start sends what the stage says then, unless
+	// a heartbeat went out already (none can before).
+	var first <-chan time.Time
+	if wait := time.Until(beat.quietUntil); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		first = t.C
+	}
 	for {
 		select {
+		case <-first:
+			beat.send(ctx, false)
 		case err := <-done:
 			out.ObjectBytesRead = reads.n.Load()
 			out.GPUHeld = beat.gpuHeld()

@@ -39,6 +39,9 @@ type stageBeat struct {
 	mu   sync.Mutex
 	beat contract.Heartbeat
 	sent bool // the first heartbeat went out
+	// quietUntil is when the stage may send its first heartbeat: until
+	// then what it would say goes to the take log only.
+	quietUntil time.Time
 	// released is when the stage freed its GPU (zero: it held none).
 	released time.Time
 	// note and drop keep the node's take log in step (nil: none).
@@ -73,8 +76,12 @@ func (b *stageBeat) get() contract.Heartbeat {
 	return b.beat
 }
 
+// DefaultQuietStart is how long a stage runs before its first heartbeat
+// unless its worker says otherwise (Activities.QuietStart).
+const DefaultQuietStart = time.Second
+
 // started records the start of the stage's work (on gpu, if it has one)
-// and sends it at once.
+// and sends it, once the stage's quiet start is over.
 func (b *stageBeat) started(ctx context.Context, gpu *int) {
 	now := time.Now().UTC()
 	b.mu.Lock()
@@ -84,28 +91,34 @@ func (b *stageBeat) started(ctx context.Context, gpu *int) {
 }
 
 // send sends what the stage says now: always, or only if no heartbeat
-// went out yet.
+// went out yet. The node's take log notes it either way; during the
+// stage's quiet start only the take log does.
 func (b *stageBeat) send(ctx context.Context, always bool) {
 	b.mu.Lock()
 	if b.sent && !always {
 		b.mu.Unlock()
 		return
 	}
-	b.sent = true
 	beat := b.beat
 	if b.note != nil {
 		b.note(beat) // under the lock: notes keep the order of the beats
 	}
+	if time.Now().Before(b.quietUntil) {
+		b.mu.Unlock()
+		return
+	}
+	b.sent = true
 	b.mu.Unlock()
 	activity.RecordHeartbeat(ctx, beat)
 }
 
-// announceTake sends the first heartbeat of the stage in ctx, if none
-// went out yet: a gated stage calls it before it reads from the object
-// store, the slow part before it binds a GPU and starts. A node lost
-// during that read is then named in the retry, and the take is on record
-// (TakenAt); without it the attempt would wait out the heartbeat timeout
-// with nothing to say where it was or since when. The heartbeat holds no
+// announceTake notes the take of the stage in ctx and sends it as its
+// first heartbeat, if none went out yet and its quiet start is over: a
+// gated stage calls it before it reads from the object store, the slow
+// part before it binds a GPU and starts. A node lost during a long read
+// is then named in the retry, and the take is on record (TakenAt);
+// without it the attempt would wait out the heartbeat timeout with
+// nothing to say where it was or since when. The heartbeat holds no
 // start, so the stage shows as CLAIMED (lifecycle). A stage whose input
 // is in the node's cache does not need it: its start follows at once.
 func announceTake(ctx context.Context) {
@@ -130,6 +143,17 @@ func heartbeatEvery(timeout time.Duration) time.Duration {
 func takenAt(ctx context.Context) *time.Time {
 	t := activity.GetInfo(ctx).StartedTime.UTC()
 	return &t
+}
+
+// BeatWaiting sends the heartbeat of a stage on node that waits for a
+// GPU (WaitingBeat), as the stage's own heartbeats go: not during its
+// quiet start.
+func BeatWaiting(ctx context.Context, node string, stage exam.Stage) {
+	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+		b.send(ctx, true)
+		return
+	}
+	activity.RecordHeartbeat(ctx, WaitingBeat(ctx, node, stage))
 }
 
 // WaitingBeat is the heartbeat of a stage on node that waits for a GPU:

@@ -51,7 +51,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 		var mu sync.Mutex
 		var steps []string
 		step := func(s string) { mu.Lock(); steps = append(steps, s); mu.Unlock() }
-		a := &Activities{Node: "gpu-test", Store: storeReads{read: func() { step("store read") }},
+		a := &Activities{Node: "gpu-test", QuietStart: -1, Store: storeReads{read: func() { step("store read") }},
 			SimulatedCompute: func(ctx context.Context, _ string, _ exam.Stage) error {
 				// The SDK holds back a heartbeat that follows another
 				// within its throttle interval (the GPU nodes shorten

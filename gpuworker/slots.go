@@ -386,7 +386,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 	// happen while the GPU serves another stage. While it waits, it
 	// heartbeats what the stage's own heartbeats say (ctx is the stage's).
 	gate := func(ctx context.Context, stage exam.Stage) (int, func(), error) {
-		beat := func() { activity.RecordHeartbeat(ctx, activities.WaitingBeat(ctx, b.node, stage)) }
+		beat := func() { activities.BeatWaiting(ctx, b.node, stage) }
 		gpu, release, err := b.slots.bindAs(ctx, stage, rank, beat)
 		if err != nil {
 			return 0, nil, err
