@@ -73,11 +73,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestActivityEnvironment()
 		var beats []contract.Heartbeat
-		env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-			var hb contract.Heartbeat
-			if err := details.Get(&hb); err != nil {
-				t.Errorf("heartbeat: %v", err)
-			}
+		onBeat(t, env, func(hb contract.Heartbeat) {
 			mu.Lock()
 			beats = append(beats, hb)
 			mu.Unlock()
@@ -183,12 +179,19 @@ func attemptEnv(t *testing.T, prev *contract.Heartbeat) (env *testsuite.TestActi
 		env.SetHeartbeatDetails(*prev)
 	}
 	beat = new(contract.Heartbeat)
+	onBeat(t, env, func(hb contract.Heartbeat) { *beat = hb })
+	return env, beat
+}
+
+// onBeat calls f with each heartbeat the activity in env sends.
+func onBeat(t *testing.T, env *testsuite.TestActivityEnvironment, f func(contract.Heartbeat)) {
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-		if err := details.Get(beat); err != nil {
+		var hb contract.Heartbeat
+		if err := details.Get(&hb); err != nil {
 			t.Errorf("heartbeat: %v", err)
 		}
+		f(hb)
 	})
-	return env, beat
 }
 
 // takeSteps is a take log that notes what it is told, in order.

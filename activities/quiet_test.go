@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"octflow/contract"
@@ -38,11 +37,7 @@ func TestAStageBeatsOnlyOnceItsQuietStartIsOver(t *testing.T) {
 			a := &Activities{Node: "gpu-q", QuietStart: c.quiet, HeartbeatEvery: time.Minute, Takes: log}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()
-			env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-				var hb contract.Heartbeat
-				if err := details.Get(&hb); err != nil {
-					t.Errorf("heartbeat: %v", err)
-				}
+			onBeat(t, env, func(hb contract.Heartbeat) {
 				mu.Lock()
 				beats = append(beats, hb)
 				mu.Unlock()

@@ -129,13 +129,7 @@ func TestBoundaryCNRSeesAnEdgeAndNotNoise(t *testing.T) {
 // A-scans, and a boundary the layers do not carry never holds.
 func TestReliabilityNeedsEachBoundaryItsShare(t *testing.T) {
 	n := 100
-	share := func(k int) []bool {
-		ok := make([]bool, n)
-		for i := range k {
-			ok[i] = true
-		}
-		return ok
-	}
+	share := func(k int) []bool { return firstOf(n, k) }
 	all := func(int) bool { return true }
 	for _, c := range []struct {
 		name     string
@@ -196,13 +190,7 @@ func TestAccuracyNoLesionFromNoise(t *testing.T) {
 // minFollowedSupportedShare; otherwise it stays withheld.
 func TestASectorIsFollowedOnlyWhereItsBoundaryHolds(t *testing.T) {
 	n := 100
-	share := func(k int) []bool {
-		ok := make([]bool, n)
-		for i := range k {
-			ok[i] = true
-		}
-		return ok
-	}
+	share := func(k int) []bool { return firstOf(n, k) }
 	all := func(int) bool { return true }
 	for _, c := range []struct {
 		name                     string
@@ -224,4 +212,13 @@ func TestASectorIsFollowedOnlyWhereItsBoundaryHolds(t *testing.T) {
 	if followedSector(map[string][]bool{ILM: share(100)}, map[string][]bool{ILM: share(100)}, all, n) {
 		t.Error("followed without an RNFL/GCL boundary")
 	}
+}
+
+// firstOf is n A-scans of which the first k hold.
+func firstOf(n, k int) []bool {
+	ok := make([]bool, n)
+	for i := range k {
+		ok[i] = true
+	}
+	return ok
 }
