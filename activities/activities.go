@@ -353,7 +353,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 // running from the report's time. A retried stage finds it open.
 func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStart, summary exam.Summary, reportAt time.Time) error {
 	if review == nil {
-		return nil // the pipeline starts it (an exam from before)
+		return nil // the stage was not asked to open one
 	}
 	if a.Reviews == nil {
 		return errors.New("this worker cannot open reviews")

@@ -31,9 +31,7 @@ type ReviewResponse struct {
 // postReview delivers a clinician's decision as a Temporal Update to the
 // exam's ReviewWorkflow, whose validator enforces the rules (one final
 // decision, then amendments only, within the window). Before the report
-// exists there is no review workflow; the pipeline then answers itself
-// (it refuses, or, for an exam from before the review had its own
-// workflow, takes the decision).
+// exists there is no review workflow, and the decision is refused.
 func (s *Server) postReview(c echo.Context) error {
 	f, err := s.findExam(c)
 	if err != nil {

@@ -93,7 +93,7 @@ func (s *Server) record(ctx context.Context, f *examFound) (*lifecycle.Record, e
 		switch {
 		case err == nil:
 			review = &lifecycle.Run{Events: events}
-		case !isNotFound(err): // an exam from before the split has none
+		case !isNotFound(err): // gone with its retention: the status shows none
 			return nil, err
 		}
 	}

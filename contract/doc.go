@@ -5,7 +5,27 @@
 // or serves a workflow imports it; nobody re-declares these types or
 // decodes their payloads by hand.
 //
-// It holds types, not behaviour: the workflows live in workflows/, the
-// stages in activities/, the exam vocabulary in exam/ and the seven
-// states in lifecycle/.
+// # A tour
+//
+// An exam's pipeline is the [ExamWorkflow], started by the gateway under
+// [ExamWorkflowID] (the exam's campus and ID: one run per exam) with an
+// [ExamInput]. Each stage is an activity that takes a [StageInput] and
+// returns a [StageOutput]: object keys, never volume bytes. A running
+// stage heartbeats a [Heartbeat] (its node, GPU, when it was taken and
+// started). A stage that fails says why with one of the ErrType
+// constants; [Classify] turns how an attempt ended into an [Outcome]
+// (done, failed, lost, unreachable, aged, unclaimed, refused), which the
+// workflow decides its retry by and records as an [Attempt], and which
+// the exam's timeline reads back by.
+//
+// Once the report exists the review is a workflow of its own
+// ([ReviewWorkflowID]; decisions arrive as [ReviewRequest] updates), the
+// report-ready events go to the campus's inbox workflow, and a campus
+// with a PACS gets the results by its export workflow ([ExportState]).
+// [TaskPriority] gives every task of an exam its bucket's fair share.
+//
+// It holds types and the few rules every side must apply alike, not
+// behaviour: the workflows live in workflows/, the stages in
+// activities/, the exam vocabulary in exam/ and the seven states in
+// lifecycle/.
 package contract

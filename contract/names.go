@@ -32,8 +32,8 @@ const ScanSweepScheduleID = "octflow-scan-sweep"
 const (
 	// ProgressQuery returns an exam pipeline's Progress.
 	ProgressQuery = "progress"
-	// ReviewUpdate carries a clinician's ReviewRequest; it is served by
-	// ReviewWorkflow (and by ExamWorkflow runs from before the split).
+	// ReviewUpdate carries a clinician's ReviewRequest; ReviewWorkflow
+	// serves it.
 	ReviewUpdate = "review"
 	// ReviewQuery returns a review's ReviewState.
 	ReviewQuery = "review-state"
