@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/api"
+	"octflow/api/apitest"
 	"octflow/audit"
 	"octflow/audit/audittest"
 	"octflow/devsystem"
@@ -57,7 +58,7 @@ func TestTheAuditRepositoryReceivesEveryAccessDecision(t *testing.T) {
 	h.call(http.MethodGet, north, "/v1/exams/audited-1?campus="+h.sys.Secrets.Campus, nil, http.StatusNotFound, nil)
 	req, _ := http.NewRequest(http.MethodGet, h.sys.App.APIURL()+"/v1/exams/audited-1/report?format=json", nil)
 	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Clinician)
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := apitest.Client(t, &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 	if code := do(client, req); code != http.StatusOK && code != http.StatusFound && code != http.StatusTemporaryRedirect {
 		t.Fatalf("report read: %d", code)
 	}
@@ -65,7 +66,7 @@ func TestTheAuditRepositoryReceivesEveryAccessDecision(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/codec/decode", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Clinician)
-	if code := do(http.DefaultClient, req); code != http.StatusOK {
+	if code := do(h.http, req); code != http.StatusOK {
 		t.Fatalf("codec decode: %d", code)
 	}
 

@@ -247,7 +247,7 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/dicom-web/studies", strings.NewReader("x"))
 	req.Header.Set("Authorization", "Bearer "+h.sys.Secrets.Router)
 	req.Header.Set("Content-Type", "application/dicom")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
+	if resp, err := h.http.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("a bare DICOM body: %v %v, want 415", resp, err)
 	} else {
 		resp.Body.Close()

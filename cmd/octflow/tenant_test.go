@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"octflow/api"
+	"octflow/api/apitest"
 	"octflow/codec"
 	"octflow/devsystem"
 	"octflow/imaging"
@@ -230,14 +231,14 @@ func TestNothingIdentifyingIsStoredLoggedOrSentToTemporal(t *testing.T) {
 		}
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := decode(http.DefaultClient, ""); code != http.StatusUnauthorized {
+	if code, _ := decode(h.http, ""); code != http.StatusUnauthorized {
 		t.Errorf("codec without a token: %d", code)
 	}
-	if code, _ := decode(http.DefaultClient, h.sys.Secrets.Device); code != http.StatusForbidden {
+	if code, _ := decode(h.http, h.sys.Secrets.Device); code != http.StatusForbidden {
 		t.Errorf("codec for a device: %d", code)
 	}
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
+	browser := apitest.Client(t, &http.Client{Jar: jar})
 	resp, err := browser.PostForm(h.sys.App.APIURL()+"/codec/login", url.Values{"token": {h.sys.Secrets.Clinician}})
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("codec sign-in: %v %v", err, resp)
