@@ -468,6 +468,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 		case err := <-done:
 			out.ObjectBytesRead = reads.n.Load()
 			out.GPUHeld = beat.gpuHeld()
+			out.Node, out.GPU = a.Node, beat.get().GPU
 			if stage.NeedsGPU() {
 				out.NodeQueue = a.NodeQueue
 			}

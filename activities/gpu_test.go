@@ -113,6 +113,9 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 			t.Fatal(err)
 		}
 		// How long it held the GPU: from its start to the release.
+		if out.Node != "gpu-test" || (out.GPU != nil) != gated || gated && *out.GPU != 3 {
+			t.Errorf("%s: output says node %q, GPU %v; want this node and GPU 3 iff gated", c.name, out.Node, out.GPU)
+		}
 		if h := out.GPUHeld; (h != nil) != gated || h != nil && (h.From.IsZero() || h.To.Before(h.From)) {
 			t.Errorf("%s: GPU held %+v, want a span iff the stage had a GPU", c.name, h)
 		}

@@ -98,8 +98,10 @@ type Attempt struct {
 	Try    int32         `json:"try"`
 	Queue  string        `json:"queue"`
 	Bucket exam.Priority `json:"bucket,omitempty"`
-	// Node is the node that ran it, when known.
+	// Node is the node that ran it, when known, and GPU the GPU it
+	// computed on (a completed GPU stage).
 	Node        string    `json:"node,omitempty"`
+	GPU         *int      `json:"gpu,omitempty"`
 	Outcome     Outcome   `json:"outcome"`
 	FailureType string    `json:"failureType,omitempty"`
 	Failure     string    `json:"failure,omitempty"`

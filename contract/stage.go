@@ -18,8 +18,7 @@ type StageInput struct {
 	Summary *exam.Summary `json:"summary,omitempty"`
 	// Review, for the report stage, is the review to open once the
 	// report is stored; the stage sets its summary and its ReportAt (the
-	// report's time). Unset for exams started before the report stage
-	// opened the review: their pipeline starts it as a child workflow.
+	// report's time).
 	Review *ReviewStart `json:"review,omitempty"`
 }
 
@@ -41,6 +40,10 @@ type StageOutput struct {
 	// start to the GPU's release (its input was read before, its output
 	// is stored after); nil for a stage that ran without one.
 	GPUHeld *Span `json:"gpuHeld,omitempty"`
+	// Node is the node or worker that ran the stage, and GPU the GPU it
+	// computed on (nil: none).
+	Node string `json:"node,omitempty"`
+	GPU  *int   `json:"gpu,omitempty"`
 }
 
 // Span is a stretch of time.

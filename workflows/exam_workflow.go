@@ -7,6 +7,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -171,6 +172,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			if out.NodeQueue != "" {
 				p.node = out.NodeQueue
 			}
+			att.Node, att.GPU = cmp.Or(att.Node, out.Node), out.GPU
 			p.record(att)
 			return out, nil
 		case contract.Unclaimed:

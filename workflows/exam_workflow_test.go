@@ -94,9 +94,10 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 			if err != nil {
 				return contract.StageOutput{}, err
 			}
-			out := contract.StageOutput{Keys: []string{string(stage)}}
+			out := contract.StageOutput{Keys: []string{string(stage)}, Node: "worker-1"}
 			if stage.NeedsGPU() {
-				out.NodeQueue = r.nodeQueue
+				gpu := 2
+				out.NodeQueue, out.Node, out.GPU = r.nodeQueue, "gpu-node", &gpu
 			}
 			if stage == exam.Measure {
 				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: ptr(250.0)}
@@ -345,7 +346,11 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	p := queryProgress(t, env)
 	var got []string
 	for _, a := range p.Attempts {
-		got = append(got, fmt.Sprintf("%s/%d %s %s %s", a.Stage, a.Try, a.Outcome, a.Queue, a.Node))
+		gpu := "-"
+		if a.GPU != nil {
+			gpu = fmt.Sprint(*a.GPU)
+		}
+		got = append(got, fmt.Sprintf("%s/%d %s %s %s %s", a.Stage, a.Try, a.Outcome, a.Queue, a.Node, gpu))
 	}
 	// Every stage once, in the pipeline's order; a GPU stage after the
 	// first goes to the node that ran the one before; layers fails there
@@ -358,10 +363,16 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 		if s.NeedsGPU() && pinned {
 			queue = node
 		}
+		// A completed attempt names the node and GPU its output gives;
+		// a failed one the node its failure names.
+		ran := "worker-1 -"
+		if s.NeedsGPU() {
+			ran = "gpu-node 2"
+		}
 		if s == exam.Layers {
-			want = append(want, "layers/1 failed "+queue+" gpu-a", "layers/2 done "+exam.GPUQueue+" ")
+			want = append(want, "layers/1 failed "+queue+" gpu-a -", "layers/2 done "+exam.GPUQueue+" "+ran)
 		} else {
-			want = append(want, fmt.Sprintf("%s/1 done %s ", s, queue))
+			want = append(want, fmt.Sprintf("%s/1 done %s %s", s, queue, ran))
 		}
 		pinned = pinned || s.NeedsGPU()
 	}
