@@ -146,25 +146,15 @@ func takenAt(ctx context.Context) *time.Time {
 }
 
 // BeatWaiting sends the heartbeat of a stage on node that waits for a
-// GPU (WaitingBeat), as the stage's own heartbeats go: not during its
-// quiet start.
+// GPU: what the stage's own heartbeats say when ctx is the stage's (see
+// GPUGate), and as they go, not during its quiet start; else its node,
+// stage and take.
 func BeatWaiting(ctx context.Context, node string, stage exam.Stage) {
 	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
 		b.send(ctx, true)
 		return
 	}
-	activity.RecordHeartbeat(ctx, WaitingBeat(ctx, node, stage))
-}
-
-// WaitingBeat is the heartbeat of a stage on node that waits for a GPU:
-// what the stage's own heartbeats say when ctx is the stage's (see
-// GPUGate), else its node, stage and take.
-func WaitingBeat(ctx context.Context, node string, stage exam.Stage) contract.Heartbeat {
-	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
-		return b.get()
-	}
-	t := takenAt(ctx)
-	return contract.Heartbeat{Node: node, Stage: stage, TakenAt: t}
+	activity.RecordHeartbeat(ctx, contract.Heartbeat{Node: node, Stage: stage, TakenAt: takenAt(ctx)})
 }
 
 // onGPU runs compute on a GPU of the node when the stage has a gate:

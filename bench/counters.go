@@ -58,7 +58,6 @@ func scrapeCounters(ctx context.Context, url string) (counterSet, error) {
 		"octflow_object_store_requests_total": "op",
 		"octflow_object_store_bytes_total":    "direction",
 		"temporal_request":                    "operation",
-		"temporal_request_total":              "operation",
 	} {
 		for _, m := range fams[name].GetMetric() {
 			for _, l := range m.GetLabel() {
