@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,9 +92,13 @@ func TestThePipelineStartsTheExportOnceTheReportExistsOnlyForACampusWithAPACS(t 
 		var exported []contract.StageInput
 		env.RegisterActivityWithOptions(func(_ context.Context, in contract.StageInput) (contract.ExportOutput, error) {
 			exported = append(exported, in)
-			// The report was rendered before the export began.
-			if len(rec.calls) == 0 || !containsStage(rec.calls, "report") {
-				t.Errorf("export before the report: stages so far %v", rec.calls)
+			// The report was rendered before the export began (the notify
+			// stage runs beside the export: read under the recorder's lock).
+			rec.mu.Lock()
+			calls := slices.Clone(rec.calls)
+			rec.mu.Unlock()
+			if len(calls) == 0 || !containsStage(calls, "report") {
+				t.Errorf("export before the report: stages so far %v", calls)
 			}
 			return contract.ExportOutput{Instances: []string{"2.25.10"}}, nil
 		}, activity.RegisterOptions{Name: contract.ExportToPACS})
