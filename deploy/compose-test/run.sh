@@ -50,6 +50,7 @@ command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 command -v jq >/dev/null || missing+=(jq)
 command -v curl >/dev/null || missing+=(curl)
+command -v ip >/dev/null || missing+=(iproute2)
 command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
 	step "installing ${missing[*]}"
@@ -319,8 +320,20 @@ free_port() {
 OCTFLOW_TEST_API_PORT=$(free_port)
 OCTFLOW_TEST_UI_PORT=$(free_port)
 [ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
-PUBLIC_BIND=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
-[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no gateway address"
+# A daemon's first start (no docker0 yet, an empty network store) leaves
+# the Gateway out of the bridge's IPAM record (moby/moby#26799): the
+# address the bridge's interface holds is the same one, so read that then.
+bridge_address() {
+	local gw dev
+	gw=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
+	if [ -z "$gw" ]; then
+		dev=$(docker network inspect bridge -f '{{index .Options "com.docker.network.bridge.name"}}')
+		gw=$(ip -4 -o addr show dev "${dev:-docker0}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+	fi
+	echo "$gw"
+}
+PUBLIC_BIND=$(bridge_address)
+[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no IPv4 address (neither in its IPAM record nor on its interface)"
 export OCTFLOW_TEST_API_PORT OCTFLOW_TEST_UI_PORT
 export OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
 export OCTFLOW_TEMPORAL_BIND=$PUBLIC_BIND OCTFLOW_S3_BIND=$PUBLIC_BIND
