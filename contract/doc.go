@@ -15,8 +15,9 @@
 // started). A stage that fails says why with one of the ErrType
 // constants; [Classify] turns how an attempt ended into an [Outcome]
 // (done, failed, lost, unreachable, aged, unclaimed, refused), which the
-// workflow decides its retry by and records as an [Attempt], and which
-// the exam's timeline reads back by.
+// workflow decides its retry by and records as an [Attempt]; a retry's
+// wait carries that record ([RetrySummary]), where the exam's timeline
+// reads it.
 //
 // Once the report exists the review is a workflow of its own
 // ([ReviewWorkflowID]; decisions arrive as [ReviewRequest] updates), the

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"time"
 
 	"octflow/exam"
@@ -31,6 +32,9 @@ type ExamResult struct {
 	ExamID  string       `json:"examId"`
 	Report  ReportKeys   `json:"report"`
 	Summary exam.Summary `json:"summary"`
+	// NotifyFailure is the report-ready push's last try when the push
+	// failed for good (the report stands; the exam is COMPLETED).
+	NotifyFailure *Attempt `json:"notifyFailure,omitempty"`
 }
 
 // ReportKeys point at an exam's report objects.
@@ -95,7 +99,10 @@ type Attempt struct {
 	// Try counts the stage's schedules in this run, from 1 (every
 	// outcome counts, aging and affinity fallbacks too); the activity ID
 	// is the stage and its try (ActivityID).
-	Try    int32         `json:"try"`
+	Try int32 `json:"try"`
+	// Number is the attempt this try was: one more than the tries of
+	// the stage before it that spent an attempt (Outcome.Spends).
+	Number int32         `json:"number"`
 	Queue  string        `json:"queue"`
 	Bucket exam.Priority `json:"bucket,omitempty"`
 	// Node is the node that ran it, when known, and GPU the GPU it
@@ -109,6 +116,35 @@ type Attempt struct {
 	EndedAt     time.Time `json:"endedAt"`
 	// RetryAfter is the wait before the stage's next try (0: at once).
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+}
+
+// Spends reports whether a try that ended so spends one of the stage's
+// attempts: a failure of its own or a lost node. Aging, a fallback from
+// the node that holds the data and an unreachable backing service do not.
+func (o Outcome) Spends() bool { return o == Failed || o == Lost }
+
+// RetrySummary is what the exam workflow names the timer of a retry's
+// wait by: the attempt it waits after, as JSON. The wait is the one
+// place a retried attempt's record is in the history while the exam is
+// in RETRY_WAIT, so the exam's timeline reads it there
+// (AttemptOfRetrySummary) instead of classifying the failure again.
+// "" only if a could not be marshalled (a time past year 9999).
+func RetrySummary(a Attempt) string {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// AttemptOfRetrySummary reads a retry timer's summary (RetrySummary);
+// false for any other timer's.
+func AttemptOfRetrySummary(summary string) (Attempt, bool) {
+	var a Attempt
+	if json.Unmarshal([]byte(summary), &a) != nil || a.Stage == "" || a.Outcome == "" || a.Outcome == Done {
+		return Attempt{}, false
+	}
+	return a, true
 }
 
 // Transition is one state change the workflow made itself.

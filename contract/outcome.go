@@ -9,8 +9,8 @@ import (
 
 // Classify says how an attempt that ended with err ended (nil: Done).
 // It is the one classification of attempts: the exam workflow decides
-// its retries by it, and the exam's timeline reads the recorded
-// attempts back by it. A schedule-to-start timeout while pinned to the
+// its retries by it and records the outcome in the attempt
+// (RetrySummary), where the exam's timeline reads it. A schedule-to-start timeout while pinned to the
 // node that holds the exam's data is that node not taking the stage
 // (Unclaimed); one in a shared queue is aging (Aged). A stage that ended
 // without an answer, or that its node handed back on restart, was Lost.
@@ -60,7 +60,8 @@ func Classify(err error, pinned, infraWaits bool) Outcome {
 
 // AttemptNode is the node an attempt that ended with err ran on, as its
 // failure says: a stage's error carries it in its details
-// (FailureDetails), a stage lost with its node in its last heartbeat.
+// (FailureDetails), a stage lost with its node in its last heartbeat;
+// otherwise the identity of the worker that reported the failure.
 func AttemptNode(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && app.HasDetails() {
@@ -72,9 +73,13 @@ func AttemptNode(err error) string {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) && timeout.HasLastHeartbeatDetails() {
 		var hb Heartbeat
-		if timeout.LastHeartbeatDetails(&hb) == nil {
+		if timeout.LastHeartbeatDetails(&hb) == nil && hb.Node != "" {
 			return hb.Node
 		}
+	}
+	var activity *temporal.ActivityError
+	if errors.As(err, &activity) {
+		return activity.Identity()
 	}
 	return ""
 }

@@ -128,21 +128,12 @@ type folder struct {
 
 	// per run
 	stages    map[int64]exam.Stage  // scheduled event ID → stage
-	pinned    map[int64]bool        // scheduled event ID → scheduled on a node's own queue
 	open      map[string]bool       // activity IDs scheduled and not yet closed
 	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
 	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
-	// spent counts each stage's tries that failed or were lost: the
-	// next one is attempt spent+1 (aging, a fallback from a node and an
-	// unreachable store spend none).
+	// spent counts each stage's attempts spent, as the workflow's
+	// records of its retried tries say: the next one is attempt spent+1.
 	spent map[exam.Stage]int32
-	// infraWaits is set when the run's policy waits outages out
-	// (InfraRetryFor > 0): an unreachable service then spends no attempt.
-	infraWaits bool
-	// retry is the failed try whose retry the workflow may now wait
-	// for: a timer started next is that wait (RETRY_WAIT).
-	retry     *retryWait
-	notifyErr string // the report-ready push failed for good
 }
 
 func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, info map[string]any) {
@@ -166,11 +157,9 @@ func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, inf
 }
 
 func (f *folder) pipelineRun(n int, run Run) {
-	f.stages, f.buckets, f.spent, f.retry = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[exam.Stage]int32{}, nil
-	f.pinned = map[int64]bool{}
+	f.stages, f.buckets, f.spent = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[exam.Stage]int32{}
 	f.open = map[string]bool{}
 	activityIDs := map[int64]string{} // scheduled event ID → activity ID
-	f.notifyErr = ""
 	r := f.rec
 	for _, ev := range run.Events {
 		at := ev.GetEventTime().AsTime()
@@ -180,7 +169,6 @@ func (f *folder) pipelineRun(n int, run Run) {
 			var in contract.ExamInput
 			_ = f.decode(a.GetInput(), &in)
 			r.Priority, r.EffectivePriority = in.Submission.Priority, in.Submission.Priority
-			f.infraWaits = in.Policy.InfraRetryFor > 0
 			r.LastFailure, r.Result, r.Summary, r.Report, r.Attempt, r.Node = nil, nil, nil, nil, 0, ""
 			if n == 0 || in.Rerun == nil {
 				f.add(at, Created, "", f.memoString(a.GetMemo(), contract.MemoSubmitter), nil)
@@ -191,7 +179,6 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskScheduledEventAttributes()
 			stage := exam.StageOfActivity(a.GetActivityType().GetName())
 			f.stages[ev.GetEventId()] = stage
-			f.pinned[ev.GetEventId()] = a.GetTaskQueue().GetName() != stage.Queue()
 			activityIDs[ev.GetEventId()] = a.GetActivityId()
 			f.open[a.GetActivityId()] = true
 			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
@@ -205,7 +192,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 				f.buckets[stage] = bucket
 				r.EffectivePriority = exam.Priority(bucket)
 			}
-			r.Attempt, r.Node, f.retry = 0, "", nil
+			r.Attempt, r.Node = 0, ""
 			if n := f.spent[stage]; n > 0 {
 				r.Attempt = n + 1
 				info["attempt"] = n + 1
@@ -220,9 +207,6 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskCompletedEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			stage := f.stages[a.GetScheduledEventId()]
-			if stage == exam.Notify {
-				f.notifyErr = ""
-			}
 			var out contract.StageOutput
 			if f.decode(a.GetResult(), &out) != nil {
 				continue
@@ -234,27 +218,18 @@ func (f *folder) pipelineRun(n int, run Run) {
 				r.Report = &contract.ReportKeys{JSONKey: out.Keys[0], PDFKey: out.Keys[1]}
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-			a := ev.GetActivityTaskFailedEventAttributes()
-			delete(f.open, activityIDs[a.GetScheduledEventId()])
-			f.stageEnded(at, a.GetScheduledEventId(), a.GetIdentity(), a.GetFailure())
+			// How the try ended is the workflow's call: a retry's timer
+			// carries its record; an exam that stops closes its run.
+			delete(f.open, activityIDs[ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()])
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			a := ev.GetActivityTaskTimedOutEventAttributes()
-			delete(f.open, activityIDs[a.GetScheduledEventId()])
-			f.stageEnded(at, a.GetScheduledEventId(), "temporal", a.GetFailure())
+			delete(f.open, activityIDs[ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()])
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
-			// The workflow waits before a failed stage's next try.
-			if w := f.retry; w != nil {
-				f.retry = nil
-				next := at.Add(ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
-				w.info["nextAttemptAt"] = next.UTC()
-				r.Attempt = f.spent[w.stage] + 1
-				f.add(at, RetryWait, w.stage, w.actor, w.info)
-			}
+			f.retryWait(at, ev)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			var res contract.ExamResult
 			_ = f.decode(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res)
 			r.Result = &res
-			f.complete(at)
+			f.complete(at, res.NotifyFailure)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 			fail := f.failure(ev.GetWorkflowExecutionFailedEventAttributes().GetFailure())
 			fail.Stage, fail.Attempt = r.Stage, r.Attempt
@@ -275,65 +250,48 @@ func (f *folder) pipelineRun(n int, run Run) {
 	}
 }
 
-// complete records the report's existence.
-func (f *folder) complete(at time.Time) {
+// complete records the report's existence, and the report-ready push's
+// last try when it failed for good.
+func (f *folder) complete(at time.Time, notify *contract.Attempt) {
 	f.rec.Attempt, f.rec.Node = 0, ""
 	var info map[string]any
-	if f.notifyErr != "" {
-		info = map[string]any{"notifyError": f.notifyErr}
+	if notify != nil {
+		f.rec.LastFailure = &Failure{Stage: notify.Stage, Message: notify.Failure, Type: notify.FailureType, Attempt: notify.Number}
+		info = map[string]any{"notifyError": notify.Failure}
 	}
 	f.add(at, Completed, "", "workflow", info)
 }
 
-// retryWait is a failed try the workflow may retry.
-type retryWait struct {
-	stage exam.Stage
-	actor string
-	info  map[string]any
-}
-
-// stageEnded notes a try of a stage that ended without its work done,
-// classified as the workflow classified it (contract.Classify). A try
-// that aged in its queue, or that its node did not take in time, is
-// scheduled again and leaves no entry. Any other is numbered, but for
-// an unreachable backing service the workflow waits out: if the
-// workflow retries it, a timer follows (RETRY_WAIT); if not, the exam's
-// DEAD entry does, or, for the notify stage, the exam's completion with
-// the failure noted.
-func (f *folder) stageEnded(at time.Time, scheduled int64, actor string, pf *failurepb.Failure) {
-	var err error
-	if pf != nil {
-		err = f.conv.Failure.FailureToError(pf)
-	}
-	outcome := contract.Classify(err, f.pinned[scheduled], f.infraWaits)
-	if outcome == contract.Aged || outcome == contract.Unclaimed || outcome == contract.Done {
+// retryWait adds the wait before a stage's next try (RETRY_WAIT) from
+// the record of the try it follows, which the workflow names the wait's
+// timer by (contract.RetrySummary). Other timers (the urgent SLA) add
+// nothing.
+func (f *folder) retryWait(at time.Time, ev *historypb.HistoryEvent) {
+	var summary string
+	if p := ev.GetUserMetadata().GetSummary(); p == nil || f.conv.Data.FromPayload(p, &summary) != nil {
 		return
 	}
-	stage := f.stages[scheduled]
-	fail := f.failure(pf)
-	numbered := outcome != contract.Unreachable
-	if numbered {
-		f.spent[stage]++
+	a, ok := contract.AttemptOfRetrySummary(summary)
+	if !ok {
+		return
 	}
-	fail.Stage, fail.Attempt = stage, f.rec.Attempt
-	if node := contract.AttemptNode(err); node != "" {
-		actor = node
+	f.spent[a.Stage] = a.Number - 1
+	info := map[string]any{"failure": a.Failure, "outcome": string(a.Outcome),
+		"nextAttemptAt": at.Add(ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration()).UTC()}
+	if a.FailureType != "" {
+		info["failureType"] = a.FailureType
 	}
-	info := map[string]any{"failure": fail.Message, "outcome": string(outcome)}
-	if fail.Type != "" {
-		info["failureType"] = fail.Type
+	if a.Outcome.Spends() {
+		f.spent[a.Stage] = a.Number
+		info["failedAttempt"] = a.Number
 	}
-	if numbered {
-		info["failedAttempt"] = f.spent[stage]
+	actor := "temporal"
+	if a.Node != "" {
+		actor, info["node"] = a.Node, a.Node
 	}
-	if actor != "" && actor != "temporal" {
-		info["node"] = actor
-	}
-	f.retry = &retryWait{stage: stage, actor: actor, info: info}
-	f.rec.LastFailure = fail
-	if stage == exam.Notify {
-		f.notifyErr = fail.Message
-	}
+	f.rec.LastFailure = &Failure{Stage: a.Stage, Message: a.Failure, Type: a.FailureType, Attempt: a.Number}
+	f.rec.Attempt = f.spent[a.Stage] + 1
+	f.add(at, RetryWait, a.Stage, actor, info)
 }
 
 func (f *folder) dead(at time.Time, actor string, fail *Failure) {

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -81,12 +82,18 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 // tries is a synthetic history of a layers stage whose first try failed
 // on gpu-a and whose retry was scheduled 30 s later: the events up to
 // upTo (an event ID).
-func tries(t0 time.Time, upTo int64) []*historypb.HistoryEvent {
+func tries(t *testing.T, t0 time.Time, upTo int64) []*historypb.HistoryEvent {
+	t.Helper()
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
 	scheduled := func(id int64, s int, try int32) *historypb.HistoryEvent {
 		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
 			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
 				ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}, ActivityId: contract.ActivityID(exam.Layers, try)}}}
+	}
+	summary, err := corpusCodec(t).Data.ToPayload(contract.RetrySummary(contract.Attempt{Stage: exam.Layers, Try: 1, Number: 1,
+		Node: "gpu-a", Outcome: contract.Failed, Failure: "CUDA out of memory", FailureType: "StageFailed", RetryAfter: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
 	}
 	all := []*historypb.HistoryEvent{
 		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
@@ -98,7 +105,8 @@ func tries(t0 time.Time, upTo int64) []*historypb.HistoryEvent {
 			Attributes: &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{
 				ScheduledEventId: 5, StartedEventId: 6, Identity: "gpu-a", Failure: &failurepb.Failure{Message: "CUDA out of memory",
 					FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}},
-		{EventId: 11, EventTime: at(10), EventType: enumspb.EVENT_TYPE_TIMER_STARTED,
+		// The workflow's record of the failed try names the wait's timer.
+		{EventId: 11, EventTime: at(10), EventType: enumspb.EVENT_TYPE_TIMER_STARTED, UserMetadata: &sdkpb.UserMetadata{Summary: summary},
 			Attributes: &historypb.HistoryEvent_TimerStartedEventAttributes{TimerStartedEventAttributes: &historypb.TimerStartedEventAttributes{
 				StartToFireTimeout: durationpb.New(30 * time.Second)}}},
 		{EventId: 12, EventTime: at(40), EventType: enumspb.EVENT_TYPE_TIMER_FIRED},
@@ -118,7 +126,7 @@ func tries(t0 time.Time, upTo int64) []*historypb.HistoryEvent {
 
 func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	r := Fold(corpusCodec(t), t0, []Run{{Events: tries(t0, 17)}}, nil, nil)
+	r := Fold(corpusCodec(t), t0, []Run{{Events: tries(t, t0, 17)}}, nil, nil)
 	got := r.Timeline
 	if len(got) != 6 || len(r.Illegal) != 0 {
 		t.Fatalf("timeline %+v, illegal %v", got, r.Illegal)
@@ -181,6 +189,28 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 			}
 			if r.State != Completed {
 				t.Errorf("ends %s", r.State)
+			}
+		}},
+		{"a try lost with its node", []Run{run("exam_node_lost.json")}, nil, func(t *testing.T, r *Record) {
+			e := findEntry(r, RetryWait, exam.Layers)
+			if e == nil || e.Info["outcome"] != string(contract.Lost) || e.Info["failureType"] != contract.ErrTypeNodeLost || e.Info["failedAttempt"] != int32(1) {
+				t.Errorf("RETRY_WAIT entry %+v, want the lost try, numbered", e)
+			}
+			var attempts []any
+			for _, x := range r.Timeline {
+				if x.Stage == exam.Layers && x.To == Executing {
+					attempts = append(attempts, x.Info["attempt"])
+				}
+			}
+			if fmt.Sprint(attempts) != "[1 2]" || r.State != Completed {
+				t.Errorf("layers ran attempts %v; the exam ends %s", attempts, r.State)
+			}
+		}},
+		{"a report-ready push that failed for good", []Run{run("exam_notify_failed.json")}, nil, func(t *testing.T, r *Record) {
+			last := r.Timeline[len(r.Timeline)-1]
+			if r.State != Completed || r.Report == nil || r.LastFailure == nil || r.LastFailure.Stage != exam.Notify ||
+				last.Info["notifyError"] == nil || last.Info["notifyError"] != r.LastFailure.Message {
+				t.Errorf("record ends %s with report %+v, last failure %+v, last entry %+v", r.State, r.Report, r.LastFailure, last)
 			}
 		}},
 		{"an aging promotion", []Run{run("exam_aging.json")}, nil, func(t *testing.T, r *Record) {
@@ -317,7 +347,7 @@ func TestFoldPendingStageStates(t *testing.T) {
 					c.pending.ActivityId = contract.ActivityID(exam.Layers, 2)
 				}
 			}
-			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: tries(t0, c.upTo), Pending: c.pending}}, nil, nil)
+			r := Fold(cdc, t0.Add(time.Minute), []Run{{Events: tries(t, t0, c.upTo), Pending: c.pending}}, nil, nil)
 			if r.State != c.want || r.Stage != exam.Layers || len(r.Illegal) != 0 || r.Attempt != c.wantAttempt {
 				t.Errorf("state %s at %s, attempt %d (illegal %v), want %s, attempt %d", r.State, r.Stage, r.Attempt, r.Illegal, c.want, c.wantAttempt)
 			}
@@ -364,29 +394,10 @@ func corpusCodec(t *testing.T) Converters {
 	return Converters{Data: dc, Failure: fc}
 }
 
-func TestFoldNumbersALostTryAndKeepsTheExamsStateThroughItsExport(t *testing.T) {
+func TestFoldKeepsTheExamsStateThroughItsExport(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
-	// A lost try (heartbeat timeout), not a failure of the stage's own.
-	events := tries(t0, 6)
-	events = append(events,
-		&historypb.HistoryEvent{EventId: 7, EventTime: at(9), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
-			Attributes: &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
-				ScheduledEventId: 5, StartedEventId: 6, Failure: &failurepb.Failure{Message: "activity Heartbeat timeout",
-					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_HEARTBEAT}}}}}})
-	for _, ev := range tries(t0, 17) {
-		if ev.GetEventId() > 7 {
-			events = append(events, ev)
-		}
-	}
 	cdc := corpusCodec(t)
-	r := Fold(cdc, t0, []Run{{Events: events}}, nil, nil)
-	retry := findEntry(r, RetryWait, exam.Layers)
-	if retry == nil || retry.Info["failedAttempt"] != int32(1) || retry.Info["failureType"] != "TimeoutHeartbeat" ||
-		retry.Info["outcome"] != string(contract.Lost) || r.Attempt != 2 {
-		t.Errorf("lost try: retry %+v, attempt %d", retry, r.Attempt)
-	}
-
 	// An export that failed twice and was refused: its entries are notes
 	// that keep the exam's state, whatever that state is.
 	payload := func(v any) *commonpb.Payloads {
@@ -416,7 +427,7 @@ func TestFoldNumbersALostTryAndKeepsTheExamsStateThroughItsExport(t *testing.T) 
 				Failure: &failurepb.Failure{Message: "the PACS refused the results (409)", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
 					ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: contract.ErrTypeExportRefused}}}}}},
 	}}
-	r = Fold(cdc, t0, []Run{{Events: tries(t0, 17)}}, nil, &export)
+	r := Fold(cdc, t0, []Run{{Events: tries(t, t0, 17)}}, nil, &export)
 	if x := r.Export; x == nil || x.Status != contract.ExportFailed || x.Tries != 2 || x.Failure != "the PACS refused the results (409)" {
 		t.Errorf("export %+v, want failed after 2 tries with the refusal", r.Export)
 	}

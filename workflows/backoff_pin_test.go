@@ -15,8 +15,9 @@ import (
 	"octflow/exam"
 )
 
-// sleepRecorder notes every workflow.Sleep, by workflow ID: the waits of
-// the infrastructure backoff, the only sleeps of ExamWorkflow.
+// sleepRecorder notes every retry wait's timer (named by the attempt it
+// follows, contract.RetrySummary), by workflow ID: here the waits of the
+// infrastructure backoff.
 type sleepRecorder struct {
 	interceptor.WorkerInterceptorBase
 	mu     sync.Mutex
@@ -41,14 +42,14 @@ type sleepOutbound struct {
 	r *sleepRecorder
 }
 
-func (s *sleepOutbound) Sleep(ctx workflow.Context, d time.Duration) error {
-	if !workflow.IsReplaying(ctx) {
+func (s *sleepOutbound) NewTimerWithOptions(ctx workflow.Context, d time.Duration, opts workflow.TimerOptions) workflow.Future {
+	if _, retry := contract.AttemptOfRetrySummary(opts.Summary); retry && !workflow.IsReplaying(ctx) {
 		id := workflow.GetInfo(ctx).WorkflowExecution.ID
 		s.r.mu.Lock()
 		s.r.sleeps[id] = append(s.r.sleeps[id], d)
 		s.r.mu.Unlock()
 	}
-	return s.Next.Sleep(ctx, d)
+	return s.Next.NewTimerWithOptions(ctx, d, opts)
 }
 
 // twoExams starts the exams as children, at the same moment, and waits

@@ -61,6 +61,7 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 		out, err := p.stage(ctx, stage)
 		if err != nil && stage == exam.Notify {
 			p.progress.NotifyError = failureMessage(err)
+			result.NotifyFailure = p.lastAttempt()
 			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", p.progress.NotifyError)
 			break
 		}
@@ -159,7 +160,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			// is stored.
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
-		att := contract.Attempt{Stage: stage, Try: try, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
+		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, bucket, wait, try), stage.ActivityName(),
 			in).Get(ctx, &out)
 		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), contract.Classify(err, pinned, pol.InfraRetryFor > 0), contract.AttemptNode(err)
@@ -221,7 +222,10 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		att.RetryAfter = delay
 		p.record(att)
 		p.move(ctx, lifecycle.RetryWait, stage)
-		if err := workflow.Sleep(ctx, delay); err != nil {
+		// The wait's timer carries the attempt it follows: the exam's
+		// timeline reads the record there.
+		timer := workflow.NewTimerWithOptions(ctx, delay, workflow.TimerOptions{Summary: contract.RetrySummary(att)})
+		if err := timer.Get(ctx, nil); err != nil {
 			return out, err
 		}
 		p.move(ctx, lifecycle.Queued, stage)
@@ -231,6 +235,15 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 // record appends an attempt to the exam's record.
 func (p *pipeline) record(a contract.Attempt) {
 	p.progress.Attempts = append(p.progress.Attempts, a)
+}
+
+// lastAttempt is the latest attempt recorded (nil: none yet).
+func (p *pipeline) lastAttempt() *contract.Attempt {
+	if n := len(p.progress.Attempts); n > 0 {
+		a := p.progress.Attempts[n-1]
+		return &a
+	}
+	return nil
 }
 
 // attemptsSpent is the final failure of a stage whose last attempt
