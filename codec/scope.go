@@ -78,8 +78,8 @@ func ScopeOf(p *commonpb.Payload) (s Scope, sealed bool, err error) {
 // the campus of an exam's pipeline ("exam/<campus>/<exam>"), of its
 // review ("review/<campus>/<exam>") and of a campus's inbox
 // ("inbox-<campus>") (see package contract); the system scope for
-// every other workflow (the fleet, the scan sweep, an exam's pipeline
-// from before campuses, "exam-<exam>") and for no workflow at all.
+// every other workflow (the fleet, the scan sweep, any ID of another
+// shape) and for no workflow at all.
 func ScopeOfWorkflow(workflowID string) Scope {
 	var campus string
 	if rest, ok := strings.CutPrefix(workflowID, "exam/"); ok {

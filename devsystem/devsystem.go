@@ -270,7 +270,7 @@ type ClinicianToken struct {
 	Campus string `json:"campus"`
 }
 
-// The demo campuses: the first one is the one data dirs always had.
+// The demo campuses.
 const (
 	FirstCampus  = "demo-campus"
 	SecondCampus = "north-campus"
@@ -290,37 +290,25 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return s, fmt.Errorf("read %s: %w", clearPath, err)
 		}
+		if s.Admin == "" || s.WebhookSecret == "" || s.Router == "" || len(s.Devices) == 0 || len(s.Clinicians) == 0 {
+			return s, fmt.Errorf("%s lacks some of the dev tokens (written by an octflow before version 1?): remove %s to start afresh", clearPath, dataDir)
+		}
 	} else if errors.Is(err, os.ErrNotExist) {
 		s.Device, s.Clinician, s.Admin = "dev-device-"+randomHex(16), "dev-clinician-"+randomHex(16), "dev-admin-"+randomHex(16)
 		s.DeviceID, s.Campus = "demo-oct-1", FirstCampus
+		s.WebhookSecret, s.Router = "dev-webhook-"+randomHex(16), "dev-router-"+randomHex(16)
+		s.Devices = []DeviceToken{{s.Device, s.DeviceID, s.Campus}, {"dev-device-" + randomHex(16), "north-oct-1", SecondCampus}}
+		s.Clinicians = []ClinicianToken{{s.Clinician, s.Campus}, {"dev-clinician-" + randomHex(16), SecondCampus}}
 		if err := writeJSON(clearPath, s); err != nil {
 			return s, err
 		}
 	} else {
 		return s, fmt.Errorf("read dev tokens: %w", err)
 	}
-	changed := false
-	if s.WebhookSecret == "" { // data dirs from before webhooks were signed
-		s.WebhookSecret, changed = "dev-webhook-"+randomHex(16), true
-	}
-	if s.Router == "" { // data dirs from before STOW-RS
-		s.Router, changed = "dev-router-"+randomHex(16), true
-	}
-	if len(s.Devices) == 0 { // data dirs from before campuses were tenants
-		s.Devices = []DeviceToken{{s.Device, s.DeviceID, s.Campus},
-			{"dev-device-" + randomHex(16), "north-oct-1", SecondCampus}}
-		s.Clinicians = []ClinicianToken{{s.Clinician, s.Campus}, {"dev-clinician-" + randomHex(16), SecondCampus}}
-		changed = true
-	}
-	if changed {
-		if err := writeJSON(clearPath, s); err != nil {
-			return s, err
-		}
-	}
 	entries := []api.TokenEntry{
 		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},
 	}
-	// The first campus's principals keep the names they always had.
+	// The first campus's principals are "demo <role>", the others "<campus> <role>".
 	name := func(role, campus string) string {
 		if campus == s.Campus {
 			return "demo " + role

@@ -71,8 +71,8 @@ const ScansPrefix = "exams/"
 func (r Ref) prefix() string { return ScansPrefix + r.Campus + "/" + r.ID + "/" }
 
 // ParseScanKey reads the exam and the digest prefix out of a scan's key.
-// Keys from before campuses were tenants, and every other key, are not
-// scan keys.
+// A key of any other shape (no campus, another object of the exam) is
+// not a scan key.
 func ParseScanKey(key string) (r Ref, digest string, ok bool) {
 	parts := strings.Split(strings.TrimPrefix(key, ScansPrefix), "/")
 	if !strings.HasPrefix(key, ScansPrefix) || len(parts) != 3 {

@@ -1,6 +1,7 @@
 package imaging
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -179,6 +180,21 @@ func TestAccuracyNoLesionFromNoise(t *testing.T) {
 		t.Logf("%s: %d lesions reported, withheld: %q", c.name, len(r.lesions), r.analysis.LesionsWithheld())
 		if _, ok := r.reported[FigureCST]; !ok {
 			t.Errorf("%s: CST withheld (%q)", c.name, r.withheld[FigureCST])
+		}
+		if !c.wantLesions {
+			continue
+		}
+		// The same segmentation without the RPE band's lower edge (a
+		// model that gives only the boundaries): MarkLesions can place
+		// no drusen, so the lesions are withheld, not reported as none.
+		seg := *r.layers
+		seg.RPEBottom = nil
+		a, err := Analyze(context.Background(), r.denoised, &seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.LesionsWithheld() == "" {
+			t.Errorf("%s without the RPE band's lower edge: lesions reported", c.name)
 		}
 	}
 }

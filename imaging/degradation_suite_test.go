@@ -60,6 +60,7 @@ type suiteResult struct {
 	lesions  []Lesion           // reported (nil when withheld)
 	masks    *LesionMasks
 	layers   *Layers
+	denoised *Volume
 }
 
 // runSuite takes degraded levels through every stage, as the pipeline
@@ -80,7 +81,7 @@ func runSuite(t testing.TB, levels *Volume) suiteResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := suiteResult{analysis: a, reported: map[string]float64{}, withheld: map[string]string{}, layers: l}
+	r := suiteResult{analysis: a, reported: map[string]float64{}, withheld: map[string]string{}, layers: l, denoised: den}
 	for _, wh := range a.Withheld {
 		r.withheld[wh.Figure] = wh.Reason
 	}

@@ -180,7 +180,7 @@ func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, e
 		}
 		markFluid(v, l, f, fluid)
 		if len(l.RPEBottom) != v.Frames*v.Cols {
-			return // layers from before RPEBottom was recorded: no drusen
+			return // not given (a model's plain boundaries): BM is then never reliable, and Analyze withholds the lesions
 		}
 		// A deposit fills the gap between the raised RPE band and
 		// Bruch's membrane.

@@ -324,8 +324,7 @@ func (f *folder) pending(p *workflowpb.PendingActivityInfo) {
 // a heartbeat of this attempt that says its work started. A GPU stage
 // beats as soon as its node takes it, then again once it holds its GPU
 // and starts (contract.Heartbeat.StartedAt); until then it is CLAIMED. A
-// heartbeat of another shape (from a node that predates TakenAt) counts
-// as progress.
+// heartbeat that does not say when it was taken counts as progress.
 func (f *folder) running(p *workflowpb.PendingActivityInfo) bool {
 	hb := p.GetLastHeartbeatTime()
 	if hb == nil || hb.AsTime().Before(p.GetLastStartedTime().AsTime()) {
