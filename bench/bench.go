@@ -126,7 +126,8 @@ type Result struct {
 	SlowestUrgent slowest `json:"slowestUrgent"`
 	// FirstStageRetried counts, per bucket, the exams whose first GPU
 	// stage ran again because the attempt a node took failed or was lost
-	// with the node; their queue wait ends when that attempt was taken.
+	// with the node; their queue wait ends when that attempt was taken
+	// (every try is in the timeline with its own EXECUTING).
 	FirstStageRetried map[string]int `json:"firstStageRetried"`
 	// StageWaitS is, per bucket and stage, the wait from the stage being
 	// queued to it starting on a node (aging and a fallback from a busy
@@ -434,16 +435,10 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		workflowTasks += facts.workflowTasks
 		res.LostWorkflowTasks += facts.lostWorkflowTasks
 		if x := firstTransition(tl, lifecycle.Executing); x != nil {
-			first := x.At
-			// An attempt that failed or was lost with a killed node was
-			// taken before the one the timeline shows: the exam's wait
-			// in the queue ended then, as a completed attempt's does
-			// when a node takes it.
-			if facts.firstTaken != nil && facts.firstTaken.Before(first) {
-				first = *facts.firstTaken
+			if retried(tl, x.Stage) {
 				res.FirstStageRetried[string(e.priority)]++
 			}
-			wait := first.Sub(st.CreatedAt).Seconds()
+			wait := x.At.Sub(st.CreatedAt).Seconds()
 			waits[e.priority] = append(waits[e.priority], wait)
 			if e.priority == exam.Urgent && wait > res.SlowestUrgent.WaitS {
 				res.SlowestUrgent = slowest{ExamID: e.id, WaitS: wait, CreatedAt: st.CreatedAt, Timeline: tl}
@@ -579,18 +574,24 @@ type examFacts struct {
 	// workflow tasks it ran; lostWorkflowTasks, those that timed out or
 	// failed and ran again.
 	events, workflowTasks, lostWorkflowTasks int
-	// firstTaken is when a node took the earliest GPU stage attempt that
-	// failed or was lost with its node.
-	firstTaken *time.Time
 	// gpuHeld are the spans its completed stages held a GPU.
 	gpuHeld []contract.Span
+}
+
+// retried reports whether a try of stage failed or was lost with its
+// node and was retried (an outage's wait is not such a try).
+func retried(tl []lifecycle.Entry, stage exam.Stage) bool {
+	for _, e := range tl {
+		if e.To == lifecycle.RetryWait && e.Stage == stage && e.Info["outcome"] != string(contract.Unreachable) {
+			return true
+		}
+	}
+	return false
 }
 
 func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, error) {
 	iter := sys.Temporal().GetWorkflowHistory(ctx, contract.ExamWorkflowID(ref), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var f examFacts
-	gpuStage := map[int64]bool{}   // scheduled event ID → a GPU stage's try
-	taken := map[int64]time.Time{} // scheduled event ID → when a node took it
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		if err != nil {
@@ -602,21 +603,6 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 			f.workflowTasks++
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 			f.lostWorkflowTasks++
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := ev.GetActivityTaskScheduledEventAttributes()
-			gpuStage[ev.GetEventId()] = exam.StageOfActivity(a.GetActivityType().GetName()).NeedsGPU()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			taken[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = ev.GetEventTime().AsTime()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			// A GPU stage's try that failed or was lost with its node:
-			// each try is an activity of its own, taken when it started.
-			id := ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()
-			if id == 0 {
-				id = ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()
-			}
-			if at, ok := taken[id]; ok && gpuStage[id] && (f.firstTaken == nil || at.Before(*f.firstTaken)) {
-				f.firstTaken = &at
-			}
 		}
 		a := ev.GetActivityTaskCompletedEventAttributes()
 		if a == nil {

@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"octflow/exam"
 )
@@ -124,27 +125,54 @@ type Attempt struct {
 func (o Outcome) Spends() bool { return o == Failed || o == Lost }
 
 // RetrySummary is what the exam workflow names the timer of a retry's
-// wait by: the attempt it waits after, as JSON. The wait is the one
-// place a retried attempt's record is in the history while the exam is
-// in RETRY_WAIT, so the exam's timeline reads it there
-// (AttemptOfRetrySummary) instead of classifying the failure again.
-// "" only if a could not be marshalled (a time past year 9999).
+// wait by: how the try it follows ended, as JSON (its stage, attempt
+// number, outcome, failure type and node). The wait is where a retried
+// try's record is in the history while the exam is in RETRY_WAIT, so
+// the exam's timeline reads it there (AttemptOfRetrySummary) instead of
+// classifying the failure again; the failure's text stays in the
+// try's own event. Short, since Temporal bounds a summary (400 bytes by
+// default, sealed by the payload codec): the type and the node are cut
+// to maxNoteField bytes. "" only if the note could not be marshalled.
 func RetrySummary(a Attempt) string {
-	b, err := json.Marshal(a)
+	b, err := json.Marshal(retryNote{Stage: a.Stage, Number: a.Number, Outcome: a.Outcome,
+		Type: cut(a.FailureType, maxNoteField), Node: cut(a.Node, maxNoteField)})
 	if err != nil {
 		return ""
 	}
 	return string(b)
 }
 
-// AttemptOfRetrySummary reads a retry timer's summary (RetrySummary);
-// false for any other timer's.
+// AttemptOfRetrySummary reads a retry timer's summary (RetrySummary)
+// back into the attempt it names; false for any other timer's.
 func AttemptOfRetrySummary(summary string) (Attempt, bool) {
-	var a Attempt
-	if json.Unmarshal([]byte(summary), &a) != nil || a.Stage == "" || a.Outcome == "" || a.Outcome == Done {
+	var n retryNote
+	if json.Unmarshal([]byte(summary), &n) != nil || n.Stage == "" || n.Outcome == "" || n.Outcome == Done {
 		return Attempt{}, false
 	}
-	return a, true
+	return Attempt{Stage: n.Stage, Number: n.Number, Outcome: n.Outcome, FailureType: n.Type, Node: n.Node}, true
+}
+
+// retryNote is the part of an attempt a retry wait's timer carries.
+type retryNote struct {
+	Stage   exam.Stage `json:"stage"`
+	Number  int32      `json:"attempt"`
+	Outcome Outcome    `json:"outcome"`
+	Type    string     `json:"type,omitempty"`
+	Node    string     `json:"node,omitempty"`
+}
+
+// maxNoteField bounds a retry note's free-text fields, in bytes.
+const maxNoteField = 32
+
+// cut is s shortened to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Transition is one state change the workflow made itself.

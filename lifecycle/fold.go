@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"errors"
 	"time"
 
@@ -134,6 +135,10 @@ type folder struct {
 	// spent counts each stage's attempts spent, as the workflow's
 	// records of its retried tries say: the next one is attempt spent+1.
 	spent map[exam.Stage]int32
+	// failed is the text of each stage's latest try that ended without
+	// its work done, as its event says (how it ended is the workflow's
+	// record, read with the retry wait).
+	failed map[exam.Stage]*Failure
 }
 
 func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, info map[string]any) {
@@ -158,6 +163,7 @@ func (f *folder) add(at time.Time, to State, stage exam.Stage, actor string, inf
 
 func (f *folder) pipelineRun(n int, run Run) {
 	f.stages, f.buckets, f.spent = map[int64]exam.Stage{}, map[exam.Stage]string{}, map[exam.Stage]int32{}
+	f.failed = map[exam.Stage]*Failure{}
 	f.open = map[string]bool{}
 	activityIDs := map[int64]string{} // scheduled event ID → activity ID
 	r := f.rec
@@ -220,9 +226,13 @@ func (f *folder) pipelineRun(n int, run Run) {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			// How the try ended is the workflow's call: a retry's timer
 			// carries its record; an exam that stops closes its run.
-			delete(f.open, activityIDs[ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()])
+			a := ev.GetActivityTaskFailedEventAttributes()
+			delete(f.open, activityIDs[a.GetScheduledEventId()])
+			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			delete(f.open, activityIDs[ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()])
+			a := ev.GetActivityTaskTimedOutEventAttributes()
+			delete(f.open, activityIDs[a.GetScheduledEventId()])
+			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			f.retryWait(at, ev)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -264,8 +274,10 @@ func (f *folder) complete(at time.Time, notify *contract.Attempt) {
 
 // retryWait adds the wait before a stage's next try (RETRY_WAIT) from
 // the record of the try it follows, which the workflow names the wait's
-// timer by (contract.RetrySummary). Other timers (the urgent SLA) add
-// nothing.
+// timer by (contract.RetrySummary), with the failure's text from that
+// try's event. Other timers (the urgent SLA) add nothing. Until the
+// workflow has decided (the workflow task after a failed try), the
+// exam shows the try's EXECUTING.
 func (f *folder) retryWait(at time.Time, ev *historypb.HistoryEvent) {
 	var summary string
 	if p := ev.GetUserMetadata().GetSummary(); p == nil || f.conv.Data.FromPayload(p, &summary) != nil {
@@ -274,6 +286,10 @@ func (f *folder) retryWait(at time.Time, ev *historypb.HistoryEvent) {
 	a, ok := contract.AttemptOfRetrySummary(summary)
 	if !ok {
 		return
+	}
+	if ended := f.failed[a.Stage]; ended != nil {
+		a.Failure = ended.Message
+		a.FailureType = cmp.Or(a.FailureType, ended.Type)
 	}
 	f.spent[a.Stage] = a.Number - 1
 	info := map[string]any{"failure": a.Failure, "outcome": string(a.Outcome),

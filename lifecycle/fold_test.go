@@ -142,6 +142,9 @@ func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {
 	if queued.To != Queued || queued.Info["attempt"] != int32(2) {
 		t.Errorf("the retry back in its queue = %+v", queued)
 	}
+	if f := r.LastFailure; f == nil || f.Stage != exam.Layers || f.Attempt != 1 || f.Message != "CUDA out of memory" || f.Type != "StageFailed" {
+		t.Errorf("last failure = %+v, want layers' first attempt", f)
+	}
 	if exec.To != Executing || exec.Actor != "gpu-b" || exec.Info["attempt"] != int32(2) || exec.From != Queued {
 		t.Errorf("execution entry = %+v", exec)
 	}
@@ -208,7 +211,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 		}},
 		{"a report-ready push that failed for good", []Run{run("exam_notify_failed.json")}, nil, func(t *testing.T, r *Record) {
 			last := r.Timeline[len(r.Timeline)-1]
-			if r.State != Completed || r.Report == nil || r.LastFailure == nil || r.LastFailure.Stage != exam.Notify ||
+			if r.State != Completed || r.Report == nil || r.LastFailure == nil || r.LastFailure.Stage != exam.Notify || r.LastFailure.Attempt != 1 ||
 				last.Info["notifyError"] == nil || last.Info["notifyError"] != r.LastFailure.Message {
 				t.Errorf("record ends %s with report %+v, last failure %+v, last entry %+v", r.State, r.Report, r.LastFailure, last)
 			}

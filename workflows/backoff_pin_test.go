@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
+	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -164,5 +167,29 @@ func TestInfrastructureBackoffIsPerRunAndStableOnReplay(t *testing.T) {
 	}
 	if same == tries {
 		t.Error("two stages of one run draw the same delays")
+	}
+}
+
+// A retry wait's summary stays within Temporal's default bound on a
+// summary (limit.userMetadataSummarySize, 400 bytes) once sealed in the
+// longest campus's scope, with the fields it cuts at their longest.
+func TestARetryWaitsSealedSummaryFitsTemporalsBound(t *testing.T) {
+	c, err := codec.Open("testdata/codec-keys.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, _ := codec.Converters(c.InScope(codec.CampusScope(strings.Repeat("c", 63))))
+	long := strings.Repeat("n", 300)
+	summary := contract.RetrySummary(contract.Attempt{Stage: exam.Measure, Number: 100, Outcome: contract.Unreachable,
+		FailureType: long, Node: long, Failure: long})
+	p, err := dc.ToPayload(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := proto.Size(p); size > 400 {
+		t.Errorf("sealed summary of %d bytes, over 400: %s", size, summary)
+	}
+	if a, ok := contract.AttemptOfRetrySummary(summary); !ok || a.Stage != exam.Measure || a.Number != 100 || a.Outcome != contract.Unreachable {
+		t.Errorf("the summary %q reads back as %+v, %v", summary, a, ok)
 	}
 }

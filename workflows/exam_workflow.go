@@ -219,6 +219,9 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			p.record(att)
 			return out, err
 		}
+		// At least a millisecond: a zero wait starts no timer, and the
+		// timer is where the exam's timeline reads the attempt.
+		delay = max(delay, time.Millisecond)
 		att.RetryAfter = delay
 		p.record(att)
 		p.move(ctx, lifecycle.RetryWait, stage)

@@ -296,8 +296,9 @@ func TestFailedAndLostAttemptsAreRetriedWithinTheirBudgetsThenDead(t *testing.T)
 				t.Fatalf("attempts recorded %+v, want %d", p.Attempts, 1+c.wantRuns)
 			}
 			for i, a := range p.Attempts[1:] {
-				if a.Stage != exam.Layers || a.Try != int32(i+1) || a.Outcome != c.want {
-					t.Errorf("attempt %d = %+v, want layers try %d %s", i+1, a, i+1, c.want)
+				// Failed and lost tries each spend one: try n is attempt n.
+				if a.Stage != exam.Layers || a.Try != int32(i+1) || a.Number != int32(i+1) || a.Outcome != c.want {
+					t.Errorf("attempt %d = %+v, want layers try and attempt %d %s", i+1, a, i+1, c.want)
 				}
 				last := i == c.wantRuns-1
 				if max := in.Policy.RetryBase << i; !last && (a.RetryAfter <= 0 || a.RetryAfter > max) {
@@ -452,6 +453,12 @@ func TestAStageThatCannotReachTheStoreIsRescheduledWithoutSpendingAttempts(t *te
 	if layers != 6 {
 		t.Errorf("layers ran %d times, want 5 refused + 1", layers)
 	}
+	// An outage spends no attempt: every try of layers is attempt 1.
+	for _, a := range queryProgress(t, env).Attempts {
+		if a.Stage == exam.Layers && a.Number != 1 {
+			t.Errorf("layers try %d is attempt %d (%s), want 1", a.Try, a.Number, a.Outcome)
+		}
+	}
 	var waits []time.Duration
 	var waitStart time.Time
 	for _, tr := range queryProgress(t, env).Transitions {
@@ -495,6 +502,14 @@ func TestFailedNotificationStillCompletesTheExam(t *testing.T) {
 	p := queryProgress(t, env)
 	if p.State != string(lifecycle.Completed) || p.Notified || p.NotifyError == "" {
 		t.Errorf("progress = %+v, want COMPLETED, not notified, with the error", p)
+	}
+	// The result says so too: the timeline reads it there.
+	var res contract.ExamResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if f := res.NotifyFailure; f == nil || f.Stage != exam.Notify || f.Outcome != contract.Refused || f.Failure != "workstation refused" || f.Number != 1 {
+		t.Errorf("result's notification failure = %+v, want the refused try", f)
 	}
 }
 

@@ -18,11 +18,12 @@ import (
 
 // commandLog notes, while a history replays, what the workflow code asks
 // for that Temporal's replayer does not compare with the history: each
-// activity's retry classification and timeouts, each timer's duration.
+// activity's retry classification and timeouts, each timer's duration
+// and summary (a retry wait's names the attempt it follows).
 type commandLog struct {
 	interceptor.WorkerInterceptorBase
 	activities []string
-	timers     []time.Duration
+	timers     []string
 }
 
 func (l *commandLog) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
@@ -61,14 +62,17 @@ func (o *logOutbound) ExecuteActivity(ctx workflow.Context, activityType string,
 }
 
 func (o *logOutbound) NewTimer(ctx workflow.Context, d time.Duration) workflow.Future {
-	o.log.timers = append(o.log.timers, d)
+	o.log.timers = append(o.log.timers, timerKey(d, ""))
 	return o.Next.NewTimer(ctx, d)
 }
 
 func (o *logOutbound) NewTimerWithOptions(ctx workflow.Context, d time.Duration, opts workflow.TimerOptions) workflow.Future {
-	o.log.timers = append(o.log.timers, d)
+	o.log.timers = append(o.log.timers, timerKey(d, opts.Summary))
 	return o.Next.NewTimerWithOptions(ctx, d, opts)
 }
+
+// timerKey is what a timer must keep: its duration and its summary.
+func timerKey(d time.Duration, summary string) string { return fmt.Sprintf("%s %s", d, summary) }
 
 // activityKey is what an activity's schedule must keep from one version
 // of the code to the next: its type, the failures it never retries, its
@@ -82,9 +86,11 @@ func activityKey(activityType string, final []string, startToClose, scheduleToSt
 // TestReplayedCommandsKeepTheirTimersAndRetryClassification replays every
 // recorded history and compares what Temporal's own replay check does
 // not: each activity's non-retryable failure types and timeouts, and
-// each timer's duration, in order, against the recorded events. A change
-// of a timer's length or of which failures a stage retries would
-// otherwise replay cleanly and change running exams' behaviour.
+// each timer's duration and summary, in order, against the recorded
+// events. A change of a timer's length, of which failures a stage
+// retries or of how the workflow records a retried attempt (its outcome,
+// its number) would otherwise replay cleanly and change running exams'
+// behaviour or their timelines.
 func TestReplayedCommandsKeepTheirTimersAndRetryClassification(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_*.json")
 	if err != nil || len(files) == 0 {
@@ -113,7 +119,7 @@ func TestReplayedCommandsKeepTheirTimersAndRetryClassification(t *testing.T) {
 				t.Fatal(err)
 			}
 			var activities []string
-			var timers []time.Duration
+			var timers []string
 			for _, ev := range h.GetEvents() {
 				switch ev.GetEventType() {
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -121,14 +127,20 @@ func TestReplayedCommandsKeepTheirTimersAndRetryClassification(t *testing.T) {
 					activities = append(activities, activityKey(a.GetActivityType().GetName(), slices.Clone(a.GetRetryPolicy().GetNonRetryableErrorTypes()),
 						a.GetStartToCloseTimeout().AsDuration(), a.GetScheduleToStartTimeout().AsDuration(), a.GetHeartbeatTimeout().AsDuration()))
 				case enumspb.EVENT_TYPE_TIMER_STARTED:
-					timers = append(timers, ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration())
+					var summary string
+					if p := ev.GetUserMetadata().GetSummary(); p != nil {
+						if err := dc.FromPayload(p, &summary); err != nil {
+							t.Fatalf("timer %d's summary: %v", ev.GetEventId(), err)
+						}
+					}
+					timers = append(timers, timerKey(ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration(), summary))
 				}
 			}
 			if !slices.Equal(log.activities, activities) {
 				t.Errorf("activities scheduled differ from the recording:\nnow:      %q\nrecorded: %q", log.activities, activities)
 			}
 			if !slices.Equal(log.timers, timers) {
-				t.Errorf("timers differ from the recording: now %v, recorded %v", log.timers, timers)
+				t.Errorf("timers differ from the recording:\nnow:      %q\nrecorded: %q", log.timers, timers)
 			}
 		})
 	}
