@@ -2,8 +2,8 @@ package contract
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"octflow/exam"
 )
@@ -164,15 +164,12 @@ type retryNote struct {
 // maxNoteField bounds a retry note's free-text fields, in bytes.
 const maxNoteField = 32
 
-// cut is s shortened to at most n bytes, on a rune boundary.
+// cut is s shortened to at most n bytes, without a broken rune at its end.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // Transition is one state change the workflow made itself.

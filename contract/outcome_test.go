@@ -2,10 +2,14 @@ package contract
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+
+	"octflow/exam"
 )
 
 func TestClassifySaysHowAnAttemptEnded(t *testing.T) {
@@ -51,5 +55,19 @@ func TestAttemptNodeReadsTheFailureOrTheLastHeartbeat(t *testing.T) {
 	}
 	if got := AttemptNode(errors.New("boom")); got != "" {
 		t.Errorf("from a plain error: %q", got)
+	}
+}
+
+func TestARetrySummaryCutsItsFreeTextWithoutBreakingARune(t *testing.T) {
+	node := strings.Repeat("é", 40) // 80 bytes, two per rune
+	a, ok := AttemptOfRetrySummary(RetrySummary(Attempt{Stage: exam.Layers, Number: 2, Outcome: Lost, Node: node, FailureType: "NodeLost"}))
+	if !ok || a.Stage != exam.Layers || a.Number != 2 || a.Outcome != Lost || a.FailureType != "NodeLost" {
+		t.Fatalf("read back %+v, %v", a, ok)
+	}
+	if a.Node != strings.Repeat("é", maxNoteField/2) || !utf8.ValidString(a.Node) {
+		t.Errorf("node cut to %q", a.Node)
+	}
+	if _, ok := AttemptOfRetrySummary("urgent SLA"); ok {
+		t.Error("another timer's summary read as an attempt")
 	}
 }
