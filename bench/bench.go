@@ -370,6 +370,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	res.SubmitPerS = float64(c.Exams) / res.SubmitS
 	fmt.Fprintf(w, "submitted %d exams in %.1f s (%.1f exams/s through the gateway); waiting for them (GPU-time limit %.0f s)\n",
 		c.Exams, res.SubmitS, res.SubmitPerS, estimate.Seconds())
+	// How long the burst may go without an exam finishing.
 	wait := max(10*time.Minute, 5*estimate)
 	if c.FullVolumes {
 		wait = max(wait, time.Duration(c.Exams)*2*time.Minute)
@@ -684,18 +685,25 @@ func waitNodesUp(ctx context.Context, admin *api.Client, n int) error {
 const probes = 3
 
 // waitExams waits until n exams of campus (the bench's own) are COMPLETED
-// or DEAD, as Temporal's visibility counts them.
-func waitExams(ctx context.Context, tc client.Client, campus string, n int, timeout time.Duration) error {
+// or DEAD, as Temporal's visibility counts them. It gives up only when
+// none has finished for stall: a burst of any size is waited for as long
+// as it moves.
+func waitExams(ctx context.Context, tc client.Client, campus string, n int, stall time.Duration) error {
 	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
 		contract.ExamWorkflowID(exam.Ref{Campus: campus}), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
-	deadline := time.Now().Add(timeout)
+	deadline, finished := time.Now().Add(stall), int64(-1)
 	for {
 		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
-		if err == nil && int(resp.GetCount()) >= n {
-			return nil
+		if err == nil {
+			if resp.GetCount() >= int64(n) {
+				return nil
+			}
+			if resp.GetCount() > finished {
+				finished, deadline = resp.GetCount(), time.Now().Add(stall)
+			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d %s exams finished after %v (last error: %v)", resp.GetCount(), n, campus, timeout, err)
+			return fmt.Errorf("bench: %d of %d %s exams finished, none in the last %v (last error: %v)", max(finished, 0), n, campus, stall, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -170,13 +170,21 @@ const (
 	stickyTimeout = 30 * time.Second
 	// cpuPollers poll the CPU stage queue.
 	cpuPollers = 4
+	// deadlockAfter: how long workflow code may run without yielding
+	// before the SDK calls it a deadlock and fails the workflow task.
+	// The SDK's 1 s is wall time: on a saturated host (a 2,400-exam
+	// burst on 2 cores) a campus's inbox replaying its history was
+	// descheduled past it three times, each a failed task and a retry.
+	// Workflow code here never blocks; 5 s still catches one that loops.
+	deadlockAfter = 5 * time.Second
 )
 
 // WorkflowWorkerOptions are the options of a workflow worker (the
 // benchmark's bare-engine run uses the same).
 func WorkflowWorkerOptions(identity string, stopTimeout time.Duration) worker.Options {
 	return worker.Options{Identity: identity, WorkerStopTimeout: stopTimeout,
-		MaxConcurrentWorkflowTaskPollers: workflowPollers, StickyScheduleToStartTimeout: stickyTimeout}
+		MaxConcurrentWorkflowTaskPollers: workflowPollers, StickyScheduleToStartTimeout: stickyTimeout,
+		DeadlockDetectionTimeout: deadlockAfter}
 }
 
 // scheduleSweep makes the schedule that runs the scan sweep, once: every
