@@ -52,7 +52,6 @@ type Progress struct {
 	StagesDone        []exam.Stage  `json:"stagesDone"`
 	Promotions        []Promotion   `json:"promotions,omitempty"`
 	Notified          bool          `json:"notified"`
-	NotifyError       string        `json:"notifyError,omitempty"`
 	SLABreached       bool          `json:"slaBreached,omitempty"`
 	Summary           exam.Summary  `json:"summary"`
 	IllegalMoves      int           `json:"illegalMoves"`

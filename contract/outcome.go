@@ -10,8 +10,9 @@ import (
 // Classify says how an attempt that ended with err ended (nil: Done).
 // It is the one classification of attempts: the exam workflow decides
 // its retries by it and records the outcome in the attempt
-// (RetrySummary), where the exam's timeline reads it. A schedule-to-start timeout while pinned to the
-// node that holds the exam's data is that node not taking the stage
+// (RetrySummary), where the exam's timeline reads it. A
+// schedule-to-start timeout while pinned to the node that holds the
+// exam's data is that node not taking the stage
 // (Unclaimed); one in a shared queue is aging (Aged). A stage that ended
 // without an answer, or that its node handed back on restart, was Lost.
 // An unreachable backing service is Unreachable only when the policy

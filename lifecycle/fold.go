@@ -291,14 +291,14 @@ func (f *folder) retryWait(at time.Time, ev *historypb.HistoryEvent) {
 		a.Failure = ended.Message
 		a.FailureType = cmp.Or(a.FailureType, ended.Type)
 	}
-	f.spent[a.Stage] = a.Number - 1
 	info := map[string]any{"failure": a.Failure, "outcome": string(a.Outcome),
 		"nextAttemptAt": at.Add(ev.GetTimerStartedEventAttributes().GetStartToFireTimeout().AsDuration()).UTC()}
 	if a.FailureType != "" {
 		info["failureType"] = a.FailureType
 	}
+	f.spent[a.Stage] = a.Number - 1
 	if a.Outcome.Spends() {
-		f.spent[a.Stage] = a.Number
+		f.spent[a.Stage]++
 		info["failedAttempt"] = a.Number
 	}
 	actor := "temporal"

@@ -60,9 +60,8 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 	for _, stage := range exam.Pipeline {
 		out, err := p.stage(ctx, stage)
 		if err != nil && stage == exam.Notify {
-			p.progress.NotifyError = failureMessage(err)
 			result.NotifyFailure = p.lastAttempt()
-			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", p.progress.NotifyError)
+			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", failureMessage(err))
 			break
 		}
 		if err != nil {
@@ -225,10 +224,10 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		att.RetryAfter = delay
 		p.record(att)
 		p.move(ctx, lifecycle.RetryWait, stage)
-		// The wait's timer carries the attempt it follows: the exam's
-		// timeline reads the record there.
-		// A struct of strings and numbers marshals to the same JSON on
-		// every replay (workflowcheck flags any use of reflection).
+		// The wait's timer carries the attempt it follows, where the
+		// exam's timeline reads it. A struct of strings and numbers
+		// marshals to the same JSON on every replay (workflowcheck flags
+		// any use of reflection).
 		//workflowcheck:ignore
 		note := contract.RetrySummary(att)
 		timer := workflow.NewTimerWithOptions(ctx, delay, workflow.TimerOptions{Summary: note})
