@@ -508,15 +508,14 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 		}
 		defer rc.Close()
 		countRead(ctx, n)
-		size = n
-		// The store's objects seek, so a scan is decoded as it streams.
-		if rs, ok = rc.(io.ReadSeeker); !ok {
-			b, err := io.ReadAll(rc)
-			if err != nil {
-				return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
-			}
-			rs = bytes.NewReader(b)
+		// Read whole, in one request: the DICOM reader walks a file twice
+		// (its lengths, then its elements). The buffer is the object's
+		// size, not grown by doubling.
+		b, err := readSized(rc, n)
+		if err != nil {
+			return nil, unavailable(ctx, fmt.Errorf("read %s: %w", key, err))
 		}
+		rs, size = bytes.NewReader(b), int64(len(b))
 	}
 	v, _, err := octdicom.ReadDICOM(rs, size)
 	if errors.Is(err, imaging.ErrInvalidVolume) {
@@ -527,6 +526,23 @@ func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volum
 		return nil, unavailable(ctx, err)
 	}
 	return v, nil
+}
+
+// readSized reads r to its end into a buffer of size bytes; a body that
+// ends early or runs on is an error. An unknown size (-1) reads as it
+// comes.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	if n, _ := r.Read(make([]byte, 1)); n > 0 {
+		return nil, fmt.Errorf("object longer than its stated %d bytes", size)
+	}
+	return b, nil
 }
 
 // cached returns the object under key from the node's cache, if any.

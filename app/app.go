@@ -316,6 +316,9 @@ func (a *App) Stop() {
 		a.client.Close()
 		a.client = nil
 	}
+	if a.store != nil {
+		a.store.Close()
+	}
 	if a.mhttp != nil {
 		a.mhttp.Close()
 		a.mhttp = nil

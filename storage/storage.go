@@ -34,9 +34,10 @@ type Config struct {
 
 // Store reads and writes objects in one bucket.
 type Store struct {
-	client *minio.Client
-	bucket string
-	counts counters
+	client    *minio.Client
+	transport *http.Transport
+	bucket    string
+	counts    counters
 }
 
 // Op names a kind of request a Store makes of its endpoint.
@@ -87,6 +88,10 @@ func (s *Store) Counts() Counts {
 	return c
 }
 
+// idleConnsPerEndpoint is how many connections to the endpoint a store
+// keeps open between requests (minio-go's default is 16).
+const idleConnsPerEndpoint = 64
+
 // ErrNotFound is returned for a key that does not exist.
 var ErrNotFound = errors.New("object not found")
 
@@ -95,11 +100,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	opts := &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Secure: cfg.UseTLS,
-		Region: cfg.Region,
+	t, err := minio.DefaultTransport(cfg.UseTLS)
+	if err != nil {
+		return nil, fmt.Errorf("s3 transport: %w", err)
 	}
+	// A process's stages and uploads reach the endpoint side by side;
+	// a connection they cannot keep idle is closed after one request and
+	// the next one dials (and with TLS, shakes hands) again.
+	t.MaxIdleConnsPerHost = idleConnsPerEndpoint
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
@@ -109,26 +117,44 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if !roots.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("s3 CA: %s holds no PEM certificate", cfg.CAFile)
 		}
-		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
-		opts.Transport = t
+	}
+	opts := &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:    cfg.UseTLS,
+		Region:    cfg.Region,
+		Transport: t,
 	}
 	client, err := minio.New(cfg.Endpoint, opts)
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
 	}
-	s := &Store{client: client, bucket: cfg.Bucket}
-	exists, err := client.BucketExists(ctx, cfg.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("check bucket %q: %w", cfg.Bucket, err)
-	}
-	if !exists {
-		if err := client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region}); err != nil {
-			return nil, fmt.Errorf("create bucket %q: %w", cfg.Bucket, err)
-		}
+	s := &Store{client: client, transport: t, bucket: cfg.Bucket}
+	if err := s.ensureBucket(ctx, cfg.Region); err != nil {
+		// OpenRetrying opens again: leave no connections behind.
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
+
+// ensureBucket creates the store's bucket if it is missing.
+func (s *Store) ensureBucket(ctx context.Context, region string) error {
+	exists, err := s.client.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return fmt.Errorf("check bucket %q: %w", s.bucket, err)
+	}
+	if !exists {
+		if err := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+			return fmt.Errorf("create bucket %q: %w", s.bucket, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the connections the store keeps open between requests; a
+// request after it opens new ones.
+func (s *Store) Close() { s.transport.CloseIdleConnections() }
 
 // Put stores size bytes from r under key. S3 makes the object visible only
 // once it is complete, so a failed upload leaves nothing half-written.
@@ -145,17 +171,16 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 // Get opens an object for reading and returns its size.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	s.counts.request(OpGet)
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	// One GET, whose headers give the size. (minio-go's Object asks with
+	// a HEAD first and again after a rewind, and ends its reads at the
+	// object's size without reaching the body's end, so its connection
+	// could not be kept.)
+	body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, 0, fmt.Errorf("get %s: %w", key, err)
-	}
-	info, err := obj.Stat()
-	if err != nil {
-		obj.Close()
 		return nil, 0, s.wrap("get", key, err)
 	}
 	s.counts.read.Add(info.Size)
-	return obj, info.Size, nil
+	return body, info.Size, nil
 }
 
 // ReadAll returns a whole object.
@@ -236,7 +261,8 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 func (s *Store) wrap(op, key string, err error) error {
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+	// A HEAD's 404 has no body to name its cause; a GET's names it.
+	if r := minio.ToErrorResponse(err); r.Code == "NoSuchKey" || (r.StatusCode == http.StatusNotFound && r.Code != "NoSuchBucket") {
 		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
