@@ -231,7 +231,12 @@ func Policy() exam.Policy {
 func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) (*Result, error) {
 	rng := rand.New(rand.NewPCG(c.Seed, 42))
 	base := sys.APIURL()
-	hc := &http.Client{Timeout: time.Minute}
+	// The devices keep their connections to the gateway between uploads,
+	// one per uploader, as a device's HTTP client does.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = Uploaders
+	hc := &http.Client{Timeout: time.Minute, Transport: transport}
+	defer transport.CloseIdleConnections()
 	deviceToken, clinicianToken, adminToken := sys.Tokens()
 	device := &api.Client{Base: base, Token: deviceToken, HTTP: hc}
 	clinician := &api.Client{Base: base, Token: clinicianToken, HTTP: hc}
