@@ -172,9 +172,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	s.counts.request(OpGet)
 	// One GET, whose headers give the size. (minio-go's Object asks with
-	// a HEAD first and again after a rewind, and ends its reads at the
-	// object's size without reaching the body's end, so its connection
-	// could not be kept.)
+	// a HEAD first, and with a second GET after a rewind.)
 	body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, 0, s.wrap("get", key, err)
