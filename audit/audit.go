@@ -57,6 +57,18 @@ type Event struct {
 	User User
 	// Objects are what the decision was about.
 	Objects []Object
+	// Unauthenticated marks a decision made for a caller no credential
+	// identified: a missing or unknown token, a failed sign-in, a route
+	// or method refused before authentication (404, 405). Anyone can make
+	// these at will, so they share a bounded part of the spool (see
+	// Trail.Record). A failed User Authentication event is one too.
+	Unauthenticated bool
+}
+
+// anonymous says whether ev was made for a caller no credential
+// identified.
+func (ev Event) anonymous() bool {
+	return ev.Unauthenticated || ev.ID == UserAuthenticated && ev.Outcome != Success
 }
 
 // User is the person or device that asked.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,27 @@ type journal struct {
 	shipped Position // the cursor, as last committed
 	broken  error    // a failed write: the journal takes nothing more
 	notify  chan struct{}
+
+	// opened is what openJournal set aside; onSetAside is told of what
+	// the reader sets aside later (it may append, e.g. an alert).
+	opened     []setAside
+	onSetAside func(setAside)
 }
+
+// setAside is bytes of the journal that could not be shipped as frames,
+// kept in the spool's set-aside folder instead of being lost or sent.
+type setAside struct {
+	file   string // its path
+	bytes  int64
+	seq    uint64 // the sequence number at which they stood
+	reason string
+}
+
+// setAsideDir is the spool's folder of what could not be shipped.
+const setAsideDir = "set-aside"
+
+// errTooLarge is a record over MaxMessage: the journal refuses it.
+var errTooLarge = fmt.Errorf("audit: a message over the %d-byte bound", MaxMessage)
 
 type segment struct {
 	first uint64
@@ -66,8 +87,10 @@ const cursorFile = "shipped"
 
 func segName(first uint64) string { return fmt.Sprintf("%020d.audit", first) }
 
-// openJournal opens (or creates) the journal in dir, cutting off a frame
-// torn by a crash at the end of its last segment.
+// openJournal opens (or creates) the journal in dir. Bytes at the end of
+// its last segment that are not whole frames (a write a crash tore, or
+// damage) are moved to the set-aside folder, never dropped, and noted
+// in j.opened; whole frames of any size stay.
 func openJournal(dir string, capBytes, reserve, segMax int64) (*journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("audit spool: %w", err)
@@ -97,14 +120,17 @@ func openJournal(dir string, capBytes, reserve, segMax int64) (*journal, error) 
 	j.next = max(cur.Seq, 1)
 	if len(j.segs) > 0 {
 		last := &j.segs[len(j.segs)-1]
-		count, size, err := scanSegment(filepath.Join(dir, segName(last.first)))
+		path := filepath.Join(dir, segName(last.first))
+		count, size, cause, err := scanSegment(path)
 		if err != nil {
 			return nil, err
 		}
 		if size < last.size {
-			if err := os.Truncate(filepath.Join(dir, segName(last.first)), size); err != nil {
-				return nil, fmt.Errorf("audit spool: cut torn frame: %w", err)
+			aside, err := j.moveTailAside(path, last.first+count, size, last.size-size, cause)
+			if err != nil {
+				return nil, err
 			}
+			j.opened = append(j.opened, aside)
 			last.size = size
 		}
 		j.next = last.first + count
@@ -137,22 +163,83 @@ func cmpU(a, b uint64) int {
 	return 0
 }
 
-// scanSegment counts a segment's whole frames and the bytes they take.
-func scanSegment(path string) (count uint64, size int64, err error) {
+// scanSegment counts a segment's whole frames and the bytes they take,
+// and says what ended them: nil (the file's end), errTorn (a frame cut
+// short by the file's end) or errGarbled (bytes that are not a frame).
+// It reads no message into memory: a frame of any length is skipped.
+func scanSegment(path string) (count uint64, size int64, cause, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, fmt.Errorf("audit spool: %w", err)
+		return 0, 0, nil, fmt.Errorf("audit spool: %w", err)
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
 	for {
-		n, _, err := readFrame(r)
-		if err != nil { // io.EOF, or a torn or garbled tail: cut there
-			return count, size, nil
+		hdr, n, err := readHeader(r)
+		if err == io.EOF {
+			return count, size, nil, nil
+		} else if err != nil {
+			return count, size, err, nil
+		}
+		if skipped, err := r.Discard(int(min(n, math.MaxInt32))); int64(skipped) < n {
+			if err == io.EOF || err == nil {
+				return count, size, errTorn, nil
+			}
+			return 0, 0, nil, fmt.Errorf("audit spool: %w", err)
 		}
 		count++
-		size += int64(n)
+		size += int64(hdr) + n
 	}
+}
+
+// moveTailAside moves the n bytes of a segment from off on to the
+// set-aside folder (fsync'd there first) and cuts the segment at off.
+func (j *journal) moveTailAside(path string, seq uint64, off, n int64, cause error) (setAside, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return setAside{}, fmt.Errorf("audit spool: %w", err)
+	}
+	defer f.Close()
+	reason := "bytes that are not a whole frame (damage) ended the journal's last segment"
+	if errors.Is(cause, errTorn) {
+		reason = "an unfinished write (a crash while writing) ended the journal's last segment"
+	}
+	aside, err := j.keepAside(fmt.Sprintf("%020d.tail", seq), io.NewSectionReader(f, off, n), n, seq, reason)
+	if err != nil {
+		return setAside{}, err
+	}
+	if err := os.Truncate(path, off); err != nil {
+		return setAside{}, fmt.Errorf("audit spool: cut the segment's tail: %w", err)
+	}
+	return aside, nil
+}
+
+// keepAside copies n bytes of r into the set-aside folder under name and
+// fsyncs them, so that they can be skipped without being lost.
+func (j *journal) keepAside(name string, r io.Reader, n int64, seq uint64, reason string) (setAside, error) {
+	dir := filepath.Join(j.dir, setAsideDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return setAside{}, fmt.Errorf("audit spool: %w", err)
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return setAside{}, fmt.Errorf("audit spool: %w", err)
+	}
+	_, err = io.CopyN(f, r, n)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return setAside{}, fmt.Errorf("audit spool: set aside: %w", err)
+	}
+	return setAside{file: path, bytes: n, seq: seq, reason: reason}, nil
 }
 
 func (j *journal) loadCursor() (Position, error) {
@@ -178,7 +265,12 @@ func (j *journal) append(build func(seq uint64) []byte, alert bool) error {
 		j.mu.Unlock()
 		return j.broken
 	}
-	rec := frame(build(j.next))
+	msg := build(j.next)
+	if len(msg) > MaxMessage {
+		j.mu.Unlock()
+		return errTooLarge
+	}
+	rec := frame(msg)
 	limit := j.cap
 	if alert {
 		limit += j.reserve
@@ -374,13 +466,16 @@ type reader struct {
 func (j *journal) reader(from Position) *reader { return &reader{j: j, pos: from} }
 
 // next returns the next durable frame and the position after it; ok is
-// false when the reader is at the durable end.
+// false when the reader is at the durable end. A frame over MaxMessage
+// (no collector takes it), or bytes that are not a frame, are moved to
+// the set-aside folder, the journal's onSetAside is told, and reading
+// goes on after them: one bad record never stops the trail.
 func (r *reader) next() (frameBytes []byte, after Position, ok bool, err error) {
-	end, _ := r.j.durable()
-	if r.pos.Seq >= end.Seq {
-		return nil, r.pos, false, nil
-	}
-	for attempt := 0; attempt < 2; attempt++ {
+	for {
+		end, _ := r.j.durable()
+		if r.pos.Seq >= end.Seq {
+			return nil, r.pos, false, nil
+		}
 		if r.f == nil {
 			if r.f, err = os.Open(filepath.Join(r.j.dir, segName(r.pos.Seg))); err != nil {
 				return nil, r.pos, false, fmt.Errorf("audit spool: %w", err)
@@ -390,19 +485,98 @@ func (r *reader) next() (frameBytes []byte, after Position, ok bool, err error) 
 			}
 			r.r = bufio.NewReader(r.f)
 		}
-		n, msg, err := readFrame(r.r)
-		if err == nil {
-			r.pos = Position{Seg: r.pos.Seg, Off: r.pos.Off + int64(n), Seq: r.pos.Seq + 1}
+		hdr, n, err := readHeader(r.r)
+		switch {
+		case err == nil && n <= MaxMessage:
+			msg := make([]byte, n)
+			if _, err := io.ReadFull(r.r, msg); err != nil {
+				return nil, r.pos, false, fmt.Errorf("audit spool: segment %d at %d: %w", r.pos.Seg, r.pos.Off, errTorn)
+			}
+			r.pos = Position{Seg: r.pos.Seg, Off: r.pos.Off + int64(hdr) + n, Seq: r.pos.Seq + 1}
 			return frame(msg), r.pos, true, nil
-		}
-		if err != io.EOF || attempt > 0 {
+		case err == nil:
+			if err := r.setAsideFrame(hdr, n); err != nil {
+				return nil, r.pos, false, err
+			}
+		case err == io.EOF && r.pos.Off > 0:
+			// The segment is done: the next record starts the next one.
+			r.close()
+			r.pos = Position{Seg: r.pos.Seq, Seq: r.pos.Seq}
+		case errors.Is(err, errGarbled):
+			if err := r.setAsideRest(); err != nil {
+				return nil, r.pos, false, err
+			}
+		default:
+			if err == io.EOF {
+				err = errors.New("empty segment")
+			}
 			return nil, r.pos, false, fmt.Errorf("audit spool: segment %d at %d: %w", r.pos.Seg, r.pos.Off, err)
 		}
-		// The segment is done: the next record starts the next segment.
-		r.close()
-		r.pos = Position{Seg: r.pos.Seq, Seq: r.pos.Seq}
 	}
-	return nil, r.pos, false, nil
+}
+
+// setAsideFrame keeps a frame over the bound (whose header was just
+// read) aside and moves past it.
+func (r *reader) setAsideFrame(hdr int, n int64) error {
+	body := io.MultiReader(strings.NewReader(strconv.FormatInt(n, 10)+" "), r.r)
+	a, err := r.j.keepAside(fmt.Sprintf("%020d.frame", r.pos.Seq), body, int64(hdr)+n, r.pos.Seq,
+		fmt.Sprintf("a message of %d bytes, over the %d bytes a collector takes", n, MaxMessage))
+	if err != nil {
+		return err
+	}
+	r.pos = Position{Seg: r.pos.Seg, Off: r.pos.Off + int64(hdr) + n, Seq: r.pos.Seq + 1}
+	r.j.setAsideDone(a)
+	return nil
+}
+
+// setAsideRest keeps the rest of a segment that holds bytes that are not
+// a frame aside and moves on to the next segment. The last segment's
+// tail is checked when the journal opens and only written by it since,
+// so damage there stops the reader instead.
+func (r *reader) setAsideRest() error {
+	next, ok := r.j.segmentAfter(r.pos.Seg)
+	if !ok {
+		return fmt.Errorf("audit spool: segment %d at %d: %w", r.pos.Seg, r.pos.Off, errGarbled)
+	}
+	path := filepath.Join(r.j.dir, segName(r.pos.Seg))
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("audit spool: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("audit spool: %w", err)
+	}
+	defer f.Close()
+	n := fi.Size() - r.pos.Off
+	a, err := r.j.keepAside(fmt.Sprintf("%020d.rest", r.pos.Seq), io.NewSectionReader(f, r.pos.Off, n), n, r.pos.Seq,
+		fmt.Sprintf("bytes that are not a frame (damage); records %d to %d are in them", r.pos.Seq, next-1))
+	if err != nil {
+		return err
+	}
+	r.close()
+	r.pos = Position{Seg: next, Seq: next}
+	r.j.setAsideDone(a)
+	return nil
+}
+
+// segmentAfter is the first record of the segment after seg, if one has
+// been started.
+func (j *journal) segmentAfter(seg uint64) (uint64, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, s := range j.segs {
+		if s.first > seg {
+			return s.first, true
+		}
+	}
+	return 0, false
+}
+
+func (j *journal) setAsideDone(a setAside) {
+	if j.onSetAside != nil {
+		j.onSetAside(a)
+	}
 }
 
 func (r *reader) close() {

@@ -29,6 +29,7 @@ func (l *LogSink) Record(ev Event) error {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	ev, _ = bounded(ev)
 	fields := []zapcore.Field{
 		zap.String("eventId", ev.ID.Meaning), zap.String("action", string(ev.Action)),
 		zap.Int("outcome", int(ev.Outcome)), zap.String("user", ev.User.ID), zap.String("role", ev.User.Role),

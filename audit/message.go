@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,7 +65,10 @@ const xmlDecl = `<?xml version="1.0" encoding="UTF-8"?>`
 
 // Marshal renders an event as a PS3.15 A.5 AuditMessage reported by src:
 // the user who asked is the requesting participant, src's process the
-// other.
+// other. Every field is cut to its bound (see MaxDescription), and when
+// the message would still be longer than a collector takes, trailing
+// objects are dropped and the description says how many: an entry never
+// grows with what a client sent.
 func Marshal(src Source, ev Event) ([]byte, error) {
 	if ev.ID.Code == "" {
 		return nil, fmt.Errorf("audit: event has no event ID")
@@ -72,6 +76,33 @@ func Marshal(src Source, ev Event) ([]byte, error) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	ev, dropped := bounded(ev)
+	src = Source{ID: cut(src.ID, maxName), Site: cut(src.Site, maxObjectText), Host: cut(src.Host, 255), PID: src.PID}
+	b, err := marshal(src, ev)
+	if err != nil || len(b) <= maxXML {
+		return b, err
+	}
+	// Halve the objects kept until the message fits (one object and the
+	// bounded fields always do).
+	all, desc := ev.Objects, ev.Description
+	if dropped > 0 { // the note bounded added is written again below
+		desc = desc[:strings.LastIndex(desc, "; ")]
+	}
+	for keep := len(all); len(b) > maxXML && keep > 1; {
+		keep /= 2
+		ev.Objects, ev.Description = all[:keep], withOmitted(desc, dropped+len(all)-keep)
+		if b, err = marshal(src, ev); err != nil {
+			return nil, err
+		}
+	}
+	if len(b) > maxXML {
+		return nil, fmt.Errorf("audit: entry of %d bytes over the %d-byte bound", len(b), maxXML)
+	}
+	return b, nil
+}
+
+// marshal renders a bounded event.
+func marshal(src Source, ev Event) ([]byte, error) {
 	user := activeParticipant{UserID: nonEmpty(ev.User.ID, "unknown"), Requestor: true}
 	if ev.User.Address != "" {
 		user.AccessPoint, user.AccessType = ev.User.Address, "2" // IP address

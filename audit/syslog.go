@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -54,32 +53,59 @@ func frame(msg []byte) []byte {
 	return append(b, msg...)
 }
 
-// maxFrame bounds one frame's message when reading a journal back.
-const maxFrame = 1 << 20
-
-// errTorn is a frame cut off by the journal's end.
+// errTorn is a frame cut off by the end of its file: a write a crash
+// interrupted.
 var errTorn = errors.New("audit: torn frame")
 
-// readFrame reads one "LEN SP MSG" frame; it returns the frame's size on
-// disk and the message. io.EOF means a clean end; errTorn a frame cut
-// short.
+// errGarbled is bytes where a frame should start that are not one.
+var errGarbled = errors.New("audit: not a frame")
+
+// maxDigits bounds a frame's LEN; a longer one is garbage, not a frame.
+const maxDigits = 10
+
+// readHeader reads one frame's "LEN SP" and returns the header's size
+// and LEN. io.EOF means a clean end; errTorn a header cut short;
+// errGarbled anything else.
+func readHeader(r *bufio.Reader) (hdr int, n int64, err error) {
+	for {
+		c, err := r.ReadByte()
+		if err == io.EOF {
+			if hdr == 0 {
+				return 0, 0, io.EOF
+			}
+			return hdr, 0, errTorn
+		} else if err != nil {
+			return hdr, 0, err
+		}
+		hdr++
+		switch {
+		case c == ' ' && hdr > 1 && n > 0:
+			return hdr, n, nil
+		case c >= '0' && c <= '9' && hdr <= maxDigits && !(hdr == 1 && c == '0'):
+			n = 10*n + int64(c-'0')
+		default:
+			return hdr, 0, errGarbled
+		}
+	}
+}
+
+// readFrame reads one "LEN SP MSG" frame of at most MaxMessage bytes; it
+// returns the frame's size on disk and the message. io.EOF means a clean
+// end; errTorn a frame cut short; errGarbled a frame that is not one or
+// is over the bound.
 func readFrame(r *bufio.Reader) (int, []byte, error) {
-	digits, err := r.ReadString(' ')
-	if err == io.EOF && digits == "" {
-		return 0, nil, io.EOF
-	}
+	hdr, n, err := readHeader(r)
 	if err != nil {
-		return 0, nil, errTorn
+		return 0, nil, err
 	}
-	n, err := strconv.Atoi(strings.TrimSuffix(digits, " "))
-	if err != nil || n <= 0 || n > maxFrame || len(digits) > 8 {
-		return 0, nil, fmt.Errorf("audit: bad frame length %q", digits)
+	if n > MaxMessage {
+		return 0, nil, fmt.Errorf("%w: a message of %d bytes", errGarbled, n)
 	}
 	msg := make([]byte, n)
 	if _, err := io.ReadFull(r, msg); err != nil {
 		return 0, nil, errTorn
 	}
-	return len(digits) + n, msg, nil
+	return hdr + int(n), msg, nil
 }
 
 // printable keeps an RFC 5424 header field to printable US-ASCII without

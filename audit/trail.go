@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -71,8 +72,8 @@ type Trail struct {
 
 	mu   sync.Mutex
 	lost int // events refused while the spool was full
-	// failedAuths counts failed authentications kept off the journal
-	// while it was three quarters full.
+	// failedAuths counts events without an authenticated caller kept
+	// off the journal while it was three quarters full.
 	failedAuths int
 	fullAt      time.Time // when it filled (zero: not full)
 	cancel      context.CancelFunc
@@ -125,11 +126,36 @@ func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 		cancel: cancel, stopped: make(chan struct{}),
 		ship: &shipper{j: j, addr: cfg.Collector, tls: tc, log: log, settle: cmp.Or(cfg.Settle, 2*time.Second),
 			minBackoff: cmp.Or(cfg.MinBackoff, 200*time.Millisecond), maxBackoff: cmp.Or(cfg.MaxBackoff, 30*time.Second)}}
+	// What could not be shipped is kept aside, and the trail says so.
+	j.onSetAside = t.setAsideAlert
+	for _, a := range j.opened {
+		t.setAsideAlert(a)
+	}
 	go func() {
 		defer close(t.stopped)
 		t.ship.run(ctx)
 	}()
 	return t, nil
+}
+
+// setAsideAlert puts on the trail that journal bytes were moved to the
+// set-aside folder instead of being shipped: which, how many, and why.
+func (t *Trail) setAsideAlert(a setAside) {
+	t.log.Error("audit: journal bytes that cannot be shipped were set aside", zap.String("file", a.file),
+		zap.Int64("bytes", a.bytes), zap.Uint64("sequence", a.seq), zap.String("reason", a.reason))
+	ev := Event{ID: SecurityAlert, Action: Execute, Outcome: SeriousFailure,
+		Description: "audit journal bytes that cannot be shipped were set aside in the spool: " + a.reason,
+		User:        User{ID: t.src.ID},
+		Objects: []Object{{ID: "audit-spool", IDType: Code{Code: "audit-spool", System: "octflow", Meaning: "Audit spool"},
+			Type: 2, Role: 13, Details: []Detail{{Type: "file", Value: filepath.Base(a.file)},
+				{Type: "bytes", Value: strconv.FormatInt(a.bytes, 10)}, {Type: "sequence", Value: strconv.FormatUint(a.seq, 10)}}}}}
+	xml, err := Marshal(t.src, ev)
+	if err == nil {
+		err = t.append(xml, SeriousFailure, true)
+	}
+	if err != nil {
+		t.log.Error("audit: cannot record that journal bytes were set aside", zap.Error(err))
+	}
 }
 
 // Record appends ev to the journal and returns once it is fsync'd; the
@@ -144,20 +170,21 @@ func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 // by an "Audit Recording Started" alert that says how many events were
 // refused meanwhile, so the gap is itself on the trail.
 //
-// Failed authentications (a missing or unknown token, a failed sign-in)
-// are the one kind of event a caller with no credentials can make at
-// will: they may fill at most three quarters of the spool, so that a
-// flood of them while the collector is away cannot turn every allowed
-// request into a 503. Past that they are counted, and the next record
-// written is preceded by a Security Alert that says how many were not
-// recorded one by one.
+// Events without an authenticated caller (Event.Unauthenticated: a
+// missing or unknown token, a failed sign-in, a route or method refused
+// before authentication) are the kind a caller with no credentials can
+// make at will: together they may fill at most three quarters of the
+// spool, so that a flood of them while the collector is away cannot
+// turn every allowed request into a 503. Past that they are counted,
+// and the next record written is preceded by a Security Alert that says
+// how many were not recorded one by one.
 func (t *Trail) Record(ev Event) error {
 	xml, err := Marshal(t.src, ev)
 	if err != nil {
 		return err
 	}
-	if ev.ID == UserAuthenticated && ev.Outcome != Success {
-		if size, capacity := t.j.undelivered(); size >= capacity/4*3 {
+	if ev.anonymous() {
+		if size, capacity := t.j.undelivered(); size+int64(len(xml)+maxHeader) > capacity/4*3 {
 			t.mu.Lock()
 			t.failedAuths++
 			t.mu.Unlock()
@@ -166,7 +193,7 @@ func (t *Trail) Record(ev Event) error {
 	}
 	t.mu.Lock()
 	if t.failedAuths > 0 {
-		counted := t.alert(Login, MinorFailure, fmt.Sprintf("%d failed authentications were counted, not recorded one by one: the audit spool was three quarters full",
+		counted := t.alert(Login, MinorFailure, fmt.Sprintf("%d requests without an authenticated caller (failed authentications, refused routes or methods) were counted, not recorded one by one: the audit spool was three quarters full",
 			t.failedAuths), t.failedAuths)
 		if err := t.append(counted, MinorFailure, false); err == nil {
 			t.failedAuths = 0

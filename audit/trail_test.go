@@ -5,6 +5,9 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,34 +290,105 @@ func failedLogin() Event {
 		User: User{ID: "unauthenticated", Address: "203.0.113.9"}}
 }
 
-func TestFailedAuthenticationsCannotFillTheSpool(t *testing.T) {
-	// Nothing listens on the collector's port: everything stays spooled.
-	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 16 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
-		testSource, zaptest.NewLogger(t))
-	if err != nil {
+func TestRequestsWithoutCredentialsCannotFillTheSpool(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   Event
+	}{
+		{"failed authentications", failedLogin()},
+		// A method refused before authentication (405), or an unknown
+		// route (404): no credential was checked, anyone can send them.
+		{"refused methods", Event{ID: SecurityAlert, Types: []Code{UseOfRestrictedFunction}, Action: Execute, Outcome: MinorFailure,
+			Description: "405 Method Not Allowed", User: User{ID: "unauthenticated", Address: "203.0.113.9"}, Unauthenticated: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Nothing listens on the collector's port: everything stays spooled.
+			tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 16 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+				testSource, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			for i := range 200 { // far more than 16 KiB of them
+				if err := tr.Record(tc.ev); err != nil {
+					t.Fatalf("%s %d: %v", tc.name, i, err)
+				}
+			}
+			if size, capacity := tr.j.undelivered(); size > capacity/4*3+2<<10 {
+				t.Fatalf("%s fill %d of %d bytes, want at most three quarters", tc.name, size, capacity)
+			}
+			before := tr.Pending()
+			// An allowed request still gets its entry, after one alert
+			// counting the events kept off the journal.
+			if err := tr.Record(reportRead(1)); err != nil {
+				t.Fatalf("an allowed request after a flood of %s: %v", tc.name, err)
+			}
+			if n := tr.Pending() - before; n != 2 {
+				t.Fatalf("%d records written for the allowed request, want the alert and the event", n)
+			}
+			msgs := journalMessages(t, tr)
+			alert := msgs[len(msgs)-2]
+			if !strings.Contains(alert, `csd-code="110113"`) || !strings.Contains(alert, "requests without an authenticated caller (failed authentications, refused routes or methods) were counted") {
+				t.Errorf("no Security Alert counting the %s: %s", tc.name, alert)
+			}
+		})
+	}
+}
+
+func TestARecordNoCollectorTakesIsSetAsideAndShippingGoesOn(t *testing.T) {
+	// An older build journaled a 1.1 MB entry (a problem that quoted a
+	// request); rsyslog refuses it, and the shipper used to send it
+	// forever. Now it is set aside with an alert, a restart keeps every
+	// record around it, and everything else reaches the collector.
+	p := audittest.NewPKI(t)
+	c := audittest.StartCollector(t, p, "server")
+	spool := t.TempDir()
+	h := newHeader(testSource, "octflow")
+	at := time.Now()
+	msg := func(seq uint64, xml string) []byte { return frame(h.message(seq, at, false, []byte(xml))) }
+	before := []byte{}
+	before = append(before, msg(1, "<before/>")...)
+	before = append(before, msg(2, "<poison>"+strings.Repeat("A", 1100<<10)+"</poison>")...)
+	before = append(before, msg(3, "<after/>")...)
+	if err := os.WriteFile(filepath.Join(spool, segName(1)), before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
-	for i := range 200 { // far more than 16 KiB of them
-		if err := tr.Record(failedLogin()); err != nil {
-			t.Fatalf("failed authentication %d: %v", i, err)
+	tr := openTrail(t, p, c.Addr(), spool, nil)
+	if err := tr.Record(reportRead(4)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got []string
+		for _, l := range c.Lines() {
+			switch {
+			case l.Msg == "<before/>", l.Msg == "<after/>":
+				got = append(got, l.Msg)
+			case strings.Contains(l.Msg, "north/exam-4"):
+				got = append(got, "record 4")
+			case strings.Contains(l.Msg, "set aside"):
+				got = append(got, "alert")
+			case strings.Contains(l.Msg, "<poison>"):
+				t.Fatalf("the collector received the oversized record (%d bytes)", len(l.Msg))
+			}
 		}
+		if len(got) >= 4 {
+			slices.Sort(got)
+			if strings.Join(got, ",") != "<after/>,<before/>,alert,record 4" {
+				t.Fatalf("the collector holds %q", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the collector holds %q; want the records around the oversized one, the new record and an alert", got)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if size, capacity := tr.j.undelivered(); size > capacity/4*3+2<<10 {
-		t.Fatalf("failed authentications fill %d of %d bytes, want at most three quarters", size, capacity)
+	aside, _ := filepath.Glob(filepath.Join(spool, setAsideDir, "*"))
+	if len(aside) != 1 {
+		t.Fatalf("set-aside folder holds %q, want the oversized record", aside)
 	}
-	before := tr.Pending()
-	// An allowed request still gets its entry, after one alert counting
-	// the failed authentications kept off the journal.
-	if err := tr.Record(reportRead(1)); err != nil {
-		t.Fatalf("an allowed request after a flood of failed authentications: %v", err)
-	}
-	if n := tr.Pending() - before; n != 2 {
-		t.Fatalf("%d records written for the allowed request, want the alert and the event", n)
-	}
-	msgs := journalMessages(t, tr)
-	alert := msgs[len(msgs)-2]
-	if !strings.Contains(alert, `csd-code="110113"`) || !strings.Contains(alert, "failed authentications were counted") {
-		t.Errorf("no Security Alert counting the failed authentications: %s", alert)
+	if fi, _ := os.Stat(aside[0]); fi == nil || fi.Size() < 1100<<10 {
+		t.Fatalf("the set-aside record is not whole: %v", fi)
 	}
 }
