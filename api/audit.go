@@ -230,8 +230,12 @@ func (s *Server) auditEvent(c echo.Context, n *auditNote, status int) audit.Even
 	if who.Name == "" && n.who != nil {
 		who = *n.who
 	}
+	// A request no credential identified (no token, an unknown one, a
+	// route or method refused before authentication) shares the spool's
+	// bounded part for those: anyone can send them.
 	ev := audit.Event{ID: kind.id, Types: kind.types, Action: kind.action, Outcome: outcome(status),
-		User: audit.User{ID: who.Name, Role: string(who.Role), Address: remoteIP(c.Request())}}
+		User:            audit.User{ID: who.Name, Role: string(who.Role), Address: remoteIP(c.Request())},
+		Unauthenticated: who.Name == ""}
 	if status == http.StatusUnauthorized {
 		ev.ID, ev.Types, ev.Action = audit.UserAuthenticated, []audit.Code{audit.Login}, audit.Execute
 		ev.User.ID = "unauthenticated"

@@ -35,6 +35,10 @@ func examSearchAttributes(sub exam.Submission) temporal.SearchAttributes {
 
 // getReport serves GET /v1/exams/{examId}/report?format=pdf|json.
 func (s *Server) getReport(c echo.Context) error {
+	format := c.QueryParam("format")
+	if format != "" && format != "pdf" && format != "json" {
+		return problem(http.StatusBadRequest, "malformed-request", "format must be pdf or json")
+	}
 	f, err := s.findExam(c)
 	if err != nil {
 		return err
@@ -49,12 +53,8 @@ func (s *Server) getReport(c echo.Context) error {
 		return notYet
 	}
 	key, contentType := rec.Report.PDFKey, "application/pdf"
-	switch c.QueryParam("format") {
-	case "json":
+	if format == "json" {
 		key, contentType = rec.Report.JSONKey, "application/json"
-	case "pdf", "":
-	default:
-		return problem(http.StatusBadRequest, "malformed-request", "format must be pdf or json")
 	}
 	rc, size, err := s.cfg.Store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {

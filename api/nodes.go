@@ -96,7 +96,7 @@ func (s *Server) resetBreaker(c echo.Context) error {
 	if err := handle.Get(c.Request().Context(), &gen); err != nil {
 		var rejected *temporal.ApplicationError // the fleet knows no such node
 		if errors.As(err, &rejected) {
-			return problem(http.StatusNotFound, "not-found", "no node "+nodeID)
+			return problem(http.StatusNotFound, "not-found", "no such node")
 		}
 		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
 	}

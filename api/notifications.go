@@ -69,7 +69,7 @@ func (s *Server) notifications(c echo.Context) error {
 	}
 	if !campusAllowed(who, campus) {
 		// Not 403: nobody learns which campuses exist.
-		return problem(http.StatusNotFound, "not-found", "no campus "+campus)
+		return problem(http.StatusNotFound, "not-found", "no such campus")
 	}
 	var last int64
 	if h := c.Request().Header.Get("Last-Event-ID"); h != "" {

@@ -58,10 +58,23 @@ func openStream(t *testing.T, base, token, query, lastID string) (*stream, *http
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
+	// A stream's answer (its status and headers) comes at once or never:
+	// a gateway that opens a stream it should refuse, and then holds the
+	// headers back, fails here instead of hanging the package.
+	answered := make(chan struct{})
+	deadline := time.AfterFunc(10*time.Second, func() {
+		select {
+		case <-answered:
+		default:
+			cancel()
+		}
+	})
 	resp, err := http.DefaultClient.Do(req)
+	close(answered)
+	deadline.Stop()
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		t.Fatalf("GET /v1/notifications%s: no answer within 10 s: %v", query, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
@@ -310,4 +323,29 @@ func TestEventStreamsLetGoOfAClientThatStopsReading(t *testing.T) {
 		fake.publish("north", big)
 	}
 	eventually(t, "the stalled stream ends", func() bool { return srv.notify.streams() == 0 })
+}
+
+func TestAStreamOfAnotherCampusIsRefusedAsIfItDidNotExist(t *testing.T) {
+	fake := newFakeTemporal()
+	_, ts := streamServer(t, fake, 10*time.Millisecond, StreamLimits{})
+	fake.publish("south", "s1")
+	for _, tc := range []struct{ name, token, query string }{
+		{"a campus of another hospital", "clin-1", "?campus=south"},
+		{"a campus that does not exist", "clin-1", "?campus=nowhere"},
+		{"not a campus name", "clin-1", "?campus=NO%20SUCH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, resp := openStream(t, ts.URL, tc.token, tc.query, "")
+			if s != nil {
+				t.Fatalf("a clinician of north opened the event stream of %s", tc.query)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("%s: %d, want 404 (as a campus that does not exist)", tc.query, resp.StatusCode)
+			}
+			if strings.Contains(strings.ToLower(string(body)), "south") || strings.Contains(string(body), "nowhere") {
+				t.Errorf("the refusal names the campus asked for: %s", body)
+			}
+		})
+	}
 }

@@ -3,9 +3,12 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+
+	"octflow/audit"
 )
 
 // Problem is an RFC 9457 problem detail. Type is a stable URN a client can
@@ -28,9 +31,14 @@ func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 // causes apart (e.g. octdicom.ErrNotOCT).
 func (p *Problem) Unwrap() error { return p.cause }
 
+// maxDetail bounds a problem's detail. A detail names the fault, not the
+// bytes sent; the bound is the backstop for a cause's text that quotes
+// more of a request than it should.
+const maxDetail = 400
+
 // problem builds a Problem of a kind, e.g. problem(http.StatusConflict, "exam-conflict", "…").
 func problem(status int, kind, detail string) *Problem {
-	return &Problem{Type: "urn:octflow:problem:" + kind, Title: titles[kind], Status: status, Detail: detail}
+	return &Problem{Type: "urn:octflow:problem:" + kind, Title: titles[kind], Status: status, Detail: audit.Bound(detail, maxDetail)}
 }
 
 var titles = map[string]string{
@@ -79,14 +87,15 @@ func errorHandler(logger *zap.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-// problemInstance is the request a problem is about: its path, or, for
-// a path that names an exam, its route (the path would repeat an exam ID
-// that may be an identifier).
+// problemInstance is the request a problem is about: the route it
+// matched (e.g. /v1/exams/:examId), or none. Never the path as sent: it
+// would repeat an exam ID that may be an identifier, or whatever bytes a
+// client put there.
 func problemInstance(c echo.Context) string {
-	if c.Param("examId") != "" {
-		return c.Path()
+	if p := c.Path(); p != "" && !strings.Contains(p, "*") {
+		return p
 	}
-	return c.Request().URL.Path
+	return ""
 }
 
 func fromEchoError(he *echo.HTTPError) *Problem {

@@ -33,15 +33,13 @@ type ReviewResponse struct {
 // decision, then amendments only, within the window). Before the report
 // exists there is no review workflow, and the decision is refused.
 func (s *Server) postReview(c echo.Context) error {
-	f, err := s.findExam(c)
-	if err != nil {
-		return err
-	}
+	// The request is checked before the exam is looked up: bad input is
+	// refused without asking Temporal anything.
 	var body ReviewRequest
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return problem(http.StatusBadRequest, "malformed-request", "body must be JSON {decision, note}: "+err.Error())
+		return jsonProblem("the review (JSON {decision, note})", err)
 	}
 	decision, err := exam.ParseDecision(body.Decision)
 	if err != nil {
@@ -49,6 +47,10 @@ func (s *Server) postReview(c echo.Context) error {
 	}
 	if len(body.Note) > 4000 {
 		return problem(http.StatusBadRequest, "malformed-request", "note is longer than 4000 characters")
+	}
+	f, err := s.findExam(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	req := contract.ReviewRequest{Decision: decision, Note: body.Note, By: principal(c).Name}

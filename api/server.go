@@ -137,6 +137,8 @@ type Server struct {
 	notify *notifier
 	// spool bounds the bytes of uploads in flight.
 	spool *spoolQuota
+	// rates is each device's rate of exams, over both submitting routes.
+	rates *deviceRates
 }
 
 // New builds the gateway and its routes.
@@ -187,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
 		spool: &spoolQuota{max: cfg.SpoolMaxBytes},
+		rates: newDeviceRates(cfg.DeviceRate),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
@@ -211,9 +214,9 @@ func New(cfg Config) (*Server, error) {
 		s.codecRoutes(e)
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
-	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), deviceLimit(cfg.DeviceRate), s.spoolBudget)
+	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), deviceLimit(cfg.DeviceRate), s.spoolBudget)
+	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), s.rates.middleware, s.spoolBudget)
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
 	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))

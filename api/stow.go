@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -157,6 +158,9 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	if len(received) == 0 {
 		return problem(http.StatusBadRequest, "malformed-request", "no instance in the request")
 	}
+	// The device's rate counts exams: the request was admitted as one,
+	// and pays for the rest of its instances now.
+	s.rates.charge(deviceKey(who), len(received)-1, time.Now())
 	results := make([]stowResult, 0, len(received))
 	for _, up := range received {
 		res, err := s.storeInstance(c, who, prio, up)

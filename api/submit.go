@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -426,7 +427,7 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	req.Body = newPacedReader(body, http.NewResponseController(c.Response()), s.cfg.Uploads.Pace)
 	mr, err := req.MultipartReader()
 	if err != nil {
-		return up, problem(http.StatusBadRequest, "malformed-request", "multipart body: "+err.Error())
+		return up, problem(http.StatusBadRequest, "malformed-request", "multipart body without a boundary")
 	}
 	var metaSeen bool
 	for {
@@ -448,7 +449,7 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 				if p := readProblem(err, s.cfg.MaxScanBytes); !isMalformed(p) {
 					return up, p
 				}
-				return up, problem(http.StatusBadRequest, "malformed-request", "meta part is not valid JSON: "+err.Error())
+				return up, jsonProblem("the meta part", err)
 			}
 			metaSeen = true
 		case "scan":
@@ -459,7 +460,7 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 				return up, err
 			}
 		default:
-			return up, problem(http.StatusBadRequest, "malformed-request", fmt.Sprintf("unexpected part %q", part.FormName()))
+			return up, problem(http.StatusBadRequest, "malformed-request", "a part other than meta and scan")
 		}
 	}
 	if !metaSeen {
@@ -538,7 +539,7 @@ func validateMeta(m SubmitMeta) error {
 		return bad(err.Error())
 	}
 	if _, err := imaging.ParsePattern(m.ScanType); err != nil {
-		return bad(err.Error())
+		return bad("scanType: not a scan pattern octflow reads (see the API reference)")
 	}
 	if len(m.PatientRef) > 256 || len(m.CallbackURL) > 2048 {
 		return bad("patientRef or callbackUrl is too long")
@@ -556,7 +557,29 @@ func readProblem(err error, limit int64) error {
 	case errors.Is(err, errUploadTooSlow):
 		return problem(http.StatusRequestTimeout, "too-slow", err.Error())
 	}
-	return problem(http.StatusBadRequest, "malformed-request", "reading body: "+err.Error())
+	return problem(http.StatusBadRequest, "malformed-request", "the body is not well-formed multipart")
+}
+
+// jsonProblem is the 400 for a JSON body (what names it) that did not
+// decode: where and what went wrong, never the bytes sent (a field name
+// or value would be the client's text in the answer and the audit
+// trail).
+func jsonProblem(what string, err error) *Problem {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	detail := what + " is not valid JSON"
+	switch {
+	case errors.As(err, &syntax):
+		detail = fmt.Sprintf("%s is not valid JSON (at byte %d)", what, syntax.Offset)
+	case errors.As(err, &typ):
+		// Field is a path of the request type's own fields.
+		detail = fmt.Sprintf("%s: field %s must be a JSON %s", what, typ.Field, typ.Type.Kind())
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		detail = what + " has a field this API does not take"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		detail = what + " is empty or cut short"
+	}
+	return problem(http.StatusBadRequest, "malformed-request", detail)
 }
 
 func isMalformed(err error) bool {

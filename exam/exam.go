@@ -25,7 +25,7 @@ func ParsePriority(s string) (Priority, error) {
 	case "":
 		return Normal, nil
 	}
-	return "", fmt.Errorf("priority %q: want urgent, normal or low", s)
+	return "", errors.New("priority: want urgent, normal or low")
 }
 
 // Up is the next more urgent bucket: low → normal → urgent → urgent.
@@ -56,7 +56,7 @@ func ParseEye(s string) (Eye, error) {
 	case RightEye, LeftEye, "":
 		return e, nil
 	}
-	return "", fmt.Errorf("eye %q: want OD or OS", s)
+	return "", errors.New("eye: want OD or OS")
 }
 
 var examIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

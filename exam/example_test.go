@@ -35,7 +35,7 @@ func ExampleParsePriority() {
 	// Output:
 	// "urgent" → "urgent" <nil>
 	// "" → "normal" <nil>
-	// "asap" → "" priority "asap": want urgent, normal or low
+	// "asap" → "" priority: want urgent, normal or low
 }
 
 // Aging moves a stage that waited too long one bucket up; urgent has
@@ -121,5 +121,5 @@ func ExampleReviewStatus_After() {
 	// Output:
 	// approve → approved
 	// amend → amended
-	// decision "sign": want approve, amend or reject
+	// decision: want approve, amend or reject
 }

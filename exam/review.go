@@ -1,7 +1,7 @@
 package exam
 
 import (
-	"fmt"
+	"errors"
 	"time"
 )
 
@@ -22,7 +22,7 @@ func ParseDecision(s string) (Decision, error) {
 	case Approve, Amend, Reject:
 		return d, nil
 	}
-	return "", fmt.Errorf("decision %q: want approve, amend or reject", s)
+	return "", errors.New("decision: want approve, amend or reject")
 }
 
 // ReviewStatus is where the clinician's review of an exam stands.
