@@ -1,0 +1,121 @@
+package api
+
+import (
+	"bytes"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"octflow/audit"
+	"octflow/audit/audittest"
+)
+
+// The review's attack on the trail, through the gateway to a real
+// rsyslog: a device's STOW-RS request whose part header is a 1.1 MiB line
+// without a colon. It is refused, its entry is bounded and reaches the
+// collector, and the trail goes on for every other request, across a
+// restart of the api, with nothing cut from the journal.
+func TestOnePoisonedRequestCannotSilenceTheTrail(t *testing.T) {
+	p := audittest.NewPKI(t)
+	c := audittest.StartCollector(t, p, "server")
+	spool := t.TempDir()
+	open := func() *audit.Trail {
+		tr, err := audit.Open(audit.Config{Collector: c.Addr(), CAFile: p.Path("ca.pem"), CertFile: p.Path("client.pem"), KeyFile: p.Path("client.key"),
+			SpoolDir: spool, Settle: 300 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond},
+			audit.Source{ID: "api@test", Host: "test-host", PID: 4242}, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("clin"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(tr *audit.Trail, method, path, token, contentType string, body []byte) int {
+		srv := newServer(t, Config{Tokens: tokens, AuditTrail: tr, SpoolDir: t.TempDir()})
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	waitFor := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := 0
+			for _, l := range c.Lines() {
+				if strings.Contains(l.Msg, what) {
+					got++
+				}
+			}
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the collector holds %d entries with %q after 30 s, want %d", got, what, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	tr := open()
+	if code := do(tr, "POST", "/dicom-web/studies", "dev", `multipart/related; type="application/dicom"; boundary=B`, poisoned()); code != http.StatusBadRequest {
+		t.Fatalf("the poisoned request: %d, want 400", code)
+	}
+	if code := do(tr, "GET", "/v1/exams/E1/report?format=tiff", "clin", "", nil); code != http.StatusBadRequest {
+		t.Fatalf("a clinician's request after it: %d", code)
+	}
+	waitFor("POST /dicom-web/studies", 1)
+	waitFor("GET /v1/exams/:examId/report", 1)
+	for _, l := range c.Lines() {
+		if len(l.Msg) > audit.MaxMessage || strings.Contains(l.Msg, marker) {
+			t.Errorf("an entry of %d bytes that repeats the request: %.200s", len(l.Msg), l.Msg)
+		}
+	}
+	// A restart: the journal is reopened whole, and shipping goes on.
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sizes := segmentSizes(t, spool)
+	tr = open()
+	defer tr.Close()
+	if after := segmentSizes(t, spool); !maps.Equal(sizes, after) {
+		t.Fatalf("reopening the journal changed its segments from %v to %v", sizes, after)
+	}
+	if code := do(tr, "GET", "/v1/exams/E1/report?format=tiff", "clin", "", nil); code != http.StatusBadRequest {
+		t.Fatalf("a clinician's request after the restart: %d", code)
+	}
+	waitFor("GET /v1/exams/:examId/report", 2)
+	if aside, _ := filepath.Glob(filepath.Join(spool, "set-aside", "*")); len(aside) != 0 {
+		t.Errorf("bounded entries were set aside: %v", aside)
+	}
+}
+
+func segmentSizes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*.audit"))
+	out := map[string]int64{}
+	for _, n := range names {
+		fi, err := os.Stat(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(n)] = fi.Size()
+	}
+	return out
+}
