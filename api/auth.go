@@ -111,6 +111,22 @@ func NewTokens(entries []TokenEntry) (*Tokens, error) {
 	return t, nil
 }
 
+// uploadCampuses are the campuses whose devices or routers may upload,
+// sorted: the spool keeps each of them its share.
+func (t *Tokens) uploadCampuses() []string {
+	var out []string
+	if t == nil {
+		return nil
+	}
+	for _, p := range t.byHash {
+		if (p.Role == RoleDevice || p.Role == RoleRouter) && !slices.Contains(out, p.Campus) {
+			out = append(out, p.Campus)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // LoadTokens reads a JSON array of TokenEntry from path.
 func LoadTokens(path string) (*Tokens, error) {
 	b, err := os.ReadFile(path)

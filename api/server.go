@@ -172,6 +172,7 @@ func New(cfg Config) (*Server, error) {
 	u.Pace.Idle = cmp.Or(u.Pace.Idle, 30*time.Second)
 	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
 	u.Pace.MinRate = cmp.Or(u.Pace.MinRate, 16<<10)
+	u.Pace.Longest = cmp.Or(u.Pace.Longest, 30*time.Minute)
 	if cfg.AuditTrail == nil {
 		cfg.AuditTrail = audit.NewLogSink(zapcore.Lock(os.Stderr), audit.Source{ID: "api"})
 	}
@@ -188,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 			Name: "octflow_exam_arrivals_total",
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
-		spool: &spoolQuota{max: cfg.SpoolMaxBytes},
+		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)

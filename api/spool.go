@@ -92,6 +92,10 @@ type UploadPace struct {
 	// has passed (default 16 KiB/s after 10 s).
 	MinRate int64
 	Grace   time.Duration
+	// Longest is the most an upload may take in all (default 30 min: a
+	// largest scan at 300 KB/s), however it is paced: no client holds a
+	// connection and its share of the spool for hours.
+	Longest time.Duration
 }
 
 var errUploadTooSlow = errors.New("the upload arrives too slowly")
@@ -121,7 +125,11 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	if errors.As(err, &timeout) && timeout.Timeout() {
 		return n, fmt.Errorf("%w: nothing for %s", errUploadTooSlow, p.pace.Idle)
 	}
-	if el := time.Since(p.start); el > p.pace.Grace && float64(p.n) < float64(p.pace.MinRate)*el.Seconds() {
+	el := time.Since(p.start)
+	if p.pace.Longest > 0 && el > p.pace.Longest {
+		return n, fmt.Errorf("%w: not done after %s", errUploadTooSlow, p.pace.Longest)
+	}
+	if el > p.pace.Grace && float64(p.n) < float64(p.pace.MinRate)*el.Seconds() {
 		return n, fmt.Errorf("%w: %d bytes in %s, under %d bytes a second", errUploadTooSlow, p.n, el.Round(time.Second), p.pace.MinRate)
 	}
 	return n, err
@@ -147,30 +155,51 @@ const spoolRetryAfter = 30 * time.Second
 var errSpoolFull = errors.New("the upload spool is full")
 
 // spoolQuota bounds the bytes all uploads in flight together may put in
-// the spool directory.
+// the spool directory, and what each campus may hold of them: its share,
+// max/campuses, or one largest upload where that is more. A campus's
+// burst, or its trickling uploads, fill its own share and never take the
+// room another campus is owed. (Bytes spooled cannot be taken back, so
+// a share lent to a busy campus could not be returned when its owner
+// comes: shares are not lent.)
 type spoolQuota struct {
-	max int64
+	max   int64
+	share int64 // what one campus may hold
 
-	mu   sync.Mutex
-	used int64
+	mu     sync.Mutex
+	used   int64
+	byUser map[string]int64 // bytes held per campus
 }
 
-// take charges n bytes, or reports that they do not fit.
-func (q *spoolQuota) take(n int64) bool {
+// newSpoolQuota shares total between campuses; upload is what the
+// largest upload holds.
+func newSpoolQuota(total int64, campuses int, upload int64) *spoolQuota {
+	share := total
+	if campuses > 1 {
+		share = min(total, max(total/int64(campuses), upload))
+	}
+	return &spoolQuota{max: total, share: share, byUser: map[string]int64{}}
+}
+
+// take charges n bytes to campus, or reports that they do not fit.
+func (q *spoolQuota) take(campus string, n int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if n > q.max-q.used {
+	if n > q.max-q.used || n > q.share-q.byUser[campus] {
 		return false
 	}
 	q.used += n
+	q.byUser[campus] += n
 	return true
 }
 
-// give returns n bytes taken before.
-func (q *spoolQuota) give(n int64) {
+// give returns n bytes campus took before.
+func (q *spoolQuota) give(campus string, n int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.used -= n
+	if q.byUser[campus] -= n; q.byUser[campus] <= 0 {
+		delete(q.byUser, campus)
+	}
 }
 
 // inUse is what the uploads in flight are charged.
@@ -180,12 +209,14 @@ func (q *spoolQuota) inUse() int64 {
 	return q.used
 }
 
-// spoolBudget admits an upload (middleware of POST /v1/exams) only while
-// the spool has room for it, or answers 503 with Retry-After. An upload
-// that says its length is charged for it before a byte is read; one
-// sent in chunks is charged as it arrives and refused once it does not
-// fit. Whatever way the request ends, its charge is given back when the
-// handler has returned, after its spool files are removed.
+// spoolBudget admits an upload (middleware of POST /v1/exams and
+// STOW-RS) only while the spool has room for it in its campus's share
+// (see spoolQuota), or answers 503 with Retry-After. An upload is
+// charged for the bytes it has sent, as they arrive, not for the length
+// it declares: a trickle that declares 512 MiB holds what it sent, and
+// an upload is refused once its next bytes do not fit. Whatever way the
+// request ends, its charge is given back when the handler has returned,
+// after its spool files are removed.
 //
 // An upload's body is paced (see UploadPace) and its answer is small,
 // so the server's write timeout, which counts from the request's start,
@@ -193,18 +224,12 @@ func (q *spoolQuota) inUse() int64 {
 func (s *Server) spoolBudget(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		body := &budgetedBody{r: req.Body, quota: s.spool}
+		body := &budgetedBody{r: req.Body, quota: s.spool, campus: principal(c).Campus}
 		defer body.release()
-		if n := req.ContentLength; n > 0 {
-			// Over the request's limit the body is cut (413): no more is
-			// charged (nor multiplied, which could overflow).
-			charge := SpoolBytesFor(s.cfg.MaxScanBytes)
-			if n < charge/spoolCharge {
-				charge = n * spoolCharge
-			}
-			if !body.charge(charge) {
-				return s.spoolFull(c)
-			}
+		// Nothing is charged before a byte arrives, but an upload is not
+		// begun without room for its first bytes.
+		if !body.charge(spoolCharge * min(max(req.ContentLength, 1), 64<<10)) {
+			return s.spoolFull(c)
 		}
 		req.Body = body
 		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Time{})
@@ -234,13 +259,14 @@ func (s *Server) spoolFull(c echo.Context) error {
 type budgetedBody struct {
 	r       io.ReadCloser
 	quota   *spoolQuota
+	campus  string
 	charged int64 // what this request holds of the quota
 	read    int64
 	refused bool
 }
 
 func (b *budgetedBody) charge(n int64) bool {
-	if !b.quota.take(n) {
+	if !b.quota.take(b.campus, n) {
 		b.refused = true
 		return false
 	}
@@ -263,6 +289,6 @@ func (b *budgetedBody) Close() error { return b.r.Close() }
 
 // release gives the request's charge back.
 func (b *budgetedBody) release() {
-	b.quota.give(b.charged)
+	b.quota.give(b.campus, b.charged)
 	b.charged = 0
 }

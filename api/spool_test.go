@@ -69,30 +69,32 @@ func sendUpload(t *testing.T, ctx context.Context, base, token, contentType stri
 type onlyChunks struct{ io.Reader }
 
 // While the spool is full an upload is answered 503 with Retry-After:
-// one that says its length before a byte is read, one sent in chunks
-// once it does not fit; the space comes back when uploads end.
+// one with no room for its first bytes before a byte is read, one whose
+// bytes stop fitting once they do; an upload holds what it has sent, not
+// what it declares, and the space comes back when uploads end.
 func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
 	srv, ts, _ := spoolServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// An upload of 1 MiB that has sent nothing yet holds 2 MiB of the
-	// spool's 2 MiB and a bit.
+	// An upload that has sent a megabyte and then waits holds twice
+	// that of the spool's 2 MiB and a bit.
 	held, holdBody := io.Pipe()
 	heldDone := make(chan int)
 	go func() {
 		code, _, _ := sendUpload(t, ctx, ts.URL, "dev-1", "multipart/form-data; boundary=x", held, 1<<20)
 		heldDone <- code
 	}()
-	eventually(t, "the held upload is charged", func() bool { return srv.spool.inUse() == 2<<20 })
+	holdBody.Write(preamble(1_000_000))
+	eventually(t, "the held upload is charged what it sent", func() bool { return srv.spool.inUse() >= 2_000_000 })
 
 	// Refused before its body is read: this body never comes.
 	never, _ := io.Pipe()
 	if code, kind, h := sendUpload(t, ctx, ts.URL, "dev-2", "multipart/form-data; boundary=x", never, 1<<20); code != http.StatusServiceUnavailable || kind != "unavailable" || h.Get("Retry-After") != "30" {
-		t.Errorf("an upload with a length over the room left: %d %s, Retry-After %q; want 503 unavailable, 30", code, kind, h.Get("Retry-After"))
+		t.Errorf("an upload with no room for its first bytes: %d %s, Retry-After %q; want 503 unavailable, 30", code, kind, h.Get("Retry-After"))
 	}
 	ct, big := uploadForm(strings.Repeat("x", 1000))
-	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, onlyChunks{bytes.NewReader(big)}, -1); code != http.StatusServiceUnavailable || kind != "unavailable" {
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, onlyChunks{bytes.NewReader(append(preamble(200_000), big...))}, -1); code != http.StatusServiceUnavailable || kind != "unavailable" {
 		t.Errorf("a chunked upload over the room left: %d %s, want 503 unavailable", code, kind)
 	}
 	ct2, small := uploadForm("not a dicom file")
@@ -178,4 +180,104 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 func formType(body []byte) string {
 	line, _, _ := bytes.Cut(body, []byte("\r\n"))
 	return "multipart/form-data; boundary=" + strings.TrimPrefix(string(line), "--")
+}
+
+// preamble is n bytes and more of short lines, which a multipart reader
+// reads and skips before the first boundary.
+func preamble(n int) []byte {
+	line := strings.Repeat("p", 62) + "\r\n"
+	return []byte(strings.Repeat(line, n/len(line)+1))
+}
+
+// One campus's burst fills what the other campuses leave of the spool,
+// never the share each is owed.
+func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("north-1"), Principal: Principal{Name: "n1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("north-2"), Principal: Principal{Name: "n2", Role: RoleDevice, DeviceID: "oct-2", Campus: "north"}},
+		{SHA256: HashToken("south-1"), Principal: Principal{Name: "s1", Role: RoleDevice, DeviceID: "oct-1", Campus: "south"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two campuses, a share each of one largest upload.
+	srv := newServer(t, Config{Tokens: tokens, MaxScanBytes: 1024, SpoolDir: t.TempDir(), SpoolMaxBytes: 2 * SpoolBytesFor(1024)})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// North trickles an upload that holds 2.08 MB of the 4.2 MB spool,
+	// all but 19 KB of its half.
+	held, holdBody := io.Pipe()
+	heldDone := make(chan int)
+	go func() {
+		code, _, _ := sendUpload(t, ctx, ts.URL, "north-1", "multipart/form-data; boundary=x", held, 1<<20)
+		heldDone <- code
+	}()
+	if _, err := holdBody.Write(preamble(1_040_000)); err != nil {
+		t.Fatalf("north's first upload was cut off within the spool's room: %v", err)
+	}
+	eventually(t, "north's upload holds what it sent", func() bool { return srv.spool.inUse() >= 2_080_000 })
+
+	// What is left is south's: north's next upload of 40 KB waits.
+	ct, small := uploadForm("not a dicom file")
+	next := append(preamble(20_000), small...)
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "north-2", ct, bytes.NewReader(next), int64(len(next))); code != http.StatusServiceUnavailable || kind != "unavailable" {
+		t.Errorf("north's second upload while north holds more than its share: %d %s, want 503", code, kind)
+	}
+	// South's uploads are taken: its share is free.
+	for i := range 2 {
+		body := append(preamble(150_000), small...)
+		if code, kind, _ := sendUpload(t, ctx, ts.URL, "south-1", ct, bytes.NewReader(body), int64(len(body))); code != http.StatusUnprocessableEntity {
+			t.Errorf("south's upload %d while north holds the spool: %d %s, want it taken (422: not DICOM)", i, code, kind)
+		}
+	}
+	holdBody.CloseWithError(io.ErrUnexpectedEOF)
+	<-heldDone
+	eventually(t, "north's ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	if code, kind, _ := sendUpload(t, ctx, ts.URL, "north-2", ct, bytes.NewReader(small), int64(len(small))); code != http.StatusUnprocessableEntity {
+		t.Errorf("north's upload once its first ended: %d %s, want 422", code, kind)
+	}
+}
+
+func TestAnUploadHasACeilingOnItsTotalTime(t *testing.T) {
+	srv := newServer(t, Config{Tokens: streamTokensForUploads(t), MaxScanBytes: 1 << 20, SpoolDir: t.TempDir(),
+		Uploads: UploadLimits{Pace: UploadPace{Idle: time.Second, MinRate: 1, Grace: time.Hour, Longest: 300 * time.Millisecond}}})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	r, w := io.Pipe()
+	done := make(chan int)
+	go func() {
+		code, _, _ := sendUpload(t, context.Background(), ts.URL, "dev-1", "multipart/form-data; boundary=x", r, 1<<20)
+		done <- code
+	}()
+	// Well paced (a line every 50 ms, within Idle and over MinRate), but
+	// never done.
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			if code != http.StatusRequestTimeout {
+				t.Fatalf("an upload past its ceiling: %d, want 408", code)
+			}
+			return
+		case <-deadline:
+			w.Close()
+			t.Fatal("an upload that never ends is still read after 10 s with a ceiling of 300 ms")
+		case <-time.After(50 * time.Millisecond):
+			w.Write(preamble(64))
+		}
+	}
+}
+
+func streamTokensForUploads(t *testing.T) *Tokens {
+	t.Helper()
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev-1"), Principal: Principal{Name: "d1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
 }
