@@ -40,6 +40,9 @@ type Principal struct {
 	Campus string `json:"campus,omitempty"`
 	// Campuses are the further campuses a clinician may read and review.
 	Campuses []string `json:"campuses,omitempty"`
+	// Urgent says a device or router may send urgent exams; another's
+	// urgent is taken as normal (see allowedPriority).
+	Urgent bool `json:"urgent,omitempty"`
 }
 
 // CanSee reports whether the principal may see campus's exams.

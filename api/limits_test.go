@@ -2,14 +2,24 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"go.temporal.io/sdk/client"
+
+	"octflow/contract"
+	"octflow/exam"
+	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // padded is a multipart body (boundary B) whose preamble, which a
@@ -156,4 +166,100 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 func retryAfterSeconds(rec *httptest.ResponseRecorder) int {
 	n, _ := strconv.Atoi(rec.Header().Get("Retry-After"))
 	return n
+}
+
+func TestUrgentIsTakenOnlyFromDevicesAllowedToSendIt(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("plain"), Principal: Principal{Name: "p", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("er"), Principal: Principal{Name: "er", Role: RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
+		{SHA256: HashToken("router"), Principal: Principal{Name: "r", Role: RoleRouter, DeviceID: "orthanc", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir()})
+	for _, tc := range []struct {
+		name, token, route, priority string
+		warned                       bool
+	}{
+		{"a device that may not", "plain", "/v1/exams", "urgent", true},
+		{"a device that may not, by STOW-RS", "plain", "/dicom-web/studies", "urgent", true},
+		{"a router that may not", "router", "/dicom-web/studies", "urgent", true},
+		{"a device that may", "er", "/v1/exams", "urgent", false},
+		{"a device that may, by STOW-RS", "er", "/dicom-web/studies", "urgent", false},
+		{"normal from a device that may not", "plain", "/v1/exams", "normal", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var req *http.Request
+			if tc.route == "/v1/exams" {
+				ct, body := form("meta", `{"examId":"E1","priority":"`+tc.priority+`"}`, "scan", "not DICOM")
+				req = httptest.NewRequest(http.MethodPost, tc.route, bytes.NewReader(body))
+				req.Header.Set("Content-Type", ct)
+			} else {
+				req = httptest.NewRequest(http.MethodPost, tc.route, bytes.NewReader(stowParts(1)))
+				req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=B`)
+				req.Header.Set(PriorityHeader, tc.priority)
+			}
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			if rec.Code >= 500 || rec.Code == http.StatusBadRequest {
+				t.Fatalf("%d: %s", rec.Code, rec.Body)
+			}
+			if got := warned(rec.Header()); got != tc.warned {
+				t.Errorf("%s %s: warned %v (%q), want %v: urgent is taken only from a device allowed to send it",
+					tc.priority, tc.route, got, rec.Header().Get(WarningHeader), tc.warned)
+			}
+		})
+	}
+}
+
+// startRecorder is a Temporal that knows no exam and notes the exam
+// workflow a start asks for, then fails the start.
+type startRecorder struct {
+	conflictTemporal
+	mu     sync.Mutex
+	inputs []contract.ExamInput
+}
+
+func (s *startRecorder) ExecuteWorkflow(_ context.Context, _ client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in, ok := args[0].(contract.ExamInput); ok {
+		s.inputs = append(s.inputs, in)
+	}
+	return nil, errors.New("recorded, not started")
+}
+
+func TestAnUrgentExamFromADeviceThatMayNotSendItStartsAsNormal(t *testing.T) {
+	var scan bytes.Buffer
+	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 64, Cols: 16})
+	if err := octdicom.WriteDICOM(&scan, p.Volume, octdicom.Header{SOPInstanceUID: "1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("plain"), Principal: Principal{Name: "p", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("er"), Principal: Principal{Name: "er", Role: RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token string
+		want  exam.Priority
+	}{{"plain", exam.Normal}, {"er", exam.Urgent}} {
+		temporal := &startRecorder{}
+		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20,
+			Temporal: temporal, Store: &conflictStore{objects: map[string][]byte{}}})
+		contentType, body := Multipart(SubmitMeta{ExamID: "E-" + tc.token, Priority: "urgent"}, scan.Bytes())
+		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		srv.ServeHTTP(httptest.NewRecorder(), req)
+		temporal.mu.Lock()
+		if len(temporal.inputs) != 1 || temporal.inputs[0].Submission.Priority != tc.want {
+			t.Errorf("%s sent urgent: the exam was started as %+v, want %s", tc.token, temporal.inputs, tc.want)
+		}
+		temporal.mu.Unlock()
+	}
 }

@@ -107,6 +107,7 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	if err != nil {
 		return problem(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
 	}
+	prio = allowedPriority(c, prio)
 	mediaType, params, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
 	if err != nil || mediaType != "multipart/related" || params["boundary"] == "" ||
 		!strings.EqualFold(strings.Trim(params["type"], `"`), "application/dicom") {

@@ -472,6 +472,8 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	if err := validateMeta(up.meta); err != nil {
 		return up, err
 	}
+	prio, _ := exam.ParsePriority(up.meta.Priority)
+	up.meta.Priority = string(allowedPriority(c, prio))
 	if up.meta.CallbackURL != "" {
 		if s.cfg.Callbacks == nil {
 			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", "this gateway accepts no callback URLs")

@@ -283,7 +283,7 @@ CLINICIAN=dev-clinician-$(rnd 16)
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 cat >"$RUN/deploy/secrets/tokens.json" <<EOF
 [
-  {"sha256": "$(sha "$DEVICE")", "name": "compose-test device", "role": "device", "deviceId": "compose-oct-1", "campus": "demo-campus"},
+  {"sha256": "$(sha "$DEVICE")", "name": "compose-test device", "role": "device", "deviceId": "compose-oct-1", "campus": "demo-campus", "urgent": true},
   {"sha256": "$(sha "$CLINICIAN")", "name": "compose-test clinician", "role": "clinician", "campus": "demo-campus"}
 ]
 EOF
