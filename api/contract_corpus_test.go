@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ import (
 	"octflow/api/apitest"
 	"octflow/audit"
 	"octflow/codec"
+	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -43,7 +45,12 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no recorded exam in %s (%v)", corpus, err)
 	}
-	tc := &corpusTemporal{runs: map[string][]*historypb.HistoryEvent{}}
+	sender, err := dc.ToPayload("oct-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &corpusTemporal{runs: map[string][]*historypb.HistoryEvent{},
+		memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{contract.MemoDeviceID: sender}}}
 	var latest []string // the run of each file
 	for _, f := range files {
 		events := readHistory(t, f)
@@ -53,6 +60,8 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 	}
 	tokens, err := api.NewTokens([]api.TokenEntry{
 		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
+		{SHA256: api.HashToken("sender"), Principal: api.Principal{Name: "s", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: api.HashToken("other"), Principal: api.Principal{Name: "o", Role: api.RoleDevice, DeviceID: "oct-2", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +106,31 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 						t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 					}
 				}
+				// The device that sent the exam sees where it stands, not
+				// what it found; another device of the campus, nothing.
+				for _, d := range []struct {
+					token  string
+					status int
+				}{{"sender", http.StatusOK}, {"other", http.StatusNotFound}} {
+					req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/exams/E-1", nil)
+					req.Header.Set("Authorization", "Bearer "+d.token)
+					resp, err := client.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var st map[string]any
+					_ = json.NewDecoder(resp.Body).Decode(&st)
+					resp.Body.Close()
+					if resp.StatusCode != d.status {
+						t.Errorf("device %s reads the exam: %d, want %d", d.token, resp.StatusCode, d.status)
+					}
+					if _, ok := st["report"]; ok {
+						t.Errorf("device %s sees the report's clinical summary: %v", d.token, st["report"])
+					}
+					if _, ok := st["review"]; ok {
+						t.Errorf("device %s sees the review: %v", d.token, st["review"])
+					}
+				}
 			})
 		}
 	}
@@ -122,6 +156,8 @@ func readHistory(t *testing.T, path string) []*historypb.HistoryEvent {
 type corpusTemporal struct {
 	client.Client
 	runs map[string][]*historypb.HistoryEvent // by run ID
+	// memo is every exam's start memo: sent by device oct-1.
+	memo *commonpb.Memo
 
 	mu     sync.Mutex
 	latest string
@@ -152,7 +188,7 @@ func (c *corpusTemporal) DescribeWorkflowExecution(_ context.Context, id, _ stri
 		status = enumspb.WORKFLOW_EXECUTION_STATUS_FAILED
 	}
 	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
-		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: c.latest}, Status: status}}, nil
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: c.latest}, Status: status, Memo: c.memo}}, nil
 }
 
 func (c *corpusTemporal) GetWorkflowHistory(_ context.Context, id, runID string, _ bool, _ enumspb.HistoryEventFilterType) client.HistoryEventIterator {

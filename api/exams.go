@@ -74,12 +74,30 @@ func (s *Server) getExam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	who := principal(c)
+	uploader := who.Role == RoleDevice || who.Role == RoleRouter
+	if uploader && !s.sentBy(f, who) {
+		// Like a missing exam: a device learns nothing of another's.
+		auditRefusal(c, "not this device's exam", nil)
+		return problem(http.StatusNotFound, "not-found", "no such exam")
+	}
 	st, err := s.status(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
+	if uploader {
+		// A device sees where its exam stands, not what it found: the
+		// report's summary and the review are the clinicians'.
+		st.Report, st.Review = nil, ""
+	}
 	s.audit(c, "read-status", f.ref, http.StatusOK)
 	return c.JSON(http.StatusOK, st)
+}
+
+// sentBy says whether the exam was sent by who: its device, or the
+// device or router that submitted it.
+func (s *Server) sentBy(f *examFound, who Principal) bool {
+	return s.memoString(f.desc, memoDeviceID) == who.DeviceID || s.memoString(f.desc, memoSubmitter) == who.Name
 }
 
 func isNotFound(err error) bool {
