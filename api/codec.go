@@ -32,12 +32,15 @@ const (
 	// codecSessionTTL is how long a browser stays signed in.
 	codecSessionTTL = 8 * time.Hour
 	// codecSessionsMax bounds the sessions held; past it the one
-	// expiring first is dropped.
-	codecSessionsMax = 10_000
+	// expiring first is dropped. codecSessionsEach bounds one
+	// principal's; past it their own expiring first is dropped.
+	codecSessionsMax  = 10_000
+	codecSessionsEach = 8
 	// A client (an IPv4 address, an IPv6 /64) may fail to sign in
 	// loginFailureBurst times at once, then once every loginFailureEvery
 	// (429 with Retry-After in between). loginClientsMax bounds the
-	// clients tracked; past it new clients share one allowance.
+	// clients tracked; past it the client closest to a full allowance is
+	// forgotten.
 	loginFailureBurst = 10
 	loginFailureEvery = 6 * time.Second
 	loginClientsMax   = 10_000
@@ -92,7 +95,7 @@ func (s *Server) codecRoutes(e *echo.Echo) {
 		return
 	}
 	ce := &codecEndpoint{s: s, sealer: sealer, sameOrigin: http.NewCrossOriginProtection(),
-		sessions: newCodecSessions(codecSessionTTL, codecSessionsMax),
+		sessions: newCodecSessions(codecSessionTTL, codecSessionsMax, codecSessionsEach),
 		failures: newLoginFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
 	for _, o := range s.cfg.CodecOrigins {
 		if err := ce.sameOrigin.AddTrustedOrigin(o); err != nil {

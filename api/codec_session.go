@@ -22,6 +22,10 @@ import (
 type codecSessions struct {
 	ttl time.Duration
 	max int
+	// perPrincipal bounds one principal's sessions: past it their own
+	// session ending first goes, so that nobody can sign others out by
+	// signing in many times.
+	perPrincipal int
 
 	mu     sync.Mutex
 	byHash map[[32]byte]codecSession
@@ -32,12 +36,17 @@ type codecSession struct {
 	expires time.Time
 }
 
-func newCodecSessions(ttl time.Duration, max int) *codecSessions {
-	return &codecSessions{ttl: ttl, max: max, byHash: map[[32]byte]codecSession{}}
+func newCodecSessions(ttl time.Duration, max, perPrincipal int) *codecSessions {
+	return &codecSessions{ttl: ttl, max: max, perPrincipal: perPrincipal, byHash: map[[32]byte]codecSession{}}
 }
 
-// start begins a session for who and returns its ID. With max sessions
-// held, expired ones are dropped, then the one expiring first.
+// sessionOwner names a principal among sessions.
+func sessionOwner(p Principal) string { return string(p.Role) + "/" + p.Campus + "/" + p.Name }
+
+// start begins a session for who and returns its ID. With perPrincipal
+// sessions of who held, who's own session expiring first is dropped;
+// with max sessions held, expired ones are dropped, then the one
+// expiring first.
 func (s *codecSessions) start(who Principal, now time.Time) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -46,6 +55,20 @@ func (s *codecSessions) start(who Principal, now time.Time) (string, error) {
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	owner, mine := sessionOwner(who), 0
+	var first [32]byte
+	var firstEnd time.Time
+	for h, sess := range s.byHash {
+		if sessionOwner(sess.who) != owner {
+			continue
+		}
+		if mine++; firstEnd.IsZero() || sess.expires.Before(firstEnd) {
+			first, firstEnd = h, sess.expires
+		}
+	}
+	if mine >= s.perPrincipal {
+		delete(s.byHash, first)
+	}
 	if len(s.byHash) >= s.max {
 		var first [32]byte
 		var firstEnd time.Time
@@ -92,7 +115,9 @@ func (s *codecSessions) end(id string) {
 // a client can set): an IPv4 address, or an IPv6 /64. Behind a reverse
 // proxy every client is the proxy, and shares one allowance. At most
 // max clients are tracked; past that, clients with a full allowance are
-// forgotten, and if that is not enough new clients share one allowance.
+// forgotten, and if that is not enough the client closest to a full
+// allowance is: a new client always gets an allowance of its own, never
+// one shared with the clients that filled the table.
 type loginFailures struct {
 	burst int
 	every time.Duration
@@ -134,10 +159,14 @@ func (f *loginFailures) limiter(client netip.Prefix, now time.Time) *rate.Limite
 			}
 		}
 		if len(f.clients) >= f.max {
-			client = netip.Prefix{}
-			if l, ok := f.clients[client]; ok {
-				return l
+			var fullest netip.Prefix
+			most := -1.0
+			for c, l := range f.clients {
+				if t := l.TokensAt(now); t > most {
+					fullest, most = c, t
+				}
 			}
+			delete(f.clients, fullest)
 		}
 	}
 	l := rate.NewLimiter(rate.Every(f.every), f.burst)

@@ -345,7 +345,7 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 
 func TestCodecSessionsEndAndAreBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
-	s := newCodecSessions(time.Hour, 2)
+	s := newCodecSessions(time.Hour, 2, 8)
 	who := Principal{Name: "cn", Role: RoleClinician, Campus: "north"}
 	a, _ := s.start(who, t0)
 	if p, ok := s.lookup(a, t0.Add(59*time.Minute)); !ok || p.Name != "cn" {
@@ -462,16 +462,50 @@ func TestLoginFailuresRefillAndAreBounded(t *testing.T) {
 	if clientOf(r3) != a {
 		t.Errorf("a mapped IPv4 address: %v", clientOf(r3))
 	}
-	// Bounded: many clients that failed share one allowance past max.
+	// Bounded: past max clients the one closest to a full allowance is
+	// forgotten; a new client never shares another's allowance.
+	// Client i spends its allowance at second i.
 	for i := range 100 {
 		c := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 32)
-		f.fail(c, t0)
+		at := t0.Add(time.Duration(i) * time.Second)
+		f.fail(c, at)
+		f.fail(c, at)
 	}
-	if len(f.clients) > 4 {
-		t.Errorf("%d clients tracked, want at most max+1", len(f.clients))
+	if len(f.clients) > 3 {
+		t.Errorf("%d clients tracked, want at most max", len(f.clients))
 	}
-	if w := f.wait(netip.MustParsePrefix("10.9.9.9/32"), t0); w == 0 {
-		t.Error("past the bound, new clients got a fresh allowance")
+	end := t0.Add(100 * time.Second)
+	newcomer := netip.MustParsePrefix("192.0.2.77/32")
+	if w := f.wait(newcomer, end); w != 0 {
+		t.Errorf("past the bound, a client that never failed must wait %v: it shares an allowance spent by others", w)
+	}
+	if w := f.wait(netip.MustParsePrefix("10.0.0.99/32"), end); w == 0 {
+		t.Error("the client that failed last was forgotten before one with a fuller allowance")
+	}
+}
+
+func TestOnePrincipalCannotSignOthersOut(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	s := newCodecSessions(time.Hour, 10, 3)
+	other := Principal{Name: "dr-kim", Role: RoleClinician, Campus: "north"}
+	kept, _ := s.start(other, t0)
+	flood := Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}
+	var last []string
+	for i := range 50 {
+		id, _ := s.start(flood, t0.Add(time.Duration(i)*time.Second))
+		last = append(last, id)
+	}
+	now := t0.Add(time.Minute)
+	if _, ok := s.lookup(kept, now); !ok {
+		t.Fatal("another clinician's session was dropped by one clinician's sign-ins")
+	}
+	if n := len(s.byHash); n != 4 {
+		t.Errorf("%d sessions held, want the other's and the flood's last 3", n)
+	}
+	for _, id := range last[len(last)-3:] {
+		if _, ok := s.lookup(id, now); !ok {
+			t.Error("one of the flooding principal's newest sessions was dropped instead of its oldest")
+		}
 	}
 }
 
