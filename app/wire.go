@@ -156,7 +156,7 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 func AuditTrail(a config.Audit, src audit.Source, log *zap.Logger) (audit.Sink, io.Closer, error) {
 	if a.Collector != "" {
 		src.Site = a.Site
-		t, err := audit.Open(audit.Config{Collector: a.Collector, CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile,
+		t, err := audit.Open(audit.Config{Collector: a.Collector, Protocol: a.Protocol, CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile,
 			ServerName: a.ServerName, SpoolDir: a.SpoolDir, SpoolBytes: a.SpoolBytes, AppName: a.AppName, Site: a.Site},
 			src, log.Named("audit"))
 		if err != nil {

@@ -51,7 +51,7 @@ func bounded(ev Event) (_ Event, dropped int) {
 		dropped = len(ev.Objects) - maxObjects
 		ev.Objects = ev.Objects[:maxObjects]
 	}
-	ev.User = User{ID: cut(ev.User.ID, maxName), Role: cut(ev.User.Role, maxName), Address: cut(ev.User.Address, maxName)}
+	ev.User = User{ID: Bound(ev.User.ID, maxName), Role: Bound(ev.User.Role, maxName), Address: Bound(ev.User.Address, maxName)}
 	objects := make([]Object, len(ev.Objects))
 	for i, o := range ev.Objects {
 		details := o.Details
@@ -60,9 +60,9 @@ func bounded(ev Event) (_ Event, dropped int) {
 		}
 		o.Details = make([]Detail, len(details))
 		for k, d := range details {
-			o.Details[k] = Detail{Type: cut(d.Type, maxDetailType), Value: cut(d.Value, maxObjectText)}
+			o.Details[k] = Detail{Type: Bound(d.Type, maxDetailType), Value: Bound(d.Value, maxObjectText)}
 		}
-		o.ID, o.Name, o.IDType = cut(o.ID, maxObjectText), cut(o.Name, maxObjectText), boundedCode(o.IDType)
+		o.ID, o.Name, o.IDType = Bound(o.ID, maxObjectText), Bound(o.Name, maxObjectText), boundedCode(o.IDType)
 		objects[i] = o
 	}
 	ev.Objects = objects
@@ -71,13 +71,15 @@ func bounded(ev Event) (_ Event, dropped int) {
 }
 
 func boundedCode(c Code) Code {
-	return Code{Code: cut(c.Code, maxName), System: cut(c.System, maxName), Meaning: cut(c.Meaning, maxName)}
+	return Code{Code: Bound(c.Code, maxName), System: Bound(c.System, maxName), Meaning: Bound(c.Meaning, maxName)}
 }
 
-// cut returns s if it is at most n bytes, else its longest valid UTF-8
-// prefix that leaves room for "…" within n bytes, and "…". Invalid UTF-8
-// is replaced first, so a cut never splits a rune.
-func cut(s string, n int) string {
+// Bound returns s if it is valid UTF-8 of at most n bytes, else its
+// longest valid UTF-8 prefix that leaves room for "…" within n bytes,
+// and "…". Invalid UTF-8 is replaced first, so a cut never splits a
+// rune. Text a client sent is bounded with it before it is answered or
+// audited.
+func Bound(s string, n int) string {
 	if len(s) <= n && utf8.ValidString(s) {
 		return s
 	}
@@ -100,8 +102,8 @@ func cut(s string, n int) string {
 // entry dropped to stay under its bounds (none: the description alone).
 func withOmitted(desc string, dropped int) string {
 	if dropped == 0 {
-		return cut(desc, MaxDescription)
+		return Bound(desc, MaxDescription)
 	}
 	note := "; " + strconv.Itoa(dropped) + " participant objects omitted (audit entry bound)"
-	return cut(desc, MaxDescription-len(note)) + note
+	return Bound(desc, MaxDescription-len(note)) + note
 }

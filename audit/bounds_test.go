@@ -101,9 +101,9 @@ func TestCutKeepsRunesWhole(t *testing.T) {
 		{"日本語の文", 9, "日本…"},            // 3-byte runes
 		{"ab\xffcd", 10, "ab\uFFFDcd"}, // invalid bytes replaced, not copied
 	} {
-		got := cut(tc.in, tc.n)
+		got := Bound(tc.in, tc.n)
 		if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
-			t.Errorf("cut(%q, %d) = %q (%d bytes), want %q", tc.in, tc.n, got, len(got), tc.want)
+			t.Errorf("Bound(%q, %d) = %q (%d bytes), want %q", tc.in, tc.n, got, len(got), tc.want)
 		}
 	}
 }

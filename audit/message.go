@@ -77,7 +77,7 @@ func Marshal(src Source, ev Event) ([]byte, error) {
 		ev.Time = time.Now()
 	}
 	ev, dropped := bounded(ev)
-	src = Source{ID: cut(src.ID, maxName), Site: cut(src.Site, maxObjectText), Host: cut(src.Host, 255), PID: src.PID}
+	src = Source{ID: Bound(src.ID, maxName), Site: Bound(src.Site, maxObjectText), Host: Bound(src.Host, 255), PID: src.PID}
 	b, err := marshal(src, ev)
 	if err != nil || len(b) <= maxXML {
 		return b, err

@@ -24,6 +24,10 @@ import (
 //     collector (the IHE ATNA audit record repository), over TLS. Empty:
 //     no trail is shipped; dev runs write JSON lines instead (see
 //     NewLogSink).
+//   - Protocol (OCTFLOW_AUDIT_PROTOCOL): "relp" (default), RELP over
+//     TLS, where the collector answers for each message it took (rsyslog's
+//     imrelp); or "syslog-tls", RFC 5425, for a collector without RELP,
+//     where delivery is judged from TCP (see shipper).
 //   - CAFile (OCTFLOW_AUDIT_CA): PEM CA certificates the collector's
 //     certificate must chain to (default: the system's roots).
 //   - CertFile, KeyFile (OCTFLOW_AUDIT_CERT, OCTFLOW_AUDIT_KEY): this
@@ -41,6 +45,7 @@ import (
 //     hospital's name (optional).
 type Config struct {
 	Collector         string
+	Protocol          string
 	CAFile            string
 	CertFile, KeyFile string
 	ServerName        string
@@ -57,6 +62,12 @@ type Config struct {
 	// SegmentBytes is the size of a journal segment (default 8 MiB).
 	SegmentBytes int64
 }
+
+// The protocols a trail ships by (Config.Protocol).
+const (
+	ProtocolRELP      = "relp"
+	ProtocolSyslogTLS = "syslog-tls"
+)
 
 // alertReserve is room past the cap kept for the trail's own alerts.
 const alertReserve = 64 << 10
@@ -85,6 +96,14 @@ type Trail struct {
 func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 	if cfg.Collector == "" || cfg.SpoolDir == "" {
 		return nil, errors.New("audit: a collector and a spool dir are needed")
+	}
+	var relp bool
+	switch cfg.Protocol {
+	case "", ProtocolRELP:
+		relp = true
+	case ProtocolSyslogTLS:
+	default:
+		return nil, fmt.Errorf("audit: protocol %q: want %s or %s", cfg.Protocol, ProtocolRELP, ProtocolSyslogTLS)
 	}
 	host, _, err := net.SplitHostPort(cfg.Collector)
 	if err != nil {
@@ -124,7 +143,7 @@ func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Trail{src: src, header: newHeader(src, cmp.Or(cfg.AppName, "octflow")), j: j, log: log,
 		cancel: cancel, stopped: make(chan struct{}),
-		ship: &shipper{j: j, addr: cfg.Collector, tls: tc, log: log, settle: cmp.Or(cfg.Settle, 2*time.Second),
+		ship: &shipper{j: j, relp: relp, addr: cfg.Collector, tls: tc, log: log, settle: cmp.Or(cfg.Settle, 2*time.Second),
 			minBackoff: cmp.Or(cfg.MinBackoff, 200*time.Millisecond), maxBackoff: cmp.Or(cfg.MaxBackoff, 30*time.Second)}}
 	// What could not be shipped is kept aside, and the trail says so.
 	j.onSetAside = t.setAsideAlert

@@ -27,12 +27,22 @@ func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 			map[string]string{"OCTFLOW_AUDIT_COLLECTOR": "audit.example:6514", "OCTFLOW_AUDIT_SPOOL": "/var/spool/octflow",
 				"OCTFLOW_AUDIT_SPOOL_MIB": "16", "OCTFLOW_AUDIT_CA": "/etc/octflow/audit-ca.pem", "OCTFLOW_AUDIT_SITE": "North Eye Hospital"}, "",
 			func(t *testing.T, g *Gateway) {
-				want := Audit{Collector: "audit.example:6514", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
+				want := Audit{Collector: "audit.example:6514", Protocol: "relp", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
 					CAFile: "/etc/octflow/audit-ca.pem", AppName: "octflow", Site: "North Eye Hospital"}
 				if g.Audit != want {
 					t.Errorf("audit config %+v, want %+v", g.Audit, want)
 				}
 			}},
+		{"the collector answers by RELP unless told otherwise",
+			map[string]string{"OCTFLOW_AUDIT_COLLECTOR": "audit.example:6514", "OCTFLOW_AUDIT_SPOOL": "/var/spool/octflow",
+				"OCTFLOW_AUDIT_PROTOCOL": "syslog-tls"}, "",
+			func(t *testing.T, g *Gateway) {
+				if g.Audit.Protocol != "syslog-tls" {
+					t.Errorf("protocol %q", g.Audit.Protocol)
+				}
+			}},
+		{"an unknown audit protocol is refused",
+			map[string]string{"OCTFLOW_AUDIT_PROTOCOL": "udp"}, "OCTFLOW_AUDIT_PROTOCOL", nil},
 		{"the validation budget is in MiB",
 			map[string]string{"OCTFLOW_VALIDATION_MIB": "1536"}, "",
 			func(t *testing.T, g *Gateway) {

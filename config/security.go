@@ -188,7 +188,10 @@ type Uploads struct {
 // through a local journal, or else as JSON lines to LogFile ("":
 // stderr). app opens it (app.AuditTrail).
 type Audit struct {
-	Collector         string
+	Collector string
+	// Protocol is relp (the collector answers for each message) or
+	// syslog-tls (RFC 5425, for a collector without RELP).
+	Protocol          string
 	CAFile            string
 	CertFile, KeyFile string
 	ServerName        string
@@ -228,7 +231,8 @@ func BindGateway(s *Set, def Uploads) *Gateway {
 	a := &g.Audit
 	var spoolMiB int
 	s.String(&a.LogFile, "audit-log", "OCTFLOW_AUDIT_LOG", "", "without a collector: file the audit trail is appended to as JSON lines (default: stderr)")
-	s.String(&a.Collector, "audit-collector", "OCTFLOW_AUDIT_COLLECTOR", "", "host:port of the syslog collector (IHE ATNA audit record repository) the audit trail goes to over TLS (RFC 5425)")
+	s.String(&a.Collector, "audit-collector", "OCTFLOW_AUDIT_COLLECTOR", "", "host:port of the syslog collector (IHE ATNA audit record repository) the audit trail goes to over TLS")
+	s.String(&a.Protocol, "audit-protocol", "OCTFLOW_AUDIT_PROTOCOL", "relp", "how the audit trail reaches the collector: relp (RELP over TLS: the collector answers for each message) or syslog-tls (RFC 5425, for a collector without RELP)")
 	s.String(&a.CAFile, "audit-ca", "OCTFLOW_AUDIT_CA", "", "PEM CA certificates the collector's certificate must chain to (default: the system's)")
 	s.String(&a.CertFile, "audit-cert", "OCTFLOW_AUDIT_CERT", "", "client certificate (PEM) for the collector")
 	s.String(&a.KeyFile, "audit-key", "OCTFLOW_AUDIT_KEY", "", "client certificate's key (PEM)")
@@ -256,6 +260,8 @@ func BindGateway(s *Set, def Uploads) *Gateway {
 			return errors.New("OCTFLOW_AUDIT_LOG and OCTFLOW_AUDIT_COLLECTOR: set one")
 		case spoolMiB < 1:
 			return errors.New("OCTFLOW_AUDIT_SPOOL_MIB must be positive")
+		case a.Protocol != "relp" && a.Protocol != "syslog-tls":
+			return errors.New("OCTFLOW_AUDIT_PROTOCOL: want relp or syslog-tls")
 		}
 		return nil
 	})

@@ -28,8 +28,12 @@
 #                        checks, plus the names in OCTFLOW_API_HOSTS).
 #   audit.pem, audit-key.pem
 #                        the audit collector's certificate (name audit),
-#                        where the api sends its audit trail over TLS,
-#                        presenting temporal-client.pem as its client.
+#                        where the api sends its audit trail by RELP over
+#                        TLS.
+#   audit-client.pem, audit-client-key.pem
+#                        the api's own audit certificate (name
+#                        octflow-api-audit), the only one the collector
+#                        takes: no other service can write the trail.
 #
 # A GPU node on another host gets its own client certificate from
 # deploy/make-node.sh, which signs it with ca-key.pem.
@@ -93,3 +97,4 @@ leaf temporal-ui temporal-ui "" clientAuth 1000
 leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
 leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 10001
 leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 10001
+leaf audit-client octflow-api-audit DNS:octflow-api-audit clientAuth 10001

@@ -1,6 +1,6 @@
 // Package audittest runs a real audit record repository for tests:
-// Debian's rsyslogd with its TLS driver (RFC 5425), with certificates the
-// test makes.
+// Debian's rsyslogd taking RELP over TLS (imrelp) or syslog over TLS (RFC
+// 5425), with certificates the test makes.
 package audittest
 
 import (
@@ -34,7 +34,8 @@ type PKI struct {
 func (p PKI) Path(name string) string { return filepath.Join(p.dir, name) }
 
 // NewPKI makes two CAs, "ca" and "wrong-ca"; a collector certificate for
-// 127.0.0.1 and clients "client" (from ca) and "stranger" (from wrong-ca).
+// 127.0.0.1 and clients "client" and "other-service" (from ca) and
+// "stranger" (from wrong-ca).
 func NewPKI(t *testing.T) PKI {
 	t.Helper()
 	p := PKI{dir: t.TempDir()}
@@ -42,6 +43,9 @@ func NewPKI(t *testing.T) PKI {
 	wrong, wrongKey := p.ca(t, "wrong-ca")
 	p.leaf(t, "server", ca, caKey, true)
 	p.leaf(t, "client", ca, caKey, false)
+	// Another service's certificate from the same CA (a GPU node's): a
+	// RELP collector takes only "client".
+	p.leaf(t, "other-service", ca, caKey, false)
 	p.leaf(t, "stranger", wrong, wrongKey, false)
 	// A collector certificate the right name, from the wrong CA.
 	p.leaf(t, "impostor", wrong, wrongKey, true)
@@ -94,9 +98,12 @@ func (p PKI) write(t *testing.T, name, typ string, der []byte) {
 	}
 }
 
-// Collector is Debian's rsyslogd as an audit record repository: imtcp
-// with the gtls driver (RFC 5425), asking for a client certificate from
-// the test CA, writing each message's parsed fields to a file.
+// Collector is Debian's rsyslogd as an audit record repository, writing
+// each message's parsed fields to a file: by RELP over TLS (imrelp),
+// taking only the peer named "client", with its main queue on disk and
+// synced, so that what it answered for survives its death; or by syslog
+// over TLS (imtcp with the gtls driver, RFC 5425), taking any client
+// certificate of the test CA.
 type Collector struct {
 	t    *testing.T
 	dir  string
@@ -104,26 +111,65 @@ type Collector struct {
 	cmd  *exec.Cmd
 }
 
-// StartCollector starts rsyslogd serving certName's certificate; it
-// skips the test when rsyslogd is not installed, unless CI is set.
+// StartCollector starts rsyslogd serving RELP over TLS with certName's
+// certificate; it skips the test when rsyslogd or its RELP and TLS
+// modules are not installed, unless CI is set.
 func StartCollector(t *testing.T, p PKI, certName string) *Collector {
+	t.Helper()
+	need(t, "/usr/lib/*/rsyslog/imrelp.so", "rsyslog's RELP input (Debian package rsyslog-relp)")
+	return start(t, func(c *Collector, port string) string {
+		return fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k")
+main_queue(queue.type="Disk" queue.filename="main" queue.syncQueueFiles="on" queue.checkpointInterval="1")
+module(load="imrelp")
+input(type="imrelp" port=%[5]q address="127.0.0.1" maxDataSize="64k"
+  tls="on" tls.caCert=%[2]q tls.myCert=%[3]q tls.myPrivKey=%[4]q
+  tls.authMode="name" tls.permittedPeer=["client"])
+%[6]s`, c.dir, p.Path("ca.pem"), p.Path(certName+".pem"), p.Path(certName+".key"), port, c.output())
+	})
+}
+
+// StartSyslogTLSCollector starts rsyslogd serving syslog over TLS (RFC
+// 5425) with certName's certificate.
+func StartSyslogTLSCollector(t *testing.T, p PKI, certName string) *Collector {
+	t.Helper()
+	return start(t, func(c *Collector, port string) string {
+		return fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k"
+  defaultNetstreamDriver="gtls"
+  defaultNetstreamDriverCAFile=%[2]q
+  defaultNetstreamDriverCertFile=%[3]q
+  defaultNetstreamDriverKeyFile=%[4]q)
+module(load="imtcp" streamDriver.name="gtls" streamDriver.mode="1" streamDriver.authMode="x509/certvalid")
+input(type="imtcp" port=%[5]q address="127.0.0.1")
+%[6]s`, c.dir, p.Path("ca.pem"), p.Path(certName+".pem"), p.Path(certName+".key"), port, c.output())
+	})
+}
+
+// need fails (CI) or skips the test unless a file matching glob exists.
+func need(t *testing.T, glob, what string) {
+	t.Helper()
+	if m, _ := filepath.Glob(glob); len(m) > 0 {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is missing", what)
+	}
+	t.Skipf("%s is not installed", what)
+}
+
+// start runs rsyslogd with the configuration conf makes for its port.
+func start(t *testing.T, conf func(c *Collector, port string) string) *Collector {
 	t.Helper()
 	bin, err := exec.LookPath("rsyslogd")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/rsyslogd"); serr == nil {
 			bin = "/usr/sbin/rsyslogd"
 		} else if os.Getenv("CI") != "" {
-			t.Fatal("rsyslogd is missing (Debian packages rsyslog rsyslog-gnutls)")
+			t.Fatal("rsyslogd is missing (Debian packages rsyslog rsyslog-gnutls rsyslog-relp)")
 		} else {
-			t.Skip("rsyslogd not installed (Debian packages rsyslog rsyslog-gnutls)")
+			t.Skip("rsyslogd not installed (Debian packages rsyslog rsyslog-gnutls rsyslog-relp)")
 		}
 	}
-	if gtls, _ := filepath.Glob("/usr/lib/*/rsyslog/lmnsd_gtls.so"); len(gtls) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("rsyslog's TLS driver is missing (Debian package rsyslog-gnutls)")
-		}
-		t.Skip("rsyslog's TLS driver not installed (Debian package rsyslog-gnutls)")
-	}
+	need(t, "/usr/lib/*/rsyslog/lmnsd_gtls.so", "rsyslog's TLS driver (Debian package rsyslog-gnutls)")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,25 +178,22 @@ func StartCollector(t *testing.T, p PKI, certName string) *Collector {
 	l.Close()
 	_, port, _ := net.SplitHostPort(addr)
 	c := &Collector{t: t, dir: t.TempDir(), addr: addr}
-	// The template puts what rsyslog parsed out of each RFC 5424 message
-	// on one line, tab-separated.
-	conf := fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k"
-  defaultNetstreamDriver="gtls"
-  defaultNetstreamDriverCAFile=%[2]q
-  defaultNetstreamDriverCertFile=%[3]q
-  defaultNetstreamDriverKeyFile=%[4]q)
-module(load="imtcp" streamDriver.name="gtls" streamDriver.mode="1" streamDriver.authMode="x509/certvalid")
-input(type="imtcp" port=%[5]q address="127.0.0.1")
-template(name="fields" type="string" string="%%pri%%\t%%app-name%%\t%%msgid%%\t%%procid%%\t%%structured-data%%\t%%msg%%\n")
-action(type="omfile" file=%[6]q template="fields")
-`, c.dir, p.Path("ca.pem"), p.Path(certName+".pem"), p.Path(certName+".key"), port, c.received())
-	if err := os.WriteFile(filepath.Join(c.dir, "rsyslog.conf"), []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, "rsyslog.conf"), []byte(conf(c, port)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.cmd = exec.Command(bin, "-n", "-f", filepath.Join(c.dir, "rsyslog.conf"), "-i", filepath.Join(c.dir, "rsyslog.pid"))
 	c.Start()
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// output is the configuration's template and action: what rsyslog
+// parsed out of each RFC 5424 message on one line, tab-separated, in a
+// file.
+func (c *Collector) output() string {
+	return fmt.Sprintf(`template(name="fields" type="string" string="%%pri%%\t%%app-name%%\t%%msgid%%\t%%procid%%\t%%structured-data%%\t%%msg%%\n")
+action(type="omfile" file=%q template="fields")
+`, c.received())
 }
 
 func (c *Collector) received() string { return filepath.Join(c.dir, "received.log") }
@@ -181,6 +224,16 @@ func (c *Collector) Start() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Kill ends rsyslogd at once (SIGKILL), as a crash or a power cut
+// would, and waits for it.
+func (c *Collector) Kill() {
+	if c.cmd.Process == nil || c.cmd.ProcessState != nil {
+		return
+	}
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
 }
 
 // Stop ends rsyslogd as an operator would (SIGTERM) and waits for it.

@@ -219,12 +219,26 @@ func TestNoServiceReadsAnEnvFileOrASecretFromItsEnvironment(t *testing.T) {
 	if v := p.Services["s3"].Environment["VGW_CERT"]; v == nil || !strings.HasPrefix(*v, "/run/secrets/") {
 		t.Error("S3 serves without TLS")
 	}
-	if v := p.Services["api"].Environment["OCTFLOW_AUDIT_COLLECTOR"]; v == nil || *v != "audit:6514" {
+	if v := p.Services["api"].Environment["OCTFLOW_AUDIT_COLLECTOR"]; v == nil || *v != "audit:2514" {
 		t.Errorf("the api's audit trail does not go to the stack's collector: %v", v)
 	}
-	if conf := read(t, filepath.Join(repoRoot, "deploy/audit/rsyslog.conf")); !strings.Contains(conf, `StreamDriver.Mode="1"`) ||
-		!strings.Contains(conf, `StreamDriver.AuthMode="x509/certvalid"`) {
-		t.Error("the audit collector takes syslog without TLS or without a client certificate")
+	if v := p.Services["api"].Environment["OCTFLOW_AUDIT_CERT"]; v == nil || *v != "/run/secrets/audit-client.pem" {
+		t.Errorf("the api presents a certificate other services hold to the audit collector: %v", v)
+	}
+	if v := p.Services["api"].Environment["OCTFLOW_AUDIT_PROTOCOL"]; v != nil && *v != "relp" {
+		t.Errorf("the api's audit trail goes without the collector's answers: OCTFLOW_AUDIT_PROTOCOL=%s", *v)
+	}
+	// RELP over TLS, only from the api's own audit certificate, answered
+	// once the message is on disk.
+	conf := read(t, filepath.Join(repoRoot, "deploy/audit/rsyslog.conf"))
+	for _, want := range []string{`module(load="imrelp")`, `tls="on"`, `tls.authMode="name"`, `tls.permittedPeer=["octflow-api-audit"]`,
+		`queue.type="Disk"`, `queue.syncQueueFiles="on"`} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("the audit collector's configuration lacks %s", want)
+		}
+	}
+	if certs := read(t, filepath.Join(repoRoot, "deploy/make-certs.sh")); !strings.Contains(certs, "leaf audit-client octflow-api-audit ") {
+		t.Error("deploy/make-certs.sh makes no audit certificate of the api's own, named as the collector permits")
 	}
 	if conf := read(t, filepath.Join(repoRoot, "deploy/tls-proxy/s3-proxy.conf")); !strings.Contains(conf, "requireCert = yes") ||
 		!strings.Contains(conf, "verifyChain = yes") {
