@@ -71,7 +71,7 @@ FUZZ_INTAKE ?= $(FUZZTIME)
 ## produced, and the gateway's whole intake of an upload (multipart,
 ## metadata, DICOM, de-identification), FUZZTIME each (default 2m)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZ_DICOM) ./imaging
+	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZ_DICOM) ./octdicom
 	$(GO) test -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $(FUZZ_STAGES) ./imaging
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZ_INTAKE) ./api
 

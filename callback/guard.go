@@ -128,9 +128,14 @@ var notPublic = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64
 	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
 	netip.MustParsePrefix("2001::/32"),       // Teredo
+	netip.MustParsePrefix("2001:2::/48"),     // benchmarking
+	netip.MustParsePrefix("2001:10::/28"),    // deprecated ORCHID
 	netip.MustParsePrefix("2001:db8::/32"),   // documentation
 	netip.MustParsePrefix("2002::/16"),       // 6to4
+	netip.MustParsePrefix("3fff::/20"),       // documentation (RFC 9637)
+	netip.MustParsePrefix("5f00::/16"),       // SRv6 segment identifiers
 	netip.MustParsePrefix("100::/64"),        // discard
+	netip.MustParsePrefix("100:0:0:1::/64"),  // dummy prefix (RFC 9780)
 }
 
 // CheckIP refuses internal addresses that are not allow-listed: what a

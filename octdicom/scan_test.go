@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/big"
 	"runtime"
 	"strings"
 	"testing"
@@ -124,6 +125,15 @@ func FuzzReadDICOM(f *testing.F) {
 	f.Add(good[:300])
 	f.Add([]byte("DICM"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// What the pre-scan lets through the parser allocates: a volume
+		// over the limit must be refused by the pre-scan, before the
+		// parser can take the process down (the corpus holds such files).
+		if d, err := PreScan(bytes.NewReader(data), int64(len(data))); err == nil {
+			if n := exactProduct(uint64(d.Frames), uint64(d.Rows), uint64(d.Cols)); n.Cmp(big.NewInt(maxSamples)) > 0 {
+				t.Fatalf("the pre-scan accepted a declared volume of %d×%d×%d, %s samples, over the limit of %d: the parser would allocate it",
+					d.Frames, d.Rows, d.Cols, n, maxSamples)
+			}
+		}
 		got, _, err := ReadDICOM(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			if !errors.Is(err, imaging.ErrInvalidVolume) {

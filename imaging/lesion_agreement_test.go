@@ -1,0 +1,104 @@
+package imaging
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// lesionLine is one B-scan of a small phantom with fluid and drusen
+// (7 B-scans of 248 × 256 over the 6 × 6 mm field), in the 8-bit power export
+// with additive noise of σ (share of the range) drawn from noise: a
+// line scan, which the analysis judges like a cube in a fraction of the
+// time.
+func lesionLine(t *testing.T, seed uint64, frame int, sigma float64, noise uint64) *Volume {
+	t.Helper()
+	levels, ok := lesionPhantoms[seed]
+	if !ok {
+		p := NewPhantom(PhantomOptions{Seed: seed, Frames: 7, Rows: 248, Cols: 256, Fluid: true, Drusen: true})
+		levels, _ = ExportPow8.Levels(p.Volume)
+		lesionPhantoms[seed] = levels
+	}
+	line := NewVolume(1, levels.Rows, levels.Cols, levels.Spacing)
+	copy(line.Data, levels.Frame(frame))
+	line.Pattern = Line
+	return degrade(line, 255, additive(sigma), noise)
+}
+
+// lesionPhantoms are the phantoms' levels by seed, made once (the
+// subtests that use them run one after another).
+var lesionPhantoms = map[uint64]*Volume{}
+
+// TestLesionsAreReportedOnlyWhereTwoDenoisingsAgree pins the lesion
+// agreement check in the unit pass (the full-size accuracy run, which
+// -short skips, catches it too, minutes later): the fluid and drusen
+// found must agree (Dice) between the scan as denoised and denoised
+// again more strongly, 0.8 or more for both kinds, and every lesion
+// found either way must be found again over half its voxels; else the
+// lesions are withheld, with the reason. The lines sit on either side of
+// the 0.8, each fixture checked to sit where it should before the
+// verdict is.
+func TestLesionsAreReportedOnlyWhereTwoDenoisingsAgree(t *testing.T) {
+	const need = 0.8 // the test's own copy of the calibrated agreement
+	for _, c := range []struct {
+		seed       uint64
+		frame      int
+		sigma      float64
+		noise      uint64
+		lo, hi     float64 // where the fixture's lesser Dice lies
+		unmatched  bool    // a lesion is not found again
+		wantReason string  // "": the lesions are reported
+	}{
+		{8, 4, 0.06, 10, 0.75, need, false, "the drusen found changes"}, // drusen 0.786
+		{8, 4, 0.06, 3, need, 0.85, false, ""},                          // drusen 0.815
+		{5, 2, 0.04, 2, 0, 0.5, true, "the fluid found changes"},        // fluid 0.00
+		{4, 3, 0.06, 4, need, 0.9, true, "are not found again"},         // fluid 0.864; one lesion comes and goes
+	} {
+		name := fmt.Sprintf("phantom %d B-scan %d σ %.2f noise %d", c.seed, c.frame, c.sigma, c.noise)
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w, _ := Normalize(lesionLine(t, c.seed, c.frame, c.sigma, c.noise))
+			den, err := Denoise(ctx, w, DenoiseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := SegmentLayers(ctx, den)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Analyze(ctx, den, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The fixture: what the check sees.
+			alt, err := Denoise(ctx, den, DenoiseOptions{Strength: altStrength})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := SegmentLayers(ctx, alt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fluid, drusen, unmatched, flat, err := lesionAgreement(ctx, den, alt, l, again, a.Quality.Mask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := min(fluid, drusen)
+			if worst < c.lo || worst >= c.hi || (unmatched > 0) != c.unmatched || flat != 0 {
+				t.Fatalf("test fixture drifted (the stages changed): Dice fluid %.3f, drusen %.3f, %d unmatched, %d flat; want the lesser in [%.2f, %.2f), unmatched %v: choose another line",
+					fluid, drusen, unmatched, flat, c.lo, c.hi, c.unmatched)
+			}
+			got := a.LesionsWithheld()
+			switch {
+			case c.wantReason == "" && got != "":
+				t.Errorf("lesions withheld although both denoisings agree (Dice fluid %.3f, drusen %.3f, %.1f needed; every lesion found again): %q", fluid, drusen, need, got)
+			case c.wantReason != "" && got == "":
+				t.Errorf("lesions reported although the two denoisings disagree (Dice fluid %.3f, drusen %.3f, %.1f needed; %d lesions not found again): noise, not the eye, decides what is found",
+					fluid, drusen, need, unmatched)
+			case c.wantReason != "" && !strings.Contains(got, c.wantReason):
+				t.Errorf("lesions withheld for %q, want the disagreement (%q) named", got, c.wantReason)
+			}
+		})
+	}
+}
