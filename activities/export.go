@@ -42,9 +42,10 @@ type PACSTarget struct {
 // that opens the identities kept sealed at intake, and the HTTP client.
 type Exporter struct {
 	Targets map[string]PACSTarget
-	// Sealer is the payload codec, whose keys open what the gateway
-	// sealed (octdicom.OpenIdentity).
-	Sealer *codec.Codec
+	// Identities holds the identity keys, which open what the gateway
+	// sealed (octdicom.OpenIdentity): keys of their own, not the payload
+	// codec's, which GPU nodes hold.
+	Identities *codec.Codec
 	// HTTP is the client the export uses (default: see client).
 	HTTP *http.Client
 	once sync.Once
@@ -77,8 +78,8 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	if !ok || target.URL == "" {
 		return out, refused("campus " + ref.Campus + " has no PACS configured")
 	}
-	if x.Sealer == nil {
-		return out, refused("this worker has no payload codec to open the exam's sealed identity")
+	if x.Identities == nil {
+		return out, refused("this worker has no identity keys (OCTFLOW_IDENTITY_KEYS_FILE) to open the exam's sealed identity")
 	}
 	sealed, err := a.get(ctx, exam.IdentityKey(ref, in.Exam.ScanDigest))
 	if errors.Is(err, storage.ErrNotFound) {
@@ -94,7 +95,7 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	if err != nil {
 		return out, err
 	}
-	objs, err := octdicom.ResultsFromSealed(x.Sealer, ref, sealed, &rep, pdf, octdicom.BuildSoftware())
+	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, octdicom.BuildSoftware())
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
 	}

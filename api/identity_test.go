@@ -17,14 +17,23 @@ import (
 // campus, under the exam's own prefix and the upload's digest: the
 // stored object holds no identifier in clear and opens only for that
 // campus and exam. A resend of a scan whose exam has it stores nothing
-// more; a scan that names no study keeps nothing; without the payload
-// codec's keys nothing is kept.
+// more; a scan that names no study keeps nothing; without the identity
+// keys nothing is kept. The payload codec's keys, which every GPU node
+// holds, do not open it.
 func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	keys, err := codec.NewKeys("2026-12")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealer, err := codec.New(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeKeys, err := codec.NewKeys("2026-12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads, err := codec.New(nodeKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +66,7 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 
 	t.Run("sealed with the exam", func(t *testing.T) {
 		store := &conflictStore{objects: map[string][]byte{}}
-		srv := newServer(t, Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: sealer})
+		srv := newServer(t, Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: sealer})
 		up := upload(t, srv, named)
 		if err := srv.keepIdentity(ctx, ref, up); err != nil {
 			t.Fatal(err)
@@ -86,6 +95,11 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 		if _, err := octdicom.OpenIdentity(sealer, pseudonyms.ExamRef("south", "E-1"), sealed); !errors.Is(err, octdicom.ErrWrongCampus) {
 			t.Errorf("opened for another campus: %v", err)
 		}
+		// A GPU node's bundle holds the payload keys (same key ID, as a
+		// site's first keys usually are): the identity stays closed.
+		if got, err := octdicom.OpenIdentity(payloads, ref, sealed); err == nil {
+			t.Errorf("the payload codec's keys, a GPU node's, opened the identity: %+v", got.Exam)
+		}
 		// A resend: the identity is there, nothing more is stored.
 		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || len(store.puts) != 1 {
 			t.Errorf("a resend stored %v (%v)", store.puts, err)
@@ -103,15 +117,12 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 		scan  []byte
 	}{
 		{"a scan that names no study", sealer, unnamed},
-		{"a gateway without the codec's keys", nil, named},
+		{"a gateway without the identity keys", nil, named},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			store := &conflictStore{objects: map[string][]byte{}}
-			cfg := Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store}
-			if c.codec != nil {
-				cfg.PayloadCodec = c.codec
-			}
+			cfg := Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: c.codec}
 			srv := newServer(t, cfg)
 			if err := srv.keepIdentity(ctx, ref, upload(t, srv, c.scan)); err != nil {
 				t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 
 	"octflow/audit"
 	"octflow/callback"
+	"octflow/codec"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -89,6 +90,10 @@ type Config struct {
 	// answered 503 with Retry-After. It must hold one upload of
 	// MaxScanBytes.
 	SpoolMaxBytes int64
+	// Identities seals each scan's identity for the way back to the PACS
+	// (see keepIdentity): the identity keys, which GPU nodes do not hold
+	// (nil: no identity is kept).
+	Identities *codec.Codec
 	// PayloadCodec, when set, is served at /codec/encode and
 	// /codec/decode for admins and clinicians, so the Temporal Web UI
 	// can show sealed payloads; CodecOrigins are the Web UI origins that

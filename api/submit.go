@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -324,12 +323,12 @@ func (s *Server) admitRecorded(ctx context.Context, rec *exam.Record, up *upload
 // warning, when the identity cannot be read (the scan was read whole by
 // validation, so that is the gateway's own fault): the exam is not
 // refused for it, and its export says the identity is missing. Without
-// octflow's payload codec (Config.PayloadCodec) nothing can be sealed,
-// and nothing is kept. A failed put is 503, as for the scan.
+// identity keys (Config.Identities) nothing can be sealed, and nothing
+// is kept. A failed put is 503, as for the scan.
 func (s *Server) keepIdentity(ctx context.Context, ref exam.Ref, up *upload) error {
-	sealer, ok := s.cfg.PayloadCodec.(*codec.Codec)
-	if !ok {
-		s.cfg.Logger.Debug("no payload codec: the scan's identity is not kept, and its results cannot be filed back",
+	sealer := s.cfg.Identities
+	if sealer == nil {
+		s.cfg.Logger.Debug("no identity keys: the scan's identity is not kept, and its results cannot be filed back",
 			zap.String("campus", ref.Campus), zap.String("examId", ref.ID))
 		return nil
 	}
@@ -364,7 +363,7 @@ func (s *Server) keepIdentity(ctx context.Context, ref exam.Ref, up *upload) err
 // (accepted before identities were kept): the resend is the way back's
 // second chance.
 func (s *Server) ensureIdentity(ctx context.Context, ref exam.Ref, up *upload) error {
-	if _, ok := s.cfg.PayloadCodec.(*codec.Codec); !ok {
+	if s.cfg.Identities == nil {
 		return nil
 	}
 	switch ok, err := s.cfg.Store.Exists(ctx, exam.IdentityKey(ref, up.digest)); {

@@ -90,6 +90,10 @@ type Options struct {
 	// Codec seals what this process sends through Temporal (nil: nothing
 	// is sealed, which only the dev stack allows).
 	Codec *codec.Codec
+	// Identities seals patients' identities at intake (the api) and
+	// opens them for the export (the worker): keys of their own, never
+	// a GPU node's (nil: identities are not kept, nothing is exported).
+	Identities *codec.Codec
 	// PACS names, per campus, the PACS its results are exported to (see
 	// activities.ExportToPACS); a campus not named exports nothing.
 	PACS map[string]activities.PACSTarget
@@ -186,7 +190,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		Webhooks: opts.Webhooks, Backends: opts.Backends}
 	exportCampuses := map[string]bool{}
 	if len(opts.PACS) > 0 {
-		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Sealer: opts.Codec}
+		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities}
 		for campus := range opts.PACS {
 			exportCampuses[campus] = true
 		}
@@ -224,6 +228,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		if opts.Codec != nil {
 			gwCfg.PayloadCodec = opts.Codec
 		}
+		gwCfg.Identities = opts.Identities
 		gw, err := api.New(gwCfg)
 		if err != nil {
 			return nil, err

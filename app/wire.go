@@ -82,6 +82,33 @@ func Codec(k config.CodecKeys) (*codec.Codec, error) {
 	return c, nil
 }
 
+// IdentityCodec opens the codec that seals patients' identities with the
+// keys k (none: nil), refusing keys that the payload codec's keys share:
+// a GPU node holds those, and must not open an identity.
+func IdentityCodec(k, payload config.CodecKeys) (*codec.Codec, error) {
+	if len(k.JSON) == 0 {
+		return nil, nil
+	}
+	keys, err := codec.ParseKeys(k.JSON)
+	var c *codec.Codec
+	if err == nil {
+		c, err = codec.New(keys)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OCTFLOW_IDENTITY_KEYS(_FILE): %w", err)
+	}
+	if p, err := codec.ParseKeys(payload.JSON); err == nil {
+		for _, pk := range p.Keys {
+			for id, ik := range keys.Keys {
+				if pk == ik {
+					return nil, fmt.Errorf("OCTFLOW_IDENTITY_KEYS(_FILE): key %q is also a payload key (OCTFLOW_CODEC_KEYS), which GPU nodes hold: make identity keys of their own", id)
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
 // CallbackGuard compiles the callback allow-list.
 func CallbackGuard(w config.Webhooks) (*callback.Guard, error) {
 	g, err := callback.New(w.Allow)

@@ -252,3 +252,29 @@ func TestTheStoreIsReachedAsSet(t *testing.T) {
 		t.Errorf("storage config %+v", got)
 	}
 }
+
+func TestIdentityKeysAreKeysOfTheirOwn(t *testing.T) {
+	payload := config.CodecKeys{JSON: []byte(`{"active": "k1", "keys": {"k1": "` + strings.Repeat("A", 43) + `="}}`)}
+	for _, tc := range []struct {
+		name, keys string
+		err        string // "" for none
+	}{
+		{"none: identities are not kept", "", ""},
+		{"keys of their own", `{"active": "i1", "keys": {"i1": "` + strings.Repeat("B", 43) + `="}}`, ""},
+		{"a payload key under another ID", `{"active": "i1", "keys": {"i1": "` + strings.Repeat("A", 43) + `="}}`, "also a payload key"},
+		{"a payload key kept for old identities", `{"active": "i2", "keys": {"i2": "` + strings.Repeat("B", 43) + `=", "i1": "` + strings.Repeat("A", 43) + `="}}`, "also a payload key"},
+		{"not keys", `{"active": "i1"}`, "OCTFLOW_IDENTITY_KEYS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := IdentityCodec(config.CodecKeys{JSON: []byte(tc.keys)}, payload)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("%v, want an error naming %q: a GPU node's payload keys must not open identities", err, tc.err)
+			case tc.err == "" && (c == nil) != (tc.keys == ""):
+				t.Fatalf("codec %v for keys %q", c, tc.keys)
+			}
+		})
+	}
+}

@@ -34,6 +34,27 @@ func BindCodec(s *Set) *CodecKeys {
 	return k
 }
 
+// BindIdentityKeys binds the keys patients' identities are sealed under
+// (the way back to the PACS): OCTFLOW_IDENTITY_KEYS_FILE names a file
+// that holds them (the file wins), or OCTFLOW_IDENTITY_KEYS holds them,
+// in the payload keys' format. Only the api, which seals an identity at
+// intake, and the worker that exports results hold them; GPU nodes,
+// which hold the payload keys, never do. required: the process does not
+// start without them.
+func BindIdentityKeys(s *Set, required bool) *CodecKeys {
+	k := &CodecKeys{}
+	var raw string
+	s.SecretFile(&raw, "OCTFLOW_IDENTITY_KEYS_FILE", "OCTFLOW_IDENTITY_KEYS")
+	s.Check(func() error {
+		if raw == "" && required {
+			return errors.New("OCTFLOW_IDENTITY_KEYS_FILE or OCTFLOW_IDENTITY_KEYS: identities are sealed under keys of their own, and none are set (see docs/security.md, Keys)")
+		}
+		k.JSON = []byte(raw)
+		return nil
+	})
+	return k
+}
+
 // ClientTLS is how a process reaches a TLS service, optionally with a
 // client certificate (mTLS).
 type ClientTLS struct {

@@ -21,6 +21,9 @@
 #                           one a line (deploy/make-node.sh); made empty
 #   grafana-admin-password  Grafana's admin (grafana)
 #   codec-keys.json         the payload codec's keys (octflow's services)
+#   identity-keys.json      the keys patients' identities are sealed under
+#                           for the way back to the PACS (api, worker; never
+#                           a GPU node)
 #   pseudonym.key           the pseudonym key (api)
 #
 # What it cannot make: tokens.json (the api's callers, docs/security.md),
@@ -52,6 +55,7 @@ secret octflow-s3-secret-key "$(rnd 24)"
 secret grafana-admin-password "$(rnd 16)"
 secret pseudonym.key "$(rnd 32)"
 secret codec-keys.json "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"
+secret identity-keys.json "{\"active\": \"i1\", \"keys\": {\"i1\": \"$(openssl rand -base64 32)\"}}"
 if [ ! -e "$S/s3-node-accounts" ]; then
 	printf '# NODE ACCESS_KEY SECRET_KEY, one GPU node on another host a line (deploy/make-node.sh)\n' >"$S/s3-node-accounts"
 	chmod 444 "$S/s3-node-accounts"

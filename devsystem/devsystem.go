@@ -118,6 +118,9 @@ type Secrets struct {
 	PseudonymFile string `json:"-"`
 	// CodecKeysFile holds the keys that seal Temporal payloads.
 	CodecKeysFile string `json:"-"`
+	// IdentityKeysFile holds the keys that seal patients' identities
+	// (the api's and the exporting worker's, no GPU node's).
+	IdentityKeysFile string `json:"-"`
 }
 
 // atLeast returns log raised to level, unless it is already stricter.
@@ -179,6 +182,11 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		stack.Stop()
 		return nil, err
 	}
+	identities, err := codec.Open(secrets.IdentityKeysFile)
+	if err != nil {
+		stack.Stop()
+		return nil, err
+	}
 	nodes := make([]gpuworker.Config, cfg.GPUNodes)
 	for i := range nodes {
 		id := fmt.Sprintf("sim-gpu-node-%d", i+1)
@@ -220,7 +228,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
 		Backends:        cfg.Backends,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
-		Codec:           sealer, CodecOrigins: []string{stack.UIURL()},
+		Codec:           sealer, Identities: identities, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
 		Uploads: cfg.Uploads, AuditTrail: trail, APITLS: cfg.APITLS,
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
@@ -283,7 +291,7 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 	s := Secrets{
 		TokensFile:    filepath.Join(dataDir, "tokens.json"),
 		PseudonymFile: filepath.Join(dataDir, "pseudonym.key"),
-		CodecKeysFile: filepath.Join(dataDir, "codec-keys.json"),
+		CodecKeysFile: filepath.Join(dataDir, "codec-keys.json"), IdentityKeysFile: filepath.Join(dataDir, "identity-keys.json"),
 	}
 	clearPath := filepath.Join(dataDir, "dev-tokens.json")
 	if b, err := os.ReadFile(clearPath); err == nil {
@@ -337,13 +345,15 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 		return s, fmt.Errorf("pseudonym key: %w", err)
 	}
 	s.PseudonymKey = strings.TrimSpace(string(key))
-	if _, err := os.Stat(s.CodecKeysFile); errors.Is(err, os.ErrNotExist) {
-		keys, err := codec.NewKeys("dev-1")
-		if err != nil {
-			return s, err
-		}
-		if err := writeJSON(s.CodecKeysFile, keys); err != nil {
-			return s, err
+	for _, path := range []string{s.CodecKeysFile, s.IdentityKeysFile} {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			keys, err := codec.NewKeys("dev-1")
+			if err != nil {
+				return s, err
+			}
+			if err := writeJSON(path, keys); err != nil {
+				return s, err
+			}
 		}
 	}
 	return s, nil
@@ -366,6 +376,7 @@ func JoinEnv(sc config.Stack, s Secrets) []string {
 		"OCTFLOW_TOKENS_FILE=" + s.TokensFile,
 		"OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
 		"OCTFLOW_CODEC_KEYS_FILE=" + s.CodecKeysFile,
+		"OCTFLOW_IDENTITY_KEYS_FILE=" + s.IdentityKeysFile,
 		"OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
 		"OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
 	}

@@ -39,6 +39,7 @@ func runAPI(ctx context.Context, args []string) error {
 	rate := config.BindDeviceRate(s, config.DeviceRate{PerMinute: 60, Burst: 20})
 	key := config.BindPseudonymKey(s)
 	keys := config.BindCodec(s)
+	identityKeys := config.BindIdentityKeys(s, true)
 	temporalTLS := config.BindTemporalTLS(s)
 	serverTLS := config.BindServerTLS(s)
 	gateway := config.BindGateway(s, app.UploadDefaults())
@@ -59,13 +60,14 @@ func runAPI(ctx context.Context, args []string) error {
 	defer log.Sync()
 	pol, errPolicy := app.Policy(*policy, exam.DefaultPolicy())
 	sealer, errCodec := app.Codec(*keys)
+	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
 	opts := app.Options{
 		Stack: *stack, Identity: "api@" + hostname(), Logger: log, APIAddr: addr, Pseudonymizer: api.NewPseudonymizer(*key),
-		Policy: pol, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, TemporalTLS: temporalTLS.Config(),
-		APITLS: serverTLS.Config(),
+		Policy: pol, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, Identities: identities,
+		TemporalTLS: temporalTLS.Config(), APITLS: serverTLS.Config(),
 	}
-	if err := errors.Join(errPolicy, errCodec, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
+	if err := errors.Join(errPolicy, errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
 		return err
 	}
 	if opts.Tokens, err = api.LoadTokens(tokensFile); err != nil {

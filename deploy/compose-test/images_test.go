@@ -315,3 +315,36 @@ func TestTheImagesBuiltHereDoNotRunAsRoot(t *testing.T) {
 		}
 	}
 }
+
+// Each service holds the secrets its job needs: identities open only in
+// the api (and, where it exports, the worker), the api's audit
+// certificate is the api's alone, and no GPU node, here or on another
+// host, gets either.
+func TestKeysAndCertificatesGoOnlyWhereTheyAreNeeded(t *testing.T) {
+	p := shipped(t)
+	holders := map[string][]string{}
+	for name, s := range p.Services {
+		for _, sec := range s.Secrets {
+			holders[sec.Source] = append(holders[sec.Source], name)
+		}
+	}
+	for secret, allowed := range map[string][]string{
+		"identity-keys.json":   {"api", "worker"},
+		"audit-client.pem":     {"api"},
+		"audit-client-key.pem": {"api"},
+		"pseudonym.key":        {"api"},
+	} {
+		for _, name := range holders[secret] {
+			if !slices.Contains(allowed, name) {
+				t.Errorf("%s holds %s, which only %v need", name, secret, allowed)
+			}
+		}
+	}
+	node := read(t, filepath.Join(repoRoot, "deploy/compose.remote-node.yml"))
+	bundle := read(t, filepath.Join(repoRoot, "deploy/make-node.sh"))
+	for _, secret := range []string{"identity-keys.json", "pseudonym.key", "audit-client"} {
+		if strings.Contains(node, secret) || strings.Contains(bundle, secret) {
+			t.Errorf("a GPU node on another host gets %s", secret)
+		}
+	}
+}
