@@ -17,6 +17,12 @@
 #                           grants it the bucket's objects; api, worker,
 #                           GPU nodes: OCTFLOW_S3_ACCESS_KEY_FILE,
 #                           _SECRET_KEY_FILE)
+#   api-s3-access-key, api-s3-secret-key
+#                           the api's S3 account (no deletes but its intake
+#                           markers)
+#   gpu-s3-access-key, gpu-s3-secret-key
+#                           this host's GPU services' S3 account (an exam's
+#                           scan and stage outputs only, no deletes)
 #   s3-node-accounts        the S3 accounts of GPU nodes on other hosts,
 #                           one a line (deploy/make-node.sh); made empty
 #   grafana-admin-password  Grafana's admin (grafana)
@@ -52,6 +58,10 @@ secret s3-access-key "$(rnd 10)"
 secret s3-secret-key "$(rnd 24)"
 secret octflow-s3-access-key "$(rnd 10)"
 secret octflow-s3-secret-key "$(rnd 24)"
+secret api-s3-access-key "$(rnd 10)"
+secret api-s3-secret-key "$(rnd 24)"
+secret gpu-s3-access-key "$(rnd 10)"
+secret gpu-s3-secret-key "$(rnd 24)"
 secret grafana-admin-password "$(rnd 16)"
 secret pseudonym.key "$(rnd 32)"
 secret codec-keys.json "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"

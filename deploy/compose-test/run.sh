@@ -644,10 +644,11 @@ ran=$(for id in "${batch[@]}"; do
 done | { grep -E '^gpu-' || true; } | sort -u | tr '\n' ' ')
 [ "$ran" = "$NODE_ID " ] || logs_and_fail "with only the remote node up, the GPU stages ran on: $ran"
 step "PASS: the remote GPU node ran 3 exams to COMPLETED (GPU stages on: $ran); refused by Temporal and the S3 proxy without its certificate"
-# Its S3 account reads everything but writes only what GPU stages write:
-# an exam's report (like its scan, markers and sealed identity) can be
-# neither overwritten nor deleted from the node. Reading it is the control
-# that the account and the path are right.
+# Its S3 account reads an exam's scan and stage outputs and writes only
+# what GPU stages write: an exam's report (like its record, markers and
+# sealed identity) can be neither read, overwritten nor deleted from the
+# node. Reading the exam's layers is the control that the account and the
+# path are right.
 node_s3() { # METHOD KEY: the status S3 answers the node's own account
 	node run --rm --no-deps -T --entrypoint sh gpu -c '
 		method=$1 key=$2
@@ -659,12 +660,38 @@ node_s3() { # METHOD KEY: the status S3 answers the node's own account
 }
 key=$(status "${batch[0]}" | jq -r '.report.jsonKey // empty')
 [ -n "$key" ] || logs_and_fail "exam ${batch[0]}: no report key in its status"
-for want in "GET 200" "PUT 403" "DELETE 403" "GET 200"; do
-	code=$(node_s3 "${want% *}" "$key") || true
-	[ "$code" = "${want#* }" ] || logs_and_fail "the remote node's S3 account: ${want% *} $key answered '$code', want ${want#* }"
+layers=${key%/report.json}/layers.json
+for want in "GET $layers 200" "GET $key 403" "PUT $key 403" "DELETE $key 403" "DELETE $layers 403" "GET $layers 200"; do
+	read -r m k w <<<"$want"
+	code=$(node_s3 "$m" "$k") || true
+	[ "$code" = "$w" ] || logs_and_fail "the remote node's S3 account: $m $k answered '$code', want $w"
 done
-step "PASS: the remote node's S3 account reads the exam's report but may neither overwrite nor delete it"
+step "PASS: the remote node's S3 account reads the exam's layers, not its report, and may neither overwrite nor delete anything"
+# as_s3 SERVICE ACCOUNT METHOD KEY: the status S3 answers SERVICE's own
+# account (its ACCOUNT-s3-*-key secrets), from inside SERVICE.
+as_s3() {
+	compose exec -T "$1" sh -c '
+		account=$1 method=$2 key=$3
+		curl -sS -m 10 -o /dev/null -w "%{http_code}" --cacert /run/secrets/ca.pem --aws-sigv4 "aws:amz:us-east-1:s3" \
+			--user "$(cat /run/secrets/$account-s3-access-key):$(cat /run/secrets/$account-s3-secret-key)" \
+			-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "https://s3:7070/octflow/$key"' sh "$2" "$3" "$4"
+}
+# The api's account reads and writes, and deletes nothing but its intake
+# markers: an exam's report stays.
+for want in "GET $key 200" "DELETE $key 403" "GET $key 200"; do
+	read -r m k w <<<"$want"
+	code=$(as_s3 api api "$m" "$k") || true
+	[ "$code" = "$w" ] || logs_and_fail "the api's S3 account: $m $k answered '$code', want $w"
+done
+step "PASS: the api's S3 account reads an exam's report and may not delete it"
 compose up -d --wait --wait-timeout 180 gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 || logs_and_fail "gpu-0 and gpu-1 did not come back"
+# This host's GPU services have a node's account too, not octflow's.
+for want in "GET $layers 200" "GET $key 403" "DELETE $layers 403"; do
+	read -r m k w <<<"$want"
+	code=$(as_s3 gpu-0 gpu "$m" "$k") || true
+	[ "$code" = "$w" ] || logs_and_fail "gpu-0's S3 account: $m $k answered '$code', want $w"
+done
+step "PASS: gpu-0's S3 account reads the exam's layers, not its report, and deletes nothing"
 node down >/dev/null 2>&1 || logs_and_fail "docker compose down (the remote node)"
 until_nodes "gpu-0=1 gpu-1=1"
 step "PASS: the remote node left (drained, forgotten); gpu-0 and gpu-1 back"
