@@ -33,7 +33,10 @@ deploy-check:
 test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# Build every test binary in parallel first.
 	$(GO) test -count=1 -run '^$$' ./... > /dev/null
-	$(GO) test -race -short -count=1 $(UNIT)
+	@# -failfast: a package's first failing test ends its run, so a
+	@# broken safety property fails within seconds, not after the slow
+	@# stage tests.
+	$(GO) test -race -short -failfast -count=1 $(UNIT)
 	@# The full-size accuracy run needs both cores at full speed, not -race;
 	@# the pre-scan's memory estimate is checked against what reading
 	@# allocates, which the race detector would inflate.
