@@ -1,0 +1,62 @@
+// Command octflow-temporal is the compose stack's Temporal server: the
+// pinned go.temporal.io/server with octflow's authorization (package
+// temporalauth), so that each call is decided from the role the client
+// certificate names, not allowed to any certificate of the stack's CA.
+// It runs as the official image runs its server, `temporal-server start`,
+// with the configuration the server renders from the environment (its
+// embedded template: database, TLS, ports), and is installed under that
+// name (deploy/temporal/Dockerfile). OCTFLOW_NAMESPACE (default octflow)
+// is the namespace every role but the operators' acts in.
+//
+// This and octflow/devstack are the only places that link the server.
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/temporal"
+
+	"octflow/contract"
+	"octflow/temporalauth"
+)
+
+func main() {
+	if len(os.Args) != 2 || os.Args[1] != "start" {
+		fmt.Fprintln(os.Stderr, "usage: temporal-server start (configuration from the environment, as the official image's)")
+		os.Exit(2)
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "octflow-temporal:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Load(config.WithEmbedded())
+	if err != nil {
+		return fmt.Errorf("load configuration: %w", err)
+	}
+	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
+	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"), FleetWorkflowID: contract.FleetWorkflowID}
+	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
+	s, err := temporal.NewServer(
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithConfig(cfg),
+		temporal.WithLogger(logger),
+		temporal.InterruptOn(temporal.InterruptCh()),
+		temporal.WithAuthorizer(authz),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return temporalauth.ClaimMapper{} }),
+	)
+	if err != nil {
+		return fmt.Errorf("create server: %w", err)
+	}
+	if err := s.Start(); err != nil {
+		return fmt.Errorf("start server: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+// Package temporalauth is the authorization of the stack's own Temporal
+// server build (cmd/octflow-temporal): who may call what, decided from
+// the client certificate the frontend's mTLS already checked. Without it
+// any certificate of the stack's CA is a Temporal admin: a GPU node could
+// start, terminate or read any exam.
+//
+// A certificate names its role in its Organizational Unit (OU), which
+// deploy/make-certs.sh and deploy/make-node.sh write:
+//
+//   - temporal-server: the server itself, calling its own frontend (admin)
+//   - octflow-operator: the namespace job and people (admin)
+//   - octflow-api: the gateway: starts, signals, updates and queries
+//     workflows and reads them; never polls, terminates or resets
+//   - octflow-worker: the workflow worker: polls and completes workflow
+//     and activity tasks, starts and signals the workflows it owns (reviews,
+//     inboxes), reads; never terminates or resets
+//   - octflow-gpu-node: a GPU node: polls and completes activity tasks,
+//     heartbeats, and signals and queries the fleet workflow only
+//   - temporal-ui: the Web UI: reads
+//
+// A certificate with no such OU, or several, has no role and may call
+// nothing but health checks. Roles other than admin act in octflow's
+// namespace only. The package imports go.temporal.io/server's
+// authorization types: it is part of the server build, never linked into
+// the octflow binary.
+package temporalauth
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/server/common/api"
+	"go.temporal.io/server/common/authorization"
+)
+
+// Role is what a certificate may do.
+type Role string
+
+// The roles, as certificates name them in their OU.
+const (
+	Server   Role = "temporal-server"
+	Operator Role = "octflow-operator"
+	API      Role = "octflow-api"
+	Worker   Role = "octflow-worker"
+	GPUNode  Role = "octflow-gpu-node"
+	UI       Role = "temporal-ui"
+)
+
+var roles = []Role{Server, Operator, API, Worker, GPUNode, UI}
+
+// RoleOf is the role a certificate subject names: the one known role
+// among its OUs, or "" (none, or more than one).
+func RoleOf(subject *pkix.Name) Role {
+	if subject == nil {
+		return ""
+	}
+	var found Role
+	for _, ou := range subject.OrganizationalUnit {
+		if r := Role(ou); slices.Contains(roles, r) {
+			if found != "" && found != r {
+				return ""
+			}
+			found = r
+		}
+	}
+	return found
+}
+
+// ClaimMapper maps a client certificate to claims: its CN as the subject
+// and its role (Claims.Extensions). It needs the certificate: a call
+// without one has no claims.
+type ClaimMapper struct{}
+
+// GetClaims is authorization.ClaimMapper's.
+func (ClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Claims, error) {
+	c := &authorization.Claims{AuthType: "mtls"}
+	if info == nil || info.TLSSubject == nil {
+		return c, nil
+	}
+	c.Subject = info.TLSSubject.CommonName
+	role := RoleOf(info.TLSSubject)
+	c.Extensions = role
+	if role == Server || role == Operator {
+		c.System = authorization.RoleAdmin
+	}
+	return c, nil
+}
+
+// AuthInfoRequired is true: only a certificate gives claims.
+func (ClaimMapper) AuthInfoRequired() bool { return true }
+
+// Authorizer decides each call from the caller's role (see the package
+// doc). FleetWorkflowID is the one workflow a GPU node may signal and
+// query; Namespace the one namespace roles other than admin act in.
+type Authorizer struct {
+	Namespace       string
+	FleetWorkflowID string
+}
+
+// Authorize is authorization.Authorizer's.
+func (a Authorizer) Authorize(_ context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
+	if allowed, why := a.Decide(roleOfClaims(claims), target); !allowed {
+		return authorization.Result{Decision: authorization.DecisionDeny, Reason: why}, nil
+	}
+	return authorization.Result{Decision: authorization.DecisionAllow}, nil
+}
+
+func roleOfClaims(c *authorization.Claims) Role {
+	if c == nil {
+		return ""
+	}
+	r, _ := c.Extensions.(Role)
+	return r
+}
+
+// The calls of a worker that polls and completes activity tasks.
+var activityWorker = []string{
+	"PollActivityTaskQueue", "RecordActivityTaskHeartbeat", "RecordActivityTaskHeartbeatById",
+	"RespondActivityTaskCompleted", "RespondActivityTaskCompletedById", "RespondActivityTaskFailed",
+	"RespondActivityTaskFailedById", "RespondActivityTaskCanceled", "RespondActivityTaskCanceledById",
+	"ShutdownWorker", "RecordWorkerHeartbeat", "DescribeNamespace", "GetSystemInfo", "GetClusterInfo",
+}
+
+// The further calls of a worker that runs workflows.
+var workflowWorker = []string{
+	"PollWorkflowTaskQueue", "RespondWorkflowTaskCompleted", "RespondWorkflowTaskFailed",
+	"RespondQueryTaskCompleted", "ResetStickyTaskQueue",
+}
+
+// The writes of a client that starts and talks to workflows.
+var workflowClient = []string{
+	"StartWorkflowExecution", "SignalWorkflowExecution", "SignalWithStartWorkflowExecution",
+	"UpdateWorkflowExecution", "ExecuteMultiOperation",
+}
+
+// fleetCalls are what a GPU node may call on the fleet workflow alone.
+var fleetCalls = []string{"SignalWorkflowExecution", "SignalWithStartWorkflowExecution", "QueryWorkflow"}
+
+// Decide says whether role may make the call, and why not.
+func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, string) {
+	if authorization.IsHealthCheckAPI(target.APIName) {
+		return true, ""
+	}
+	switch role {
+	case Server, Operator:
+		return true, ""
+	case "":
+		return false, "the client certificate names no octflow role (OU)"
+	}
+	method, ok := strings.CutPrefix(target.APIName, api.WorkflowServicePrefix)
+	if !ok {
+		return false, fmt.Sprintf("%s may not call %s: operator and admin services are the operators'", role, target.APIName)
+	}
+	if target.Namespace != "" && target.Namespace != a.Namespace {
+		return false, fmt.Sprintf("%s acts in namespace %s only", role, a.Namespace)
+	}
+	readOnly := api.GetMethodMetadata(target.APIName).Access == api.AccessReadOnly
+	var allowed bool
+	switch role {
+	case UI:
+		allowed = readOnly
+	case API:
+		allowed = readOnly || slices.Contains(workflowClient, method)
+	case Worker:
+		allowed = readOnly || slices.Contains(activityWorker, method) || slices.Contains(workflowWorker, method) ||
+			slices.Contains(workflowClient, method)
+	case GPUNode:
+		if slices.Contains(fleetCalls, method) {
+			id := workflowIDOf(target.Request)
+			if id != a.FleetWorkflowID {
+				return false, fmt.Sprintf("a GPU node may call %s on the fleet workflow only, not %q", method, id)
+			}
+			return true, ""
+		}
+		allowed = slices.Contains(activityWorker, method)
+	}
+	if !allowed {
+		return false, fmt.Sprintf("%s may not call %s", role, method)
+	}
+	return true, ""
+}
+
+// workflowIDOf is the workflow a request names ("" for none).
+func workflowIDOf(req any) string {
+	switch r := req.(type) {
+	case *workflowservice.SignalWithStartWorkflowExecutionRequest:
+		return r.GetWorkflowId()
+	case *workflowservice.SignalWorkflowExecutionRequest:
+		return r.GetWorkflowExecution().GetWorkflowId()
+	case *workflowservice.QueryWorkflowRequest:
+		return r.GetExecution().GetWorkflowId()
+	}
+	return ""
+}

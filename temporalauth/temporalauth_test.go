@@ -1,0 +1,116 @@
+package temporalauth
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/server/common/api"
+	"go.temporal.io/server/common/authorization"
+)
+
+const ns = "octflow"
+
+func call(method string, req any) *authorization.CallTarget {
+	t := &authorization.CallTarget{APIName: api.WorkflowServicePrefix + method, Namespace: ns, Request: req}
+	if n, ok := req.(interface{ GetNamespace() string }); ok {
+		t.Namespace = n.GetNamespace()
+	}
+	return t
+}
+
+func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
+	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet"}
+	exam := &commonpb.WorkflowExecution{WorkflowId: "exam/north/ex-1"}
+	fleet := &commonpb.WorkflowExecution{WorkflowId: "fleet"}
+	start := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
+	terminate := &workflowservice.TerminateWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
+	reset := &workflowservice.ResetWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
+	signalExam := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
+	signalFleet := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: fleet}
+	reportToFleet := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "fleet"}
+	startBySignal := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
+	queryFleet := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: fleet}
+	queryExam := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: exam}
+	history := &workflowservice.GetWorkflowExecutionHistoryRequest{Namespace: ns, Execution: exam}
+	pollActivity := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns}
+	completeActivity := &workflowservice.RespondActivityTaskCompletedRequest{Namespace: ns}
+	pollWorkflow := &workflowservice.PollWorkflowTaskQueueRequest{Namespace: ns}
+	update := &workflowservice.UpdateWorkflowExecutionRequest{Namespace: ns}
+	list := &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns}
+	registerNS := &workflowservice.RegisterNamespaceRequest{Namespace: "other"}
+	otherNS := &workflowservice.StartWorkflowExecutionRequest{Namespace: "other", WorkflowId: "x"}
+
+	type want map[Role]bool
+	for _, tc := range []struct {
+		name   string
+		target *authorization.CallTarget
+		want   want // the roles allowed; every other role is refused
+	}{
+		{"start an exam", call("StartWorkflowExecution", start), want{API: true, Worker: true}},
+		{"terminate an exam", call("TerminateWorkflowExecution", terminate), want{}},
+		{"reset an exam", call("ResetWorkflowExecution", reset), want{}},
+		{"signal an exam", call("SignalWorkflowExecution", signalExam), want{API: true, Worker: true}},
+		{"signal the fleet", call("SignalWorkflowExecution", signalFleet), want{API: true, Worker: true, GPUNode: true}},
+		{"report to the fleet", call("SignalWithStartWorkflowExecution", reportToFleet), want{API: true, Worker: true, GPUNode: true}},
+		{"start an exam by signal", call("SignalWithStartWorkflowExecution", startBySignal), want{API: true, Worker: true}},
+		{"query the fleet", call("QueryWorkflow", queryFleet), want{API: true, Worker: true, GPUNode: true, UI: true}},
+		{"query an exam", call("QueryWorkflow", queryExam), want{API: true, Worker: true, UI: true}},
+		{"read an exam's history", call("GetWorkflowExecutionHistory", history), want{API: true, Worker: true, UI: true}},
+		{"list exams", call("ListWorkflowExecutions", list), want{API: true, Worker: true, UI: true}},
+		{"poll activity tasks", call("PollActivityTaskQueue", pollActivity), want{Worker: true, GPUNode: true}},
+		{"complete an activity", call("RespondActivityTaskCompleted", completeActivity), want{Worker: true, GPUNode: true}},
+		{"poll workflow tasks", call("PollWorkflowTaskQueue", pollWorkflow), want{Worker: true}},
+		{"update an exam (a review)", call("UpdateWorkflowExecution", update), want{API: true, Worker: true}},
+		{"register a namespace", call("RegisterNamespace", registerNS), want{}},
+		{"act in another namespace", call("StartWorkflowExecution", otherNS), want{}},
+		{"an operator service call", &authorization.CallTarget{APIName: api.OperatorServicePrefix + "AddSearchAttributes", Namespace: ns}, want{}},
+		{"an admin service call", &authorization.CallTarget{APIName: api.AdminServicePrefix + "DescribeCluster"}, want{}},
+		{"the system's information", call("GetSystemInfo", &workflowservice.GetSystemInfoRequest{}), want{API: true, Worker: true, GPUNode: true, UI: true, "": true}},
+	} {
+		for _, role := range append(roles, "") {
+			allowed := tc.want[role] || role == Server || role == Operator
+			got, why := a.Decide(role, tc.target)
+			if got != allowed {
+				name := string(role)
+				if name == "" {
+					name = "a certificate with no role"
+				}
+				t.Errorf("%s: %s allowed %v (%s), want %v", tc.name, name, got, why, allowed)
+			}
+		}
+	}
+}
+
+func TestTheRoleIsTheCertificatesOwnOU(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		subject *pkix.Name
+		want    Role
+		admin   bool
+	}{
+		{"a GPU node", &pkix.Name{CommonName: "gpu-remote-1", OrganizationalUnit: []string{"octflow-gpu-node"}}, GPUNode, false},
+		{"the server", &pkix.Name{CommonName: "temporal", OrganizationalUnit: []string{"temporal-server"}}, Server, true},
+		{"an operator", &pkix.Name{CommonName: "ops", OrganizationalUnit: []string{"octflow-operator"}}, Operator, true},
+		{"a CN that looks like a role", &pkix.Name{CommonName: "octflow-operator"}, "", false},
+		{"an OU of no role", &pkix.Name{CommonName: "x", OrganizationalUnit: []string{"radiology"}}, "", false},
+		{"two roles", &pkix.Name{CommonName: "x", OrganizationalUnit: []string{"octflow-gpu-node", "octflow-operator"}}, "", false},
+		{"a role and another OU", &pkix.Name{CommonName: "x", OrganizationalUnit: []string{"radiology", "octflow-api"}}, API, false},
+		{"no certificate", nil, "", false},
+	} {
+		c, err := ClaimMapper{}.GetClaims(&authorization.AuthInfo{TLSSubject: tc.subject})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := roleOfClaims(c); got != tc.want || (c.System == authorization.RoleAdmin) != tc.admin {
+			t.Errorf("%s: role %q, system admin %v; want %q, %v", tc.name, got, c.System == authorization.RoleAdmin, tc.want, tc.admin)
+		}
+	}
+	res, err := Authorizer{Namespace: ns, FleetWorkflowID: "fleet"}.Authorize(context.Background(), nil,
+		call("StartWorkflowExecution", &workflowservice.StartWorkflowExecutionRequest{Namespace: ns}))
+	if err != nil || res.Decision != authorization.DecisionDeny {
+		t.Errorf("a call with no claims: %+v %v, want denied", res, err)
+	}
+}
