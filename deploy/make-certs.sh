@@ -14,13 +14,20 @@
 #   temporal.pem, temporal-key.pem
 #                        the Temporal server's certificate, for its frontend
 #                        and between its own services (name temporal; it
-#                        also presents it as their client).
-#   temporal-client.pem, temporal-client-key.pem
-#                        octflow's client certificate for Temporal (api,
-#                        worker, GPU nodes, the namespace job): the frontend
-#                        accepts only clients with a certificate of this CA.
+#                        also presents it as their client; role
+#                        temporal-server).
+#   temporal-api.pem, temporal-worker.pem, temporal-gpu.pem,
+#   temporal-operator.pem (and their -key.pem)
+#                        the client certificates for Temporal of the api,
+#                        the worker, this host's GPU services and the
+#                        namespace job: each names its role in its OU
+#                        (octflow-api, octflow-worker, octflow-gpu-node,
+#                        octflow-operator), from which the stack's Temporal
+#                        server (cmd/octflow-temporal) decides what it may
+#                        call (docs/security.md, Trust by role).
 #   temporal-ui.pem, temporal-ui-key.pem
-#                        the Web UI's client certificate for Temporal.
+#                        the Web UI's client certificate for Temporal (role
+#                        temporal-ui: it reads).
 #   s3.pem, s3-key.pem   the S3 service's HTTPS certificate (name s3).
 #   s3-proxy.pem, s3-proxy-key.pem
 #                        the TLS proxy that publishes S3 to GPU nodes on
@@ -62,11 +69,12 @@ if [ ! -s ca.pem ] || [ ! -s ca-key.pem ]; then
 	echo "made ca.pem (keep ca-key.pem offline)"
 fi
 
-# leaf NAME CN SANS USAGE UID: NAME.pem and NAME-key.pem, signed by the
-# CA, for USAGE (serverAuth, clientAuth or both), the key for uid UID.
+# leaf NAME CN SANS USAGE UID [ROLE]: NAME.pem and NAME-key.pem, signed
+# by the CA, for USAGE (serverAuth, clientAuth or both), the key for uid
+# UID; ROLE, when given, is the subject's OU (a role in Temporal).
 leaf() {
 	[ -s "$1.pem" ] && [ -s "$1-key.pem" ] && return 0
-	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "${6:+/OU=$6}/CN=$2" \
 		-keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
 	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\n' "$4" >"$1.ext"
 	[ -z "$3" ] || printf 'subjectAltName=%s\n' "$3" >>"$1.ext"
@@ -91,9 +99,12 @@ for h in $HOSTS api localhost 127.0.0.1; do
 	esac
 done
 leaf api "$(echo "$HOSTS" | cut -d' ' -f1)" "$sans" serverAuth 10001
-leaf temporal temporal DNS:temporal,DNS:localhost,IP:127.0.0.1 serverAuth,clientAuth 1000
-leaf temporal-client octflow "" clientAuth 10001
-leaf temporal-ui temporal-ui "" clientAuth 1000
+leaf temporal temporal DNS:temporal,DNS:localhost,IP:127.0.0.1 serverAuth,clientAuth 1000 temporal-server
+leaf temporal-api octflow-api "" clientAuth 10001 octflow-api
+leaf temporal-worker octflow-worker "" clientAuth 10001 octflow-worker
+leaf temporal-gpu octflow-gpu "" clientAuth 10001 octflow-gpu-node
+leaf temporal-operator octflow-operator "" clientAuth 10001 octflow-operator
+leaf temporal-ui temporal-ui "" clientAuth 1000 temporal-ui
 leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
 leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 10001
 leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 10001

@@ -7,9 +7,12 @@
 #
 #   ca.pem                 the stack's CA, which the node checks Temporal's
 #                          and the S3 proxy's certificates against
-#   node.pem, node-key.pem the node's client certificate (CN=NODE_ID),
-#                          signed by the stack's CA: Temporal's frontend and
-#                          the S3 proxy take no client without one
+#   node.pem, node-key.pem the node's client certificate (CN=NODE_ID, OU
+#                          octflow-gpu-node: in Temporal it may poll and
+#                          complete activity tasks and report to the fleet,
+#                          nothing else), signed by the stack's CA:
+#                          Temporal's frontend and the S3 proxy take no
+#                          client without one
 #   s3-access-key, s3-secret-key
 #                          the node's own S3 account, which may read, write
 #                          and list the bucket's objects and nothing else
@@ -44,7 +47,7 @@ mkdir -p "$B"
 chmod 700 "$S/nodes" "$B"
 umask 077
 cp "$S/ca.pem" "$S/codec-keys.json" "$B/"
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$NODE" \
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/OU=octflow-gpu-node/CN=$NODE" \
 	-keyout "$B/node-key.pem" -out "$B/node.csr" 2>/dev/null
 printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$B/node.ext"
 openssl x509 -req -in "$B/node.csr" -CA "$S/ca.pem" -CAkey "$S/ca-key.pem" -CAcreateserial -CAserial "$B/ca.srl" \

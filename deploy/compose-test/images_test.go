@@ -94,8 +94,10 @@ func programs(t *testing.T) map[string][]string {
 	ours := read(t, filepath.Join(repoRoot, "Dockerfile"))
 	audit := read(t, filepath.Join(repoRoot, "deploy/audit/Dockerfile"))
 	proxy := read(t, filepath.Join(repoRoot, "deploy/tls-proxy/Dockerfile"))
-	// Debian slim's essentials (dash, bash, coreutils, mawk, grep).
-	slim := []string{"sh", "dash", "bash", "cat", "test", "awk", "grep"}
+	server := read(t, filepath.Join(repoRoot, "deploy/temporal/Dockerfile"))
+	// Debian slim's essentials (dash, bash, coreutils, mawk, grep) and
+	// the shell's own builtins.
+	slim := []string{"sh", "dash", "bash", "cat", "test", "awk", "grep", "export", "exec"}
 	uiDockerfile := read(t, filepath.Join(ui, "Dockerfile"))
 	p := map[string][]string{
 		"temporalio/server":      append(slices.Clone(busybox), copied(read(t, filepath.Join(temporal, "docker/targets/server.Dockerfile")))...),
@@ -112,6 +114,8 @@ func programs(t *testing.T) map[string][]string {
 		// The stack's own, from Debian slim: rsyslog, stunnel4.
 		"octflow-audit":     append(append(append(slices.Clone(slim), "rsyslogd"), copied(audit)...), apkOrApt(audit)...),
 		"octflow-tls-proxy": append(append(slices.Clone(slim), copied(proxy)...), apkOrApt(proxy)...),
+		// The stack's own Temporal server (cmd/octflow-temporal), from Debian slim.
+		"octflow-temporal": append(append(slices.Clone(slim), copied(server)...), apkOrApt(server)...),
 	}
 	return p
 }
@@ -249,8 +253,9 @@ func TestNoServiceReadsAnEnvFileOrASecretFromItsEnvironment(t *testing.T) {
 func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
 	p := shipped(t)
 	images := programs(t)
-	if !slices.Contains(images["temporalio/server"], "temporal-server") || slices.Contains(images["temporalio/server"], "temporal") {
-		t.Fatalf("read the server image's contents wrong: %v", images["temporalio/server"])
+	if !slices.Contains(images["octflow-temporal"], "temporal-server") || !slices.Contains(images["octflow-temporal"], "entrypoint.sh") ||
+		slices.Contains(images["octflow-temporal"], "temporal") {
+		t.Fatalf("read the server image's contents wrong: %v", images["octflow-temporal"])
 	}
 	if !slices.Contains(images["temporalio/admin-tools"], "temporal-sql-tool") {
 		t.Fatalf("read the admin tools' contents wrong: %v", images["temporalio/admin-tools"])
@@ -295,10 +300,10 @@ func TestEveryHealthcheckAndEntrypointNamesAProgramItsImageHolds(t *testing.T) {
 }
 
 // Every image this repository builds for the stack (octflow's, the audit
-// collector's, the TLS proxy's) runs as a user of its own, not root, and
+// collector's, the TLS proxy's, the Temporal server's) runs as a user of its own, not root, and
 // no service of the shipped file overrides that.
 func TestTheImagesBuiltHereDoNotRunAsRoot(t *testing.T) {
-	for _, path := range []string{"Dockerfile", "deploy/audit/Dockerfile", "deploy/tls-proxy/Dockerfile"} {
+	for _, path := range []string{"Dockerfile", "deploy/audit/Dockerfile", "deploy/tls-proxy/Dockerfile", "deploy/temporal/Dockerfile"} {
 		user := ""
 		for _, line := range strings.Split(read(t, filepath.Join(repoRoot, path)), "\n") {
 			if f := strings.Fields(line); len(f) == 2 && f[0] == "USER" {

@@ -143,7 +143,10 @@ gobuild() { # output package
 	nice -n 10 go build -ldflags "-s -w" -o "$CACHE/bin/$1" "$2" # no -trimpath: share the build cache with bin/octflow
 }
 nice -n 10 go build -o bin/octflow ./cmd/octflow
-gobuild temporal-server go.temporal.io/server/cmd/server
+# The stack's own Temporal server (cmd/octflow-temporal: the pinned
+# server with octflow's authorization), as deploy/temporal/Dockerfile
+# builds it.
+CGO_ENABLED=0 gobuild temporal-server ./cmd/octflow-temporal
 gobuild temporal-sql-tool go.temporal.io/server/cmd/tools/sql
 gobuild ui-server github.com/temporalio/ui-server/v2/cmd/server
 moddir() { go list -m -f '{{.Dir}}' "$1"; }
@@ -198,10 +201,6 @@ mkdir -p "$r/home/temporal" && chown 1000:1000 "$r/home/temporal" "$r/home/ui-se
 printf 'FROM scratch\nCOPY rootfs/ /\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nCMD ["/bin/sh"]\n' >"$c/Dockerfile"
 build octflow-test/alpine-like:1 "$c/Dockerfile" "$c"
 
-c=$(ctx temporal-server)
-cp "$CACHE/bin/temporal-server" "$c/"
-cp "$TEMPORAL_DIR/docker/scripts/sh/entrypoint.sh" "$c/" && chmod 755 "$c/entrypoint.sh"
-build octflow-test/temporal-server:1.32.1 "$HERE/images/temporal-server.Dockerfile" "$c"
 
 c=$(ctx temporal-admin-tools)
 cp "$CACHE/bin/temporal-sql-tool" "$c/"
@@ -250,6 +249,15 @@ awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i
 	sed -e "1s|^FROM .*|FROM octflow-test/debian:$SUITE|" -e 's|^COPY --from=build /out/octflow |COPY octflow |' >"$c/Dockerfile"
 grep -q -- '--from' "$c/Dockerfile" && fail "the Dockerfile's runtime stage copies from a stage other than the binary's: $(cat "$c/Dockerfile")"
 build octflow-test/octflow:dev "$c/Dockerfile" "$c"
+# octflow's Temporal server: deploy/temporal/Dockerfile's runtime stage
+# onto the local Debian base, with the host-built server.
+c=$(ctx octflow-temporal)
+cp "$CACHE/bin/temporal-server" "$c/temporal-server"
+mkdir -p "$c/deploy/temporal" && cp deploy/temporal/entrypoint.sh "$c/deploy/temporal/"
+awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i]==n) print lines[i]}' deploy/temporal/Dockerfile |
+	sed -e "1s|^FROM .*|FROM octflow-test/debian:$SUITE|" -e 's|^COPY --from=build /out/temporal-server |COPY temporal-server |' >"$c/Dockerfile"
+grep -q -- '--from' "$c/Dockerfile" && fail "deploy/temporal/Dockerfile's runtime stage copies from a stage other than the server's: $(cat "$c/Dockerfile")"
+build octflow-test/octflow-temporal:dev "$c/Dockerfile" "$c"
 # The audit collector and the TLS proxy: their shipped Dockerfiles, onto
 # the local Debian base (their packages from the Debian mirror its apt
 # sources name, as debootstrap left them).
@@ -458,6 +466,18 @@ pg() { compose exec -T postgresql psql -U postgres -d postgres -tAc "$1"; }
 [ "$(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'")" -gt 0 ] ||
 	logs_and_fail "Temporal holds no connection as its role temporal"
 step "PASS: Temporal connects as its own role, no superuser; max_connections $(pg 'SHOW max_connections'), $(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'") in use"
+# The stack's own Temporal server decides each call by the role the client
+# certificate names (cmd/octflow-temporal): a GPU node's certificate may
+# neither start nor terminate a workflow, nor list them; the api's may not
+# terminate; the UI's may not start; the operator's may list.
+OCTFLOW_COMPOSE_TEMPORAL=$TEMPORAL_PUB OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secrets OCTFLOW_COMPOSE_NODE=$NODE_ID \
+	go test -count=1 -run '^TestTheStacksTemporalDecidesByRole$' -v ./deploy/compose-test >"$CACHE/logs/authz.log" 2>&1 || {
+	tail -30 "$CACHE/logs/authz.log"
+	logs_and_fail "Temporal's authorization by role"
+}
+grep -q -- '--- PASS: TestTheStacksTemporalDecidesByRole' "$CACHE/logs/authz.log" ||
+	logs_and_fail "the authorization probe did not run: $(tail -5 "$CACHE/logs/authz.log")"
+step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start"
 
 # --- exams ----------------------------------------------------------------
 scans=$CACHE/scans
