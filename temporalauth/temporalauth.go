@@ -151,14 +151,20 @@ func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, s
 	case "":
 		return false, "the client certificate names no octflow role (OU)"
 	}
+	readOnly := api.GetMethodMetadata(target.APIName).Access == api.AccessReadOnly
 	method, ok := strings.CutPrefix(target.APIName, api.WorkflowServicePrefix)
 	if !ok {
+		// Of the operator service, what reads (the search attributes,
+		// for the UI and clients); the rest, and the admin service, are
+		// the operators'.
+		if strings.HasPrefix(target.APIName, api.OperatorServicePrefix) && readOnly && role != GPUNode {
+			return true, ""
+		}
 		return false, fmt.Sprintf("%s may not call %s: operator and admin services are the operators'", role, target.APIName)
 	}
 	if target.Namespace != "" && target.Namespace != a.Namespace {
 		return false, fmt.Sprintf("%s acts in namespace %s only", role, a.Namespace)
 	}
-	readOnly := api.GetMethodMetadata(target.APIName).Access == api.AccessReadOnly
 	var allowed bool
 	switch role {
 	case UI:

@@ -67,6 +67,7 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 		{"register a namespace", call("RegisterNamespace", registerNS), want{}},
 		{"act in another namespace", call("StartWorkflowExecution", otherNS), want{}},
 		{"an operator service call", &authorization.CallTarget{APIName: api.OperatorServicePrefix + "AddSearchAttributes", Namespace: ns}, want{}},
+		{"an operator service read", &authorization.CallTarget{APIName: api.OperatorServicePrefix + "ListSearchAttributes", Namespace: ns}, want{API: true, Worker: true, UI: true}},
 		{"an admin service call", &authorization.CallTarget{APIName: api.AdminServicePrefix + "DescribeCluster"}, want{}},
 		{"the system's information", call("GetSystemInfo", &workflowservice.GetSystemInfoRequest{}), want{API: true, Worker: true, GPUNode: true, UI: true, "": true}},
 	} {
