@@ -146,7 +146,7 @@ nice -n 10 go build -o bin/octflow ./cmd/octflow
 # The stack's own Temporal server (cmd/octflow-temporal: the pinned
 # server with octflow's authorization), as deploy/temporal/Dockerfile
 # builds it.
-CGO_ENABLED=0 gobuild temporal-server ./cmd/octflow-temporal
+gobuild temporal-server ./cmd/octflow-temporal
 gobuild temporal-sql-tool go.temporal.io/server/cmd/tools/sql
 gobuild ui-server github.com/temporalio/ui-server/v2/cmd/server
 moddir() { go list -m -f '{{.Dir}}' "$1"; }
