@@ -13,7 +13,8 @@
 //     workflows and reads them; never polls, terminates or resets
 //   - octflow-worker: the workflow worker: polls and completes workflow
 //     and activity tasks, starts and signals the workflows it owns (reviews,
-//     inboxes), reads; never terminates or resets
+//     inboxes), creates the scan sweep's schedule, reads; never terminates
+//     or resets
 //   - octflow-gpu-node: a GPU node: polls and completes activity tasks,
 //     heartbeats, and signals and queries the fleet workflow only
 //   - temporal-ui: the Web UI: reads
@@ -95,10 +96,12 @@ func (ClaimMapper) AuthInfoRequired() bool { return true }
 
 // Authorizer decides each call from the caller's role (see the package
 // doc). FleetWorkflowID is the one workflow a GPU node may signal and
-// query; Namespace the one namespace roles other than admin act in.
+// query; WorkerSchedules the schedules the worker may create; Namespace
+// the one namespace roles other than admin act in.
 type Authorizer struct {
 	Namespace       string
 	FleetWorkflowID string
+	WorkerSchedules []string
 }
 
 // Authorize is authorization.Authorizer's.
@@ -172,6 +175,16 @@ func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, s
 	case API:
 		allowed = readOnly || slices.Contains(workflowClient, method)
 	case Worker:
+		if method == "CreateSchedule" {
+			id := ""
+			if r, ok := target.Request.(*workflowservice.CreateScheduleRequest); ok {
+				id = r.GetScheduleId()
+			}
+			if !slices.Contains(a.WorkerSchedules, id) {
+				return false, fmt.Sprintf("the worker may create the schedules %v only, not %q", a.WorkerSchedules, id)
+			}
+			return true, ""
+		}
 		allowed = readOnly || slices.Contains(activityWorker, method) || slices.Contains(workflowWorker, method) ||
 			slices.Contains(workflowClient, method)
 	case GPUNode:

@@ -22,7 +22,7 @@ func call(method string, req any) *authorization.CallTarget {
 }
 
 func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
-	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet"}
+	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", WorkerSchedules: []string{"sweep"}}
 	exam := &commonpb.WorkflowExecution{WorkflowId: "exam/north/ex-1"}
 	fleet := &commonpb.WorkflowExecution{WorkflowId: "fleet"}
 	start := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
@@ -65,6 +65,9 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 		{"poll workflow tasks", call("PollWorkflowTaskQueue", pollWorkflow), want{Worker: true}},
 		{"update an exam (a review)", call("UpdateWorkflowExecution", update), want{API: true, Worker: true}},
 		{"register a namespace", call("RegisterNamespace", registerNS), want{}},
+		{"schedule the sweep", call("CreateSchedule", &workflowservice.CreateScheduleRequest{Namespace: ns, ScheduleId: "sweep"}), want{Worker: true}},
+		{"schedule anything else", call("CreateSchedule", &workflowservice.CreateScheduleRequest{Namespace: ns, ScheduleId: "exam-every-minute"}), want{}},
+		{"delete a schedule", call("DeleteSchedule", &workflowservice.DeleteScheduleRequest{Namespace: ns, ScheduleId: "sweep"}), want{}},
 		{"act in another namespace", call("StartWorkflowExecution", otherNS), want{}},
 		{"an operator service call", &authorization.CallTarget{APIName: api.OperatorServicePrefix + "AddSearchAttributes", Namespace: ns}, want{}},
 		{"an operator service read", &authorization.CallTarget{APIName: api.OperatorServicePrefix + "ListSearchAttributes", Namespace: ns}, want{API: true, Worker: true, UI: true}},

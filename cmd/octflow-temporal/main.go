@@ -42,7 +42,8 @@ func run() error {
 		return fmt.Errorf("load configuration: %w", err)
 	}
 	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
-	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"), FleetWorkflowID: contract.FleetWorkflowID}
+	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"),
+		FleetWorkflowID: contract.FleetWorkflowID, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
 	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
 	s, err := temporal.NewServer(
 		temporal.ForServices(temporal.DefaultServices),
