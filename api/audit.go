@@ -235,7 +235,7 @@ func (s *Server) auditEvent(c echo.Context, n *auditNote, status int) audit.Even
 	// bounded part for those: anyone can send them.
 	ev := audit.Event{ID: kind.id, Types: kind.types, Action: kind.action, Outcome: outcome(status),
 		User:            audit.User{ID: who.Name, Role: string(who.Role), Address: remoteIP(c.Request())},
-		Unauthenticated: who.Name == ""}
+		Unauthenticated: who.Role == ""}
 	if status == http.StatusUnauthorized {
 		ev.ID, ev.Types, ev.Action = audit.UserAuthenticated, []audit.Code{audit.Login}, audit.Execute
 		ev.User.ID = "unauthenticated"

@@ -83,6 +83,7 @@ type Tokens struct {
 // NewTokens checks and indexes token entries.
 func NewTokens(entries []TokenEntry) (*Tokens, error) {
 	t := &Tokens{byHash: map[[32]byte]Principal{}}
+	uploaders := map[string]bool{}
 	for i, e := range entries {
 		raw, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(raw) != 32 {
@@ -100,6 +101,15 @@ func NewTokens(entries []TokenEntry) (*Tokens, error) {
 		case RoleAdmin:
 		default:
 			return nil, fmt.Errorf("token %d: unknown role %q", i, e.Role)
+		}
+		if e.Name == "" {
+			return nil, fmt.Errorf("token %d: a name is needed (the audit trail names each caller)", i)
+		}
+		if (e.Role == RoleDevice || e.Role == RoleRouter) && uploaders[e.Name] {
+			return nil, fmt.Errorf("token %d: another device or router is named %q: names tell whose exams are whose", i, e.Name)
+		}
+		if e.Role == RoleDevice || e.Role == RoleRouter {
+			uploaders[e.Name] = true
 		}
 		for _, c := range append([]string{e.Campus}, e.Campuses...) {
 			if c == "" {

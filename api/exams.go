@@ -86,12 +86,22 @@ func (s *Server) getExam(c echo.Context) error {
 		return err
 	}
 	if uploader {
-		// A device sees where its exam stands, not what it found: the
-		// report's summary and the review are the clinicians'.
-		st.Report, st.Review = nil, ""
+		st = forUploader(st)
 	}
 	s.audit(c, "read-status", f.ref, http.StatusOK)
 	return c.JSON(http.StatusOK, st)
+}
+
+// forUploader is an exam's status as a device or router may read it:
+// where its exam stands, not what it found. The report's summary and the
+// review are the clinicians'.
+func forUploader(st *ExamStatus) *ExamStatus {
+	if st == nil {
+		return nil
+	}
+	out := *st
+	out.Report, out.Review = nil, ""
+	return &out
 }
 
 // sentBy says whether the exam was sent by who: its device, or the

@@ -108,7 +108,7 @@ func (s *Server) submitExam(c echo.Context) error {
 	}
 	s.audit(c, "submit", a.ref, a.code)
 	c.Response().Header().Set(echo.HeaderLocation, examLocation(a.ref))
-	return c.JSON(a.code, a.status)
+	return c.JSON(a.code, forUploader(a.status))
 }
 
 // admission is how a scan was taken: the exam's status, 202 for a new

@@ -34,6 +34,9 @@ NODE=${1:?usage: deploy/make-node.sh NODE_ID [SECRETS_DIR]}
 S=${2:-$(dirname "$0")/secrets}
 case "$NODE" in
 *[!a-z0-9-]* | -*) echo "make-node: node ID $NODE: lower-case letters, digits and - only" >&2 && exit 2 ;;
+# The stack's own certificate names: a node's certificate must not pass
+# for the api's audit client, the server or another service.
+octflow-* | temporal* | audit* | api | s3* | localhost) echo "make-node: node ID $NODE is a name the stack's own certificates use" >&2 && exit 2 ;;
 esac
 for f in ca.pem ca-key.pem codec-keys.json s3-node-accounts; do
 	[ -e "$S/$f" ] || { echo "make-node: $S/$f missing: run deploy/make-secrets.sh and deploy/make-certs.sh first" >&2 && exit 1; }

@@ -15,8 +15,11 @@
 //     and activity tasks, starts and signals the workflows it owns (reviews,
 //     inboxes), creates the scan sweep's schedule, reads; never terminates
 //     or resets
-//   - octflow-gpu-node: a GPU node: polls and completes activity tasks,
-//     heartbeats, and signals and queries the fleet workflow only
+//   - octflow-gpu-node: a GPU node: polls the GPU queues (the shared one
+//     and the nodes' own; never the CPU or workflow queues, whose tasks
+//     are reports, exports and reviews) and completes the tasks it holds
+//     (by task token, never by workflow ID), heartbeats, sends its report
+//     to the fleet workflow and queries it; nothing else
 //   - temporal-ui: the Web UI: reads
 //
 // A certificate with no such OU, or several, has no role and may call
@@ -33,6 +36,7 @@ import (
 	"slices"
 	"strings"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
@@ -95,18 +99,29 @@ func (ClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Claim
 func (ClaimMapper) AuthInfoRequired() bool { return true }
 
 // Authorizer decides each call from the caller's role (see the package
-// doc). FleetWorkflowID is the one workflow a GPU node may signal and
-// query; WorkerSchedules the schedules the worker may create; Namespace
-// the one namespace roles other than admin act in.
+// doc). The fleet workflow (FleetWorkflowID, of FleetWorkflowType on
+// FleetQueue) is the one a GPU node may report to (FleetSignal) and
+// query; GPUQueue names the queues it may poll (GPUQueue, and the nodes'
+// GPUQueue-node-<node>); WorkerSchedules are the schedules the worker
+// may create; Namespace is the one namespace roles other than admin act
+// in.
 type Authorizer struct {
-	Namespace       string
-	FleetWorkflowID string
-	WorkerSchedules []string
+	Namespace         string
+	FleetWorkflowID   string
+	FleetWorkflowType string
+	FleetSignal       string
+	FleetQueue        string
+	GPUQueue          string
+	WorkerSchedules   []string
 }
 
 // Authorize is authorization.Authorizer's.
 func (a Authorizer) Authorize(_ context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
-	if allowed, why := a.Decide(roleOfClaims(claims), target); !allowed {
+	subject := ""
+	if claims != nil {
+		subject = claims.Subject
+	}
+	if allowed, why := a.decide(roleOfClaims(claims), subject, target); !allowed {
 		return authorization.Result{Decision: authorization.DecisionDeny, Reason: why}, nil
 	}
 	return authorization.Result{Decision: authorization.DecisionAllow}, nil
@@ -120,12 +135,19 @@ func roleOfClaims(c *authorization.Claims) Role {
 	return r
 }
 
-// The calls of a worker that polls and completes activity tasks.
+// The calls of a worker that completes the activity tasks it holds, by
+// their task tokens.
 var activityWorker = []string{
-	"PollActivityTaskQueue", "RecordActivityTaskHeartbeat", "RecordActivityTaskHeartbeatById",
-	"RespondActivityTaskCompleted", "RespondActivityTaskCompletedById", "RespondActivityTaskFailed",
-	"RespondActivityTaskFailedById", "RespondActivityTaskCanceled", "RespondActivityTaskCanceledById",
-	"ShutdownWorker", "RecordWorkerHeartbeat", "DescribeNamespace", "GetSystemInfo", "GetClusterInfo",
+	"RecordActivityTaskHeartbeat", "RespondActivityTaskCompleted", "RespondActivityTaskFailed",
+	"RespondActivityTaskCanceled", "ShutdownWorker", "RecordWorkerHeartbeat", "DescribeNamespace",
+	"GetSystemInfo", "GetClusterInfo",
+}
+
+// byID are the calls that complete an activity named by its workflow,
+// without its task token: the worker's, never a node's.
+var byID = []string{
+	"RecordActivityTaskHeartbeatById", "RespondActivityTaskCompletedById", "RespondActivityTaskFailedById",
+	"RespondActivityTaskCanceledById",
 }
 
 // The further calls of a worker that runs workflows.
@@ -137,14 +159,16 @@ var workflowWorker = []string{
 // The writes of a client that starts and talks to workflows.
 var workflowClient = []string{
 	"StartWorkflowExecution", "SignalWorkflowExecution", "SignalWithStartWorkflowExecution",
-	"UpdateWorkflowExecution", "ExecuteMultiOperation",
+	"UpdateWorkflowExecution",
 }
 
-// fleetCalls are what a GPU node may call on the fleet workflow alone.
-var fleetCalls = []string{"SignalWorkflowExecution", "SignalWithStartWorkflowExecution", "QueryWorkflow"}
-
-// Decide says whether role may make the call, and why not.
+// Decide says whether role (of a certificate whose CN is subject) may
+// make the call, and why not.
 func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, string) {
+	return a.decide(role, "", target)
+}
+
+func (a Authorizer) decide(role Role, subject string, target *authorization.CallTarget) (bool, string) {
 	if authorization.IsHealthCheckAPI(target.APIName) {
 		return true, ""
 	}
@@ -168,6 +192,9 @@ func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, s
 	if target.Namespace != "" && target.Namespace != a.Namespace {
 		return false, fmt.Sprintf("%s acts in namespace %s only", role, a.Namespace)
 	}
+	if terminates(target.Request) {
+		return false, fmt.Sprintf("%s may not start a workflow over a running one (a terminating ID policy)", role)
+	}
 	var allowed bool
 	switch role {
 	case UI:
@@ -185,17 +212,10 @@ func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, s
 			}
 			return true, ""
 		}
-		allowed = readOnly || slices.Contains(activityWorker, method) || slices.Contains(workflowWorker, method) ||
-			slices.Contains(workflowClient, method)
+		allowed = readOnly || method == "PollActivityTaskQueue" || slices.Contains(activityWorker, method) ||
+			slices.Contains(byID, method) || slices.Contains(workflowWorker, method) || slices.Contains(workflowClient, method)
 	case GPUNode:
-		if slices.Contains(fleetCalls, method) {
-			id := workflowIDOf(target.Request)
-			if id != a.FleetWorkflowID {
-				return false, fmt.Sprintf("a GPU node may call %s on the fleet workflow only, not %q", method, id)
-			}
-			return true, ""
-		}
-		allowed = slices.Contains(activityWorker, method)
+		return a.nodeMay(method, subject, target.Request)
 	}
 	if !allowed {
 		return false, fmt.Sprintf("%s may not call %s", role, method)
@@ -203,15 +223,59 @@ func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, s
 	return true, ""
 }
 
-// workflowIDOf is the workflow a request names ("" for none).
-func workflowIDOf(req any) string {
-	switch r := req.(type) {
-	case *workflowservice.SignalWithStartWorkflowExecutionRequest:
-		return r.GetWorkflowId()
-	case *workflowservice.SignalWorkflowExecutionRequest:
-		return r.GetWorkflowExecution().GetWorkflowId()
-	case *workflowservice.QueryWorkflowRequest:
-		return r.GetExecution().GetWorkflowId()
+// nodeMay decides a GPU node's call (see the package doc).
+func (a Authorizer) nodeMay(method, subject string, req any) (bool, string) {
+	switch method {
+	case "PollActivityTaskQueue":
+		queue := ""
+		if r, ok := req.(*workflowservice.PollActivityTaskQueueRequest); ok {
+			queue = r.GetTaskQueue().GetName()
+		}
+		// The nodes' own queues are not told apart: any node may take
+		// any GPU stage from the shared queue anyway.
+		if queue == a.GPUQueue || strings.HasPrefix(queue, a.GPUQueue+"-node-") {
+			return true, ""
+		}
+		return false, fmt.Sprintf("a GPU node (%s) may poll the GPU queues only, not %q", subject, queue)
+	case "SignalWithStartWorkflowExecution":
+		r, _ := req.(*workflowservice.SignalWithStartWorkflowExecutionRequest)
+		if r.GetWorkflowId() != a.FleetWorkflowID || r.GetWorkflowType().GetName() != a.FleetWorkflowType ||
+			r.GetTaskQueue().GetName() != a.FleetQueue || r.GetSignalName() != a.FleetSignal || r.GetCronSchedule() != "" {
+			return false, "a GPU node may only send its report to the fleet workflow"
+		}
+		return true, ""
+	case "SignalWorkflowExecution":
+		r, _ := req.(*workflowservice.SignalWorkflowExecutionRequest)
+		if r.GetWorkflowExecution().GetWorkflowId() != a.FleetWorkflowID || r.GetSignalName() != a.FleetSignal {
+			return false, "a GPU node may only send its report to the fleet workflow"
+		}
+		return true, ""
+	case "QueryWorkflow":
+		r, _ := req.(*workflowservice.QueryWorkflowRequest)
+		if r.GetExecution().GetWorkflowId() != a.FleetWorkflowID {
+			return false, "a GPU node may query the fleet workflow only"
+		}
+		return true, ""
 	}
-	return ""
+	if slices.Contains(activityWorker, method) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s may not call %s", GPUNode, method)
+}
+
+// terminates says whether a start would terminate a running workflow of
+// its ID (a conflict or reuse policy that does): an admin's act only.
+func terminates(req any) bool {
+	var conflict enumspb.WorkflowIdConflictPolicy
+	var reuse enumspb.WorkflowIdReusePolicy
+	switch r := req.(type) {
+	case *workflowservice.StartWorkflowExecutionRequest:
+		conflict, reuse = r.GetWorkflowIdConflictPolicy(), r.GetWorkflowIdReusePolicy()
+	case *workflowservice.SignalWithStartWorkflowExecutionRequest:
+		conflict, reuse = r.GetWorkflowIdConflictPolicy(), r.GetWorkflowIdReusePolicy()
+	default:
+		return false
+	}
+	return conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING ||
+		reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
@@ -22,20 +24,40 @@ func call(method string, req any) *authorization.CallTarget {
 }
 
 func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
-	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", WorkerSchedules: []string{"sweep"}}
+	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", FleetWorkflowType: "FleetWorkflow", FleetSignal: "node-report",
+		FleetQueue: "oct-workflows", GPUQueue: "oct-gpu", WorkerSchedules: []string{"sweep"}}
 	exam := &commonpb.WorkflowExecution{WorkflowId: "exam/north/ex-1"}
 	fleet := &commonpb.WorkflowExecution{WorkflowId: "fleet"}
 	start := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
 	terminate := &workflowservice.TerminateWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
 	reset := &workflowservice.ResetWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
 	signalExam := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: exam}
-	signalFleet := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: fleet}
-	reportToFleet := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "fleet"}
+	signalFleet := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: fleet, SignalName: "node-report"}
+	otherSignalToFleet := &workflowservice.SignalWorkflowExecutionRequest{Namespace: ns, WorkflowExecution: fleet, SignalName: "reset-breaker"}
+	report := func(edit func(*workflowservice.SignalWithStartWorkflowExecutionRequest)) *workflowservice.SignalWithStartWorkflowExecutionRequest {
+		r := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "fleet", SignalName: "node-report",
+			WorkflowType: &commonpb.WorkflowType{Name: "FleetWorkflow"}, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-workflows"}}
+		if edit != nil {
+			edit(r)
+		}
+		return r
+	}
+	reportToFleet := report(nil)
+	replaceFleet := report(func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) {
+		r.WorkflowIdConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+	})
+	fleetOfAnotherType := report(func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) { r.WorkflowType.Name = "ExamWorkflow" })
+	fleetOnTheCPUQueue := report(func(r *workflowservice.SignalWithStartWorkflowExecutionRequest) { r.TaskQueue.Name = "oct-cpu" })
+	startOverRunning := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1",
+		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING}
 	startBySignal := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
 	queryFleet := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: fleet}
 	queryExam := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: exam}
 	history := &workflowservice.GetWorkflowExecutionHistoryRequest{Namespace: ns, Execution: exam}
-	pollActivity := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns}
+	pollGPU := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-gpu"}}
+	pollNode := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-gpu-node-gpu-remote-1"}}
+	pollCPU := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-cpu"}}
+	completeByID := &workflowservice.RespondActivityTaskCompletedByIdRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
 	completeActivity := &workflowservice.RespondActivityTaskCompletedRequest{Namespace: ns}
 	pollWorkflow := &workflowservice.PollWorkflowTaskQueueRequest{Namespace: ns}
 	update := &workflowservice.UpdateWorkflowExecutionRequest{Namespace: ns}
@@ -53,14 +75,22 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 		{"terminate an exam", call("TerminateWorkflowExecution", terminate), want{}},
 		{"reset an exam", call("ResetWorkflowExecution", reset), want{}},
 		{"signal an exam", call("SignalWorkflowExecution", signalExam), want{API: true, Worker: true}},
-		{"signal the fleet", call("SignalWorkflowExecution", signalFleet), want{API: true, Worker: true, GPUNode: true}},
+		{"signal the fleet a node's report", call("SignalWorkflowExecution", signalFleet), want{API: true, Worker: true, GPUNode: true}},
+		{"signal the fleet anything else", call("SignalWorkflowExecution", otherSignalToFleet), want{API: true, Worker: true}},
 		{"report to the fleet", call("SignalWithStartWorkflowExecution", reportToFleet), want{API: true, Worker: true, GPUNode: true}},
+		{"replace the fleet by a report", call("SignalWithStartWorkflowExecution", replaceFleet), want{}},
+		{"start the fleet's ID as another workflow", call("SignalWithStartWorkflowExecution", fleetOfAnotherType), want{API: true, Worker: true}},
+		{"start the fleet on another queue", call("SignalWithStartWorkflowExecution", fleetOnTheCPUQueue), want{API: true, Worker: true}},
+		{"start an exam over a running one", call("StartWorkflowExecution", startOverRunning), want{}},
 		{"start an exam by signal", call("SignalWithStartWorkflowExecution", startBySignal), want{API: true, Worker: true}},
 		{"query the fleet", call("QueryWorkflow", queryFleet), want{API: true, Worker: true, GPUNode: true, UI: true}},
 		{"query an exam", call("QueryWorkflow", queryExam), want{API: true, Worker: true, UI: true}},
 		{"read an exam's history", call("GetWorkflowExecutionHistory", history), want{API: true, Worker: true, UI: true}},
 		{"list exams", call("ListWorkflowExecutions", list), want{API: true, Worker: true, UI: true}},
-		{"poll activity tasks", call("PollActivityTaskQueue", pollActivity), want{Worker: true, GPUNode: true}},
+		{"poll the GPU queue", call("PollActivityTaskQueue", pollGPU), want{Worker: true, GPUNode: true}},
+		{"poll a node's queue", call("PollActivityTaskQueue", pollNode), want{Worker: true, GPUNode: true}},
+		{"poll the CPU queue (reports, exports)", call("PollActivityTaskQueue", pollCPU), want{Worker: true}},
+		{"complete an activity by its workflow", call("RespondActivityTaskCompletedById", completeByID), want{Worker: true}},
 		{"complete an activity", call("RespondActivityTaskCompleted", completeActivity), want{Worker: true, GPUNode: true}},
 		{"poll workflow tasks", call("PollWorkflowTaskQueue", pollWorkflow), want{Worker: true}},
 		{"update an exam (a review)", call("UpdateWorkflowExecution", update), want{API: true, Worker: true}},

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/server/temporal"
 
 	"octflow/contract"
+	"octflow/exam"
 	"octflow/temporalauth"
 )
 
@@ -41,9 +42,19 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("load configuration: %w", err)
 	}
+	// The authorizer runs in the frontend only: every other service
+	// listens on loopback, where only the server's own services reach
+	// it (they run in this one process and advertise 127.0.0.1).
+	for _, name := range []string{"history", "matching", "worker", "internal-frontend"} {
+		if svc, ok := cfg.Services[name]; ok {
+			svc.RPC.BindOnIP, svc.RPC.BindOnLocalHost = "127.0.0.1", false
+			cfg.Services[name] = svc
+		}
+	}
 	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
 	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"),
-		FleetWorkflowID: contract.FleetWorkflowID, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
+		FleetWorkflowID: contract.FleetWorkflowID, FleetWorkflowType: contract.FleetWorkflow, FleetSignal: contract.NodeReportSignal,
+		FleetQueue: exam.WorkflowQueue, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
 	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
 	s, err := temporal.NewServer(
 		temporal.ForServices(temporal.DefaultServices),

@@ -478,6 +478,15 @@ OCTFLOW_COMPOSE_TEMPORAL=$TEMPORAL_PUB OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secre
 grep -q -- '--- PASS: TestTheStacksTemporalDecidesByRole' "$CACHE/logs/authz.log" ||
 	logs_and_fail "the authorization probe did not run: $(tail -5 "$CACHE/logs/authz.log")"
 step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start"
+# The authorizer runs in the frontend: history, matching and the worker
+# service listen on the server's loopback only, out of every other
+# container's reach (curl's exit 7: could not connect).
+for port in 7234 7235 7239; do
+	code=0
+	compose exec -T api curl -s -m 5 -o /dev/null "http://temporal:$port/" || code=$?
+	[ "$code" = 7 ] || logs_and_fail "Temporal's internal port $port answered another container (curl exit $code, want 7: refused)"
+done
+step "PASS: Temporal's history, matching and worker services are out of the other containers' reach"
 
 # --- exams ----------------------------------------------------------------
 scans=$CACHE/scans
