@@ -8,11 +8,14 @@ package app
 // own code, and its error names the variable, as config's do.
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -100,13 +103,28 @@ func IdentityCodec(k, payload config.CodecKeys) (*codec.Codec, error) {
 	if p, err := codec.ParseKeys(payload.JSON); err == nil {
 		for _, pk := range p.Keys {
 			for id, ik := range keys.Keys {
-				if pk == ik {
+				if sameKey(pk, ik) {
 					return nil, fmt.Errorf("OCTFLOW_IDENTITY_KEYS(_FILE): key %q is also a payload key (OCTFLOW_CODEC_KEYS), which GPU nodes hold: make identity keys of their own", id)
 				}
 			}
 		}
 	}
 	return c, nil
+}
+
+// sameKey says whether two base64 keys are the same bytes, however each
+// is written (padding, alphabet).
+func sameKey(a, b string) bool {
+	decode := func(s string) []byte {
+		s = strings.TrimRight(strings.TrimSpace(s), "=")
+		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			if raw, err := enc.DecodeString(s); err == nil {
+				return raw
+			}
+		}
+		return []byte(s)
+	}
+	return bytes.Equal(decode(a), decode(b))
 }
 
 // CallbackGuard compiles the callback allow-list.

@@ -262,6 +262,7 @@ func TestIdentityKeysAreKeysOfTheirOwn(t *testing.T) {
 		{"none: identities are not kept", "", ""},
 		{"keys of their own", `{"active": "i1", "keys": {"i1": "` + strings.Repeat("B", 43) + `="}}`, ""},
 		{"a payload key under another ID", `{"active": "i1", "keys": {"i1": "` + strings.Repeat("A", 43) + `="}}`, "also a payload key"},
+		{"a payload key written with a line break", `{"active": "i1", "keys": {"i1": "` + strings.Repeat("A", 20) + `\n` + strings.Repeat("A", 23) + `="}}`, "also a payload key"},
 		{"a payload key kept for old identities", `{"active": "i2", "keys": {"i2": "` + strings.Repeat("B", 43) + `=", "i1": "` + strings.Repeat("A", 43) + `="}}`, "also a payload key"},
 		{"not keys", `{"active": "i1"}`, "OCTFLOW_IDENTITY_KEYS"},
 	} {

@@ -221,8 +221,14 @@ func (j *journal) keepAside(name string, r io.Reader, n int64, seq uint64, reaso
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return setAside{}, fmt.Errorf("audit spool: %w", err)
 	}
+	// Never over an earlier file: sequence numbers can repeat after a
+	// tail was moved aside, and a reader may meet the same frame again.
 	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	for k := 1; errors.Is(err, os.ErrExist) && k < 1000; k++ {
+		path = filepath.Join(dir, fmt.Sprintf("%s.%d", name, k))
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return setAside{}, fmt.Errorf("audit spool: %w", err)
 	}
