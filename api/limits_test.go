@@ -86,13 +86,8 @@ func stowParts(n int) []byte {
 }
 
 func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
-		{SHA256: HashToken("dev-b"), Principal: Principal{Name: "b", Role: RoleDevice, DeviceID: "oct-b", Campus: "north"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Devices dev-a and dev-b (twoDevices), at rate.
+	server := func(rate RateLimit) *Server { return twoDevices(t, Config{SpoolDir: t.TempDir(), DeviceRate: rate}) }
 	stow := func(srv *Server, token string, instances int) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/dicom-web/studies", bytes.NewReader(stowParts(instances)))
 		req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=B`)
@@ -113,7 +108,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		return rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") != ""
 	}
 	t.Run("STOW-RS requests are limited", func(t *testing.T) {
-		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), DeviceRate: RateLimit{PerMinute: 2, Burst: 2}})
+		srv := server(RateLimit{PerMinute: 2, Burst: 2})
 		for i := range 2 {
 			if rec := stow(srv, "dev-a", 1); limited(rec) {
 				t.Fatalf("STOW-RS request %d within the burst: %d", i, rec.Code)
@@ -127,7 +122,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("one bucket for both routes", func(t *testing.T) {
-		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), DeviceRate: RateLimit{PerMinute: 2, Burst: 2}})
+		srv := server(RateLimit{PerMinute: 2, Burst: 2})
 		if rec := submit(srv, "dev-a"); limited(rec) {
 			t.Fatalf("first upload: %d", rec.Code)
 		}
@@ -139,7 +134,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("each instance counts", func(t *testing.T) {
-		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), DeviceRate: RateLimit{PerMinute: 60, Burst: 64}})
+		srv := server(RateLimit{PerMinute: 60, Burst: 64})
 		if rec := stow(srv, "dev-a", 64); limited(rec) {
 			t.Fatalf("a 64-instance request within a burst of 64: %d", rec.Code)
 		}
@@ -152,7 +147,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("a request over the burst is served once, then paid for", func(t *testing.T) {
-		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), DeviceRate: RateLimit{PerMinute: 60, Burst: 20}})
+		srv := server(RateLimit{PerMinute: 60, Burst: 20})
 		if rec := stow(srv, "dev-a", 64); limited(rec) {
 			t.Fatalf("a 64-instance request from a device with a burst of 20: %d, want it served", rec.Code)
 		}
