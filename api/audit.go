@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -182,7 +186,11 @@ func (s *Server) recordDecision(c echo.Context, n *auditNote) {
 	}
 	n.done = true
 	res := c.Response()
-	err := s.cfg.AuditTrail.Record(s.auditEvent(c, n, res.Status))
+	ev := s.auditEvent(c, n, res.Status)
+	if ev.Unauthenticated && !s.anonymous.admit(c, ev) {
+		return // counted: the client is over its rate of entries without credentials
+	}
+	err := s.cfg.AuditTrail.Record(ev)
 	if err == nil {
 		return
 	}
@@ -382,4 +390,66 @@ func remoteIP(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// anonymousRate bounds how many entries without credentials one client
+// (an IPv4 address, an IPv6 /64: clientOf) writes one by one: anyone can
+// send such requests, and they share one bounded part of the trail's
+// spool (audit.Trail.Record), which one client must not take alone. Past
+// its rate a client's requests are answered as before and counted, and
+// the trail gets a Security Alert with the count: on the first one
+// counted, every countEvery after it, and before the client's next entry
+// written one by one.
+type anonymousRate struct {
+	limit *loginFailures
+	trail audit.Sink
+
+	mu      sync.Mutex
+	counted map[netip.Prefix]int
+}
+
+const (
+	anonymousBurst = 20
+	anonymousEvery = 100 * time.Millisecond // 10 a second
+	countEvery     = 1000
+)
+
+func newAnonymousRate(trail audit.Sink) *anonymousRate {
+	return &anonymousRate{limit: newLoginFailures(anonymousBurst, anonymousEvery, loginClientsMax), trail: trail,
+		counted: map[netip.Prefix]int{}}
+}
+
+// admit says whether ev, an entry without credentials from c's client,
+// is written one by one; if not, it is counted.
+func (a *anonymousRate) admit(c echo.Context, ev audit.Event) bool {
+	client, now := clientOf(c.Request()), time.Now()
+	over := a.limit.wait(client, now) > 0
+	if !over {
+		a.limit.fail(client, now)
+	}
+	a.mu.Lock()
+	n := a.counted[client]
+	if over {
+		n++
+		a.counted[client] = n
+	} else {
+		delete(a.counted, client)
+	}
+	if len(a.counted) > loginClientsMax { // bounded: forget the smallest counts' clients
+		for k, v := range a.counted {
+			if v < n {
+				delete(a.counted, k)
+				break
+			}
+		}
+	}
+	a.mu.Unlock()
+	if (over && n%countEvery == 1) || (!over && n > 0) {
+		_ = a.trail.Record(audit.Event{ID: audit.SecurityAlert, Types: []audit.Code{audit.UseOfRestrictedFunction},
+			Action: audit.Execute, Outcome: audit.MinorFailure, Unauthenticated: true,
+			Description: fmt.Sprintf("%d requests without credentials from this client, over %d a second, were counted, not recorded one by one",
+				n, int(time.Second/anonymousEvery)),
+			User: audit.User{ID: "unauthenticated", Address: ev.User.Address}})
+	}
+	return !over
 }

@@ -237,3 +237,38 @@ func TestNoActionIsTakenThatTheTrailCouldNotRecord(t *testing.T) {
 		t.Errorf("room asked: %v; want a STOW-RS request to ask for its %d exams too", n, maxInstances)
 	}
 }
+
+func TestOneClientWithoutCredentialsCannotTakeTheTrailsSharedPart(t *testing.T) {
+	trail := &recordingTrail{}
+	srv := auditedServer(t, trail)
+	from := func(addr string, n int) {
+		for range n {
+			req := httptest.NewRequest(http.MethodPut, "/v1/exams", nil) // 405, no token
+			req.RemoteAddr = addr
+			srv.ServeHTTP(httptest.NewRecorder(), req)
+		}
+	}
+	from("198.51.100.7:4000", 500)
+	trail.mu.Lock()
+	flood := len(trail.events)
+	var alert string
+	for _, ev := range trail.events {
+		if ev.ID == audit.SecurityAlert && strings.Contains(ev.Description, "counted, not recorded one by one") {
+			alert = ev.Description
+		}
+	}
+	trail.mu.Unlock()
+	if flood > anonymousBurst+5 {
+		t.Errorf("one client without credentials wrote %d entries one by one in a burst, want about %d", flood, anonymousBurst)
+	}
+	if !strings.Contains(alert, "1 requests without credentials") {
+		t.Errorf("no alert counting the client's requests: %q", alert)
+	}
+	// Another client is not held back by the first.
+	from("203.0.113.9:4000", 5)
+	trail.mu.Lock()
+	defer trail.mu.Unlock()
+	if got := len(trail.events) - flood; got != 5 {
+		t.Errorf("another client's 5 requests wrote %d entries, want 5", got)
+	}
+}

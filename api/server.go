@@ -144,6 +144,9 @@ type Server struct {
 	spool *spoolQuota
 	// rates is each device's rate of exams, over both submitting routes.
 	rates *deviceRates
+	// anonymous is each client's rate of audit entries without
+	// credentials.
+	anonymous *anonymousRate
 }
 
 // New builds the gateway and its routes.
@@ -195,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
 		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
-		rates: newDeviceRates(cfg.DeviceRate),
+		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
