@@ -192,7 +192,7 @@ func start(t *testing.T, conf func(c *Collector, port string) string) *Collector
 // file.
 func (c *Collector) output() string {
 	return fmt.Sprintf(`template(name="fields" type="string" string="%%pri%%\t%%app-name%%\t%%msgid%%\t%%procid%%\t%%structured-data%%\t%%msg%%\n")
-action(type="omfile" file=%q template="fields")
+action(type="omfile" file=%q template="fields" sync="on")
 `, c.received())
 }
 
