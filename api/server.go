@@ -147,6 +147,8 @@ type Server struct {
 	// anonymous is each client's rate of audit entries without
 	// credentials.
 	anonymous *anonymousRate
+	// campusSlots is each campus's share of the validation slots.
+	campusSlots map[string]chan struct{}
 }
 
 // New builds the gateway and its routes.
@@ -199,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 		}, []string{"campus", "device"}),
 		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
+		campusSlots: campusSlots(cfg.Uploads.Validating, cfg.Tokens.uploadCampuses()),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {

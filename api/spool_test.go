@@ -281,3 +281,45 @@ func streamTokensForUploads(t *testing.T) *Tokens {
 	}
 	return tokens
 }
+
+// One campus's validations wait behind each other, not in front of the
+// other campuses': each holds at most its share of the slots.
+func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("north"), Principal: Principal{Name: "n", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("south"), Principal: Principal{Name: "s", Role: RoleDevice, DeviceID: "oct-1", Campus: "south"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), Uploads: UploadLimits{Validating: 4, Wait: 50 * time.Millisecond}})
+	turn := func(campus string) (func(), error) {
+		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
+		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
+		return srv.takeUploadTurn(c, 1)
+	}
+	var held []func()
+	for i := range 2 {
+		release, err := turn("north")
+		if err != nil {
+			t.Fatalf("north's validation %d within its share of 2: %v", i, err)
+		}
+		held = append(held, release)
+	}
+	if _, err := turn("north"); err == nil {
+		t.Fatal("north took a third of 4 validation slots shared by two campuses")
+	}
+	release, err := turn("south")
+	if err != nil {
+		t.Fatalf("south's validation while north holds its share: %v", err)
+	}
+	release()
+	for _, r := range held {
+		r()
+	}
+	if release, err := turn("north"); err != nil {
+		t.Errorf("north's validation once its own ended: %v", err)
+	} else {
+		release()
+	}
+}

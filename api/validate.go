@@ -14,23 +14,58 @@ import (
 	"octflow/octdicom"
 )
 
-// takeUploadTurn waits, within Uploads.Wait, for one of the validation
-// slots and for peak bytes of the validation memory budget, or answers
-// 503 with Retry-After.
+// takeUploadTurn waits, within Uploads.Wait, for one of its campus's
+// validation slots, one of the gateway's, and peak bytes of the
+// validation memory budget, or answers 503 with Retry-After. A campus
+// holds at most its share of the slots (campusSlots), so its burst waits
+// behind itself, not in front of the other campuses.
 func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Uploads.Wait)
 	defer cancel()
+	mine := s.campusSlots[principal(c).Campus]
+	if mine != nil {
+		select {
+		case mine <- struct{}{}:
+		case <-ctx.Done():
+			return func() {}, validatingFull(c)
+		}
+	}
+	releaseMine := func() {
+		if mine != nil {
+			<-mine
+		}
+	}
 	select {
 	case s.uploads <- struct{}{}:
 		release, err := s.budget.take(ctx, peak)
 		if err == nil {
-			return func() { release(); <-s.uploads }, nil
+			return func() { release(); <-s.uploads; releaseMine() }, nil
 		}
 		<-s.uploads
 	case <-ctx.Done():
 	}
+	releaseMine()
+	return func() {}, validatingFull(c)
+}
+
+func validatingFull(c echo.Context) error {
 	c.Response().Header().Set("Retry-After", "10")
-	return func() {}, problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
+	return problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
+}
+
+// campusSlots gives each campus that uploads its share of n validation
+// slots (at least one); with one campus, none: the gateway's slots are
+// its own.
+func campusSlots(n int, campuses []string) map[string]chan struct{} {
+	if len(campuses) < 2 {
+		return nil
+	}
+	share := max(1, n/len(campuses))
+	out := map[string]chan struct{}{}
+	for _, c := range campuses {
+		out[c] = make(chan struct{}, share)
+	}
+	return out
 }
 
 // cleanUpload validates the spooled scan as an OCT volume and writes its
