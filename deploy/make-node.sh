@@ -25,10 +25,12 @@
 #   docker compose up -d --force-recreate s3 s3-setup
 #
 # and copy the bundle to the node's host (scp -r, then delete it here).
-# To take a node's access away: delete its line from s3-node-accounts and
-# its bundle, recreate s3 and s3-setup as above; its certificate stays
-# valid for Temporal until the CA is replaced (deploy/make-certs.sh after
-# deleting ca.pem): keep bundles as secret as the CA's key.
+# To take a node's access away: deploy/revoke-node.sh NODE_ID (its
+# certificate then names no role in Temporal, and its S3 account goes),
+# then recreate s3 and s3-setup as above. The certificate lasts
+# OCTFLOW_NODE_CERT_DAYS (default 90): renew it before with
+# deploy/revoke-node.sh and this script again. Keep bundles as secret as
+# the CA's key.
 set -eu
 NODE=${1:?usage: deploy/make-node.sh NODE_ID [SECRETS_DIR]}
 S=${2:-$(dirname "$0")/secrets}
@@ -54,7 +56,7 @@ openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/OU=o
 	-keyout "$B/node-key.pem" -out "$B/node.csr" 2>/dev/null
 printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$B/node.ext"
 openssl x509 -req -in "$B/node.csr" -CA "$S/ca.pem" -CAkey "$S/ca-key.pem" -CAcreateserial -CAserial "$B/ca.srl" \
-	-days "${OCTFLOW_CERT_DAYS:-825}" -extfile "$B/node.ext" -out "$B/node.pem" 2>/dev/null
+	-days "${OCTFLOW_NODE_CERT_DAYS:-90}" -extfile "$B/node.ext" -out "$B/node.pem" 2>/dev/null
 rm -f "$B/node.csr" "$B/node.ext" "$B/ca.srl"
 access=$(openssl rand -hex 10)
 secret=$(openssl rand -hex 24)

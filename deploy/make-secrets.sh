@@ -23,6 +23,8 @@
 #   gpu-s3-access-key, gpu-s3-secret-key
 #                           this host's GPU services' S3 account (an exam's
 #                           scan and stage outputs only, no deletes)
+#   revoked-certificates    serial numbers of revoked client certificates
+#                           (deploy/revoke-node.sh), which Temporal refuses
 #   s3-node-accounts        the S3 accounts of GPU nodes on other hosts,
 #                           one a line (deploy/make-node.sh); made empty
 #   grafana-admin-password  Grafana's admin (grafana)
@@ -70,5 +72,11 @@ if [ ! -e "$S/s3-node-accounts" ]; then
 	printf '# NODE ACCESS_KEY SECRET_KEY, one GPU node on another host a line (deploy/make-node.sh)\n' >"$S/s3-node-accounts"
 	chmod 444 "$S/s3-node-accounts"
 	made="$made s3-node-accounts"
+fi
+if [ ! -e "$S/revoked-certificates" ]; then
+	printf '# serial numbers of revoked client certificates, one a line (deploy/revoke-node.sh)
+' >"$S/revoked-certificates"
+	chmod 444 "$S/revoked-certificates"
+	made="$made revoked-certificates"
 fi
 echo "made:${made:- nothing (every secret exists)}"

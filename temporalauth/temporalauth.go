@@ -33,8 +33,11 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -77,16 +80,22 @@ func RoleOf(subject *pkix.Name) Role {
 
 // ClaimMapper maps a client certificate to claims: its CN as the subject
 // and its role (Claims.Extensions). It needs the certificate: a call
-// without one has no claims.
-type ClaimMapper struct{}
+// without one has no claims. A certificate whose serial number Revoked
+// lists has no role: one node is revoked without replacing the CA.
+type ClaimMapper struct {
+	Revoked *Revoked
+}
 
 // GetClaims is authorization.ClaimMapper's.
-func (ClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Claims, error) {
+func (m ClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Claims, error) {
 	c := &authorization.Claims{AuthType: "mtls"}
 	if info == nil || info.TLSSubject == nil {
 		return c, nil
 	}
 	c.Subject = info.TLSSubject.CommonName
+	if m.Revoked.Has(peerSerial(info)) {
+		return c, nil
+	}
 	role := RoleOf(info.TLSSubject)
 	c.Extensions = role
 	if role == Server || role == Operator {
@@ -278,4 +287,63 @@ func terminates(req any) bool {
 	}
 	return conflict == enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING ||
 		reuse == enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+}
+
+// peerSerial is the serial number of the client certificate a call came
+// with, in hex ("" when there is none).
+func peerSerial(info *authorization.AuthInfo) string {
+	if info == nil || info.TLSConnection == nil || len(info.TLSConnection.State.PeerCertificates) == 0 {
+		return ""
+	}
+	return strings.ToLower(info.TLSConnection.State.PeerCertificates[0].SerialNumber.Text(16))
+}
+
+// Revoked is the serial numbers of revoked client certificates, one hex
+// number a line (# comments), read from a file and read again when it
+// changes (deploy/revoke-node.sh writes it). A nil Revoked revokes
+// nothing; a file that cannot be read revokes what it last listed.
+type Revoked struct {
+	path string
+
+	mu      sync.Mutex
+	checked time.Time
+	mod     time.Time
+	serials map[string]bool
+}
+
+// NewRevoked reads serial numbers from path as they change.
+func NewRevoked(path string) *Revoked { return &Revoked{path: path} }
+
+// Has says whether serial (hex) is revoked.
+func (r *Revoked) Has(serial string) bool {
+	if r == nil || serial == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.checked) > time.Second {
+		r.checked = now
+		if fi, err := os.Stat(r.path); err == nil && !fi.ModTime().Equal(r.mod) {
+			if b, err := os.ReadFile(r.path); err == nil {
+				r.serials, r.mod = parseSerials(string(b)), fi.ModTime()
+			}
+		}
+	}
+	return r.serials[strings.ToLower(serial)]
+}
+
+// parseSerials reads hex serial numbers, one a line, with # comments and
+// colons (as openssl prints them) allowed.
+func parseSerials(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(line), ":", ""))
+		line = strings.TrimPrefix(line, "serial=")
+		line = strings.TrimLeft(line, "0")
+		if line != "" {
+			out[line] = true
+		}
+	}
+	return out
 }

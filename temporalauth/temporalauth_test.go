@@ -2,7 +2,12 @@ package temporalauth
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"crypto/x509/pkix"
+	"math/big"
+	"os"
+	"path/filepath"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -11,6 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
+	"google.golang.org/grpc/credentials"
 )
 
 const ns = "octflow"
@@ -146,5 +152,34 @@ func TestTheRoleIsTheCertificatesOwnOU(t *testing.T) {
 		call("StartWorkflowExecution", &workflowservice.StartWorkflowExecutionRequest{Namespace: ns}))
 	if err != nil || res.Decision != authorization.DecisionDeny {
 		t.Errorf("a call with no claims: %+v %v, want denied", res, err)
+	}
+}
+
+func TestARevokedCertificateHasNoRole(t *testing.T) {
+	revoked := filepath.Join(t.TempDir(), "revoked")
+	if err := os.WriteFile(revoked, []byte("# revoked GPU nodes\nserial=0A:1F # gpu-remote-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := ClaimMapper{Revoked: NewRevoked(revoked)}
+	node := func(serial int64) *authorization.AuthInfo {
+		subject := pkix.Name{CommonName: "gpu-remote", OrganizationalUnit: []string{"octflow-gpu-node"}}
+		cert := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subject}
+		return &authorization.AuthInfo{TLSSubject: &subject,
+			TLSConnection: &credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}}}
+	}
+	for _, tc := range []struct {
+		serial int64
+		want   Role
+	}{{0x0a1f, ""}, {0x0a20, GPUNode}} {
+		c, err := m.GetClaims(node(tc.serial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := roleOfClaims(c); got != tc.want {
+			t.Errorf("certificate %x: role %q, want %q (revoked: none)", tc.serial, got, tc.want)
+		}
+	}
+	if (ClaimMapper{}).Revoked.Has("a1f") {
+		t.Error("no revocation list revokes something")
 	}
 }

@@ -6,7 +6,9 @@
 // with the configuration the server renders from the environment (its
 // embedded template: database, TLS, ports), and is installed under that
 // name (deploy/temporal/Dockerfile). OCTFLOW_NAMESPACE (default octflow)
-// is the namespace every role but the operators' acts in.
+// is the namespace every role but the operators' acts in;
+// OCTFLOW_TEMPORAL_REVOKED_FILE lists the serial numbers of revoked
+// client certificates (deploy/revoke-node.sh), read again as it changes.
 //
 // This and octflow/devstack are the only places that link the server.
 package main
@@ -55,6 +57,10 @@ func run() error {
 	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"),
 		FleetWorkflowID: contract.FleetWorkflowID, FleetWorkflowType: contract.FleetWorkflow, FleetSignal: contract.NodeReportSignal,
 		FleetQueue: exam.WorkflowQueue, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
+	var revoked *temporalauth.Revoked
+	if path := os.Getenv("OCTFLOW_TEMPORAL_REVOKED_FILE"); path != "" {
+		revoked = temporalauth.NewRevoked(path)
+	}
 	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
 	s, err := temporal.NewServer(
 		temporal.ForServices(temporal.DefaultServices),
@@ -62,7 +68,7 @@ func run() error {
 		temporal.WithLogger(logger),
 		temporal.InterruptOn(temporal.InterruptCh()),
 		temporal.WithAuthorizer(authz),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return temporalauth.ClaimMapper{} }),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return temporalauth.ClaimMapper{Revoked: revoked} }),
 	)
 	if err != nil {
 		return fmt.Errorf("create server: %w", err)

@@ -79,4 +79,18 @@ func TestTheStacksTemporalDecidesByRole(t *testing.T) {
 	if _, err := operator.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{}); err != nil {
 		t.Errorf("the operator's certificate cannot list workflows: %v", err)
 	}
+	// A node's own call, by a node in good standing and by a revoked one.
+	describe := func(c client.Client) error {
+		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "octflow"})
+		return err
+	}
+	if err := describe(gpu); err != nil {
+		t.Errorf("a GPU node's certificate cannot describe its namespace: %v", err)
+	}
+	if revoked := os.Getenv("OCTFLOW_COMPOSE_REVOKED_NODE"); revoked != "" {
+		r := dial(filepath.Join("nodes", revoked, "node.pem"), filepath.Join("nodes", revoked, "node-key.pem"))
+		if err := describe(r); !denied(err) {
+			t.Errorf("a revoked node's certificate described the namespace: %v, want permission denied", err)
+		}
+	}
 }

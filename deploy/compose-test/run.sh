@@ -313,6 +313,10 @@ OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >
 NODE_ID=gpu-remote-1
 NODE_B=$RUN/deploy/secrets/nodes/$NODE_ID
 "$ROOT/deploy/make-node.sh" "$NODE_ID" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-node.sh"
+# A node enrolled and then revoked, by the commands a site runs: its
+# certificate still passes TLS, and Temporal gives it no role.
+"$ROOT/deploy/make-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-node.sh gpu-revoked-1"
+"$ROOT/deploy/revoke-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/revoke-node.sh"
 # The api's and the UI's ports: free ones, picked here, since the UI names
 # the codec endpoint by the api's public URL and the api answers the UI's
 # origin. Temporal's frontend and the S3 proxy, opened by the shipped
@@ -470,14 +474,14 @@ step "PASS: Temporal connects as its own role, no superuser; max_connections $(p
 # certificate names (cmd/octflow-temporal): a GPU node's certificate may
 # neither start nor terminate a workflow, nor list them; the api's may not
 # terminate; the UI's may not start; the operator's may list.
-OCTFLOW_COMPOSE_TEMPORAL=$TEMPORAL_PUB OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secrets OCTFLOW_COMPOSE_NODE=$NODE_ID \
+OCTFLOW_COMPOSE_TEMPORAL=$TEMPORAL_PUB OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secrets OCTFLOW_COMPOSE_NODE=$NODE_ID OCTFLOW_COMPOSE_REVOKED_NODE=gpu-revoked-1 \
 	go test -count=1 -run '^TestTheStacksTemporalDecidesByRole$' -v ./deploy/compose-test >"$CACHE/logs/authz.log" 2>&1 || {
 	tail -30 "$CACHE/logs/authz.log"
 	logs_and_fail "Temporal's authorization by role"
 }
 grep -q -- '--- PASS: TestTheStacksTemporalDecidesByRole' "$CACHE/logs/authz.log" ||
 	logs_and_fail "the authorization probe did not run: $(tail -5 "$CACHE/logs/authz.log")"
-step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start"
+step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start, a revoked node's may call nothing"
 # The authorizer runs in the frontend: history, matching and the worker
 # service listen on the server's loopback only, out of every other
 # container's reach (curl's exit 7: could not connect).
