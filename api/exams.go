@@ -93,14 +93,19 @@ func (s *Server) getExam(c echo.Context) error {
 }
 
 // forUploader is an exam's status as a device or router may read it:
-// where its exam stands, not what it found. The report's summary and the
-// review are the clinicians'.
+// where its exam stands and where its report is, not what it found. The
+// report's summary and the review are the clinicians'.
 func forUploader(st *ExamStatus) *ExamStatus {
 	if st == nil {
 		return nil
 	}
 	out := *st
-	out.Report, out.Review = nil, ""
+	if st.Report != nil {
+		rep := *st.Report
+		rep.Summary = nil
+		out.Report = &rep
+	}
+	out.Review = ""
 	return &out
 }
 

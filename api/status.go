@@ -54,9 +54,11 @@ type ExportInfo struct {
 
 // ReportInfo points at a completed exam's report.
 type ReportInfo struct {
-	JSONKey string       `json:"jsonKey"`
-	PDFKey  string       `json:"pdfKey"`
-	Summary exam.Summary `json:"summary"`
+	JSONKey string `json:"jsonKey"`
+	PDFKey  string `json:"pdfKey"`
+	// Summary is the report's headline figures: the clinicians'; a
+	// device's or router's answer has none.
+	Summary *exam.Summary `json:"summary,omitempty"`
 }
 
 // maxRuns bounds how many earlier runs of a rerun exam are read.
@@ -144,9 +146,7 @@ func (s *Server) status(ctx context.Context, f *examFound) (*ExamStatus, error) 
 	}
 	if rec.State == lifecycle.Completed && rec.Report != nil {
 		st.Report = &ReportInfo{JSONKey: rec.Report.JSONKey, PDFKey: rec.Report.PDFKey}
-		if rec.Summary != nil {
-			st.Report.Summary = *rec.Summary
-		}
+		st.Report.Summary = rec.Summary
 	}
 	if rec.Review != nil {
 		st.Review = rec.Review.Status

@@ -85,7 +85,7 @@ func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ service, image string }{
-		{"temporal", "temporalio/server:"}, {"temporal-schema", "temporalio/admin-tools:"},
+		{"temporal", "octflow-temporal:"}, {"temporal-schema", "temporalio/admin-tools:"},
 		{"temporal-ui", "temporalio/ui:"}, {"s3", "versity/versitygw:"}, {"postgresql", "postgres:"},
 	} {
 		if !strings.HasPrefix(p.Services[c.service].Image, c.image) {
