@@ -1,8 +1,6 @@
 package api
 
 import (
-	"net/http"
-
 	"github.com/labstack/echo/v4"
 
 	"octflow/exam"
@@ -24,6 +22,3 @@ func allowedPriority(c echo.Context, p exam.Priority) exam.Priority {
 	c.Response().Header().Set(WarningHeader, "urgent is not this device's to send (its token does not allow it): taken as normal")
 	return exam.Normal
 }
-
-// warned says whether the answer carries a warning (for tests).
-func warned(h http.Header) bool { return h.Get(WarningHeader) != "" }

@@ -5,7 +5,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -76,6 +75,7 @@ func Marshal(src Source, ev Event) ([]byte, error) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	desc := ev.Description // bounded adds its note to a bounded copy
 	ev, dropped := bounded(ev)
 	src = Source{ID: Bound(src.ID, maxName), Site: Bound(src.Site, maxObjectText), Host: Bound(src.Host, 255), PID: src.PID}
 	b, err := marshal(src, ev)
@@ -84,10 +84,7 @@ func Marshal(src Source, ev Event) ([]byte, error) {
 	}
 	// Halve the objects kept until the message fits (one object and the
 	// bounded fields always do).
-	all, desc := ev.Objects, ev.Description
-	if dropped > 0 { // the note bounded added is written again below
-		desc = desc[:strings.LastIndex(desc, "; ")]
-	}
+	all := ev.Objects
 	for keep := len(all); len(b) > maxXML && keep > 1; {
 		keep /= 2
 		ev.Objects, ev.Description = all[:keep], withOmitted(desc, dropped+len(all)-keep)
