@@ -293,7 +293,6 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		case err != nil:
 			return err
 		}
-		figs := reportFigures(v, layers, mf.Analysis, lesions)
 		info := activity.GetInfo(ctx)
 		rep := &report.Report{
 			SchemaVersion: report.SchemaVersion,
@@ -314,6 +313,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			rep.Intensity = &intensity
 		}
 		rep.FromAnalysis(mf.Analysis, lesions, v.Cols)
+		figs := reportFigures(v, layers, mf.Analysis)
 		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		// A report stands once written: a retry of the same run rewrites
 		// the same report, another run never replaces it.
@@ -367,9 +367,9 @@ func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStar
 }
 
 // reportFigures takes the B-scan the report shows (through the fovea of
-// a cube, the one B-scan of a line or circle), its boundaries and lesion
-// boxes, and a cube's thickness map.
-func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, lesions []imaging.Lesion) *report.Figures {
+// a cube, the one B-scan of a line or circle), its boundaries and a
+// cube's thickness map. The report outlines its own lesions on it.
+func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis) *report.Figures {
 	f, col := 0, v.Cols/2
 	var thickness []float32
 	if m, ok := an.Figures.(*imaging.Measurements); ok {
@@ -382,16 +382,6 @@ func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis, l
 	for name, rows := range l.Boundaries {
 		if len(rows) == v.Frames*v.Cols {
 			figs.Boundaries[name] = rows[f*v.Cols : (f+1)*v.Cols]
-		}
-	}
-	if an.LesionsWithheld() != "" {
-		lesions = nil // not drawn where they are not reported
-	}
-	for _, les := range lesions {
-		for _, b := range les.Boxes {
-			if b.Frame == f {
-				figs.Lesions = append(figs.Lesions, b)
-			}
 		}
 	}
 	return figs

@@ -163,6 +163,9 @@ func (b *builder) macularContent() ([]*elems, error) {
 	for _, r := range reasons {
 		group = append(group, textItem("CONTAINS", commentCode(), r))
 	}
+	if finding := b.rep.Finding(); finding != "" {
+		group = append(group, textItem("CONTAINS", commentCode(), "Fluid and drusen: "+finding))
+	}
 	group = append(group, textItem("CONTAINS", commentCode(), b.qualityVerdict()))
 	out = append(out, container("CONTAINS", code("125007", "DCM", "Measurement Group"), group...))
 	return out, nil

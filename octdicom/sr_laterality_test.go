@@ -1,8 +1,12 @@
 package octdicom
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"octflow/imaging"
+	"octflow/report"
 
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
@@ -116,6 +120,68 @@ func TestTheMacularGridReportNamesTheEye(t *testing.T) {
 			case c.want != nil && got[0] != *c.want:
 				t.Errorf("the SR of a %s eye (report eye %q, scan laterality %q) names the eye (%s, %s, %q), want (%s, %s, %q): the report would be filed against the wrong eye",
 					c.want.meaning, c.reportEye, c.scanSide, got[0].value, got[0].scheme, got[0].meaning, c.want.value, c.want.scheme, c.want.meaning)
+			}
+		})
+	}
+}
+
+// srTexts are the values of the SR's TEXT content items, anywhere in
+// its content tree.
+func srTexts(items [][]*dicom.Element) []string {
+	var out []string
+	for _, it := range items {
+		for _, el := range it {
+			if el.Tag == tag.TextValue {
+				if v, _ := el.Value.GetValue().([]string); len(v) > 0 {
+					out = append(out, strings.TrimRight(v[0], "\x00 "))
+				}
+			}
+		}
+		out = append(out, srTexts(seqItems(it, tag.ContentSequence))...)
+	}
+	return out
+}
+
+// TestTheMacularGridReportSaysTheLesionFinding: the SR carries the
+// report's lesion finding word for word (what the PDF and the JSON say),
+// whether none was found, some were, or they were withheld; and it says
+// there is none only when the report does.
+func TestTheMacularGridReportSaysTheLesionFinding(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		edit     func(r *report.Report)
+		noneSaid bool
+	}{
+		{"graded in full, none found", func(r *report.Report) { r.Quality.GradableFraction = 1 }, true},
+		{"graded in part, none found", func(*report.Report) {}, false},
+		{"drusen found", func(r *report.Report) {
+			r.Lesions = []imaging.Lesion{{Type: imaging.Drusen, Frame: 24, Col: 256}}
+		}, false},
+		{"withheld", func(r *report.Report) {
+			r.LesionsWithheld = "the BM boundary is reliable in only 21% of the graded A-scans"
+		}, false},
+		{"found where not graded", func(r *report.Report) { r.Quality.GradableFraction, r.LesionsUngraded = 1, 1 }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := cubeReport()
+			c.edit(rep)
+			var sr *Object
+			objs := results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))
+			for i := range objs {
+				if objs[i].Kind == KindMacularGridSR {
+					sr = &objs[i]
+				}
+			}
+			if sr == nil {
+				t.Fatal("no Macular Grid SR among the results of a measured cube")
+			}
+			want := "Fluid and drusen: " + rep.Finding()
+			texts := srTexts(seqItems(parse(t, *sr).Elements, tag.ContentSequence))
+			if !slices.Contains(texts, want) {
+				t.Errorf("the SR's comments %q lack the report's finding %q", texts, want)
+			}
+			if said := strings.Contains(strings.Join(texts, "\n"), report.NoLesionFound); said != c.noneSaid {
+				t.Errorf("the SR says no lesion was detected: %v, want %v (%q)", said, c.noneSaid, texts)
 			}
 		})
 	}

@@ -15,12 +15,11 @@ import (
 // Figures are the images a report shows, taken from the stage outputs.
 type Figures struct {
 	// BScan is the B-scan through the fovea (Rows × Cols), with the
-	// boundaries found on it (row per column) and the lesion boxes that
-	// cross it.
+	// boundaries found on it (row per column). The lesions outlined on
+	// it are the report's (Report.Outlines), no other.
 	BScan      []float32
 	Rows, Cols int
 	Boundaries map[string][]float32
-	Lesions    []imaging.Box
 	// Thickness is the retinal thickness map (Frames × Cols, µm).
 	Thickness []float32
 	Frames    int
@@ -43,8 +42,9 @@ var boundaryColours = map[string]color.RGBA{
 }
 
 // bscanPNG renders the central B-scan in grey (log scale, 1st to 99.5th
-// percentile) with the boundaries and lesion boxes drawn on it.
-func bscanPNG(f *Figures, enc *png.Encoder) ([]byte, error) {
+// percentile) with the boundaries and the outlines of lesions drawn on
+// it.
+func bscanPNG(f *Figures, outlines []imaging.Box, enc *png.Encoder) ([]byte, error) {
 	if len(f.BScan) != f.Rows*f.Cols || f.Rows == 0 {
 		return nil, fmt.Errorf("b-scan is %d samples for %d×%d", len(f.BScan), f.Rows, f.Cols)
 	}
@@ -72,7 +72,7 @@ func bscanPNG(f *Figures, enc *png.Encoder) ([]byte, error) {
 		}
 	}
 	cyan := color.RGBA{0, 255, 255, 255}
-	for _, b := range f.Lesions {
+	for _, b := range outlines {
 		for c := b.Col0; c <= b.Col1; c++ {
 			img.SetRGBA(c, b.Row0, cyan)
 			img.SetRGBA(c, b.Row1, cyan)

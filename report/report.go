@@ -60,6 +60,18 @@ type Report struct {
 	// between are not reliable. Lesions is then empty, and says nothing
 	// of their absence.
 	LesionsWithheld string `json:"lesionsWithheld,omitempty"`
+	// LesionsUngraded counts the regions the lesion search found on
+	// A-scans the quality gate could not grade: not reported (nothing
+	// vouches for them), and the reason the report does not say there
+	// is no lesion.
+	LesionsUngraded int `json:"lesionsUngraded,omitempty"`
+	// LesionFinding is what the lesion search concludes, in one
+	// statement: the PDF writes it word for word, the SR carries it, and
+	// it agrees with Lesions, LesionsWithheld and LesionsUngraded (see
+	// lesionFinding). "No fluid or drusen detected." is written only
+	// when the whole scan was graded, searched and nothing was found.
+	// Empty when nothing was measured (NotMeasurable says why).
+	LesionFinding string `json:"lesionFinding,omitempty"`
 	// Withheld lists the figures the analysis does not vouch for, each
 	// with its reason (a boundary it needs is not reliable where it is
 	// measured); Boundaries how reliable each boundary is over the
@@ -87,6 +99,7 @@ func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, col
 	}
 	r.Withheld, r.Boundaries = a.Withheld, a.Boundaries
 	r.Lesions = []imaging.Lesion{}
+	defer func() { r.LesionFinding = lesionFinding(r) }()
 	if !r.Measurable {
 		return
 	}
@@ -97,8 +110,90 @@ func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, col
 	for _, l := range lesions {
 		if i := l.Frame*cols + l.Col; a.Quality.Mask == nil || i >= 0 && i < len(a.Quality.Mask) && a.Quality.Mask[i] {
 			r.Lesions = append(r.Lesions, l)
+		} else {
+			r.LesionsUngraded++
 		}
 	}
+}
+
+// Outlines are the boxes of the report's lesions on B-scan frame: what
+// the report's B-scan panel outlines, so that its drawing and its text
+// name the same lesions.
+func (r *Report) Outlines(frame int) []imaging.Box {
+	var out []imaging.Box
+	for _, l := range r.Lesions {
+		for _, b := range l.Boxes {
+			if b.Frame == frame {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// Finding is the report's lesion finding (LesionFinding), stated from
+// its lesions when a report made before it was recorded lacks it.
+func (r *Report) Finding() string { return cmp.Or(r.LesionFinding, lesionFinding(r)) }
+
+// NoLesionFound is the lesion finding of a scan graded in full on which
+// the search found nothing: the only case a report says so unqualified.
+const NoLesionFound = "No fluid or drusen detected."
+
+// fullyGraded is the graded share from which a scan counts as searched
+// whole (the gate's own rounding aside).
+const fullyGraded = 0.995
+
+// lesionFinding states what the lesion search found, from the report's
+// lesions, withheld reason, ungraded regions and quality: a negative
+// finding is qualified by the share of the scan it covers, and never
+// given while regions found where the scan is not graded are left out.
+func lesionFinding(r *Report) string {
+	const review = " Review the B-scans for fluid and drusen."
+	switch {
+	case !r.Measurable:
+		return ""
+	case r.LesionsWithheld != "":
+		return "Not reported: " + r.LesionsWithheld + "." + review
+	}
+	var ungraded string
+	if r.LesionsUngraded > 0 {
+		ungraded = fmt.Sprintf(" %d more %s found where the scan could not be graded %s not reported: nothing vouches for %s.",
+			r.LesionsUngraded, plural(r.LesionsUngraded, "region", "regions"), plural(r.LesionsUngraded, "is", "are"), plural(r.LesionsUngraded, "it", "them"))
+	}
+	switch {
+	case len(r.Lesions) > 0:
+		counts := map[string]int{}
+		var types []string
+		for _, l := range r.Lesions {
+			if counts[l.Type] == 0 {
+				types = append(types, l.Type)
+			}
+			counts[l.Type]++
+		}
+		parts := make([]string, len(types))
+		for i, t := range types {
+			parts[i] = fmt.Sprintf("%d %s", counts[t], strings.ReplaceAll(t, "_", " "))
+		}
+		s := "Found: " + strings.Join(parts, ", ") + " (outlined in cyan on the B-scan shown, where they cross it)."
+		if ungraded != "" {
+			s += ungraded + review
+		}
+		return s
+	case ungraded != "":
+		return "None reported on the graded part of the scan." + ungraded + review
+	case r.Quality.GradableFraction < fullyGraded:
+		return fmt.Sprintf("None found on the graded %.0f%% of the A-scans; the rest could not be graded.%s",
+			math.Floor(100*r.Quality.GradableFraction), review)
+	}
+	return NoLesionFound
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // MarshalJSON writes the report with its figures under their scan type's
@@ -234,9 +329,9 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 		section(pdf, bscanTitle(r.ScanPattern))
 		shown := *f
 		if !r.Measurable { // no boundary from a failed analysis
-			shown.Boundaries, shown.Lesions = nil, nil
+			shown.Boundaries = nil
 		}
-		png, err := bscanPNG(&shown, enc)
+		png, err := bscanPNG(&shown, r.Outlines(f.FoveaFrame), enc)
 		if err != nil {
 			return nil, err
 		}
@@ -257,13 +352,13 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 
 	if r.Measurable {
 		section(pdf, "Lesions")
-		if r.LesionsWithheld != "" {
+		finding := r.Finding()
+		if finding != NoLesionFound {
 			pdf.SetFont("Helvetica", "B", 10)
-			pdf.MultiCell(0, 5, tr("Not reported: "+r.LesionsWithheld+". Review the B-scans for fluid and drusen."), "", "L", false)
-			pdf.SetFont("Helvetica", "", 10)
-		} else if len(r.Lesions) == 0 {
-			pdf.CellFormat(0, 6, "No fluid or drusen detected.", "", 1, "L", false, 0, "")
-		} else {
+		}
+		pdf.MultiCell(0, 5, tr(finding), "", "L", false)
+		pdf.SetFont("Helvetica", "", 10)
+		if len(r.Lesions) > 0 {
 			var rows [][]string
 			for _, l := range r.Lesions {
 				rows = append(rows, []string{l.Type, fmt.Sprint(l.Frame + 1), fmt.Sprintf("%.2f", l.XMm), fmt.Sprintf("%.2f", l.YMm),
