@@ -2,13 +2,14 @@ package imaging
 
 import (
 	"math"
+	"slices"
 	"strconv"
 )
 
 // aScanEvidence is what the image says about the boundaries of one
 // A-scan, whatever found them.
 type aScanEvidence struct {
-	contrast    float64 // mean log level between ILM and BM over the background's
+	contrast    float64 // mean log level of the brighter half of the retina (ILM to BM) over the background's
 	edgeILM     float64 // log step up at the ILM
 	edgeBM      float64 // log step down at BM
 	thicknessUm float64 // ILM to BM
@@ -26,6 +27,7 @@ func gatherEvidence(v *Volume, l *Layers) []aScanEvidence {
 	e := max(2, int(math.Round(16/v.Spacing.AxialUm))) // rows either side of an edge
 	forEachFrame(v.Frames, func(f int) {
 		img := v.Frame(f)
+		levels := make([]float64, 0, v.Rows)
 		meanLog := func(c, r0, r1 int) float64 { // rows [r0, r1), clamped
 			r0, r1 = max(r0, 0), min(r1, v.Rows)
 			if r1 <= r0 {
@@ -43,7 +45,7 @@ func gatherEvidence(v *Volume, l *Layers) []aScanEvidence {
 			a := &ev[i]
 			a.thicknessUm = float64(bm[i]-ilm[i]) * v.Spacing.AxialUm
 			if bottom-top >= 2 {
-				a.contrast = meanLog(c, top, bottom) - bg
+				a.contrast = brighterHalfLog(img, v.Cols, c, max(top, 0), min(bottom, v.Rows), levels) - bg
 			}
 			a.edgeILM = meanLog(c, top, top+e) - meanLog(c, top-e, top)
 			a.edgeBM = meanLog(c, bottom-e, bottom) - meanLog(c, bottom, bottom+e)
@@ -117,8 +119,10 @@ const (
 	// steps ≤ 0.65 at the 95th percentile; real and phantom retinas ≥ 1.2
 	// at the 5th.
 	edgeNone, edgeFull = 0.6, 1.2
-	// minContrast is the least mean log level of the retina over the
-	// background (a factor of 2.7).
+	// minContrast is the least mean log level of the retina's brighter
+	// half over the background (a factor of 2.7). The brighter half, not
+	// the whole: fluid is as dark as the background, and a retina swollen
+	// by cysts is the one that most needs grading.
 	minContrast = 1.0
 	// majority is the half-width of the A-scan window whose majority
 	// decides an A-scan: isolated passes in noise do not grade.
@@ -283,3 +287,23 @@ func countReason(k, n int, what string) string {
 }
 
 func formatFloat(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+
+// brighterHalfLog is the mean log level of the brighter half of column c
+// over rows [r0, r1) of a B-scan (img, cols wide); levels is scratch
+// space.
+func brighterHalfLog(img []float32, cols, c, r0, r1 int, levels []float64) float64 {
+	levels = levels[:0]
+	for r := r0; r < r1; r++ {
+		levels = append(levels, math.Log1p(float64(max(img[r*cols+c], 0))))
+	}
+	if len(levels) == 0 {
+		return 0
+	}
+	slices.Sort(levels)
+	var s float64
+	upper := levels[len(levels)/2:]
+	for _, x := range upper {
+		s += x
+	}
+	return s / float64(len(upper))
+}
