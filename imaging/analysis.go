@@ -37,6 +37,42 @@ type Analysis struct {
 	// bridged between reliable A-scans (bridgeBoundary); a layer is
 	// measured and judged where both its boundaries hold.
 	layersHeld map[string][]bool
+	// measured is, on a cube or a circle, the A-scans its figures were
+	// measured on (graded, and where the judgment allows: on a circle,
+	// its RNFL/GCL reliable or in a vessel's shadow, not bridged across
+	// unreliable A-scans); a line's profile says so itself (0 where
+	// not). See ThicknessShare.
+	measured []bool
+}
+
+// ThicknessShare is the share of the A-scans among selects (nil: all)
+// that get a thickness: a line's profile, a circle's RNFL, a cube's
+// retina. With among the A-scans a device segments, it is the graded
+// share that octflow tracks beside its accuracy on real scans.
+func (a *Analysis) ThicknessShare(among []bool) float64 {
+	var has func(i int) bool
+	switch {
+	case a.line() != nil:
+		has = func(i int) bool { return i < len(a.line().ProfileUm) && a.line().ProfileUm[i] > 0 }
+	case a.Figures != nil && a.measured != nil:
+		has = func(i int) bool { return i < len(a.measured) && a.measured[i] }
+	default:
+		return 0
+	}
+	var n, k int
+	for i := range len(a.Quality.Mask) {
+		if among != nil && (i >= len(among) || !among[i]) {
+			continue
+		}
+		n++
+		if has(i) {
+			k++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(k) / float64(n)
 }
 
 // LesionsWithheld is why the lesions found are not to be reported, ""
@@ -44,6 +80,19 @@ type Analysis struct {
 func (a *Analysis) LesionsWithheld() string {
 	for _, w := range a.Withheld {
 		if w.Figure == FigureLesions {
+			return w.Reason
+		}
+	}
+	return ""
+}
+
+// LesionKindWithheld is why lesions of a type (IntraretinalFluid, …) are
+// not to be reported: all lesions withheld (LesionsWithheld) or their
+// kind (KindFigure); "" when they may be.
+func (a *Analysis) LesionKindWithheld(lesionType string) string {
+	kind := KindFigure(lesionType)
+	for _, w := range a.Withheld {
+		if w.Figure == FigureLesions || w.Figure == kind {
 			return w.Reason
 		}
 	}
@@ -105,6 +154,7 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.measured = mask
 	if v.Spacing.AxialUm > judgedResolutionUm {
 		return a, nil // rows too coarse to judge a boundary by
 	}
@@ -164,26 +214,61 @@ func Analyze(ctx context.Context, v *Volume, l *Layers) (*Analysis, error) {
 		}
 		a.cube().measureLayers(v, measured, held)
 	}
+	a.measured = measured
+	if pattern == Circle && len(ev.reliable[RNFLGCL]) == len(mask) {
+		// The RNFL bridged between reliable A-scans outside the vessels'
+		// shadows is drawn, not measured.
+		a.measured = andMask(measured, orMask(ev.reliable[RNFLGCL], shadow))
+	}
 	a.vouch(v, l, measuredOn, ev.reliable, measured, shadow)
 	if (pattern == Cube || pattern == Line) && a.LesionsWithheld() == "" && l.has(BoundaryNames...) {
-		fluid, drusen, unmatched, flat, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
+		ag, err := lesionAgreement(ctx, v, alt, l, again, a.Quality.Mask)
 		if err != nil {
 			return nil, err
 		}
-		if worst := min(fluid, drusen); flat > 0 {
-			a.withhold(FigureLesions, fmt.Sprintf("%d of the lesions found lie in one B-scan only while wider than %d B-scan spacings: a streak of noise, not a deposit or a pocket, which are about as long across B-scans as along them",
-				flat, flatLesionSpacings))
-		} else if unmatched > 0 && worst >= minLesionAgreement {
-			a.withhold(FigureLesions, fmt.Sprintf("%d of the lesions found are not found again when the scan is denoised more strongly: "+
-				"noise, not the eye, decides what is found", unmatched))
-		} else if worst < minLesionAgreement {
-			kind := "fluid"
-			if drusen < fluid {
-				kind = "drusen"
-			}
-			a.withhold(FigureLesions, fmt.Sprintf("the %s found changes when the scan is denoised more strongly (Dice %.2f between the two, %.2f needed): "+
-				"noise, not the eye, decides what is found", kind, worst, minLesionAgreement))
+		if figure, why := lesionWithholding(ag); figure != "" {
+			a.withhold(figure, why)
 		}
 	}
 	return a, nil
+}
+
+// lesionWithholding is what the two denoisings' agreement on the lesions
+// withholds, and why: a kind found unsteadily withholds that kind
+// (FigureFluid, FigureDrusen), both withhold every lesion
+// (FigureLesions), and so does a streak (a region in one B-scan only,
+// wide: flat), which is what the noise made of the volume whichever kind
+// it was taken for. "" when nothing is.
+func lesionWithholding(ag agreement) (figure, why string) {
+	fluid, drusen := lesionVerdict(ag, kindFluid), lesionVerdict(ag, kindDrusen)
+	switch {
+	case fluid != "" && drusen != "":
+		return FigureLesions, fluid + "; " + drusen
+	case ag.flat[kindFluid]+ag.flat[kindDrusen] > 0:
+		return FigureLesions, fluid + drusen
+	case fluid != "":
+		return FigureFluid, fluid
+	case drusen != "":
+		return FigureDrusen, drusen
+	}
+	return "", ""
+}
+
+// lesionVerdict is why the lesions of a kind (kindFluid, kindDrusen)
+// are withheld, from how far the two denoisings agree on them
+// (lesionAgreement), or "" when they may be reported.
+func lesionVerdict(ag agreement, kind int) string {
+	name := [2]string{"fluid", "drusen"}[kind]
+	switch {
+	case ag.flat[kind] > 0:
+		return fmt.Sprintf("%d of the %s regions found lie in one B-scan only while wider than %d B-scan spacings: a streak of noise, not a deposit or a pocket, which are about as long across B-scans as along them",
+			ag.flat[kind], name, flatLesionSpacings)
+	case ag.dice[kind] < minLesionAgreement:
+		return fmt.Sprintf("the %s found changes when the scan is denoised more strongly (Dice %.2f between the two, %.2f needed): "+
+			"noise, not the eye, decides what is found", name, ag.dice[kind], minLesionAgreement)
+	case ag.unmatched[kind] > 0:
+		return fmt.Sprintf("%d of the %s regions found are not found again when the scan is denoised more strongly: "+
+			"noise, not the eye, decides what is found", ag.unmatched[kind], name)
+	}
+	return ""
 }

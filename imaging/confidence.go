@@ -390,43 +390,77 @@ func besideSaturation(v *Volume, sat []bool, i int, row float32) bool {
 	return false
 }
 
+// Lesion kinds, as the agreement judges them: fluid (intraretinal and
+// subretinal) and drusen (drusen and PED, the RPE raised).
+const (
+	kindFluid = iota
+	kindDrusen
+)
+
+// lesionKind is a lesion type's kind.
+func lesionKind(typ string) int {
+	if typ == IntraretinalFluid || typ == SubretinalFluid {
+		return kindFluid
+	}
+	return kindDrusen
+}
+
+// KindFigure is the figure a lesion type is withheld under when its kind
+// alone is: FigureFluid or FigureDrusen.
+func KindFigure(lesionType string) string {
+	if lesionKind(lesionType) == kindFluid {
+		return FigureFluid
+	}
+	return FigureDrusen
+}
+
+// agreement is how far the lesions found agree between the volume as
+// denoised and denoised once more, per kind (kindFluid, kindDrusen).
+type agreement struct {
+	// dice is the Dice coefficient of the kind's voxels, 1 where
+	// neither way finds any.
+	dice [2]float64
+	// unmatched counts the lesions, found either way, not found again
+	// over half their voxels; flat those lying in one B-scan only while
+	// wider than flatLesionSpacings B-scan spacings (thinInY).
+	unmatched, flat [2]int
+}
+
 // lesionAgreement is how far the lesions found agree between the
 // volume as denoised (v, l) and denoised once more and segmented anew
-// (alt, again), over the graded A-scans (mask): the Dice coefficient of
-// the fluid and of the drusen voxels, 1 where neither finds any, and
-// how many lesions, found either way, are not found again over half
-// their voxels, and how many lie in one B-scan only while wider than
-// flatLesionSpacings B-scan spacings (thinInY). Fluid and drusen the
-// image shows stay; those the noise made come and go.
-func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask []bool) (fluid, drusen float64, unmatched, flat int, err error) {
+// (alt, again), over the graded A-scans (mask), per kind. Fluid and
+// drusen the image shows stay; those the noise made come and go.
+func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask []bool) (agreement, error) {
+	var out agreement
 	m1, err := FindLesionMasks(ctx, v, l)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return out, err
 	}
 	m2, err := FindLesionMasks(ctx, alt, again)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return out, err
 	}
 	l1, err := m1.Lesions(v, l)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return out, err
 	}
 	l2, err := m2.Lesions(alt, again)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return out, err
 	}
-	// Only what would be reported counts: the voxels of each mask inside
+	// Only what could be reported counts: the voxels of each mask inside
 	// the boxes of the lesions of that kind (specks too small to report
-	// come and go with the noise of any scan). One byte per voxel holds
-	// the four sets (fluid and drusen, each way: bits f1, f2, d1, d2),
-	// and each set also lists its voxels, so the agreement is counted
-	// over the voxels in the sets, not over the volume.
+	// come and go with the noise of any scan) on graded A-scans. One byte
+	// per voxel holds the four sets (fluid and drusen, each way: bits
+	// f1, f2, d1, d2), and each set also lists its voxels, so the
+	// agreement is counted over the voxels in the sets, not over the
+	// volume.
 	const f1, f2, d1, d2 = 1, 2, 4, 8
 	in := make([]uint8, len(v.Data))
-	reported := func(m []bool, lesions []Lesion, fluid bool, bit uint8) []int {
+	collect := func(m []bool, lesions []Lesion, kind int, bit uint8) []int {
 		var out []int
 		for _, les := range lesions {
-			if isFluid := les.Type == IntraretinalFluid || les.Type == SubretinalFluid; isFluid != fluid {
+			if lesionKind(les.Type) != kind {
 				continue
 			}
 			for _, b := range les.Boxes {
@@ -454,24 +488,22 @@ func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask
 		}
 		return 2 * float64(both) / float64(len(a)+len(b))
 	}
-	fl1, fl2 := reported(m1.Fluid, l1, true, f1), reported(m2.Fluid, l2, true, f2)
-	dr1, dr2 := reported(m1.Drusen, l1, false, d1), reported(m2.Drusen, l2, false, d2)
-	fluid, drusen = agree(fl1, fl2, f2), agree(dr1, dr2, d2)
+	fl1, fl2 := collect(m1.Fluid, l1, kindFluid, f1), collect(m2.Fluid, l2, kindFluid, f2)
+	dr1, dr2 := collect(m1.Drusen, l1, kindDrusen, d1), collect(m2.Drusen, l2, kindDrusen, d2)
+	out.dice = [2]float64{agree(fl1, fl2, f2), agree(dr1, dr2, d2)}
 	for _, les := range append(slices.Clone(l1), l2...) {
 		if thinInY(v, les) {
-			flat++
+			out.flat[lesionKind(les.Type)]++
 		}
 	}
-	// Each lesion, either way, must be found again over half its voxels.
+	// Each lesion, either way, must be found again over half its voxels
+	// on the graded A-scans.
 	for _, side := range []struct {
 		lesions     []Lesion
 		mine, other [2]uint8 // fluid, drusen
 	}{{l1, [2]uint8{f1, d1}, [2]uint8{f2, d2}}, {l2, [2]uint8{f2, d2}, [2]uint8{f1, d1}}} {
 		for _, les := range side.lesions {
-			kind := 1
-			if les.Type == IntraretinalFluid || les.Type == SubretinalFluid {
-				kind = 0
-			}
+			kind := lesionKind(les.Type)
 			var n, k int
 			for _, b := range les.Boxes {
 				for r := max(b.Row0, 0); r <= min(b.Row1, v.Rows-1); r++ {
@@ -485,12 +517,16 @@ func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask
 					}
 				}
 			}
-			if n > 0 && 2*k < n {
-				unmatched++
+			// Fewer voxels on graded A-scans than a lesion needs to be
+			// one (minLesionVoxels: a lesion whose centroid lies where
+			// the scan is not graded, touching the graded part at an
+			// edge) tell nothing either way.
+			if n >= minLesionVoxels && 2*k < n {
+				out.unmatched[kind]++
 			}
 		}
 	}
-	return fluid, drusen, unmatched, flat, nil
+	return out, nil
 }
 
 // flatLesionSpacings: a lesion found in one B-scan only while wider
@@ -809,15 +845,20 @@ const minCentralReliable = 0.2
 
 // Figures the analysis may withhold (Withheld.Figure).
 const (
-	FigureRNFLGlobal   = "rnflGlobal"
-	FigureRNFLSectors  = "rnflSectors"
-	FigureRNFLSector   = "rnfl:" // + sector
-	FigureCentral      = "centralThickness"
-	FigureCST          = "centralSubfieldThickness"
-	FigureETDRS        = "etdrs:" // + subfield
-	FigureVolume       = "totalVolume"
-	FigureLayer        = "layer:" // + layer name (RetinalLayers)
-	FigureLesions      = "lesions"
+	FigureRNFLGlobal  = "rnflGlobal"
+	FigureRNFLSectors = "rnflSectors"
+	FigureRNFLSector  = "rnfl:" // + sector
+	FigureCentral     = "centralThickness"
+	FigureCST         = "centralSubfieldThickness"
+	FigureETDRS       = "etdrs:" // + subfield
+	FigureVolume      = "totalVolume"
+	FigureLayer       = "layer:" // + layer name (RetinalLayers)
+	FigureLesions     = "lesions"
+	// FigureFluid and FigureDrusen are one kind of lesion withheld while
+	// the other is reported (KindFigure): fluid found unsteadily says
+	// nothing of the drusen, nor drusen of a cyst.
+	FigureFluid        = "lesions:fluid"
+	FigureDrusen       = "lesions:drusen"
 	FigureMeasurements = "measurements"
 	centralHalfWidthUm = 500
 	withheldGateReason = "some figures are withheld: what they rest on is not reliable where they are measured (see withheld)"
@@ -827,6 +868,15 @@ func andMask(a, b []bool) []bool {
 	out := make([]bool, len(a))
 	for i := range out {
 		out[i] = a[i] && i < len(b) && b[i]
+	}
+	return out
+}
+
+// orMask marks where a or b does; b may be nil (nothing marked).
+func orMask(a, b []bool) []bool {
+	out := make([]bool, len(a))
+	for i := range out {
+		out[i] = a[i] || i < len(b) && b[i]
 	}
 	return out
 }

@@ -50,13 +50,21 @@ const (
 	// minLesionVoxels also ignores regions of fewer voxels, which coarse
 	// sampling can make large in mm³.
 	minLesionVoxels = 30
+	// minLesionSectionMm2 is minLesionMm3's dome cut through its middle
+	// (about π/4 · 0.2 mm · 30 µm, rounded down): what a scan of one
+	// B-scan, which has no volume to measure, sees of the least lesion.
+	minLesionSectionMm2 = 0.004
 	// fluidContrast is how much darker than the column's outer nuclear
 	// layer a voxel must be to count as fluid (a factor; fluid is
 	// near-black, the ONL the darkest tissue).
 	fluidContrast = 2.5
 	// minDrusenUm is the least RPE elevation over Bruch's membrane taken
-	// as a deposit (and never less than 2.5 rows).
-	minDrusenUm = 10.0
+	// as part of a deposit (and never less than 2.5 rows), and
+	// minDrusenPeakUm (never less than twice that) the least a deposit
+	// rises to somewhere: the healthy RPE band, its lower edge placed a
+	// row or two high over a millimetre, is no deposit.
+	minDrusenUm     = 10.0
+	minDrusenPeakUm = 20.0
 	// A raised region counts as a pigment epithelial detachment rather
 	// than drusen when it is taller than pedHeightUm or wider than a
 	// 1 mm disc.
@@ -174,30 +182,97 @@ func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, e
 	fluid := make([]bool, len(v.Data))
 	drusen := make([]bool, len(v.Data))
 	minDrusen := float32(max(minDrusenUm/v.Spacing.AxialUm, 2.5)) // rows; boundary noise is about one each side
+	peak := float32(max(minDrusenPeakUm/v.Spacing.AxialUm, 2*float64(minDrusen)))
+	withDrusen := len(l.RPEBottom) == v.Frames*v.Cols // not given (a model's plain boundaries): BM is then never reliable, and Analyze withholds the lesions
+	raised, lifted := make([]bool, v.Frames*v.Cols), make([]bool, v.Frames*v.Cols)
+	usualGap := make([]float32, v.Frames)
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {
 			return
 		}
 		markFluid(v, l, f, fluid)
-		if len(l.RPEBottom) != v.Frames*v.Cols {
-			return // not given (a model's plain boundaries): BM is then never reliable, and Analyze withholds the lesions
-		}
-		// A deposit fills the gap between the raised RPE band and
-		// Bruch's membrane.
-		for c := range v.Cols {
-			top, bm := l.RPEBottom[f*v.Cols+c], l.Row(BM, f, c)
-			if bm-top < minDrusen {
-				continue
-			}
-			for r := max(int(math.Round(float64(top))), 0); r < min(int(math.Round(float64(bm))), v.Rows); r++ {
-				drusen[(f*v.Rows+r)*v.Cols+c] = true
-			}
+		if withDrusen {
+			usualGap[f] = raisedRPE(v, l, f, minDrusen, peak, raised, lifted)
 		}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if withDrusen {
+		markDrusen(v, l, raised, lifted, usualGap, drusen)
+	}
 	return &LesionMasks{Fluid: fluid, Drusen: drusen}, nil
+}
+
+// raisedRPE finds, on B-scan f, where a deposit may lift the RPE band
+// off Bruch's membrane: raised where the band's lower edge stands over
+// the membrane by least rows more than the B-scan's usual gap between
+// the two (their lower quartile: the band's own thickness as the
+// segmentation sees it, which deposits never cover three quarters of),
+// and lifted where, besides, both the lower edge and the band's upper
+// boundary (RPE, over its median height) stand peak rows higher than
+// usual. It returns the usual gap.
+func raisedRPE(v *Volume, l *Layers, f int, least, peak float32, raised, lifted []bool) float32 {
+	gap, band := make([]float32, v.Cols), make([]float32, v.Cols)
+	for c := range v.Cols {
+		bm := l.Row(BM, f, c)
+		gap[c], band[c] = bm-l.RPEBottom[f*v.Cols+c], bm-l.Row(RPE, f, c)
+	}
+	quantile := func(xs []float32, q int) float32 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return max(s[len(s)*q/4], 0)
+	}
+	usualGap, usualBand := quantile(gap, 1), quantile(band, 2)
+	for c := range v.Cols {
+		i := f*v.Cols + c
+		raised[i] = gap[c]-usualGap >= least
+		lifted[i] = min(gap[c]-usualGap, band[c]-usualBand) >= peak
+	}
+	return usualGap
+}
+
+// markDrusen marks the deposits: the regions of raised A-scans
+// (raisedRPE), connected en face across A-scans and B-scans, in which
+// the whole band is lifted somewhere — a dome, not a sliver where only
+// the band's lower edge was placed a little high over a millimetre of
+// healthy band. A deposit fills the gap, from the band's lower edge to
+// the membrane less its B-scan's usual gap.
+func markDrusen(v *Volume, l *Layers, raised, lifted []bool, usualGap []float32, drusen []bool) {
+	seen := make([]bool, len(raised))
+	var region, stack []int
+	for start := range raised {
+		if !raised[start] || seen[start] {
+			continue
+		}
+		seen[start] = true
+		region, stack = region[:0], append(stack[:0], start)
+		dome := false
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			region = append(region, i)
+			dome = dome || lifted[i]
+			f, c := i/v.Cols, i%v.Cols
+			for _, n := range [][2]int{{f - 1, c}, {f + 1, c}, {f, c - 1}, {f, c + 1}} {
+				if j := n[0]*v.Cols + n[1]; n[0] >= 0 && n[0] < v.Frames && n[1] >= 0 && n[1] < v.Cols && raised[j] && !seen[j] {
+					seen[j] = true
+					stack = append(stack, j)
+				}
+			}
+		}
+		if !dome {
+			continue
+		}
+		for _, i := range region {
+			f, c := i/v.Cols, i%v.Cols
+			r0 := max(int(math.Round(float64(l.RPEBottom[i]))), 0)
+			r1 := min(int(math.Round(float64(l.Row(BM, f, c)-usualGap[f]))), v.Rows)
+			for r := r0; r < r1; r++ {
+				drusen[(f*v.Rows+r)*v.Cols+c] = true
+			}
+		}
+	}
 }
 
 // markFluid marks the fluid voxels of B-scan f. Each A-scan is judged
@@ -248,11 +323,13 @@ func medianOf(xs []float64) float64 {
 }
 
 // regions groups marked voxels into 3-D connected lesions (6-neighbour),
-// ignoring specks (minLesionMm3). Each region takes the type most of its voxels get from
+// ignoring specks (minLesionMm3; minLesionSectionMm2 on a scan of one
+// B-scan). Each region takes the type most of its voxels get from
 // typeOf.
 func regions(v *Volume, mask []bool, typeOf func(f, r, c int) string) []Lesion {
 	voxelMm3 := v.Spacing.AxialUm * v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e9
 	pixelMm2 := v.Spacing.LateralUm * max(v.Spacing.FrameUm, v.Spacing.LateralUm) / 1e6
+	sectionMm2 := v.Spacing.AxialUm * v.Spacing.LateralUm / 1e6 // a voxel seen on its B-scan
 	seen := make([]bool, len(v.Data))
 	var lesions []Lesion
 	stack := []int{}
@@ -292,7 +369,8 @@ func regions(v *Volume, mask []bool, typeOf func(f, r, c int) string) []Lesion {
 				}
 			}
 		}
-		if n < minLesionVoxels || float64(n)*voxelMm3 < minLesionMm3 {
+		if n < minLesionVoxels || v.Frames > 1 && float64(n)*voxelMm3 < minLesionMm3 ||
+			v.Frames == 1 && float64(n)*sectionMm2 < minLesionSectionMm2 {
 			continue
 		}
 		les := Lesion{Voxels: n,

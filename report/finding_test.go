@@ -52,12 +52,17 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 		{"drusen graded, a cyst not", 0.5, leftHalf, []imaging.Lesion{drusen, cyst}, "", 1, "Found: 1 drusen", false},
 		{"both graded", 1, all, []imaging.Lesion{drusen, cyst}, "", 2, "Found: 1 drusen, 1 intraretinal fluid", false},
 		{"withheld", 1, all, []imaging.Lesion{drusen}, "the BM boundary is reliable in only 21% of the graded A-scans", 0, "Not reported: the BM boundary", false},
+		{"drusen withheld, the cyst reported", 1, all, []imaging.Lesion{drusen, cyst}, "", 1, "Found: 1 intraretinal fluid", false},
+		{"drusen withheld, nothing else found", 1, all, []imaging.Lesion{drusen}, "", 0, "No fluid found. Drusen not reported: the drusen found changes", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := &imaging.Analysis{Pattern: imaging.Cube, Figures: m,
 				Quality: imaging.Quality{Gradable: imaging.PartlyGradable, Grade: "good", SignalStrength: 8, GradableFraction: c.fraction, Mask: c.mask}}
 			if c.withheld != "" {
 				a.Withheld = []imaging.Withheld{{Figure: imaging.FigureLesions, Reason: c.withheld}}
+			}
+			if strings.HasPrefix(c.name, "drusen withheld") {
+				a.Withheld = []imaging.Withheld{{Figure: imaging.FigureDrusen, Reason: "the drusen found changes when the scan is denoised more strongly"}}
 			}
 			var r Report
 			r.FromAnalysis(a, c.lesions, cols)

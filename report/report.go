@@ -108,9 +108,12 @@ func (r *Report) FromAnalysis(a *imaging.Analysis, lesions []imaging.Lesion, col
 		return
 	}
 	for _, l := range lesions {
-		if i := l.Frame*cols + l.Col; a.Quality.Mask == nil || i >= 0 && i < len(a.Quality.Mask) && a.Quality.Mask[i] {
+		switch i := l.Frame*cols + l.Col; {
+		case a.LesionKindWithheld(l.Type) != "":
+			// Its kind is withheld (listed in Withheld): not reported.
+		case a.Quality.Mask == nil || i >= 0 && i < len(a.Quality.Mask) && a.Quality.Mask[i]:
 			r.Lesions = append(r.Lesions, l)
-		} else {
+		default:
 			r.LesionsUngraded++
 		}
 	}
@@ -144,9 +147,11 @@ const NoLesionFound = "No fluid or drusen detected."
 const fullyGraded = 0.995
 
 // lesionFinding states what the lesion search found, from the report's
-// lesions, withheld reason, ungraded regions and quality: a negative
-// finding is qualified by the share of the scan it covers, and never
-// given while regions found where the scan is not graded are left out.
+// lesions, what it withholds (all lesions, or one kind: Withheld's
+// lesions:fluid or lesions:drusen), its ungraded regions and quality: a
+// negative finding is qualified by the share of the scan and the kinds
+// it covers, and never given unqualified while a kind is withheld or
+// regions found where the scan is not graded are left out.
 func lesionFinding(r *Report) string {
 	const review = " Review the B-scans for fluid and drusen."
 	switch {
@@ -155,11 +160,22 @@ func lesionFinding(r *Report) string {
 	case r.LesionsWithheld != "":
 		return "Not reported: " + r.LesionsWithheld + "." + review
 	}
-	var ungraded string
-	if r.LesionsUngraded > 0 {
-		ungraded = fmt.Sprintf(" %d more %s found where the scan could not be graded %s not reported: nothing vouches for %s.",
-			r.LesionsUngraded, plural(r.LesionsUngraded, "region", "regions"), plural(r.LesionsUngraded, "is", "are"), plural(r.LesionsUngraded, "it", "them"))
+	var notes []string
+	none := "None found"
+	for _, w := range r.Withheld {
+		switch w.Figure {
+		case imaging.FigureFluid:
+			notes, none = append(notes, "Fluid not reported: "+w.Reason+"."), "No drusen found"
+		case imaging.FigureDrusen:
+			notes, none = append(notes, "Drusen not reported: "+w.Reason+"."), "No fluid found"
+		}
 	}
+	if r.LesionsUngraded > 0 {
+		notes = append(notes, fmt.Sprintf("%d more %s found where the scan could not be graded %s not reported: nothing vouches for %s.",
+			r.LesionsUngraded, plural(r.LesionsUngraded, "region", "regions"), plural(r.LesionsUngraded, "is", "are"), plural(r.LesionsUngraded, "it", "them")))
+	}
+	partial := r.Quality.GradableFraction < fullyGraded
+	var s string
 	switch {
 	case len(r.Lesions) > 0:
 		counts := map[string]int{}
@@ -174,18 +190,21 @@ func lesionFinding(r *Report) string {
 		for i, t := range types {
 			parts[i] = fmt.Sprintf("%d %s", counts[t], strings.ReplaceAll(t, "_", " "))
 		}
-		s := "Found: " + strings.Join(parts, ", ") + " (outlined in cyan on the B-scan shown, where they cross it)."
-		if ungraded != "" {
-			s += ungraded + review
-		}
-		return s
-	case ungraded != "":
-		return "None reported on the graded part of the scan." + ungraded + review
-	case r.Quality.GradableFraction < fullyGraded:
-		return fmt.Sprintf("None found on the graded %.0f%% of the A-scans; the rest could not be graded.%s",
-			math.Floor(100*r.Quality.GradableFraction), review)
+		s = "Found: " + strings.Join(parts, ", ") + " (outlined in cyan on the B-scan shown, where they cross it)."
+	case len(notes) == 0 && !partial:
+		return NoLesionFound
+	case partial:
+		s = fmt.Sprintf("%s on the graded %.0f%% of the A-scans; the rest could not be graded.", none, math.Floor(100*r.Quality.GradableFraction))
+	default:
+		s = none + "."
 	}
-	return NoLesionFound
+	if len(notes) > 0 {
+		s += " " + strings.Join(notes, " ")
+	}
+	if len(notes) > 0 || partial && len(r.Lesions) == 0 {
+		s += review
+	}
+	return s
 }
 
 // plural is one or many by n.

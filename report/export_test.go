@@ -1,0 +1,6 @@
+package report
+
+// PDFText is pdfText, for the tests outside the package (they read real
+// scans through octdicom, which imports report).
+var PDFText = pdfText
+var BScanPNGForTest = bscanPNG
