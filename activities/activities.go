@@ -236,7 +236,7 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 			return permanentIfInvalid(err)
 		}
 		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
-		out.Summary = summarize(an, 0)
+		out.Summary = summarize(an, 0, "")
 		return a.putJSON(ctx, out.Keys[0], measurementsFile{
 			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
 			Eye:    v.Laterality, Analysis: an})
@@ -245,10 +245,11 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 }
 
 // summarize is the headline of an analysis: what status and events show,
-// with the figures it withholds named (the report gives the reasons).
-func summarize(an *imaging.Analysis, lesions int) *exam.Summary {
+// with the figures it withholds named (the report gives the reasons) and
+// the report's lesion finding ("" before the report).
+func summarize(an *imaging.Analysis, lesions int, finding string) *exam.Summary {
 	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
-		Lesions: lesions}
+		Lesions: lesions, LesionFinding: finding}
 	if an.Figures != nil {
 		an.Figures.Summarize(s)
 	}
@@ -339,7 +340,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			return err
 		}
 		out.Keys = []string{jsonKey, pdfKey}
-		out.Summary = summarize(mf.Analysis, len(rep.Lesions))
+		out.Summary = summarize(mf.Analysis, len(rep.Lesions), rep.LesionFinding)
 		if err := a.put(ctx, pdfKey, pdf, "application/pdf"); err != nil {
 			return err
 		}

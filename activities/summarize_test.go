@@ -28,7 +28,10 @@ func TestSummaryNamesWhatIsWithheld(t *testing.T) {
 		{"RNFL withheld, nothing measured", &imaging.Analysis{Pattern: imaging.Circle, Quality: ok, NotMeasurable: []string{"r"},
 			Withheld: []imaging.Withheld{{Figure: imaging.FigureRNFLGlobal, Reason: "r"}}}, 0, []string{imaging.FigureRNFLGlobal}, false, false},
 	} {
-		s := summarize(c.an, c.lesions)
+		s := summarize(c.an, c.lesions, "Found: 2 drusen.")
+		if s.LesionFinding != "Found: 2 drusen." {
+			t.Errorf("%s: lesion finding %q, want the report's", c.name, s.LesionFinding)
+		}
 		if !slices.Equal(s.Withheld, c.wantWithheld) || s.LesionsWithheld != c.wantLesions {
 			t.Errorf("%s: withheld %v, lesions withheld %v; want %v, %v", c.name, s.Withheld, s.LesionsWithheld, c.wantWithheld, c.wantLesions)
 		}

@@ -163,4 +163,9 @@ type Summary struct {
 	// LesionsWithheld is true when lesions were not reported: Lesions
 	// is then 0 and says nothing of their absence.
 	LesionsWithheld bool `json:"lesionsWithheld,omitempty"`
+	// LesionFinding is the report's lesion finding, word for word (see
+	// report.Report.LesionFinding): "No fluid or drusen detected." only
+	// when the whole scan was graded and nothing found. Empty before the
+	// report is written.
+	LesionFinding string `json:"lesionFinding,omitempty"`
 }

@@ -28,12 +28,16 @@ type accuracy struct {
 	found                  []Lesion
 	truth                  *Truth
 	intensity              Intensity
+	// share is the graded share: the A-scans the analysis gives a
+	// thickness (Analysis.ThicknessShare; taken only when asked).
+	share float64
 }
 
 // measureAccuracy writes a phantom as a device exporting e would, then
 // runs normalisation, denoise, layers, lesions and measurements on it and
-// scores them against its ground truth.
-func measureAccuracy(t testing.TB, o PhantomOptions, e Export) accuracy {
+// scores them against its ground truth; withShare, it also runs the
+// analysis and takes its graded share.
+func measureAccuracy(t testing.TB, o PhantomOptions, e Export, withShare bool) accuracy {
 	t.Helper()
 	ctx := context.Background()
 	p := NewPhantom(o)
@@ -69,6 +73,13 @@ func measureAccuracy(t testing.TB, o PhantomOptions, e Export) accuracy {
 		fluidDice: math.NaN(), drusenDice: math.NaN(),
 		cstErrUm:  m.CentralSubfieldThicknessUm - truth.Measurements.CentralSubfieldThicknessUm,
 		volErrMm3: m.TotalVolumeMm3 - truth.Measurements.TotalVolumeMm3}
+	if withShare {
+		an, err := Analyze(ctx, den, layers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.share = an.ThicknessShare(nil)
+	}
 	for _, k := range ETDRSSubfields {
 		want, ok := truth.Measurements.ETDRS[k]
 		if !ok {
@@ -147,7 +158,7 @@ func TestAccuracyOnFullSizePhantoms(t *testing.T) {
 		sumMAE[e] = map[string]float64{}
 		for _, o := range cases {
 			name := fmt.Sprintf("seed %d fluid=%v drusen=%v %s, %s", o.Seed, o.Fluid, o.Drusen, cmp.Or(o.Laterality, "OD"), e)
-			a := measureAccuracy(t, o, e)
+			a := measureAccuracy(t, o, e, false)
 			found := string(a.intensity.Encoding)
 			if a.intensity.Encoding == Power {
 				found = fmt.Sprintf("power %.2f", a.intensity.Exponent)
@@ -285,19 +296,21 @@ func TestAccuracyOverManySeeds(t *testing.T) {
 		cst, etdrs, vol, layer                float64
 		fluidDice, drusenDice                 float64
 		cstSeed, etdrsSeed, volSeed, diceSeed uint64
+		share                                 float64 // the least graded share
+		shareSeed                             uint64
 	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%d seeds (101–%d) per export; worst case of each figure, and its seed\n\n", n, 100+n)
-	fmt.Fprintf(&table, "| export | worst boundary MAE px | CST error µm | ETDRS subfield error µm | volume error mm³ | layer mean error µm | fluid Dice (min) | drusen Dice (min) |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&table, "| export | worst boundary MAE px | CST error µm | ETDRS subfield error µm | volume error mm³ | layer mean error µm | fluid Dice (min) | drusen Dice (min) | graded share (min) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, e := range Exports {
-		w := worst{mae: map[string]float64{}, maeSeed: map[string]uint64{}, fluidDice: 1, drusenDice: 1}
+		w := worst{mae: map[string]float64{}, maeSeed: map[string]uint64{}, fluidDice: 1, drusenDice: 1, share: 1}
 		for i := range n {
 			seed := uint64(101 + i)
 			o := PhantomOptions{Seed: seed, Fluid: i%4 == 1 || i%4 == 3, Drusen: i%4 >= 2}
 			if i%2 == 1 {
 				o.Laterality = "OS"
 			}
-			a := measureAccuracy(t, o, e)
+			a := measureAccuracy(t, o, e, true)
 			for b, v := range a.maePx {
 				if v > w.mae[b] {
 					w.mae[b], w.maeSeed[b] = v, seed
@@ -313,6 +326,9 @@ func TestAccuracyOverManySeeds(t *testing.T) {
 				w.vol, w.volSeed = a.volErrMm3, seed
 			}
 			w.layer = math.Max(w.layer, a.layerErrUm)
+			if a.share < w.share {
+				w.share, w.shareSeed = a.share, seed
+			}
 			if o.Fluid && a.fluidDice < w.fluidDice {
 				w.fluidDice, w.diceSeed = a.fluidDice, seed
 			}
@@ -326,8 +342,8 @@ func TestAccuracyOverManySeeds(t *testing.T) {
 				worstB, worstMAE = b, w.mae[b]
 			}
 		}
-		fmt.Fprintf(&table, "| %s | %.2f (%s, seed %d) | %+.1f (seed %d) | %.1f (seed %d) | %+.3f (seed %d) | %.1f | %.3f (seed %d) | %.3f |\n",
-			e, worstMAE, worstB, w.maeSeed[worstB], w.cst, w.cstSeed, w.etdrs, w.etdrsSeed, w.vol, w.volSeed, w.layer, w.fluidDice, w.diceSeed, w.drusenDice)
+		fmt.Fprintf(&table, "| %s | %.2f (%s, seed %d) | %+.1f (seed %d) | %.1f (seed %d) | %+.3f (seed %d) | %.1f | %.3f (seed %d) | %.3f | %.0f%% (seed %d) |\n",
+			e, worstMAE, worstB, w.maeSeed[worstB], w.cst, w.cstSeed, w.etdrs, w.etdrsSeed, w.vol, w.volSeed, w.layer, w.fluidDice, w.diceSeed, w.drusenDice, 100*w.share, w.shareSeed)
 	}
 	t.Log(table.String())
 }

@@ -32,7 +32,7 @@ func TestSubfieldFollowsETDRSGeometry(t *testing.T) {
 // boundaries stay within 1.5 px and the fluid is found and typed.
 func TestStagesWorkAtReducedSampling(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
-		a := measureAccuracy(t, PhantomOptions{Seed: seed, Frames: 13, Rows: 248, Cols: 256, Fluid: seed == 2}, ExportLinear16)
+		a := measureAccuracy(t, PhantomOptions{Seed: seed, Frames: 13, Rows: 248, Cols: 256, Fluid: seed == 2}, ExportLinear16, false)
 		for _, n := range BoundaryNames {
 			if a.maePx[n] > 1.5 {
 				t.Errorf("seed %d: %s mean absolute error %.2f px, want ≤ 1.5", seed, n, a.maePx[n])

@@ -26,7 +26,7 @@ type deviceSegmentation struct {
 // sector, every one reported, and the verdict full.
 func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n| scan | found | ILM px (µm) | RNFL/GCL px (µm) | BM px (µm) | RNFL global µm, device → octflow | T | TS | NS | N | NI | TI | gradable |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&table, "\n| scan | found | ILM px (µm) | RNFL/GCL px (µm) | BM px (µm) | RNFL global µm, device → octflow | T | TS | NS | N | NI | TI | gradable | RNFL measured over the device's A-scans |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range []string{"spectralis-circle-2", "spectralis-circle-4"} {
 		v, dev := readRealScan(t, name)
 		if v.Pattern != Circle {
@@ -105,9 +105,33 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 				fmt.Fprintf(&table, " %.0f → withheld |", devSectors[s]/float64(devCounts[s]))
 			}
 		}
-		fmt.Fprintf(&table, " %s (signal %.1f) |\n", a.Quality.Gradable, a.Quality.SignalStrength)
+		share := a.ThicknessShare(deviceSegments(dev))
+		fmt.Fprintf(&table, " %s (signal %.1f) | %.0f%% |\n", a.Quality.Gradable, a.Quality.SignalStrength, 100*share)
+		if share < minCircleGradedShare {
+			t.Errorf("%s: the RNFL is measured (reliable, or in a vessel's shadow) over %.0f%% of the A-scans the device segments, want ≥ %.0f%%",
+				name, 100*share, 100*minCircleGradedShare)
+		}
 	}
 	t.Log(table.String())
+}
+
+// The graded share octflow tracks on the clean real scans: the share of
+// the A-scans the device segments that get a thickness (ThicknessShare),
+// held from falling under what it is (35% of the line, 64–68% of the
+// circles; a clean line once got 7%). The goal is 85%: see
+// docs/imaging.md, Graded share.
+const (
+	minLineGradedShare   = 0.30
+	minCircleGradedShare = 0.55
+)
+
+// deviceSegments marks the A-scans where the device drew both ILM and BM.
+func deviceSegments(dev deviceSegmentation) []bool {
+	out := make([]bool, len(dev.ILM))
+	for c := range out {
+		out[c] = dev.ILM[c] != nil && c < len(dev.BM) && dev.BM[c] != nil
+	}
+	return out
 }
 
 // readRealScan reads testdata/realdata/name.dcm and its device
@@ -224,8 +248,12 @@ func TestARealLineScanThroughTheFovea(t *testing.T) {
 			t.Errorf("%s at A-scan %d, %.0f µm high, on the graded part of a healthy line", les.Type, les.Col, les.HeightUm)
 		}
 	}
-	t.Logf("fovea %d (device %d), central %.1f µm (device %.1f), graded %.0f%%, %s",
-		*a.line().FoveaCol, pit, a.line().CentralThicknessUm, devCentral, 100*a.Quality.GradableFraction, a.Quality.Gradable)
+	share := a.ThicknessShare(deviceSegments(dev))
+	if share < minLineGradedShare {
+		t.Errorf("a thickness over %.0f%% of the A-scans the device segments, want ≥ %.0f%%", 100*share, 100*minLineGradedShare)
+	}
+	t.Logf("fovea %d (device %d), central %.1f µm (device %.1f), graded %.0f%%, %s; a thickness over %.0f%% of the device's A-scans",
+		*a.line().FoveaCol, pit, a.line().CentralThicknessUm, devCentral, 100*a.Quality.GradableFraction, a.Quality.Gradable, 100*share)
 }
 
 // TestARealClippedCircleScanIsNotMeasured runs a real circle scan taken
