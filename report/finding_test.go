@@ -2,14 +2,12 @@ package report
 
 import (
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"octflow/imaging"
+	"octflow/report/reporttest"
 )
 
 // TestTheLesionFindingIsSaidAlikeEverywhere: whatever the lesion search
@@ -127,24 +125,9 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 	}
 }
 
-// pdfText is a PDF's text, by pdftotext (poppler-utils, which .ci/run
-// installs), with its lines joined: a sentence wrapped over two lines
-// reads as one.
+// pdfText is a PDF's text with its lines joined: a sentence wrapped over
+// two lines reads as one.
 func pdfText(t *testing.T, pdf []byte) string {
 	t.Helper()
-	if _, err := exec.LookPath("pdftotext"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("pdftotext missing: .ci/run should have installed poppler-utils")
-		}
-		t.Skip("pdftotext not installed (apt-get install poppler-utils)")
-	}
-	path := filepath.Join(t.TempDir(), "report.pdf")
-	if err := os.WriteFile(path, pdf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("pdftotext", path, "-").Output()
-	if err != nil {
-		t.Fatalf("pdftotext: %v", err)
-	}
-	return strings.Join(strings.Fields(string(out)), " ")
+	return strings.Join(strings.Fields(reporttest.PDFText(t, pdf)), " ")
 }

@@ -15,7 +15,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,6 +43,7 @@ import (
 	"octflow/lifecycle"
 	"octflow/octdicom"
 	"octflow/report"
+	"octflow/report/reporttest"
 	"octflow/storage"
 )
 
@@ -655,26 +655,8 @@ func TestAStageThatKeepsFailingSpendsOnlyItsOwnAttempts(t *testing.T) {
 	}
 }
 
-// pdfText extracts a PDF's text with pdftotext (poppler-utils, which
-// .ci/run installs).
-func pdfText(t *testing.T, pdf []byte) string {
-	t.Helper()
-	if _, err := exec.LookPath("pdftotext"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("pdftotext missing: .ci/run should have installed poppler-utils")
-		}
-		t.Skip("pdftotext not installed (apt-get install poppler-utils)")
-	}
-	path := filepath.Join(t.TempDir(), "report.pdf")
-	if err := os.WriteFile(path, pdf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("pdftotext", "-layout", path, "-").Output()
-	if err != nil {
-		t.Fatalf("pdftotext: %v", err)
-	}
-	return string(out)
-}
+// pdfText extracts a PDF's text (reporttest.PDFText).
+func pdfText(t *testing.T, pdf []byte) string { return reporttest.PDFText(t, pdf) }
 
 // waitMetric polls GET /metrics until a sample of name with all the
 // given labels has a positive value (the SDK reports every second).
