@@ -77,6 +77,14 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 
+	// How many recorded exams show the clinician a failure's words and a
+	// node: what the devices' view is checked to hide.
+	var withFailure, withNode int
+	defer func() {
+		if withFailure == 0 || withNode == 0 {
+			t.Errorf("the corpus shows a failure's message in %d exams and a node in %d: the device's view of them is untested", withFailure, withNode)
+		}
+	}()
 	reviews := []string{""}
 	if more, _ := filepath.Glob(corpus + "review_*.json"); len(more) > 0 {
 		reviews = append(reviews, more...)
@@ -93,6 +101,7 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				tc.set(latest[i], review, t)
 				client := apitest.Client(t, srv.Client())
+				var clinicians map[string]any // the clinician's view of the exam
 				for _, path := range []string{"/v1/exams/E-1", "/v1/exams/E-1/events"} {
 					req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 					req.Header.Set("Authorization", "Bearer clin")
@@ -105,6 +114,15 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 					if resp.StatusCode != http.StatusOK {
 						t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 					}
+					if path == "/v1/exams/E-1" {
+						_ = json.Unmarshal(b, &clinicians)
+					}
+				}
+				if f, ok := clinicians["lastFailure"].(map[string]any); ok && f["message"] != "" {
+					withFailure++
+				}
+				if clinicians["node"] != nil {
+					withNode++
 				}
 				// The device that sent the exam sees where it stands, not
 				// what it found; another device of the campus, nothing.
@@ -129,6 +147,15 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 					}
 					if _, ok := st["review"]; ok {
 						t.Errorf("device %s sees the review: %v", d.token, st["review"])
+					}
+					// Nor which node ran it, nor a failure's own words.
+					if _, ok := st["node"]; ok {
+						t.Errorf("device %s sees the node: %v", d.token, st["node"])
+					}
+					if f, ok := st["lastFailure"].(map[string]any); ok {
+						if cf, _ := clinicians["lastFailure"].(map[string]any); cf == nil || f["message"] == cf["message"] {
+							t.Errorf("device %s reads the failure's own words %q", d.token, f["message"])
+						}
 					}
 				}
 			})

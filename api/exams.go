@@ -106,7 +106,30 @@ func forUploader(st *ExamStatus) *ExamStatus {
 		out.Report = &rep
 	}
 	out.Review = ""
+	// Which GPU node ran the exam, and a failure's own words (a node's,
+	// a store's or a DICOM value's), are the operators': the device
+	// learns where and of what kind it failed.
+	out.Node = ""
+	if st.LastFailure != nil {
+		f := *st.LastFailure
+		f.Message = uploaderFailureMessage(f.Type)
+		out.LastFailure = &f
+	}
 	return &out
+}
+
+// uploaderFailureMessage is what a device is told of a failure of type
+// typ (contract.ErrType…): its kind, not its words.
+func uploaderFailureMessage(typ string) string {
+	switch typ {
+	case contract.ErrTypeInvalidVolume:
+		return "the scan could not be analysed as an OCT volume"
+	case contract.ErrTypeNodeLost, contract.ErrTypeInfrastructure:
+		return "a processing node or service was unavailable"
+	case contract.ErrTypeExportRefused, contract.ErrTypePACSUnavailable:
+		return "sending the results to the PACS failed"
+	}
+	return "the stage failed; the campus's clinicians and operators see why"
 }
 
 // sentBy says whether the exam was sent by who: its device, or the
