@@ -100,8 +100,11 @@ func (p PKI) write(t *testing.T, name, typ string, der []byte) {
 
 // Collector is Debian's rsyslogd as an audit record repository, writing
 // each message's parsed fields to a file: by RELP over TLS (imrelp),
-// taking only the peer named "client", with its main queue on disk and
-// synced, so that what it answered for survives its death; or by syslog
+// taking only the peer named "client", with a Direct main queue, so that
+// it answers for a message only once its action has written and synced
+// it, and what it answered for survives its death (a disk queue answered
+// once the message was queued and, killed, lost the batch it had handed
+// to the action; deploy/audit/rsyslog.conf is the same); or by syslog
 // over TLS (imtcp with the gtls driver, RFC 5425), taking any client
 // certificate of the test CA.
 type Collector struct {
@@ -119,7 +122,7 @@ func StartCollector(t *testing.T, p PKI, certName string) *Collector {
 	need(t, "/usr/lib/*/rsyslog/imrelp.so", "rsyslog's RELP input (Debian package rsyslog-relp)")
 	return start(t, func(c *Collector, port string) string {
 		return fmt.Sprintf(`global(workDirectory=%[1]q maxMessageSize="64k")
-main_queue(queue.type="Disk" queue.filename="main" queue.syncQueueFiles="on" queue.checkpointInterval="1")
+main_queue(queue.type="Direct")
 module(load="imrelp")
 input(type="imrelp" port=%[5]q address="127.0.0.1" maxDataSize="64k"
   tls="on" tls.caCert=%[2]q tls.myCert=%[3]q tls.myPrivKey=%[4]q
