@@ -157,6 +157,11 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 							t.Errorf("device %s reads the failure's own words %q", d.token, f["message"])
 						}
 					}
+					if e, ok := st["export"].(map[string]any); ok && e["failure"] != nil {
+						if ce, _ := clinicians["export"].(map[string]any); ce == nil || e["failure"] == ce["failure"] {
+							t.Errorf("device %s reads the export failure's own words %q", d.token, e["failure"])
+						}
+					}
 				}
 			})
 		}

@@ -115,6 +115,11 @@ func forUploader(st *ExamStatus) *ExamStatus {
 		f.Message = uploaderFailureMessage(f.Type)
 		out.LastFailure = &f
 	}
+	if st.Export != nil && st.Export.Failure != "" {
+		e := *st.Export
+		e.Failure = uploaderFailureMessage(contract.ErrTypeExportRefused)
+		out.Export = &e
+	}
 	return &out
 }
 
