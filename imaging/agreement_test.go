@@ -47,9 +47,9 @@ func TestLesionsAreWithheldUnderTheAgreementTheyNeed(t *testing.T) {
 		{agreement{dice: [2]float64{0.95, 0.80}}, "", ""},
 		{agreement{dice: [2]float64{0.79, 0.95}}, "the fluid found changes", ""},
 		{agreement{dice: [2]float64{0.95, 0.795}}, "", "the drusen found changes"},
-		{agreement{dice: [2]float64{0.9, 0.9}, unmatched: [2]int{0, 1}}, "", "1 of the drusen regions found are not found again"},
+		{agreement{dice: [2]float64{0.9, 0.9}, unmatched: [2]int{0, 1}}, "", "1 of the drusen regions found is not found again"},
 		{agreement{dice: [2]float64{0.5, 0.9}, unmatched: [2]int{1, 0}}, "the fluid found changes", ""},
-		{agreement{dice: [2]float64{1, 1}, flat: [2]int{2, 1}}, "2 of the fluid regions found lie in one B-scan only", "1 of the drusen regions found lie in one B-scan only"},
+		{agreement{dice: [2]float64{1, 1}, flat: [2]int{2, 1}}, "2 of the fluid regions found lie in one B-scan only", "1 of the drusen regions found lies in one B-scan only"},
 	} {
 		for kind, want := range []string{c.wantFluid, c.wantDr} {
 			got := lesionVerdict(c.ag, kind)
@@ -106,7 +106,7 @@ func TestLesionsAreReportedOnlyWhereTwoDenoisingsAgree(t *testing.T) {
 	}{
 		{5, 3, 0.04, 2, need, 0.9, false, ""},                    // drusen 0.866
 		{5, 2, 0.04, 2, 0, 0.5, true, "the fluid found changes"}, // fluid 0.00
-		{4, 3, 0.06, 4, need, 0.9, true, "are not found again"},  // fluid 0.864; one region comes and goes
+		{4, 3, 0.06, 4, need, 0.9, true, "not found again"},      // fluid 0.864; one region comes and goes
 	} {
 		name := fmt.Sprintf("phantom %d B-scan %d σ %.2f noise %d", c.seed, c.frame, c.sigma, c.noise)
 		t.Run(name, func(t *testing.T) {

@@ -517,11 +517,14 @@ func lesionAgreement(ctx context.Context, v, alt *Volume, l, again *Layers, mask
 					}
 				}
 			}
-			// Fewer voxels on graded A-scans than a lesion needs to be
-			// one (minLesionVoxels: a lesion whose centroid lies where
-			// the scan is not graded, touching the graded part at an
-			// edge) tell nothing either way.
-			if n >= minLesionVoxels && 2*k < n {
+			// A lesion a report would not give (its centroid where the
+			// scan is not graded) that touches the graded part with fewer
+			// voxels than a lesion needs to be one (minLesionVoxels), at
+			// an edge, tells nothing either way; a lesion a report would
+			// give is always judged.
+			i := les.Frame*v.Cols + les.Col
+			reported := i >= 0 && i < len(mask) && mask[i]
+			if n > 0 && 2*k < n && (reported || n >= minLesionVoxels) {
 				out.unmatched[kind]++
 			}
 		}
