@@ -151,7 +151,10 @@ type Summary struct {
 	// A line's central thickness; a circle's global RNFL thickness.
 	CentralThicknessUm *float64 `json:"centralThicknessUm,omitempty"`
 	RNFLGlobalUm       *float64 `json:"rnflGlobalUm,omitempty"`
-	Lesions            int      `json:"lesions"`
+	// Lesions counts the lesions the report gives: not those withheld
+	// (a kind, or all) nor those on ungraded A-scans. LesionFinding says
+	// what the count leaves out.
+	Lesions int `json:"lesions"`
 	// Withheld names the figures the analysis does not vouch for (a
 	// boundary they need is not reliable where they are measured; the
 	// report gives the reasons): rnflGlobal, centralThickness,

@@ -34,6 +34,8 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 		Boxes: []imaging.Box{{Frame: figs.FoveaFrame, Row0: 100, Row1: 120, Col0: cols - 20, Col1: cols - 1}}}
 	drusen := imaging.Lesion{Type: imaging.Drusen, Frame: figs.FoveaFrame, Col: 10,
 		Boxes: []imaging.Box{{Frame: figs.FoveaFrame, Row0: 180, Row1: 190, Col0: 0, Col1: 20}}}
+	elsewhere := imaging.Lesion{Type: imaging.Drusen, Frame: figs.FoveaFrame + 1, Col: 40,
+		Boxes: []imaging.Box{{Frame: figs.FoveaFrame + 1, Row0: 180, Row1: 190, Col0: 30, Col1: 50}}}
 	for _, c := range []struct {
 		name     string
 		fraction float64
@@ -49,6 +51,7 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 		{"a cyst where the scan is not graded", 0.5, leftHalf, []imaging.Lesion{cyst}, "", 0, "1 more region found where the scan could not be graded is not reported", false},
 		{"drusen graded, a cyst not", 0.5, leftHalf, []imaging.Lesion{drusen, cyst}, "", 1, "Found: 1 drusen", false},
 		{"both graded", 1, all, []imaging.Lesion{drusen, cyst}, "", 2, "Found: 1 drusen, 1 intraretinal fluid", false},
+		{"drusen on another B-scan only", 1, all, []imaging.Lesion{elsewhere}, "", 1, "Found: 1 drusen", false},
 		{"withheld", 1, all, []imaging.Lesion{drusen}, "the BM boundary is reliable in only 21% of the graded A-scans", 0, "Not reported: the BM boundary", false},
 		{"drusen withheld, the cyst reported", 1, all, []imaging.Lesion{drusen, cyst}, "", 1, "Found: 1 intraretinal fluid", false},
 		{"drusen withheld, nothing else found", 1, all, []imaging.Lesion{drusen}, "", 0, "No fluid found. Drusen not reported: the drusen found changes", false},
@@ -71,10 +74,14 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 			// The B-scan panel outlines the lesions reported, no other.
 			var boxes int
 			for _, l := range r.Lesions {
-				boxes += len(l.Boxes)
+				for _, b := range l.Boxes {
+					if b.Frame == figs.FoveaFrame {
+						boxes++
+					}
+				}
 			}
 			if got := len(r.Outlines(figs.FoveaFrame)); got != boxes {
-				t.Errorf("the B-scan panel outlines %d boxes, the lesions reported have %d", got, boxes)
+				t.Errorf("the B-scan panel outlines %d boxes, the lesions reported have %d on it", got, boxes)
 			}
 			if !strings.Contains(r.LesionFinding, c.says) {
 				t.Errorf("finding %q, want it to say %q", r.LesionFinding, c.says)
@@ -100,6 +107,30 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 			pdf, err := PDF(&r, figs)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// What the PDF's B-scan panel draws: cyan where, and only
+			// where, a reported lesion crosses the B-scan shown.
+			var cyan int
+			for _, img := range reporttest.PDFImages(t, pdf) {
+				if b := img.Bounds(); b.Dx() != figs.Cols || b.Dy() != figs.Rows {
+					continue
+				}
+				for y := range figs.Rows {
+					for x := range figs.Cols {
+						if r, g, b, _ := img.At(x, y).RGBA(); r == 0 && g == 0xffff && b == 0xffff {
+							cyan++
+						}
+					}
+				}
+			}
+			var crossing bool
+			for _, l := range r.Lesions {
+				for _, b := range l.Boxes {
+					crossing = crossing || b.Frame == figs.FoveaFrame
+				}
+			}
+			if (cyan > 0) != crossing {
+				t.Errorf("the PDF's B-scan panel has %d cyan pixels; a reported lesion crosses it: %v", cyan, crossing)
 			}
 			text := pdfText(t, pdf)
 			if !strings.Contains(text, r.LesionFinding) {

@@ -162,13 +162,19 @@ func lesionFinding(r *Report) string {
 	}
 	var notes []string
 	none := "None found"
+	var fluid, drusen string // why a kind is withheld
 	for _, w := range r.Withheld {
 		switch w.Figure {
 		case imaging.FigureFluid:
+			fluid = w.Reason
 			notes, none = append(notes, "Fluid not reported: "+w.Reason+"."), "No drusen found"
 		case imaging.FigureDrusen:
+			drusen = w.Reason
 			notes, none = append(notes, "Drusen not reported: "+w.Reason+"."), "No fluid found"
 		}
+	}
+	if fluid != "" && drusen != "" { // both kinds: nothing is reported
+		return "Not reported: " + fluid + "; " + drusen + "." + review
 	}
 	if r.LesionsUngraded > 0 {
 		notes = append(notes, fmt.Sprintf("%d more %s found where the scan could not be graded %s not reported: nothing vouches for %s.",
