@@ -233,13 +233,18 @@ func TestNoServiceReadsAnEnvFileOrASecretFromItsEnvironment(t *testing.T) {
 		t.Errorf("the api's audit trail goes without the collector's answers: OCTFLOW_AUDIT_PROTOCOL=%s", *v)
 	}
 	// RELP over TLS, only from the api's own audit certificate, answered
-	// once the message is on disk.
+	// once the message is written and synced: a Direct main queue (a
+	// disk queue answers once the message is queued, and killed, loses
+	// the batch in its action's hands) and a synced file.
 	conf := read(t, filepath.Join(repoRoot, "deploy/audit/rsyslog.conf"))
 	for _, want := range []string{`module(load="imrelp")`, `tls="on"`, `tls.authMode="name"`, `tls.permittedPeer=["octflow-api-audit"]`,
-		`queue.type="Disk"`, `queue.syncQueueFiles="on"`} {
+		`main_queue(queue.type="Direct")`, `sync="on"`} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("the audit collector's configuration lacks %s", want)
 		}
+	}
+	if strings.Contains(conf, `queue.type="Disk"`) || strings.Contains(conf, `queue.type="LinkedList"`) || strings.Contains(conf, `queue.type="FixedArray"`) {
+		t.Error("the audit collector queues messages before writing them: it would answer for what a crash can lose")
 	}
 	if certs := read(t, filepath.Join(repoRoot, "deploy/make-certs.sh")); !strings.Contains(certs, "leaf audit-client octflow-api-audit ") {
 		t.Error("deploy/make-certs.sh makes no audit certificate of the api's own, named as the collector permits")
