@@ -264,21 +264,17 @@ func lesionVerdict(ag agreement, kind int) string {
 	name := [2]string{"fluid", "drusen"}[kind]
 	switch {
 	case ag.flat[kind] > 0:
-		return fmt.Sprintf("%s found %s in one B-scan only while wider than %d B-scan spacings: a streak of noise, not a deposit or a pocket, which are about as long across B-scans as along them",
-			regionsOf(ag.flat[kind], name), pick(ag.flat[kind], "lies", "lie"), flatLesionSpacings)
+		return fmt.Sprintf("%d of the %s regions found %s in one B-scan only while wider than %d B-scan spacings: a streak of noise, not a deposit or a pocket, which are about as long across B-scans as along them",
+			ag.flat[kind], name, pick(ag.flat[kind], "lies", "lie"), flatLesionSpacings)
 	case ag.dice[kind] < minLesionAgreement:
 		return fmt.Sprintf("the %s found changes when the scan is denoised more strongly (Dice %.2f between the two, %.2f needed): "+
 			"noise, not the eye, decides what is found", name, ag.dice[kind], minLesionAgreement)
 	case ag.unmatched[kind] > 0:
-		return fmt.Sprintf("%s found %s not found again when the scan is denoised more strongly: "+
-			"noise, not the eye, decides what is found", regionsOf(ag.unmatched[kind], name), pick(ag.unmatched[kind], "is", "are"))
+		return fmt.Sprintf("%d of the %s regions found %s not found again when the scan is denoised more strongly: "+
+			"noise, not the eye, decides what is found", ag.unmatched[kind], name, pick(ag.unmatched[kind], "is", "are"))
 	}
 	return ""
 }
-
-// regionsOf names n regions of a lesion kind: "1 of the drusen regions",
-// "3 of the fluid regions".
-func regionsOf(n int, kind string) string { return fmt.Sprintf("%d of the %s regions", n, kind) }
 
 // pick is one or many by n.
 func pick(n int, one, many string) string {

@@ -55,6 +55,7 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 		{"withheld", 1, all, []imaging.Lesion{drusen}, "the BM boundary is reliable in only 21% of the graded A-scans", 0, "Not reported: the BM boundary", false},
 		{"drusen withheld, the cyst reported", 1, all, []imaging.Lesion{drusen, cyst}, "", 1, "Found: 1 intraretinal fluid", false},
 		{"drusen withheld, nothing else found", 1, all, []imaging.Lesion{drusen}, "", 0, "No fluid found. Drusen not reported: the drusen found changes", false},
+		{"drusen withheld, fluid withheld too", 1, all, []imaging.Lesion{drusen, cyst}, "", 0, "Not reported: the fluid found changes", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := &imaging.Analysis{Pattern: imaging.Cube, Figures: m,
@@ -64,6 +65,9 @@ func TestTheLesionFindingIsSaidAlikeEverywhere(t *testing.T) {
 			}
 			if strings.HasPrefix(c.name, "drusen withheld") {
 				a.Withheld = []imaging.Withheld{{Figure: imaging.FigureDrusen, Reason: "the drusen found changes when the scan is denoised more strongly"}}
+			}
+			if strings.HasSuffix(c.name, "fluid withheld too") {
+				a.Withheld = append([]imaging.Withheld{{Figure: imaging.FigureFluid, Reason: "the fluid found changes when the scan is denoised more strongly"}}, a.Withheld...)
 			}
 			var r Report
 			r.FromAnalysis(a, c.lesions, cols)
