@@ -56,7 +56,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 		return err
 	}
 	who := principal(c)
-	in.Policy = s.cfg.Policy
+	in.Policy = s.cfg.Policy.ForCampus(in.Submission.Campus)
 	in.Rerun = &contract.Rerun{PreviousRunID: info.GetExecution().GetRunId(), By: who.Name, At: time.Now().UTC()}
 	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        info.GetExecution().GetWorkflowId(),
@@ -69,7 +69,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 			memoSubmitter: s.memoString(desc, memoSubmitter),
 		},
 		TypedSearchAttributes: examSearchAttributes(in.Submission),
-		Priority:              contract.TaskPriority(in.Policy, in.Submission.Priority),
+		Priority:              contract.TaskPriority(in.Policy, in.Submission.Priority, in.Submission.Campus),
 	}, contract.ExamWorkflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {

@@ -172,6 +172,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	}
 
 	submissionID := randomID()
+	pol := s.cfg.Policy.ForCampus(ref.Campus)
 	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        contract.ExamWorkflowID(ref),
 		TaskQueue: exam.WorkflowQueue,
@@ -193,9 +194,9 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		// runs the workflow worker, its first workflow task comes back
 		// with the start and runs here, skipping a queue that may hold a
 		// burst (the upload's answer waits for it, so only urgent ones).
-		Priority:         contract.TaskPriority(s.cfg.Policy, prio),
+		Priority:         contract.TaskPriority(pol, prio, ref.Campus),
 		EnableEagerStart: prio == exam.Urgent,
-	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: s.cfg.Policy, Export: s.cfg.ExportCampuses[sub.Campus]})
+	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: pol, Export: s.cfg.ExportCampuses[sub.Campus]})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil {
 		if !errors.As(startErr, &already) {

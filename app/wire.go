@@ -42,6 +42,7 @@ func PolicySettings(p exam.Policy) config.Policy {
 		AgingNormal: p.Aging[exam.Normal], AgingLow: p.Aging[exam.Low],
 		UrgentSLA: p.UrgentSLA, ReviewWindow: p.ReviewWindow, ReviewReminder: p.ReviewReminder,
 		InfraRetryFor: p.InfraRetryFor, NodeAffinityWait: p.NodeAffinityWait,
+		CampusWeights: p.CampusWeights,
 	}
 }
 
@@ -56,6 +57,7 @@ func Policy(s config.Policy, def exam.Policy) (exam.Policy, error) {
 	p.Aging = map[exam.Priority]time.Duration{exam.Normal: s.AgingNormal, exam.Low: s.AgingLow}
 	p.UrgentSLA, p.ReviewWindow, p.ReviewReminder = s.UrgentSLA, s.ReviewWindow, s.ReviewReminder
 	p.InfraRetryFor, p.NodeAffinityWait = s.InfraRetryFor, s.NodeAffinityWait
+	p.CampusWeights = s.CampusWeights
 	err := p.Validate()
 	if err == nil {
 		return p, nil

@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 func TestPolicyReadsOverridesFromTheEnvironmentAndFlags(t *testing.T) {
 	s := New("api", env(map[string]string{
 		"OCTFLOW_BUCKET_WEIGHTS": "70/25/5", "OCTFLOW_AGING_LOW": "10m", "OCTFLOW_RETRY_BASE": "1m", "OCTFLOW_RETRY_CAP": "20m",
+		"OCTFLOW_CAMPUS_WEIGHTS": " north = 2, south=0.5",
 	}))
 	p := BindPolicy(s, production())
 	if err := s.Parse([]string{"--retry-cap", "40m", "--aging-normal", "0s"}); err != nil {
@@ -35,6 +37,9 @@ func TestPolicyReadsOverridesFromTheEnvironmentAndFlags(t *testing.T) {
 	}
 	if p.Weights != (Weights{Urgent: 70, Normal: 25, Low: 5}) {
 		t.Errorf("weights = %v", p.Weights)
+	}
+	if !maps.Equal(p.CampusWeights, map[string]float32{"north": 2, "south": 0.5}) {
+		t.Errorf("campus weights = %v", p.CampusWeights)
 	}
 	if p.AgingLow != 10*time.Minute || p.AgingNormal != 0 {
 		t.Errorf("aging = %v low, %v normal (0 for normal was asked for: never promoted)", p.AgingLow, p.AgingNormal)
@@ -53,6 +58,9 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "three"}, []string{"OCTFLOW_MAX_ATTEMPTS", "not a whole number"}},
 		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35"}, []string{"OCTFLOW_BUCKET_WEIGHTS"}},
 		{map[string]string{"OCTFLOW_BUCKET_WEIGHTS": "60/35/0"}, []string{"OCTFLOW_BUCKET_WEIGHTS", "low weight"}},
+		{map[string]string{"OCTFLOW_CAMPUS_WEIGHTS": "north:2"}, []string{"OCTFLOW_CAMPUS_WEIGHTS", "campus=weight"}},
+		{map[string]string{"OCTFLOW_CAMPUS_WEIGHTS": "north=heavy"}, []string{"OCTFLOW_CAMPUS_WEIGHTS", "a number"}},
+		{map[string]string{"OCTFLOW_CAMPUS_WEIGHTS": "north=1,north=2"}, []string{"OCTFLOW_CAMPUS_WEIGHTS", "twice"}},
 		{map[string]string{"OCTFLOW_S3_TLS": "yes please"}, []string{"OCTFLOW_S3_TLS", "true or false"}},
 		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "-5s"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "negative"}},
 		{map[string]string{"OCTFLOW_MODEL_DENOISE": "triton:8000"}, []string{"OCTFLOW_MODEL_DENOISE", "model URL"}},

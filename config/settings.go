@@ -76,6 +76,8 @@ type Policy struct {
 	// before it moves one up (0: never).
 	AgingNormal, AgingLow                                                    time.Duration
 	UrgentSLA, ReviewWindow, ReviewReminder, InfraRetryFor, NodeAffinityWait time.Duration
+	// CampusWeights weigh campuses inside each bucket (unlisted: 1).
+	CampusWeights map[string]float32
 }
 
 // BindPolicy binds the scheduling policy new exams run under, starting
@@ -96,6 +98,7 @@ func BindPolicy(s *Set, def Policy) *Policy {
 	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
 	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
 	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
+	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", def.CampusWeights, "campuses' weights inside each bucket, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
 	return p
 }
 
@@ -118,6 +121,7 @@ var policyVars = map[string]string{
 	"infraRetryFor":    "OCTFLOW_INFRA_RETRY_FOR",
 	"lostAttempts":     "OCTFLOW_MAX_LOST_ATTEMPTS",
 	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
+	"campusWeights":    "OCTFLOW_CAMPUS_WEIGHTS",
 }
 
 // Weights are the fairness weights of the urgent, normal and low
@@ -145,6 +149,32 @@ func ParseWeights(s string) (Weights, error) {
 		*b.p = float32(f)
 	}
 	return w, nil
+}
+
+// ParseCampusWeights reads campus=weight pairs separated by commas
+// ("north=2,south=0.5"); "" is none. Whether a name is a campus and a
+// weight within range is the policy's own check.
+func ParseCampusWeights(s string) (map[string]float32, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]float32{}
+	for _, pair := range strings.Split(s, ",") {
+		campus, w, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, errors.New("want campus=weight pairs separated by commas, e.g. north=2,south=0.5")
+		}
+		campus = strings.TrimSpace(campus)
+		f, err := strconv.ParseFloat(strings.TrimSpace(w), 32)
+		if err != nil {
+			return nil, fmt.Errorf("campus %s: the weight must be a number", campus)
+		}
+		if _, dup := out[campus]; dup {
+			return nil, fmt.Errorf("campus %s is listed twice", campus)
+		}
+		out[campus] = float32(f)
+	}
+	return out, nil
 }
 
 // Webhooks are the settings of report-ready callbacks. The allow-list is

@@ -25,20 +25,28 @@ func ExampleExamWorkflowID() {
 }
 
 // Every task of an exam (its workflow tasks, its CPU and GPU stages)
-// carries its bucket as Temporal's fairness key, weighted by the policy:
-// a bucket that waits always gets its share. octflow's own workflows
-// share the workflow queue under a key of their own.
+// carries its bucket and campus as Temporal's fairness key, weighted by
+// the bucket's share and the campus's weight: a bucket that waits always
+// gets its share, and inside it each waiting campus gets its own.
+// octflow's own workflows share the workflow queue under a key of their
+// own.
 func ExampleTaskPriority() {
 	pol := exam.DefaultPolicy()
-	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
-		p := contract.TaskPriority(pol, b)
-		fmt.Printf("%s: key %q, weight %v\n", b, p.FairnessKey, p.FairnessWeight)
+	pol.CampusWeights = map[string]float32{"north": 2}
+	for _, campus := range []string{"north", "south"} {
+		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+			p := contract.TaskPriority(pol, b, campus)
+			fmt.Printf("%s: key %q, weight %.2f\n", b, p.FairnessKey, p.FairnessWeight)
+		}
 	}
 	sys := contract.SystemPriority()
 	fmt.Printf("octflow's own workflows: key %q, weight %v\n", sys.FairnessKey, sys.FairnessWeight)
 	// Output:
-	// urgent: key "urgent", weight 60
-	// normal: key "normal", weight 35
-	// low: key "low", weight 5
-	// octflow's own workflows: key "system", weight 100
+	// urgent: key "urgent/north", weight 1.20
+	// normal: key "normal/north", weight 0.70
+	// low: key "low/north", weight 0.10
+	// urgent: key "urgent/south", weight 0.60
+	// normal: key "normal/south", weight 0.35
+	// low: key "low/south", weight 0.05
+	// octflow's own workflows: key "system", weight 1000
 }

@@ -57,6 +57,7 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 	p.Weights = map[Priority]float32{Urgent: 60, Normal: 35}
 	p.Aging = map[Priority]time.Duration{Urgent: time.Minute, Low: -time.Second}
 	p.MaxAttempts = 0
+	p.CampusWeights = map[string]float32{"north": 1, "Bad Name": 1, "south": 0, "west": 11}
 	err := p.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -66,7 +67,7 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 		}
 		fields = append(fields, pe.Field)
 	}
-	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging"}
+	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusWeights", "campusWeights", "campusWeights"}
 	if !slices.Equal(fields, want) {
 		t.Errorf("fields %v, want %v (%v)", fields, want, err)
 	}
@@ -106,5 +107,23 @@ func TestAnIntakeMarkerNamesTheScanItGuards(t *testing.T) {
 		if s, ok := IntakeScanKey(key); ok {
 			t.Errorf("IntakeScanKey(%q) = %q, want not a marker", key, s)
 		}
+	}
+}
+
+func TestAnExamCarriesOnlyItsOwnCampusWeight(t *testing.T) {
+	p := DefaultPolicy()
+	p.CampusWeights = map[string]float32{"north": 2, "south": 0.5}
+	north, west := p.ForCampus("north"), p.ForCampus("west")
+	if len(north.CampusWeights) != 1 || north.CampusWeight("north") != 2 {
+		t.Errorf("north's policy: %v, want north's weight 2 alone", north.CampusWeights)
+	}
+	if west.CampusWeights != nil || west.CampusWeight("west") != 1 {
+		t.Errorf("an unlisted campus's policy: %v, weight %v; want none listed, weight 1", west.CampusWeights, west.CampusWeight("west"))
+	}
+	if len(p.CampusWeights) != 2 {
+		t.Errorf("ForCampus changed the policy it was called on: %v", p.CampusWeights)
+	}
+	if got := p.Share(Normal); got < 0.3499 || got > 0.3501 {
+		t.Errorf("normal's share under 60/35/5: %v, want 0.35", got)
 	}
 }

@@ -69,7 +69,23 @@ type Policy struct {
 	// (production: 30 s). 0, as in exams submitted before it existed:
 	// every GPU stage goes to the shared queue.
 	NodeAffinityWait time.Duration `json:"nodeAffinityWait,omitempty"`
+	// CampusWeights weigh the campuses against each other inside each
+	// bucket (production: none, every campus 1; each from
+	// MinCampusWeight to MaxCampusWeight): while two campuses both have
+	// stages waiting in a bucket, one of weight 2 is dispatched twice as
+	// often as one of weight 1, so one campus's burst does not hold back
+	// the others. An exam's input carries only its own campus's entry
+	// (see ForCampus).
+	CampusWeights map[string]float32 `json:"campusWeights,omitempty"`
 }
+
+// The range of a campus's weight (Policy.CampusWeights): a hundredfold
+// between the lightest and the heaviest campus, which Temporal's
+// fairness still tells apart to within a percent (contract.TaskPriority).
+const (
+	MinCampusWeight = 0.1
+	MaxCampusWeight = 10
+)
 
 // DefaultPolicy is the production policy.
 func DefaultPolicy() Policy {
@@ -156,6 +172,13 @@ func (p Policy) Validate() error {
 	if p.NodeAffinityWait < 0 {
 		bad("nodeAffinityWait", "%s: want 0 (no affinity) or a positive duration", p.NodeAffinityWait)
 	}
+	for _, c := range slices.Sorted(maps.Keys(p.CampusWeights)) {
+		if err := ValidateCampus(c); err != nil {
+			bad("campusWeights", "%v", err)
+		} else if w := p.CampusWeights[c]; !(w >= MinCampusWeight && w <= MaxCampusWeight) {
+			bad("campusWeights", "campus %s weight %v: want %v to %v", c, w, MinCampusWeight, MaxCampusWeight)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -170,3 +193,38 @@ func (p Policy) AgingAfter(bucket Priority) time.Duration {
 
 // Weight is the fairness weight of bucket under this policy.
 func (p Policy) Weight(bucket Priority) float32 { return p.Weights[bucket] }
+
+// Share is bucket's share of dispatches while every bucket has stages
+// waiting: its weight over the three buckets' (0.35 for normal under
+// 60/35/5).
+func (p Policy) Share(bucket Priority) float32 {
+	var total float32
+	for _, b := range []Priority{Urgent, Normal, Low} {
+		total += p.Weights[b]
+	}
+	if !(total > 0) {
+		return 0
+	}
+	return p.Weights[bucket] / total
+}
+
+// CampusWeight is campus's weight inside each bucket: its entry in
+// CampusWeights, 1 without one.
+func (p Policy) CampusWeight(campus string) float32 {
+	if w, ok := p.CampusWeights[campus]; ok {
+		return w
+	}
+	return 1
+}
+
+// ForCampus is the policy an exam of campus runs under: p with
+// CampusWeights cut to that campus's own entry, so that no exam carries
+// another campus's settings in its input.
+func (p Policy) ForCampus(campus string) Policy {
+	w, ok := p.CampusWeights[campus]
+	p.CampusWeights = nil
+	if ok {
+		p.CampusWeights = map[string]float32{campus: w}
+	}
+	return p
+}

@@ -264,9 +264,9 @@ const lastRank = 7
 // stage (its exam's earlier stages ran here) before a new one; then the
 // other buckets' pinned stages before their new ones, so a node finishes
 // the exams it has started before it starts more.
-func bindRank(bucket string, pinned bool) int {
+func bindRank(bucket exam.Priority, pinned bool) int {
 	r := 4 // a bucket not known
-	switch exam.Priority(bucket) {
+	switch bucket {
 	case exam.Urgent:
 		if pinned {
 			return 0
@@ -380,7 +380,7 @@ type bindInbound struct {
 
 func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	info := activity.GetInfo(ctx)
-	rank := bindRank(info.Priority.FairnessKey, b.pinned)
+	rank := bindRank(contract.BucketOfKey(info.Priority.FairnessKey), b.pinned)
 	// The stage takes its GPU only for its computation (see
 	// activities.GPUGate): reading its input and storing its output
 	// happen while the GPU serves another stage. While it waits, it

@@ -242,7 +242,7 @@ func testBindOrder(t *testing.T, aging time.Duration, want []string) {
 	// Stages arrive in the worst order for a first-come GPU.
 	arrivals := []struct {
 		name   string
-		bucket string
+		bucket exam.Priority
 		pinned bool
 	}{
 		{"low new", "low", false},

@@ -188,7 +188,8 @@ func (f *folder) pipelineRun(n int, run Run) {
 			activityIDs[ev.GetEventId()] = a.GetActivityId()
 			f.open[a.GetActivityId()] = true
 			info := map[string]any{"queue": a.GetTaskQueue().GetName()}
-			if bucket := a.GetPriority().GetFairnessKey(); bucket != "" {
+			if b := contract.BucketOfKey(a.GetPriority().GetFairnessKey()); b != "" {
+				bucket := string(b)
 				info["bucket"] = bucket
 				// The same stage scheduled again in another bucket is an
 				// aging promotion.
@@ -196,7 +197,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 					info["promotedFrom"] = prev
 				}
 				f.buckets[stage] = bucket
-				r.EffectivePriority = exam.Priority(bucket)
+				r.EffectivePriority = b
 			}
 			r.Attempt, r.Node = 0, ""
 			if n := f.spent[stage]; n > 0 {

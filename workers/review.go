@@ -27,7 +27,7 @@ func (o ReviewOpener) Open(ctx context.Context, start contract.ReviewStart) erro
 		ID:                    contract.ReviewWorkflowID(sub.Ref()),
 		TaskQueue:             exam.WorkflowQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Priority:              contract.TaskPriority(start.Policy, sub.Priority),
+		Priority:              contract.TaskPriority(start.Policy, sub.Priority, sub.Campus),
 		TypedSearchAttributes: temporal.NewSearchAttributes(contract.SubmissionAttributes(sub)...),
 	}, contract.ReviewWorkflow, start)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

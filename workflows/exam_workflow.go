@@ -160,7 +160,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, bucket, wait, try), stage.ActivityName(),
+		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, p.in.Submission.Campus, bucket, wait, try), stage.ActivityName(),
 			in).Get(ctx, &out)
 		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), contract.Classify(err, pinned, pol.InfraRetryFor > 0), contract.AttemptNode(err)
 		if err != nil {
@@ -329,9 +329,9 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 // stageContext sets the activity options of one try of a stage: its
 // activity ID, task queue, timeouts, its bucket's fair share and how
 // long it may wait to start (its bucket's aging, or the wait for its
-// node; 0: no limit). Each try is one attempt: the workflow decides
+// node; 0: no limit), and its campus's share of the bucket. Each try is one attempt: the workflow decides
 // what follows it (stage).
-func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
+func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue, campus string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ActivityID:             contract.ActivityID(stage, try),
 		TaskQueue:              queue,
@@ -339,7 +339,7 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		Priority:               contract.TaskPriority(pol, bucket),
+		Priority:               contract.TaskPriority(pol, bucket, campus),
 	})
 }
 

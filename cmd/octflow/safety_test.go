@@ -198,6 +198,7 @@ func TestABadSettingStopsTheProcessNamingItsVariable(t *testing.T) {
 		{"gpuworker", []string{"OCTFLOW_GPUS=two"}, "OCTFLOW_GPUS"},
 		{"gpuworker", []string{"OCTFLOW_SIM_FAILURE_RATE=1.5"}, "OCTFLOW_SIM_FAILURE_RATE"},
 		{"dev", []string{"OCTFLOW_BUCKET_WEIGHTS=60/40"}, "OCTFLOW_BUCKET_WEIGHTS"},
+		{"dev", []string{"OCTFLOW_CAMPUS_WEIGHTS=north=20"}, "OCTFLOW_CAMPUS_WEIGHTS"},
 	}
 	for _, c := range cases {
 		t.Run(c.command+" "+c.want, func(t *testing.T) {

@@ -202,7 +202,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if order = append(order, activity.GetInfo(ctx).Priority.FairnessKey); len(order) == counted {
+			if order = append(order, string(contract.BucketOfKey(activity.GetInfo(ctx).Priority.FairnessKey))); len(order) == counted {
 				close(enough)
 			}
 			return nil
@@ -268,6 +268,58 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	}
 }
 
+// Inside a bucket the campuses share dispatch (decision 0023): campus A
+// sends a burst of normal exams, then campus B sends two, and then one
+// GPU node starts; B's exams complete while most of A's burst still
+// waits. Under first come, first served inside the bucket, B's would run
+// after every one of A's.
+func TestACampusBurstDoesNotHoldBackAnotherCampus(t *testing.T) {
+	const burst = 16
+	h := newHarness(t, 0)
+	ctx := context.Background()
+	s := h.sys.Secrets
+	deviceB := &api.Client{Base: h.sys.App.APIURL(), Token: s.Devices[1].Token, HTTP: h.http}
+	clinB := &api.Client{Base: h.sys.App.APIURL(), Token: s.Clinicians[1].Token, HTTP: h.http}
+	// Large enough that the GPU, not the round trips between stages, is what
+	// the exams wait for.
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
+	for i := range burst {
+		id := fmt.Sprintf("burst-%02d", i)
+		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("campus A submit %s: %d %v", id, code, err)
+		}
+	}
+	h.waitFor(fmt.Sprintf("burst-%02d", burst-1), time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Queued && s.Stage == exam.Denoise })
+	others := []string{"other-1", "other-2"}
+	for _, id := range others {
+		if _, code, err := deviceB.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("campus B submit %s: %d %v", id, code, err)
+		}
+		waitExam(t, clinB, id, time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Queued && s.Stage == exam.Denoise })
+	}
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-campuses"})
+	for _, id := range others {
+		if st := waitExam(t, clinB, id, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() }); st.State != lifecycle.Completed {
+			t.Fatalf("campus B's %s ended %s", id, st.State)
+		}
+	}
+	var done int
+	for i := range burst {
+		if st, err := h.clin.Status(ctx, fmt.Sprintf("burst-%02d", i)); err == nil && st.State.Terminal() {
+			done++
+		}
+	}
+	t.Logf("campus B's two exams completed when %d of campus A's %d had", done, burst)
+	if done > burst/2 {
+		t.Errorf("campus B's two exams completed only after %d of campus A's %d: want them done while most of the burst still waits", done, burst)
+	}
+	for i := range burst {
+		if st := h.waitTerminal(fmt.Sprintf("burst-%02d", i)); st.State != lifecycle.Completed {
+			t.Errorf("campus A's burst-%02d ended %s", i, st.State)
+		}
+	}
+}
+
 func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 	aging := 2 * time.Second
 	h := newHarness(t, 0, func(c *devsystem.Config) {
@@ -330,7 +382,9 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 				})
 			})
 			ctx := context.Background()
-			_, scan := phantomDICOM(t, tiny(91))
+			// Large enough that the GPU, not the round trips between stages, is what
+			// the exams wait for.
+			_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
 			submit := func(id string, p exam.Priority) {
 				t.Helper()
 				if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(p)}, scan); err != nil || code != http.StatusAccepted {
@@ -462,7 +516,9 @@ func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
 	})
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-busy"})
 	ctx := context.Background()
-	_, scan := phantomDICOM(t, tiny(91))
+	// Large enough that the GPU, not the round trips between stages, is what
+	// the exams wait for.
+	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
 	submit := func(id string, b exam.Priority) {
 		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
