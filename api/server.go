@@ -149,6 +149,9 @@ type Server struct {
 	anonymous *anonymousRate
 	// campusSlots is each campus's share of the validation slots.
 	campusSlots map[string]chan struct{}
+	// campuses are the campuses that upload: each exam's part of its
+	// bucket is its campus's weight over theirs (exam.Policy.ForCampus).
+	campuses []string
 }
 
 // New builds the gateway and its routes.
@@ -202,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
 		campusSlots: campusSlots(cfg.Uploads.Validating, cfg.Tokens.uploadCampuses()),
+		campuses:    cfg.Tokens.uploadCampuses(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {

@@ -38,7 +38,7 @@ func parse(t *testing.T, vars map[string]string, bind func(*config.Set)) {
 
 func TestThePolicysSettingsAreThePolicy(t *testing.T) {
 	for _, def := range []exam.Policy{exam.DefaultPolicy(), {MaxAttempts: 1, RetryBase: 1, RetryCap: 1, StageTimeout: 2, HeartbeatTimeout: 1,
-		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7}} {
+		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7, CampusShare: 1}} {
 		var p *config.Policy
 		parse(t, nil, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(def)) })
 		got, err := Policy(*p, def)
@@ -83,7 +83,8 @@ func TestAPolicyThatCannotWorkIsRefusedNamingItsVariable(t *testing.T) {
 }
 
 // Every setting the policy's check can refuse has a variable to name,
-// but the export's retry time, which is no setting.
+// but the export's retry time and the campus's share, which are no
+// settings (the gateway resolves the share for each exam).
 func TestEveryPolicyCheckNamesAVariable(t *testing.T) {
 	bad := exam.Policy{LostAttempts: -1, RetryCap: -1, Aging: map[exam.Priority]time.Duration{exam.Low: -1},
 		UrgentSLA: -1, ReviewReminder: -1, InfraRetryFor: -1, ExportRetryFor: -1, NodeAffinityWait: -1}
@@ -96,7 +97,7 @@ func TestEveryPolicyCheckNamesAVariable(t *testing.T) {
 		if !errors.As(e, &pe) {
 			t.Fatalf("%v is no PolicyError", e)
 		}
-		if v := config.PolicyVar(pe.Field); (v == "") != (pe.Field == "exportRetryFor") {
+		if v := config.PolicyVar(pe.Field); (v == "") != (pe.Field == "exportRetryFor" || pe.Field == "campusShare") {
 			t.Errorf("policy field %s: variable %q", pe.Field, v)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +54,11 @@ type Config struct {
 	Kills       int            `json:"kills"`
 	ResendRate  float64        `json:"resendRate"`
 	Seed        uint64         `json:"seed"`
+	// Campuses is how many campuses send the burst, each from its own
+	// device (0 or 1: one), and CampusMix the percent of the exams each
+	// sends (none: alike).
+	Campuses  int   `json:"campuses,omitempty"`
+	CampusMix []int `json:"campusMix,omitempty"`
 	// FullVolumes sends full-size phantom cubes and runs the real
 	// stages on the nodes' CPUs (no simulated GPU time): to measure data
 	// locality, not scheduling.
@@ -121,6 +129,9 @@ type Result struct {
 	// QueueWaitS is, per bucket, the wait from submission to a node
 	// taking the exam's first GPU stage.
 	QueueWaitS map[string]waitStats `json:"queueWaitS"`
+	// CampusQueueWaitS is the same per campus and bucket, when several
+	// campuses send the burst.
+	CampusQueueWaitS map[string]map[string]waitStats `json:"campusQueueWaitS,omitempty"`
 	// SlowestUrgent is the urgent exam that waited longest for its first
 	// GPU stage, with its timeline: where its wait went.
 	SlowestUrgent slowest `json:"slowestUrgent"`
@@ -199,14 +210,42 @@ func ParseMix(s string) (map[string]int, error) {
 	return map[string]int{string(exam.Urgent): u, string(exam.Normal): n, string(exam.Low): l}, nil
 }
 
+// ParseCampusMix reads the percent of the exams each of n campuses sends,
+// such as "80/15/5" for three; "" is alike for all.
+func ParseCampusMix(s string, n int) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, "/")
+	mix, total := make([]int, len(parts)), 0
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("campus mix %q: want whole percentages, one per campus", s)
+		}
+		mix[i], total = v, total+v
+	}
+	if len(mix) != n || total != 100 {
+		return nil, fmt.Errorf("campus mix %q: want %d percentages adding up to 100, one per campus", s, n)
+	}
+	return mix, nil
+}
+
+// CampusTokens are one campus's device and clinician tokens.
+type CampusTokens struct {
+	Campus, Device, Clinician string
+}
+
 // System is the running octflow the benchmark measures.
 type System interface {
 	// APIURL is the gateway's base URL.
 	APIURL() string
-	// Tokens are a device's, a clinician's and an admin's.
-	Tokens() (device, clinician, admin string)
-	// Campus is the device's campus.
-	Campus() string
+	// Campuses are the campuses the benchmark may send from, each with a
+	// device's and a clinician's token; the first is the one of a
+	// one-campus run.
+	Campuses() []CampusTokens
+	// AdminToken is an admin's token.
+	AdminToken() string
 	// Temporal is a client of the system's Temporal, to count runs.
 	Temporal() client.Client
 	// NodeEnv is the OCTFLOW_* environment a GPU node needs to join.
@@ -237,10 +276,21 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	transport.MaxIdleConnsPerHost = Uploaders
 	hc := &http.Client{Timeout: time.Minute, Transport: transport}
 	defer transport.CloseIdleConnections()
-	deviceToken, clinicianToken, adminToken := sys.Tokens()
-	device := &api.Client{Base: base, Token: deviceToken, HTTP: hc}
-	clinician := &api.Client{Base: base, Token: clinicianToken, HTTP: hc}
-	admin := &api.Client{Base: base, Token: adminToken, HTTP: hc}
+	all, n := sys.Campuses(), max(1, c.Campuses)
+	if n > len(all) {
+		return nil, fmt.Errorf("bench: %d campuses asked for, the system has %d", n, len(all))
+	}
+	all = all[:n]
+	// A campus's exams are sent by its device and read by its clinician.
+	campuses := make([]string, len(all))
+	devices, clinicians := make([]*api.Client, len(all)), make([]*api.Client, len(all))
+	for i, ct := range all {
+		campuses[i] = ct.Campus
+		devices[i] = &api.Client{Base: base, Token: ct.Device, HTTP: hc}
+		clinicians[i] = &api.Client{Base: base, Token: ct.Clinician, HTTP: hc}
+	}
+	device, clinician := devices[0], clinicians[0]
+	admin := &api.Client{Base: base, Token: sys.AdminToken(), HTTP: hc}
 
 	fleet := newFleet(c, sys.NodeEnv(), logDir)
 	defer fleet.stopAll()
@@ -259,6 +309,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	fmt.Fprintf(w, "octflow bench: %d exams (%d/%d/%d %% urgent/normal/low), %d nodes × %d simulated GPUs, %s, fail rate %.2f, %d kills, node affinity wait %v\n",
 		c.Exams, c.Mix[string(exam.Urgent)], c.Mix[string(exam.Normal)], c.Mix[string(exam.Low)],
 		c.Nodes, c.GPUsPerNode, mode, c.FailRate, c.Kills, c.Policy.NodeAffinityWait)
+	if len(campuses) > 1 {
+		fmt.Fprintf(w, "campuses %s, sending %s %% of the exams\n", strings.Join(campuses, ", "), mixString(c.CampusMix, len(campuses)))
+	}
 
 	res := &Result{Config: c, Build: readBuild(), QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
 		FirstStageRetried: map[string]int{}}
@@ -273,7 +326,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
-		if err := waitExams(ctx, sys.Temporal(), sys.Campus(), i+1, 10*time.Minute); err != nil {
+		if err := waitExams(ctx, sys.Temporal(), campuses[:1], i+1, 10*time.Minute); err != nil {
 			return nil, err
 		}
 		var tl []lifecycle.Entry
@@ -292,7 +345,11 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		priority exam.Priority
 		scan     []byte
 		resend   bool
+		campus   int // index in campuses
 	}
+	// The campuses are drawn from a stream of their own, so that a
+	// one-campus run draws what it always did.
+	campusRNG := rand.New(rand.NewPCG(c.Seed, 43))
 	exams := make([]sent, c.Exams)
 	for i := range exams {
 		p := exam.Low
@@ -307,6 +364,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			return nil, err
 		}
 		exams[i] = sent{id: fmt.Sprintf("bench-%05d", i), priority: p, scan: scan, resend: rng.Float64() < c.ResendRate}
+		if len(campuses) > 1 {
+			exams[i].campus = drawCampus(campusRNG, c.CampusMix, len(campuses))
+		}
 	}
 	if c.CPUProfile != nil {
 		if err := pprof.StartCPUProfile(c.CPUProfile); err != nil {
@@ -333,22 +393,22 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	var mu sync.Mutex
 	var submitErr error
 	// refs are the exams' references, as the gateway answered them.
-	refs := make(map[string]string, len(exams))
+	refs := make(map[string]exam.Ref, len(exams))
 	jobs := make(chan sent)
 	var wg sync.WaitGroup
 	for range Uploaders {
 		wg.Go(func() {
 			for e := range jobs {
 				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
-				st, _, err := device.Submit(ctx, meta, e.scan)
+				st, _, err := devices[e.campus].Submit(ctx, meta, e.scan)
 				okResend := false
 				if err == nil && e.resend {
-					_, code, rerr := device.Submit(ctx, meta, e.scan)
+					_, code, rerr := devices[e.campus].Submit(ctx, meta, e.scan)
 					err, okResend = rerr, code == http.StatusOK
 				}
 				mu.Lock()
 				if err == nil {
-					refs[e.id] = st.ExamID
+					refs[e.id] = exam.Ref{Campus: campuses[e.campus], ID: st.ExamID}
 				}
 				if err != nil && submitErr == nil {
 					submitErr = fmt.Errorf("submit %s: %w", e.id, err)
@@ -380,7 +440,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if c.FullVolumes {
 		wait = max(wait, time.Duration(c.Exams)*2*time.Minute)
 	}
-	if err := waitExams(ctx, sys.Temporal(), sys.Campus(), probes+c.Exams, wait); err != nil {
+	if err := waitExams(ctx, sys.Temporal(), campuses, probes+c.Exams, wait); err != nil {
 		return nil, err
 	}
 	res.CPU.SystemMsPerExam = float64((selfCPU() - systemCPU0).Milliseconds()) / float64(c.Exams)
@@ -401,17 +461,18 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 
 	// Measure from each exam's status, timeline and history.
 	waits := map[exam.Priority][]float64{}
+	campusWaits := map[string]map[exam.Priority][]float64{}
 	stageWaits := map[exam.Priority]map[exam.Stage][]float64{}
 	var bytesRead int64
 	var events, workflowTasks int
 	var last time.Time
 	for _, e := range exams {
-		st, err := clinician.Status(ctx, e.id)
+		st, err := clinicians[e.campus].Status(ctx, e.id)
 		if err != nil {
 			return nil, err
 		}
 		var tl []lifecycle.Entry
-		if err := clinician.Get(ctx, "/v1/exams/"+e.id+"/events", &tl); err != nil {
+		if err := clinicians[e.campus].Get(ctx, "/v1/exams/"+e.id+"/events", &tl); err != nil {
 			return nil, err
 		}
 		switch st.State {
@@ -432,7 +493,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			}
 			res.DeadExams = append(res.DeadExams, e.id+": "+why)
 		}
-		facts, err := historyFacts(ctx, sys, exam.Ref{Campus: sys.Campus(), ID: refs[e.id]})
+		facts, err := historyFacts(ctx, sys, refs[e.id])
 		if err != nil {
 			return nil, err
 		}
@@ -446,6 +507,13 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 			}
 			wait := x.At.Sub(st.CreatedAt).Seconds()
 			waits[e.priority] = append(waits[e.priority], wait)
+			if len(campuses) > 1 {
+				campus := campuses[e.campus]
+				if campusWaits[campus] == nil {
+					campusWaits[campus] = map[exam.Priority][]float64{}
+				}
+				campusWaits[campus][e.priority] = append(campusWaits[campus][e.priority], wait)
+			}
 			if e.priority == exam.Urgent && wait > res.SlowestUrgent.WaitS {
 				res.SlowestUrgent = slowest{ExamID: e.id, WaitS: wait, CreatedAt: st.CreatedAt, Timeline: tl}
 			}
@@ -479,6 +547,15 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	for p, ws := range waits {
 		res.QueueWaitS[string(p)] = newWaitStats(ws)
 	}
+	for campus, per := range campusWaits {
+		if res.CampusQueueWaitS == nil {
+			res.CampusQueueWaitS = map[string]map[string]waitStats{}
+		}
+		res.CampusQueueWaitS[campus] = map[string]waitStats{}
+		for p, ws := range per {
+			res.CampusQueueWaitS[campus][string(p)] = newWaitStats(ws)
+		}
+	}
 	for p, per := range stageWaits {
 		res.StageWaitS[string(p)] = map[string]waitStats{}
 		for stage, ws := range per {
@@ -490,9 +567,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	res.EventsPerExam = float64(events) / float64(c.Exams)
 	examRefs := make([]exam.Ref, 0, len(exams))
 	for _, e := range exams {
-		examRefs = append(examRefs, exam.Ref{Campus: sys.Campus(), ID: refs[e.id]})
+		examRefs = append(examRefs, refs[e.id])
 	}
-	breakdown, err := examCost(ctx, sys, examRefs)
+	breakdown, err := examCost(ctx, sys, examRefs, campuses)
 	if err != nil {
 		return nil, err
 	}
@@ -505,11 +582,13 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if c.Policy.AgingAfter(exam.Low) > 0 && c.Policy.AgingAfter(exam.Normal) > 0 {
 		res.AgingBoundS = (c.Policy.AgingAfter(exam.Low) + c.Policy.AgingAfter(exam.Normal)).Seconds()
 	}
-	dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: sys.Campus()}))
-	if err != nil {
-		return nil, err
+	for _, campus := range campuses {
+		dups, err := duplicateRuns(ctx, sys.Temporal(), contract.ExamWorkflowID(exam.Ref{Campus: campus}))
+		if err != nil {
+			return nil, err
+		}
+		res.DuplicateExecutions += dups
 	}
-	res.DuplicateExecutions = dups
 	res.CompletionRate = float64(res.Completed) / float64(c.Exams)
 	res.MakespanS = last.Sub(res.StartedAt).Seconds()
 	res.GPUTimeLimitS = estimate.Seconds()
@@ -531,6 +610,34 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	res.MakespanVsBound = res.MakespanS / max(res.BareEngineS, res.GPUTimeLimitS)
 	printBench(w, res)
 	return res, nil
+}
+
+// drawCampus draws the campus of an exam: by mix's percentages, or
+// alike among n without one.
+func drawCampus(rng *rand.Rand, mix []int, n int) int {
+	if len(mix) != n {
+		return rng.IntN(n)
+	}
+	x := rng.IntN(100)
+	for i, pct := range mix {
+		if x < pct {
+			return i
+		}
+		x -= pct
+	}
+	return n - 1
+}
+
+// mixString is the campus mix as the command line writes it.
+func mixString(mix []int, n int) string {
+	if len(mix) != n {
+		return fmt.Sprintf("alike (%d each)", 100/n)
+	}
+	parts := make([]string, n)
+	for i, pct := range mix {
+		parts[i] = strconv.Itoa(pct)
+	}
+	return strings.Join(parts, "/")
 }
 
 // benchScan is a phantom exam. The benchmark measures scheduling, not
@@ -627,9 +734,9 @@ func historyFacts(ctx context.Context, sys System, ref exam.Ref) (examFacts, err
 }
 
 // examCost reads what the burst's exams cost the engine from the
-// histories: every exam's pipeline and review runs, the campus inbox,
-// and the fleet.
-func examCost(ctx context.Context, sys System, exams []exam.Ref) (cost.Breakdown, error) {
+// histories: every exam's pipeline and review runs, the campuses'
+// inboxes, and the fleet.
+func examCost(ctx context.Context, sys System, exams []exam.Ref, campuses []string) (cost.Breakdown, error) {
 	b := cost.Breakdown{Exams: len(exams), Sources: map[cost.Source]cost.Counts{}}
 	add := func(src cost.Source, workflowID string) error {
 		c, err := cost.Workflow(ctx, sys.Temporal(), workflowID)
@@ -649,8 +756,10 @@ func examCost(ctx context.Context, sys System, exams []exam.Ref) (cost.Breakdown
 			return b, err
 		}
 	}
-	if err := add(cost.Inbox, contract.InboxWorkflowID(sys.Campus())); err != nil {
-		return b, err
+	for _, campus := range campuses {
+		if err := add(cost.Inbox, contract.InboxWorkflowID(campus)); err != nil {
+			return b, err
+		}
 	}
 	return b, add(cost.Fleet, contract.FleetWorkflowID)
 }
@@ -689,13 +798,16 @@ func waitNodesUp(ctx context.Context, admin *api.Client, n int) error {
 // before the burst.
 const probes = 3
 
-// waitExams waits until n exams of campus (the bench's own) are COMPLETED
-// or DEAD, as Temporal's visibility counts them. It gives up only when
-// none has finished for stall: a burst of any size is waited for as long
-// as it moves.
-func waitExams(ctx context.Context, tc client.Client, campus string, n int, stall time.Duration) error {
-	query := fmt.Sprintf("WorkflowId STARTS_WITH '%s' AND %s IN ('%s', '%s')",
-		contract.ExamWorkflowID(exam.Ref{Campus: campus}), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
+// waitExams waits until n exams of the campuses (the bench's own) are
+// COMPLETED or DEAD, as Temporal's visibility counts them. It gives up
+// only when none has finished for stall: a burst of any size is waited
+// for as long as it moves.
+func waitExams(ctx context.Context, tc client.Client, campuses []string, n int, stall time.Duration) error {
+	ids := make([]string, len(campuses))
+	for i, campus := range campuses {
+		ids[i] = fmt.Sprintf("WorkflowId STARTS_WITH '%s'", contract.ExamWorkflowID(exam.Ref{Campus: campus}))
+	}
+	query := fmt.Sprintf("(%s) AND %s IN ('%s', '%s')", strings.Join(ids, " OR "), exam.AttrState, lifecycle.Completed, lifecycle.Dead)
 	deadline, finished := time.Now().Add(stall), int64(-1)
 	for {
 		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
@@ -708,7 +820,7 @@ func waitExams(ctx context.Context, tc client.Client, campus string, n int, stal
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d %s exams finished, none in the last %v (last error: %v)", max(finished, 0), n, campus, stall, err)
+			return fmt.Errorf("bench: %d of %d exams of %s finished, none in the last %v (last error: %v)", max(finished, 0), n, strings.Join(campuses, ", "), stall, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -765,6 +877,17 @@ func printBench(w io.Writer, r *Result) {
 		s := r.QueueWaitS[string(b)]
 		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f  (first attempt failed or lost with its node: %d)\n",
 			b, s.N, s.P50, s.P99, s.Max, r.FirstStageRetried[string(b)])
+	}
+	if len(r.CampusQueueWaitS) > 0 {
+		fmt.Fprintf(w, "queue wait to the first GPU stage per campus, p50 / p99 seconds (urgent, normal, low):\n")
+		for _, campus := range slices.Sorted(maps.Keys(r.CampusQueueWaitS)) {
+			fmt.Fprintf(w, "  %-14s", campus)
+			for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+				s := r.CampusQueueWaitS[campus][string(b)]
+				fmt.Fprintf(w, "  n=%-4d %6.1f / %6.1f", s.N, s.P50, s.P99)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	if s := r.SlowestUrgent; s.ExamID != "" {
 		fmt.Fprintf(w, "slowest urgent exam %s, submitted at +%.2f s, %.1f s to its first GPU stage:",

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +33,41 @@ func TestParseMixWantsThreePercentagesOf100(t *testing.T) {
 			if got[k] != v {
 				t.Errorf("ParseMix(%q)[%s] = %d, want %d", c.in, k, got[k], v)
 			}
+		}
+	}
+}
+
+func TestACampusMixIsOnePercentagePerCampusAndDrawnAsSaid(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want []int
+	}{
+		{"80/15/5", 3, []int{80, 15, 5}},
+		{"", 3, nil},
+		{"50/50", 3, nil},    // a campus without its share
+		{"80/15/15", 3, nil}, // over 100
+		{"80/x/20", 3, nil},
+		{"110/-10", 2, nil},
+	} {
+		got, err := ParseCampusMix(c.in, c.n)
+		if ok := err == nil; ok != (c.want != nil || c.in == "") || !slices.Equal(got, c.want) {
+			t.Errorf("ParseCampusMix(%q, %d) = %v, %v; want %v", c.in, c.n, got, err, c.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	count := make([]int, 3)
+	for range 10000 {
+		count[drawCampus(rng, []int{80, 15, 5}, 3)]++
+	}
+	for i, want := range []float64{8000, 1500, 500} {
+		if math.Abs(float64(count[i])-want) > 4*math.Sqrt(want) {
+			t.Errorf("campus %d drew %d of 10,000, want about %.0f", i, count[i], want)
+		}
+	}
+	for range 100 {
+		if i := drawCampus(rng, nil, 3); i < 0 || i > 2 {
+			t.Fatalf("drew campus %d of 3", i)
 		}
 	}
 }

@@ -35,12 +35,12 @@ func TestWaitExamsWaitsWhileTheBurstMovesAndStopsWhenItStalls(t *testing.T) {
 		// Five seconds in all, longer than stall, but one more exam
 		// finishes each second.
 		{"a slow burst that keeps moving", []int64{0, 1, 2, 3, 4, 5}, "", 6},
-		{"a burst that stops", []int64{0, 1, 2}, "2 of 5 demo-campus exams finished, none in the last 2.5s", 4},
+		{"a burst that stops", []int64{0, 1, 2}, "2 of 5 exams of demo-campus finished, none in the last 2.5s", 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tc := &countsClient{counts: c.counts}
-			err := waitExams(context.Background(), tc, "demo-campus", 5, stall)
+			err := waitExams(context.Background(), tc, []string{"demo-campus"}, 5, stall)
 			switch {
 			case c.wantErr == "" && err != nil:
 				t.Fatalf("err = %v, want the burst waited for", err)

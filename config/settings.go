@@ -76,7 +76,8 @@ type Policy struct {
 	// before it moves one up (0: never).
 	AgingNormal, AgingLow                                                    time.Duration
 	UrgentSLA, ReviewWindow, ReviewReminder, InfraRetryFor, NodeAffinityWait time.Duration
-	// CampusWeights weigh campuses inside each bucket (unlisted: 1).
+	// CampusWeights weigh campuses inside the normal and low buckets
+	// (unlisted: 1).
 	CampusWeights map[string]float32
 }
 
@@ -98,7 +99,7 @@ func BindPolicy(s *Set, def Policy) *Policy {
 	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
 	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
 	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
-	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", def.CampusWeights, "campuses' weights inside each bucket, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
+	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", def.CampusWeights, "campuses' weights inside the normal and low buckets, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
 	return p
 }
 

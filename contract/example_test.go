@@ -25,28 +25,31 @@ func ExampleExamWorkflowID() {
 }
 
 // Every task of an exam (its workflow tasks, its CPU and GPU stages)
-// carries its bucket and campus as Temporal's fairness key, weighted by
-// the bucket's share and the campus's weight: a bucket that waits always
-// gets its share, and inside it each waiting campus gets its own.
+// carries Temporal's fairness key and weight: urgent stages one key for
+// all campuses, normal and low ones a key per campus weighted by the
+// campus's part of the bucket. A bucket that waits always gets its
+// share, and inside normal and low each waiting campus gets its part.
 // octflow's own workflows share the workflow queue under a key of their
 // own.
 func ExampleTaskPriority() {
 	pol := exam.DefaultPolicy()
-	pol.CampusWeights = map[string]float32{"north": 2}
-	for _, campus := range []string{"north", "south"} {
+	pol.CampusWeights = map[string]float32{"north": 3}
+	campuses := []string{"north", "south"} // south: weight 1
+	for _, campus := range campuses {
+		exams := pol.ForCampus(campus, campuses)
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
-			p := contract.TaskPriority(pol, b, campus)
-			fmt.Printf("%s: key %q, weight %.2f\n", b, p.FairnessKey, p.FairnessWeight)
+			p := contract.TaskPriority(exams, b, campus)
+			fmt.Printf("%s: key %q, weight %.4g\n", b, p.FairnessKey, p.FairnessWeight)
 		}
 	}
 	sys := contract.SystemPriority()
 	fmt.Printf("octflow's own workflows: key %q, weight %v\n", sys.FairnessKey, sys.FairnessWeight)
 	// Output:
-	// urgent: key "urgent/north", weight 1.20
-	// normal: key "normal/north", weight 0.70
-	// low: key "low/north", weight 0.10
-	// urgent: key "urgent/south", weight 0.60
-	// normal: key "normal/south", weight 0.35
-	// low: key "low/south", weight 0.05
+	// urgent: key "urgent", weight 6
+	// normal: key "normal/north", weight 2.625
+	// low: key "low/north", weight 0.375
+	// urgent: key "urgent", weight 6
+	// normal: key "normal/south", weight 0.875
+	// low: key "low/south", weight 0.125
 	// octflow's own workflows: key "system", weight 1000
 }

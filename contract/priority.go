@@ -15,34 +15,48 @@ import (
 // workflow queue with exams and must answer while a burst waits there.
 const SystemFairnessKey = "system"
 
-// systemWeight is the fairness weight of SystemFairnessKey, a hundred
-// times an exam's largest (MaxCampusWeight times a bucket's share, at
-// most 1): their tasks are few and short, so a large share never
-// crowds exams out.
-const systemWeight = 100 * exam.MaxCampusWeight
+// systemWeight is the fairness weight of SystemFairnessKey, above any
+// exam's (weightScale at most): their tasks are few and short, so a
+// large share never crowds exams out.
+const systemWeight = 1000
+
+// weightScale turns a share (at most 1) into a fairness weight. Temporal
+// gives a key a stride of 1000 ÷ weight in whole numbers, and no weight
+// counts below 0.001: scaled by 10, the urgent bucket's stride is 166
+// (exact to within 0.4 %), and a low bucket's campus keeps a weight of
+// its own up to 500 campuses alike.
+const weightScale = 10
 
 // maxFairnessKey is the longest fairness key Temporal takes.
 const maxFairnessKey = 64
 
 // TaskPriority is the Temporal priority of the tasks of an exam of
-// campus in bucket. Its fairness key is the bucket and the campus
-// (FairnessKey), and its weight the bucket's share under the policy
-// (0.60/0.35/0.05 by default) times the campus's weight (1 by default):
-// Temporal dispatches each key in proportion to its weight, so the
-// buckets keep their shares and, inside a bucket, the campuses share
-// alike. The exam's workflow tasks, its CPU stages and its GPU stages all
-// carry it, so an urgent exam's next step takes the urgent share of every
-// queue, and a low one still gets its share (decision 0014, and decision
-// 0023 for the campuses).
+// campus in bucket: its fairness key (FairnessKey) and a weight of the
+// bucket's share under the policy (0.60/0.35/0.05 by default), times, in
+// the normal and low buckets, the campus's part of it (Policy.CampusShare).
+// Temporal dispatches each key in proportion to its weight. So the
+// buckets keep their shares while every campus waits in them; inside the
+// normal and the low bucket each campus gets its part, and a campus's
+// burst does not hold back the others; urgent stages, one key for all
+// campuses, go in their order of arrival and never share less than the
+// urgent bucket's share. The exam's workflow tasks, its CPU stages and
+// its GPU stages all carry it (decisions 0014 and 0023).
 func TaskPriority(pol exam.Policy, bucket exam.Priority, campus string) temporal.Priority {
-	return temporal.Priority{FairnessKey: FairnessKey(bucket, campus), FairnessWeight: pol.Share(bucket) * pol.CampusWeight(campus)}
+	weight := pol.Share(bucket) * weightScale
+	if bucket != exam.Urgent {
+		weight *= pol.CampusShare
+	}
+	return temporal.Priority{FairnessKey: FairnessKey(bucket, campus), FairnessWeight: weight}
 }
 
-// FairnessKey is the fairness key of an exam's tasks: "<bucket>/<campus>"
-// ("normal/north"). A campus name too long for Temporal's 64 bytes is
-// cut and given a digest of the whole name, so two campuses never share
-// a key.
+// FairnessKey is the fairness key of an exam's tasks: "urgent" for every
+// urgent one, "<bucket>/<campus>" for the others ("normal/north"). A
+// campus name too long for Temporal's 64 bytes is cut and given a digest
+// of the whole name, so two campuses never share a key.
 func FairnessKey(bucket exam.Priority, campus string) string {
+	if bucket == exam.Urgent {
+		return string(bucket)
+	}
 	key := string(bucket) + "/" + campus
 	if len(key) <= maxFairnessKey {
 		return key

@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -12,18 +14,23 @@ func TestAFairnessKeyNamesBucketAndCampusWithinTemporalsBound(t *testing.T) {
 	for _, tc := range []struct {
 		bucket exam.Priority
 		campus string
+		want   string // "": a key of its own, checked below
 	}{
-		{exam.Urgent, "north"},
-		{exam.Normal, "x"},
-		{exam.Low, long + "b"},
-		{exam.Urgent, long + "b"},
-		{exam.Urgent, long + "c"},
-		{exam.Normal, strings.Repeat("z", 57)},
-		{exam.Urgent, strings.Repeat("z", 58)},
+		{exam.Urgent, "north", "urgent"},
+		{exam.Urgent, long + "b", "urgent"},
+		{exam.Normal, "x", "normal/x"},
+		{exam.Low, "south", "low/south"},
+		{exam.Low, long + "b", ""},
+		{exam.Normal, long + "b", ""},
+		{exam.Normal, strings.Repeat("z", 57), "normal/" + strings.Repeat("z", 57)},
+		{exam.Normal, strings.Repeat("z", 58), ""},
 	} {
 		key := FairnessKey(tc.bucket, tc.campus)
+		if tc.want != "" && key != tc.want {
+			t.Errorf("%s, campus of %d bytes: key %q, want %q", tc.bucket, len(tc.campus), key, tc.want)
+		}
 		if len(key) > maxFairnessKey {
-			t.Errorf("%s/%d-byte campus: key %q is %d bytes, over Temporal's %d", tc.bucket, len(tc.campus), key, len(key), maxFairnessKey)
+			t.Errorf("%s, campus of %d bytes: key %q is %d bytes, over Temporal's %d", tc.bucket, len(tc.campus), key, len(key), maxFairnessKey)
 		}
 		if got := BucketOfKey(key); got != tc.bucket {
 			t.Errorf("key %q reads as bucket %q, want %q", key, got, tc.bucket)
@@ -31,14 +38,14 @@ func TestAFairnessKeyNamesBucketAndCampusWithinTemporalsBound(t *testing.T) {
 	}
 	// Two long campus names that share their first bytes keep keys of
 	// their own, or one would take the other's turns.
-	if a, b := FairnessKey(exam.Urgent, long+"b"), FairnessKey(exam.Urgent, long+"c"); a == b {
+	if a, b := FairnessKey(exam.Normal, long+"b"), FairnessKey(exam.Normal, long+"c"); a == b {
 		t.Errorf("two campuses share the key %q", a)
 	}
 	for _, tc := range []struct {
 		key  string
 		want exam.Priority
 	}{
-		{"normal", exam.Normal}, // the first form: the bucket alone
+		{"normal", exam.Normal}, // the bucket alone
 		{"low/south", exam.Low},
 		{SystemFairnessKey, ""},
 		{"", ""},
@@ -50,33 +57,51 @@ func TestAFairnessKeyNamesBucketAndCampusWithinTemporalsBound(t *testing.T) {
 	}
 }
 
-// The weights keep the buckets' ratio for every campus, a campus's weight
-// scales all three of its keys alike, and every weight stays where
-// Temporal's stride (1000/weight, whole numbers) tells them apart to
-// within a percent and above its floor of 0.001.
-func TestTaskWeightsKeepTheBucketsRatioForEveryCampusWeight(t *testing.T) {
+// The weights keep the buckets' shares while every campus waits in every
+// bucket, never let the urgent bucket's share shrink below the policy's
+// when more campuses wait in the others, and stay where Temporal's stride
+// (1000 ÷ weight, whole numbers, weights below 0.001 counted as 0.001)
+// tells them apart.
+func TestTaskWeightsKeepTheBucketsSharesAndUrgentsWhateverTheCampuses(t *testing.T) {
 	pol := exam.DefaultPolicy()
-	pol.CampusWeights = map[string]float32{"heavy": exam.MaxCampusWeight, "light": exam.MinCampusWeight}
-	for _, campus := range []string{"heavy", "light", "unlisted"} {
-		u := TaskPriority(pol, exam.Urgent, campus).FairnessWeight
-		n := TaskPriority(pol, exam.Normal, campus).FairnessWeight
-		l := TaskPriority(pol, exam.Low, campus).FairnessWeight
-		if r := u / l; r < 11.9 || r > 12.1 {
-			t.Errorf("%s: urgent/low weight ratio %.2f, want 12 (60/5)", campus, r)
+	for _, n := range []int{1, 3, 10, 100} {
+		campuses := make([]string, n)
+		for i := range campuses {
+			campuses[i] = fmt.Sprintf("c%d", i)
 		}
-		if r := n / l; r < 6.9 || r > 7.1 {
-			t.Errorf("%s: normal/low weight ratio %.2f, want 7 (35/5)", campus, r)
+		// Every campus waiting in every bucket: the keys of a bucket add
+		// up to its share.
+		total := map[exam.Priority]float64{}
+		for _, c := range campuses {
+			exams := pol.ForCampus(c, campuses)
+			for _, b := range []exam.Priority{exam.Normal, exam.Low} {
+				total[b] += float64(TaskPriority(exams, b, c).FairnessWeight)
+			}
 		}
-		for _, w := range []float32{u, n, l} {
-			if w > 10 || w < 0.005 {
-				t.Errorf("%s: weight %v outside [0.005, 10]", campus, w)
+		total[exam.Urgent] = float64(TaskPriority(pol.ForCampus("c0", campuses), exam.Urgent, "c0").FairnessWeight)
+		sum := total[exam.Urgent] + total[exam.Normal] + total[exam.Low]
+		for b, want := range map[exam.Priority]float64{exam.Urgent: 0.60, exam.Normal: 0.35, exam.Low: 0.05} {
+			if got := total[b] / sum; math.Abs(got-want) > 0.001 {
+				t.Errorf("%d campuses all waiting: %s gets %.3f of the weight, want %.2f", n, b, got, want)
+			}
+		}
+		// One campus waiting in normal and low: urgent gets at least
+		// its share.
+		one := pol.ForCampus("c0", campuses)
+		u, nw, l := TaskPriority(one, exam.Urgent, "c0").FairnessWeight, TaskPriority(one, exam.Normal, "c0").FairnessWeight, TaskPriority(one, exam.Low, "c0").FairnessWeight
+		if got := u / (u + nw + l); got < 0.6-1e-6 {
+			t.Errorf("%d campuses, one waiting: urgent gets %.3f of the weight, want at least 0.60", n, got)
+		}
+		if r := nw / l; math.Abs(float64(r)-7) > 0.01 {
+			t.Errorf("%d campuses: normal/low weight ratio %.3f, want 7 (35/5)", n, r)
+		}
+		for _, w := range []float32{u, nw, l} {
+			if w > weightScale || (n <= 100 && w < 0.005) {
+				t.Errorf("%d campuses: weight %v outside [0.005, %d]", n, w, weightScale)
 			}
 		}
 	}
-	if h, u := TaskPriority(pol, exam.Normal, "heavy").FairnessWeight, TaskPriority(pol, exam.Normal, "unlisted").FairnessWeight; h != 10*u {
-		t.Errorf("a campus of weight 10: %v, want ten times an unlisted campus's %v", h, u)
-	}
-	if s := SystemPriority().FairnessWeight; s < 100*TaskPriority(pol, exam.Urgent, "heavy").FairnessWeight {
+	if s := SystemPriority().FairnessWeight; s < 100*TaskPriority(pol, exam.Urgent, "any").FairnessWeight {
 		t.Errorf("octflow's own workflows weigh %v, want at least a hundred times any exam's", s)
 	}
 }

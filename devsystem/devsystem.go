@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,9 @@ type Config struct {
 	// disk its uploads in flight take (zero: the gateway's defaults).
 	Streams       api.StreamLimits
 	SpoolMaxBytes int64
+	// ExtraCampuses are demo campuses beyond the two, each with a device
+	// and a clinician of its own (the benchmark's campus scenarios).
+	ExtraCampuses []string
 }
 
 // Secrets are the demo credentials kept in the data dir so that they
@@ -160,7 +164,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dev stack: %w", err)
 	}
-	secrets, err := EnsureSecrets(stack.DataDir())
+	secrets, err := EnsureSecrets(stack.DataDir(), cfg.ExtraCampuses...)
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -285,9 +289,10 @@ const (
 )
 
 // EnsureSecrets creates, once, one token per role, the token-hash file
-// the API reads, the pseudonym key and the codec keys, all under dataDir.
-// Tests that run octflow's roles as separate processes use it too.
-func EnsureSecrets(dataDir string) (Secrets, error) {
+// the API reads, the pseudonym key and the codec keys, all under dataDir,
+// and a device and a clinician for each of the extra campuses not there
+// yet. Tests that run octflow's roles as separate processes use it too.
+func EnsureSecrets(dataDir string, extraCampuses ...string) (Secrets, error) {
 	s := Secrets{
 		TokensFile:    filepath.Join(dataDir, "tokens.json"),
 		PseudonymFile: filepath.Join(dataDir, "pseudonym.key"),
@@ -312,6 +317,23 @@ func EnsureSecrets(dataDir string) (Secrets, error) {
 		}
 	} else {
 		return s, fmt.Errorf("read dev tokens: %w", err)
+	}
+	added := false
+	for i, campus := range extraCampuses {
+		if err := exam.ValidateCampus(campus); err != nil {
+			return s, fmt.Errorf("extra campus: %w", err)
+		}
+		if slices.ContainsFunc(s.Devices, func(d DeviceToken) bool { return d.Campus == campus }) {
+			continue
+		}
+		s.Devices = append(s.Devices, DeviceToken{"dev-device-" + randomHex(16), fmt.Sprintf("oct-%d", i+3), campus})
+		s.Clinicians = append(s.Clinicians, ClinicianToken{"dev-clinician-" + randomHex(16), campus})
+		added = true
+	}
+	if added {
+		if err := writeJSON(clearPath, s); err != nil {
+			return s, err
+		}
 	}
 	entries := []api.TokenEntry{
 		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},

@@ -58,6 +58,7 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 	p.Aging = map[Priority]time.Duration{Urgent: time.Minute, Low: -time.Second}
 	p.MaxAttempts = 0
 	p.CampusWeights = map[string]float32{"north": 1, "Bad Name": 1, "south": 0, "west": 11}
+	p.CampusShare = 1.5
 	err := p.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -67,7 +68,7 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 		}
 		fields = append(fields, pe.Field)
 	}
-	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusWeights", "campusWeights", "campusWeights"}
+	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusShare", "campusWeights", "campusWeights", "campusWeights"}
 	if !slices.Equal(fields, want) {
 		t.Errorf("fields %v, want %v (%v)", fields, want, err)
 	}
@@ -110,15 +111,32 @@ func TestAnIntakeMarkerNamesTheScanItGuards(t *testing.T) {
 	}
 }
 
-func TestAnExamCarriesOnlyItsOwnCampusWeight(t *testing.T) {
+func TestAnExamsCampusShareIsItsWeightOverEveryUploadingCampus(t *testing.T) {
 	p := DefaultPolicy()
 	p.CampusWeights = map[string]float32{"north": 2, "south": 0.5}
-	north, west := p.ForCampus("north"), p.ForCampus("west")
-	if len(north.CampusWeights) != 1 || north.CampusWeight("north") != 2 {
-		t.Errorf("north's policy: %v, want north's weight 2 alone", north.CampusWeights)
-	}
-	if west.CampusWeights != nil || west.CampusWeight("west") != 1 {
-		t.Errorf("an unlisted campus's policy: %v, weight %v; want none listed, weight 1", west.CampusWeights, west.CampusWeight("west"))
+	uploading := []string{"north", "south", "west"} // west: unlisted, 1
+	for _, tc := range []struct {
+		campus   string
+		campuses []string
+		want     float32
+	}{
+		{"north", uploading, 2 / 3.5},
+		{"south", uploading, 0.5 / 3.5},
+		{"west", uploading, 1 / 3.5},
+		{"north", nil, 1},               // the only campus
+		{"east", uploading, 1 / 4.5},    // a campus the list lacks counts once
+		{"north", []string{"north"}, 1}, // listed once, counted once
+	} {
+		got := p.ForCampus(tc.campus, tc.campuses)
+		if d := got.CampusShare - tc.want; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s among %v: share %v, want %v", tc.campus, tc.campuses, got.CampusShare, tc.want)
+		}
+		if got.CampusWeights != nil {
+			t.Errorf("%s's exam carries the campuses' weights %v", tc.campus, got.CampusWeights)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s's policy does not validate: %v", tc.campus, err)
+		}
 	}
 	if len(p.CampusWeights) != 2 {
 		t.Errorf("ForCampus changed the policy it was called on: %v", p.CampusWeights)

@@ -69,14 +69,20 @@ type Policy struct {
 	// (production: 30 s). 0, as in exams submitted before it existed:
 	// every GPU stage goes to the shared queue.
 	NodeAffinityWait time.Duration `json:"nodeAffinityWait,omitempty"`
-	// CampusWeights weigh the campuses against each other inside each
-	// bucket (production: none, every campus 1; each from
-	// MinCampusWeight to MaxCampusWeight): while two campuses both have
-	// stages waiting in a bucket, one of weight 2 is dispatched twice as
-	// often as one of weight 1, so one campus's burst does not hold back
-	// the others. An exam's input carries only its own campus's entry
-	// (see ForCampus).
+	// CampusWeights weigh the campuses against each other inside the
+	// normal and the low bucket (production: none, every campus 1; each
+	// from MinCampusWeight to MaxCampusWeight). The gateway turns them
+	// into each exam's CampusShare (ForCampus); an exam's input carries
+	// no campus's weights.
 	CampusWeights map[string]float32 `json:"campusWeights,omitempty"`
+	// CampusShare is the exam's campus's part of the normal and of the
+	// low bucket: its weight over the weights of every campus that
+	// uploads (production: 1, one campus; above 0, at most 1). While
+	// several campuses have stages waiting in one of those buckets, each
+	// is dispatched by its part, so one campus's burst does not hold back
+	// the others. Urgent stages are taken in their order of arrival,
+	// whatever their campus.
+	CampusShare float32 `json:"campusShare"`
 }
 
 // The range of a campus's weight (Policy.CampusWeights): a hundredfold
@@ -104,6 +110,7 @@ func DefaultPolicy() Policy {
 		InfraRetryFor:    time.Hour,
 		ExportRetryFor:   24 * time.Hour,
 		NodeAffinityWait: 30 * time.Second,
+		CampusShare:      1,
 	}
 }
 
@@ -172,6 +179,9 @@ func (p Policy) Validate() error {
 	if p.NodeAffinityWait < 0 {
 		bad("nodeAffinityWait", "%s: want 0 (no affinity) or a positive duration", p.NodeAffinityWait)
 	}
+	if !(p.CampusShare > 0 && p.CampusShare <= 1) {
+		bad("campusShare", "%v: want above 0 and at most 1", p.CampusShare)
+	}
 	for _, c := range slices.Sorted(maps.Keys(p.CampusWeights)) {
 		if err := ValidateCampus(c); err != nil {
 			bad("campusWeights", "%v", err)
@@ -208,8 +218,8 @@ func (p Policy) Share(bucket Priority) float32 {
 	return p.Weights[bucket] / total
 }
 
-// CampusWeight is campus's weight inside each bucket: its entry in
-// CampusWeights, 1 without one.
+// CampusWeight is campus's weight inside the normal and the low bucket:
+// its entry in CampusWeights, 1 without one.
 func (p Policy) CampusWeight(campus string) float32 {
 	if w, ok := p.CampusWeights[campus]; ok {
 		return w
@@ -217,14 +227,18 @@ func (p Policy) CampusWeight(campus string) float32 {
 	return 1
 }
 
-// ForCampus is the policy an exam of campus runs under: p with
-// CampusWeights cut to that campus's own entry, so that no exam carries
-// another campus's settings in its input.
-func (p Policy) ForCampus(campus string) Policy {
-	w, ok := p.CampusWeights[campus]
-	p.CampusWeights = nil
-	if ok {
-		p.CampusWeights = map[string]float32{campus: w}
+// ForCampus is the policy an exam of campus runs under, where campuses
+// are all that upload: its CampusShare is campus's weight over theirs
+// (campus counted once, listed or not), and it carries no campus's
+// weights.
+func (p Policy) ForCampus(campus string, campuses []string) Policy {
+	total := p.CampusWeight(campus)
+	for _, c := range campuses {
+		if c != campus {
+			total += p.CampusWeight(c)
+		}
 	}
+	p.CampusShare = p.CampusWeight(campus) / total
+	p.CampusWeights = nil
 	return p
 }

@@ -29,12 +29,14 @@ func runBench(ctx context.Context, args []string) error {
 	s := config.New("bench", nil)
 	policy := config.BindPolicy(s, app.PolicySettings(bench.Policy()))
 	c := bench.Config{}
-	var mix, out string
+	var mix, campusMix, out string
 	fs := s.FlagSet()
 	fs.IntVar(&c.Exams, "exams", 800, "exams submitted in one burst")
 	fs.IntVar(&c.Nodes, "nodes", 4, "simulated GPU nodes, each its own process")
 	fs.IntVar(&c.GPUsPerNode, "gpus", 2, "simulated GPUs per node")
 	fs.StringVar(&mix, "mix", "10/60/30", "urgent/normal/low percentages of the burst")
+	fs.IntVar(&c.Campuses, "campuses", 1, "campuses sending the burst, each from its own device")
+	fs.StringVar(&campusMix, "campus-mix", "", "percent of the burst each campus sends, e.g. 80/15/5 (default: alike)")
 	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
 	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
 	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
@@ -61,6 +63,12 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.Mix, err = bench.ParseMix(mix); err != nil {
+		return err
+	}
+	if c.Campuses < 1 {
+		return fmt.Errorf("--campuses %d: want 1 or more", c.Campuses)
+	}
+	if c.CampusMix, err = bench.ParseCampusMix(campusMix, c.Campuses); err != nil {
 		return err
 	}
 	tuneEmbeddedGC(os.Getenv)
@@ -120,8 +128,12 @@ func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 	}
 	cfg := devsystem.Config{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
 		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second,
-		// One token stands for the campus's devices.
+		// One token stands for each campus's devices.
 		Uploads: api.UploadLimits{PerDevice: bench.Uploaders}}
+	// Campuses beyond the dev system's two, named as the bench's own.
+	for i := 3; i <= c.Campuses; i++ {
+		cfg.ExtraCampuses = append(cfg.ExtraCampuses, fmt.Sprintf("bench-campus-%d", i))
+	}
 	d, err := devsystem.Start(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -135,10 +147,20 @@ func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 type benchSystem struct{ d *devsystem.System }
 
 func (b benchSystem) APIURL() string { return b.d.App.APIURL() }
-func (b benchSystem) Tokens() (device, clinician, admin string) {
-	return b.d.Secrets.Device, b.d.Secrets.Clinician, b.d.Secrets.Admin
+func (b benchSystem) Campuses() []bench.CampusTokens {
+	var out []bench.CampusTokens
+	for _, d := range b.d.Secrets.Devices {
+		ct := bench.CampusTokens{Campus: d.Campus, Device: d.Token}
+		for _, c := range b.d.Secrets.Clinicians {
+			if c.Campus == d.Campus {
+				ct.Clinician = c.Token
+			}
+		}
+		out = append(out, ct)
+	}
+	return out
 }
-func (b benchSystem) Campus() string                   { return b.d.Secrets.Campus }
+func (b benchSystem) AdminToken() string               { return b.d.Secrets.Admin }
 func (b benchSystem) Temporal() client.Client          { return b.d.App.Client() }
 func (b benchSystem) Converters() lifecycle.Converters { return b.d.App.Converters() }
 func (b benchSystem) NodeEnv() []string                { return b.d.NodeEnv() }

@@ -15,13 +15,14 @@ import (
 )
 
 // TestBenchRunsASmallScenario runs `octflow bench` end to end on a small
-// burst: GPU nodes are real processes (this test binary re-executed as
-// gpuworker), one is killed with SIGKILL mid-burst, stages fail at random.
+// burst from three campuses: GPU nodes are real processes (this test
+// binary re-executed as gpuworker), one is killed with SIGKILL mid-burst,
+// stages fail at random.
 // Every exam must complete once, resends must be answered 200, and the
 // result must hold the measurements the README describes.
 func TestBenchRunsASmallScenario(t *testing.T) {
 	c := bench.Config{Exams: 30, Nodes: 2, GPUsPerNode: 1, StageTime: 100 * time.Millisecond, FailRate: 0.05,
-		Kills: 1, ResendRate: 0.2, Seed: 3, Mix: map[string]int{"urgent": 10, "normal": 60, "low": 30},
+		Kills: 1, ResendRate: 0.2, Seed: 3, Mix: map[string]int{"urgent": 10, "normal": 60, "low": 30}, Campuses: 3,
 		Node: func(args, env []string) *exec.Cmd {
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN=gpuworker "+strings.Join(args, " "))
@@ -53,6 +54,19 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 		if s := res.QueueWaitS[string(b)]; s.N == 0 || s.Max < s.P50 {
 			t.Errorf("queue wait of %s: %+v", b, s)
 		}
+	}
+	// Each campus's waits, and together every exam's.
+	perCampus := 0
+	for campus, waits := range res.CampusQueueWaitS {
+		for _, s := range waits {
+			perCampus += s.N
+		}
+		if len(waits) == 0 {
+			t.Errorf("campus %s: no waits", campus)
+		}
+	}
+	if len(res.CampusQueueWaitS) != 3 || perCampus != res.QueueWaitS["urgent"].N+res.QueueWaitS["normal"].N+res.QueueWaitS["low"].N {
+		t.Errorf("waits of %d campuses, %d exams in all: %+v", len(res.CampusQueueWaitS), perCampus, res.CampusQueueWaitS)
 	}
 	// Start, six stages: at least seven workflow tasks and a history of
 	// scheduled, started and completed events for each.
