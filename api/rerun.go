@@ -56,7 +56,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 		return err
 	}
 	who := principal(c)
-	in.Policy = s.cfg.Policy.ForCampus(in.Submission.Campus, s.campuses)
+	in.Policy = s.policyFor(in.Submission.Campus)
 	in.Rerun = &contract.Rerun{PreviousRunID: info.GetExecution().GetRunId(), By: who.Name, At: time.Now().UTC()}
 	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        info.GetExecution().GetWorkflowId(),

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -149,15 +151,21 @@ type Server struct {
 	anonymous *anonymousRate
 	// campusSlots is each campus's share of the validation slots.
 	campusSlots map[string]chan struct{}
-	// campuses are the campuses that upload: each exam's part of its
-	// bucket is its campus's weight over theirs (exam.Policy.ForCampus).
-	campuses []string
+	// sharing are the campuses that sent exams lately: each exam's part
+	// of its bucket is its campus's weight over theirs (policyFor).
+	sharing *campusActivity
 }
 
 // New builds the gateway and its routes.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
+	}
+	uploading := cfg.Tokens.uploadCampuses()
+	for _, c := range slices.Sorted(maps.Keys(cfg.Policy.CampusWeights)) {
+		if !slices.Contains(uploading, c) {
+			return nil, fmt.Errorf("policy: the campus weights (OCTFLOW_CAMPUS_WEIGHTS) name %s, a campus no device or router token sends for: misspelt?", c)
+		}
 	}
 	if cfg.Pseudonymizer == nil {
 		return nil, errors.New("no pseudonym key: exams and patients are kept under keyed pseudonyms")
@@ -205,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
 		campusSlots: campusSlots(cfg.Uploads.Validating, cfg.Tokens.uploadCampuses()),
-		campuses:    cfg.Tokens.uploadCampuses(),
+		sharing:     newCampusActivity(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {

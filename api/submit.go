@@ -172,7 +172,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	}
 
 	submissionID := randomID()
-	pol := s.cfg.Policy.ForCampus(ref.Campus, s.campuses)
+	pol := s.policyFor(ref.Campus)
 	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        contract.ExamWorkflowID(ref),
 		TaskQueue: exam.WorkflowQueue,

@@ -38,7 +38,8 @@ func parse(t *testing.T, vars map[string]string, bind func(*config.Set)) {
 
 func TestThePolicysSettingsAreThePolicy(t *testing.T) {
 	for _, def := range []exam.Policy{exam.DefaultPolicy(), {MaxAttempts: 1, RetryBase: 1, RetryCap: 1, StageTimeout: 2, HeartbeatTimeout: 1,
-		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7, CampusShare: 1}} {
+		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7, CampusShare: 1,
+		CampusWeights: map[string]float32{"north": 2, "south": 0.5}}} {
 		var p *config.Policy
 		parse(t, nil, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(def)) })
 		got, err := Policy(*p, def)

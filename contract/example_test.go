@@ -34,7 +34,7 @@ func ExampleExamWorkflowID() {
 func ExampleTaskPriority() {
 	pol := exam.DefaultPolicy()
 	pol.CampusWeights = map[string]float32{"north": 3}
-	campuses := []string{"north", "south"} // south: weight 1
+	campuses := []string{"north", "south"} // both sent exams lately; south weighs 1
 	for _, campus := range campuses {
 		exams := pol.ForCampus(campus, campuses)
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
@@ -45,11 +45,11 @@ func ExampleTaskPriority() {
 	sys := contract.SystemPriority()
 	fmt.Printf("octflow's own workflows: key %q, weight %v\n", sys.FairnessKey, sys.FairnessWeight)
 	// Output:
-	// urgent: key "urgent", weight 6
-	// normal: key "normal/north", weight 2.625
-	// low: key "low/north", weight 0.375
-	// urgent: key "urgent", weight 6
-	// normal: key "normal/south", weight 0.875
-	// low: key "low/south", weight 0.125
+	// urgent: key "urgent", weight 60
+	// normal: key "normal/north", weight 26.25
+	// low: key "low/north", weight 3.75
+	// urgent: key "urgent", weight 60
+	// normal: key "normal/south", weight 8.75
+	// low: key "low/south", weight 1.25
 	// octflow's own workflows: key "system", weight 1000
 }

@@ -15,17 +15,18 @@ import (
 // workflow queue with exams and must answer while a burst waits there.
 const SystemFairnessKey = "system"
 
-// systemWeight is the fairness weight of SystemFairnessKey, above any
-// exam's (weightScale at most): their tasks are few and short, so a
-// large share never crowds exams out.
+// systemWeight is the fairness weight of SystemFairnessKey, ten times
+// the most an exam's can be (weightScale): their tasks are few and
+// short, so a large share never crowds exams out.
 const systemWeight = 1000
 
-// weightScale turns a share (at most 1) into a fairness weight. Temporal
-// gives a key a stride of 1000 ÷ weight in whole numbers, and no weight
-// counts below 0.001: scaled by 10, the urgent bucket's stride is 166
-// (exact to within 0.4 %), and a low bucket's campus keeps a weight of
-// its own up to 500 campuses alike.
-const weightScale = 10
+// weightScale turns a share (at most 1) into a fairness weight: 60, 35
+// and 5 under the default policy, as they were before campuses shared the
+// buckets, so the tasks of exams started before and after a deploy weigh
+// alike. Temporal gives a key a stride of 1000 ÷ weight in whole numbers
+// and counts no weight below 0.001: a low key's part reaches that floor
+// only under 1/5,000 of the bucket.
+const weightScale = 100
 
 // maxFairnessKey is the longest fairness key Temporal takes.
 const maxFairnessKey = 64
@@ -43,7 +44,9 @@ const maxFairnessKey = 64
 // its GPU stages all carry it (decisions 0014 and 0023).
 func TaskPriority(pol exam.Policy, bucket exam.Priority, campus string) temporal.Priority {
 	weight := pol.Share(bucket) * weightScale
-	if bucket != exam.Urgent {
+	if bucket != exam.Urgent && pol.CampusShare > 0 {
+		// An exam started before campuses shared the buckets carries no
+		// part: it keeps the whole bucket's weight, as it had.
 		weight *= pol.CampusShare
 	}
 	return temporal.Priority{FairnessKey: FairnessKey(bucket, campus), FairnessWeight: weight}

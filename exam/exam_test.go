@@ -3,6 +3,7 @@ package exam
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,6 +72,12 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusShare", "campusWeights", "campusWeights", "campusWeights"}
 	if !slices.Equal(fields, want) {
 		t.Errorf("fields %v, want %v (%v)", fields, want, err)
+	}
+	// A campus's part is above 0: an exam of no part would weigh nothing.
+	p = DefaultPolicy()
+	p.CampusShare = 0
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "campusShare") {
+		t.Errorf("a campus part of 0: %v, want it refused", err)
 	}
 	// Zero is a setting, not a request for the default.
 	p = DefaultPolicy()

@@ -76,8 +76,9 @@ type Policy struct {
 	// no campus's weights.
 	CampusWeights map[string]float32 `json:"campusWeights,omitempty"`
 	// CampusShare is the exam's campus's part of the normal and of the
-	// low bucket: its weight over the weights of every campus that
-	// uploads (production: 1, one campus; above 0, at most 1). While
+	// low bucket: its weight over the weights of the campuses that sent
+	// exams lately (the gateway's choice of campuses; production: 1, one
+	// campus; above 0, at most 1). While
 	// several campuses have stages waiting in one of those buckets, each
 	// is dispatched by its part, so one campus's burst does not hold back
 	// the others. Urgent stages are taken in their order of arrival,
@@ -86,8 +87,7 @@ type Policy struct {
 }
 
 // The range of a campus's weight (Policy.CampusWeights): a hundredfold
-// between the lightest and the heaviest campus, which Temporal's
-// fairness still tells apart to within a percent (contract.TaskPriority).
+// between the lightest and the heaviest campus.
 const (
 	MinCampusWeight = 0.1
 	MaxCampusWeight = 10
@@ -228,9 +228,9 @@ func (p Policy) CampusWeight(campus string) float32 {
 }
 
 // ForCampus is the policy an exam of campus runs under, where campuses
-// are all that upload: its CampusShare is campus's weight over theirs
-// (campus counted once, listed or not), and it carries no campus's
-// weights.
+// are the campuses sharing the buckets (the gateway's: those that sent
+// exams lately): its CampusShare is campus's weight over theirs (campus
+// counted once, listed or not), and it carries no campus's weights.
 func (p Policy) ForCampus(campus string, campuses []string) Policy {
 	total := p.CampusWeight(campus)
 	for _, c := range campuses {

@@ -158,21 +158,32 @@ func TestFoldTimelineShowsAnAgingPromotion(t *testing.T) {
 			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
 				ActivityType: &commonpb.ActivityType{Name: exam.Denoise.ActivityName()}, Priority: &commonpb.Priority{FairnessKey: bucket}}}}
 	}
-	events := []*historypb.HistoryEvent{
-		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
-		scheduled(5, 1, "low"),
-		{EventId: 6, EventTime: at(1801), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
-			Attributes: &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
-				ScheduledEventId: 5, Failure: &failurepb.Failure{Message: "activity ScheduleToStart timeout",
-					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
-		scheduled(10, 1802, "normal"),
-	}
-	got := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil, nil).Timeline
-	if len(got) != 3 {
-		t.Fatalf("timeline %+v", got)
-	}
-	if p := got[2]; p.To != Queued || p.From != Queued || p.Info["bucket"] != "normal" || p.Info["promotedFrom"] != "low" {
-		t.Errorf("promotion entry = %+v", p)
+	// The keys as recorded histories hold them (the bucket alone) and as
+	// exams carry them now (bucket and campus, decision 0023).
+	for _, key := range []func(exam.Priority) string{
+		func(b exam.Priority) string { return string(b) },
+		func(b exam.Priority) string { return contract.FairnessKey(b, "north") },
+	} {
+		events := []*historypb.HistoryEvent{
+			{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED},
+			scheduled(5, 1, key(exam.Low)),
+			{EventId: 6, EventTime: at(1801), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+				Attributes: &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
+					ScheduledEventId: 5, Failure: &failurepb.Failure{Message: "activity ScheduleToStart timeout",
+						FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START}}}}}},
+			scheduled(10, 1802, key(exam.Normal)),
+		}
+		r := Fold(corpusCodec(t), t0, []Run{{Events: events}}, nil, nil)
+		got := r.Timeline
+		if len(got) != 3 {
+			t.Fatalf("timeline %+v", got)
+		}
+		if p := got[2]; p.To != Queued || p.From != Queued || p.Info["bucket"] != "normal" || p.Info["promotedFrom"] != "low" {
+			t.Errorf("keys %q, %q: promotion entry = %+v", key(exam.Low), key(exam.Normal), p)
+		}
+		if r.EffectivePriority != exam.Normal {
+			t.Errorf("keys %q, %q: effective priority %q, want normal", key(exam.Low), key(exam.Normal), r.EffectivePriority)
+		}
 	}
 }
 
