@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,10 +31,10 @@ const oldestScanLimit = 10_000
 type statusCollector struct {
 	s *Server
 
-	exams, waiting, oldest                    *prometheus.Desc
-	backlog, backlogAge, pollers              *prometheus.Desc
-	nodeUp, reportAge, breaker, inFlight      *prometheus.Desc
-	gpuUtil, gpuMemUsed, gpuMemTotal, healthy *prometheus.Desc
+	exams, waiting, oldest                                       *prometheus.Desc
+	backlog, backlogAge, pollers                                 *prometheus.Desc
+	nodeUp, reportAge, breaker, inFlight                         *prometheus.Desc
+	gpuUtil, gpuMemUsed, gpuMemTotal, healthy, gpuFault, gpuTemp *prometheus.Desc
 }
 
 // DefaultStatusMaxAge is how long a scrape's reading of Temporal serves
@@ -142,13 +143,15 @@ func newTemporalStatus(s *Server) *statusCollector {
 		gpuMemUsed:  d("octflow_gpu_memory_used_bytes", "GPU memory in use as the node last reported it.", "node", "gpu"),
 		gpuMemTotal: d("octflow_gpu_memory_total_bytes", "GPU memory as the node last reported it.", "node", "gpu"),
 		healthy:     d("octflow_gpu_healthy", "1 if the GPU was healthy at the node's last report.", "node", "gpu"),
+		gpuFault:    d("octflow_gpu_fault", "1 for each fault the GPU had at the node's last report (xid, ecc, retired-pages, thermal, hw-slowdown, unreadable), 0 for the others.", "node", "gpu", "fault"),
+		gpuTemp:     d("octflow_gpu_temperature_celsius", "The GPU's core temperature at the node's last report (NVML; none for a simulated GPU).", "node", "gpu"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.exams, c.waiting, c.oldest, c.backlog, c.backlogAge, c.pollers,
-		c.nodeUp, c.reportAge, c.breaker, c.inFlight, c.gpuUtil, c.gpuMemUsed, c.gpuMemTotal, c.healthy} {
+		c.nodeUp, c.reportAge, c.breaker, c.inFlight, c.gpuUtil, c.gpuMemUsed, c.gpuMemTotal, c.healthy, c.gpuFault, c.gpuTemp} {
 		ch <- d
 	}
 }
@@ -221,6 +224,16 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				h = 1
 			}
 			gauge(c.healthy, h, n.NodeID, idx)
+			for _, f := range exam.GPUFaults() {
+				v := 0.0
+				if slices.Contains(g.Faults, f) {
+					v = 1
+				}
+				gauge(c.gpuFault, v, n.NodeID, idx, string(f))
+			}
+			if g.TemperatureC > 0 {
+				gauge(c.gpuTemp, float64(g.TemperatureC), n.NodeID, idx)
+			}
 		}
 	}
 }

@@ -10,9 +10,44 @@ type GPU struct {
 	MemoryTotalMiB uint64 `json:"memoryTotalMiB"`
 	MemoryFreeMiB  uint64 `json:"memoryFreeMiB"`
 	UtilizationPct uint32 `json:"utilizationPct"`
-	Healthy        bool   `json:"healthy"`
+	// Healthy is true while the GPU has no fault: only a healthy GPU
+	// takes stages.
+	Healthy bool `json:"healthy"`
+	// Faults say why a GPU is not healthy (none while it is).
+	Faults []GPUFault `json:"faults,omitempty"`
+	// TemperatureC is the GPU's core temperature (0: not read).
+	TemperatureC uint32 `json:"temperatureC,omitempty"`
 	// Simulated GPUs come from flags, not from NVML.
 	Simulated bool `json:"simulated,omitempty"`
+}
+
+// GPUFault is one reason a GPU takes no stages; each clears by itself
+// once the node reads the GPU well again.
+type GPUFault string
+
+// The faults a node reads from NVML (see gpuworker.NVMLInventory).
+const (
+	// FaultXid: the driver reported a critical Xid error for the GPU
+	// lately (not one an application causes, such as a page fault).
+	FaultXid GPUFault = "xid"
+	// FaultECC: uncorrected ECC errors since the GPU's last reset.
+	FaultECC GPUFault = "ecc"
+	// FaultRetiredPages: memory pages wait to be retired at the GPU's
+	// next reset.
+	FaultRetiredPages GPUFault = "retired-pages"
+	// FaultThermal: the GPU holds its clocks down for heat.
+	FaultThermal GPUFault = "thermal"
+	// FaultSlowdown: the hardware holds the clocks down (slowdown or
+	// power brake), not for heat.
+	FaultSlowdown GPUFault = "hw-slowdown"
+	// FaultUnreadable: NVML could not read the GPU.
+	FaultUnreadable GPUFault = "unreadable"
+)
+
+// GPUFaults are every fault, in the order metrics and the fleet view list
+// them.
+func GPUFaults() []GPUFault {
+	return []GPUFault{FaultXid, FaultECC, FaultRetiredPages, FaultThermal, FaultSlowdown, FaultUnreadable}
 }
 
 // BreakerState is where a node's circuit breaker stands.

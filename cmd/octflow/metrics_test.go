@@ -91,6 +91,8 @@ func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 		{"octflow_gpu_memory_total_bytes", "gpu=0,node=" + node, func(v float64) bool { return v >= 1<<30 }, "≥ 1 GiB"},
 		{"octflow_gpu_memory_used_bytes", "gpu=0,node=" + node, func(v float64) bool { return v >= 0 }, "≥ 0"},
 		{"octflow_gpu_healthy", "gpu=0,node=" + node, one, "1"},
+		{"octflow_gpu_fault", "fault=xid,gpu=0,node=" + node, zero, "0"},
+		{"octflow_gpu_fault", "fault=thermal,gpu=0,node=" + node, zero, "0"},
 		{"octflow_stage_failures_total", "reason=failed,stage=layers", zero, "0"},
 		{"octflow_duplicate_reports_total", "outcome=rewritten", zero, "0"},
 		{"octflow_duplicate_reports_total", "outcome=refused", zero, "0"},

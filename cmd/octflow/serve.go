@@ -128,9 +128,10 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		memGiB, failRate                  float64
 		drain, stageTime, reportEvery     time.Duration
 		cacheMiB                          int
-		takesDir                          string
+		takesDir, gpuSource               string
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
+	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, or auto (NVML where its library is, simulated GPUs where it is not)")
 	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs, used only where NVML finds none")
 	s.String(&model, "gpu-model", "OCTFLOW_GPU_MODEL", "simulated GPU", "model name of the simulated GPUs")
 	s.Float(&memGiB, "gpu-memory-gib", "OCTFLOW_GPU_MEMORY_GIB", 24, "memory of each simulated GPU in GiB")
@@ -164,7 +165,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	inv, source, err := gpuworker.Discover(nvml.New(), gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
+	inv, source, err := gpuworker.Discover(nvml.New(), gpuSource, gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	for _, g := range found {
 		log.Info("gpu", zap.String("source", source), zap.Int("index", g.Index), zap.String("model", g.Model),
 			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
-			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy))
+			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy), zap.Any("faults", g.Faults))
 	}
 	switch takesDir {
 	case "":
@@ -185,7 +186,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	var simulated activities.SimulatedComputeFunc
 	if failRate > 0 || stageTime > 0 {
-		if source != "simulated" {
+		if source != gpuworker.SourceSimulated {
 			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
 		}
 		simulated = simulatedGPU(stageTime, failRate)
