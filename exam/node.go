@@ -21,24 +21,30 @@ type GPU struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
-// GPUFault is one reason a GPU takes no stages; each clears by itself
-// once the node reads the GPU well again.
+// GPUFault is one reason a GPU takes no stages. It clears once the node
+// reads the GPU well again: by itself for a throttle or a passing Xid
+// error, after a GPU reset (and, for an Xid, the node's restart) for the
+// faults that need one.
 type GPUFault string
 
 // The faults a node reads from NVML (see gpuworker.NVMLInventory).
 const (
 	// FaultXid: the driver reported a critical Xid error for the GPU
-	// lately (not one an application causes, such as a page fault).
+	// since the node started: for 10 minutes, or until the node starts
+	// again for one that needs a GPU reset (not one an application
+	// causes, such as a page fault).
 	FaultXid GPUFault = "xid"
-	// FaultECC: uncorrected ECC errors since the GPU's last reset.
+	// FaultECC: uncorrected ECC errors since the driver loaded (NVML's
+	// volatile count, which a GPU reset clears).
 	FaultECC GPUFault = "ecc"
-	// FaultRetiredPages: memory pages wait to be retired at the GPU's
-	// next reset.
+	// FaultRetiredPages: memory pages to retire, or rows to remap, at
+	// the GPU's next reset, or a row remapping that failed.
 	FaultRetiredPages GPUFault = "retired-pages"
-	// FaultThermal: the GPU holds its clocks down for heat.
+	// FaultThermal: the hardware holds the GPU's clocks down for heat
+	// (two reads in a row).
 	FaultThermal GPUFault = "thermal"
-	// FaultSlowdown: the hardware holds the clocks down (slowdown or
-	// power brake), not for heat.
+	// FaultSlowdown: the hardware holds the clocks down otherwise
+	// (slowdown, power brake; two reads in a row).
 	FaultSlowdown GPUFault = "hw-slowdown"
 	// FaultUnreadable: NVML could not read the GPU.
 	FaultUnreadable GPUFault = "unreadable"

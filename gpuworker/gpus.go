@@ -25,14 +25,26 @@ type Inventory interface {
 var ErrNoNVML = errors.New("NVML not available")
 
 // XidHold is how long a critical Xid error keeps its GPU from taking
-// stages after the driver reports it.
+// stages after the driver reports it, unless the error is one a GPU
+// recovers from only by a reset (resetXids).
 const XidHold = 10 * time.Minute
 
 // applicationXids are the Xid errors an application causes on a healthy
 // GPU (a graphics engine exception, a page fault, a stopped or cleaned
-// up channel): a stage's own fault, which its attempt and the node's
-// breaker answer for, not the GPU's.
-var applicationXids = map[uint64]bool{13: true, 31: true, 43: true, 45: true}
+// up channel, a video processor exception): a stage's own fault, which
+// its attempt and the node's breaker answer for, not the GPU's.
+var applicationXids = map[uint64]bool{13: true, 31: true, 43: true, 45: true, 68: true}
+
+// resetXids are the Xid errors after which a GPU needs a reset (double
+// bit and uncontained ECC errors, row remapping events, an NVLink error,
+// a GPU fallen off the bus, GSP errors): they keep the GPU out until the
+// node starts again, which an operator does after resetting the GPU.
+var resetXids = map[uint64]bool{48: true, 63: true, 64: true, 74: true, 79: true, 92: true, 94: true, 95: true, 119: true, 120: true}
+
+// clockFaultReads is how many reads in a row must show a clock fault
+// before it counts: the hardware slowdown bit may be set for one reading
+// during a clock change.
+const clockFaultReads = 2
 
 // NVMLInventory reads real GPUs through NVML: inventory, temperature and
 // health (GPU health in docs/gpu-nodes.md). Critical Xid errors come as
@@ -41,12 +53,14 @@ type NVMLInventory struct {
 	lib nvml.Interface
 	now func() time.Time
 
-	mu   sync.Mutex
-	xids map[int]xidSeen // the last critical Xid of each GPU, by index
+	mu        sync.Mutex
+	xids      map[int]xidSeen // the last critical Xid of each GPU, by index
+	clockRuns map[int]int     // reads in a row showing a clock fault, by index
 
 	events nvml.EventSet // nil: no GPU reports Xid events
 	stop   chan struct{}
 	done   chan struct{}
+	closed sync.Once
 }
 
 // xidSeen is a critical Xid error and when it came.
@@ -56,12 +70,18 @@ type xidSeen struct {
 }
 
 // OpenNVML initialises NVML through lib (nvml.New() in production) and
-// starts watching for critical Xid errors.
+// starts watching for critical Xid errors. ErrNoNVML means the library
+// is not on the machine; any other failure is the driver's.
 func OpenNVML(lib nvml.Interface) (*NVMLInventory, error) {
-	if ret := lib.Init(); ret != nvml.SUCCESS {
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
 		return nil, fmt.Errorf("%w: %v", ErrNoNVML, ret)
+	default:
+		return nil, fmt.Errorf("NVML did not start: %v", ret)
 	}
-	n := &NVMLInventory{lib: lib, now: time.Now, xids: map[int]xidSeen{}, stop: make(chan struct{}), done: make(chan struct{})}
+	n := &NVMLInventory{lib: lib, now: time.Now, xids: map[int]xidSeen{}, clockRuns: map[int]int{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	n.watchXids()
 	return n, nil
 }
@@ -154,9 +174,12 @@ func (n *NVMLInventory) GPUs() ([]GPU, error) {
 			g.TemperatureC = t
 		}
 		// A reading a GPU does not support (NOT_SUPPORTED: no ECC on
-		// this model, say) is no fault.
-		if reasons, ret := dev.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
-			r.clockReasons = reasons
+		// this model, no page retirement where rows are remapped) is no
+		// fault. The throttle reasons, not their newer name (clock event
+		// reasons), which drivers before R535 lack.
+		var clocks uint64
+		if reasons, ret := dev.GetCurrentClocksThrottleReasons(); ret == nvml.SUCCESS {
+			clocks = reasons
 		}
 		if ecc, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
 			r.eccUncorrected = ecc
@@ -164,10 +187,21 @@ func (n *NVMLInventory) GPUs() ([]GPU, error) {
 		if pending, ret := dev.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS {
 			r.pagesPending = pending == nvml.FEATURE_ENABLED
 		}
+		if _, _, pending, failed, ret := dev.GetRemappedRows(); ret == nvml.SUCCESS {
+			r.pagesPending = r.pagesPending || pending || failed
+		}
 		n.mu.Lock()
 		seen, ok := n.xids[i]
+		if clockFault(clocks) {
+			n.clockRuns[i]++
+		} else {
+			n.clockRuns[i] = 0
+		}
+		if n.clockRuns[i] >= clockFaultReads {
+			r.clockReasons = clocks
+		}
 		n.mu.Unlock()
-		r.xidLately = ok && n.now().Sub(seen.at) < XidHold
+		r.xidLately = ok && (resetXids[seen.xid] || n.now().Sub(seen.at) < XidHold)
 		g.Faults = r.faults()
 		g.Healthy = len(g.Faults) == 0
 		gpus = append(gpus, g)
@@ -178,11 +212,21 @@ func (n *NVMLInventory) GPUs() ([]GPU, error) {
 // reading is what NVML said of one GPU's health.
 type reading struct {
 	unreadable     bool
-	clockReasons   uint64 // nvml.ClocksEventReason* bits
-	eccUncorrected uint64 // since the GPU's last reset
-	pagesPending   bool
-	xidLately      bool // a critical Xid within XidHold
+	clockReasons   uint64 // nvml.ClocksThrottleReason* bits, held for clockFaultReads reads
+	eccUncorrected uint64 // since the driver loaded (NVML's volatile count)
+	pagesPending   bool   // pages to retire, rows to remap, or a failed remapping
+	xidLately      bool   // a critical Xid within XidHold, or one that needs a reset
 }
+
+// Clock reasons that are faults: the hardware holds the clocks down for
+// heat, or otherwise (slowdown, power brake). The driver's own thermal
+// slowdown, a power cap and idle clocks are routine under load.
+const (
+	thermalClocks  = nvml.ClocksThrottleReasonHwThermalSlowdown
+	slowdownClocks = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwPowerBrakeSlowdown
+)
+
+func clockFault(reasons uint64) bool { return reasons&(thermalClocks|slowdownClocks) != 0 }
 
 // faults are the GPU faults a reading shows, in exam.GPUFaults' order.
 func (r reading) faults() []exam.GPUFault {
@@ -196,12 +240,10 @@ func (r reading) faults() []exam.GPUFault {
 	if r.pagesPending {
 		out = append(out, exam.FaultRetiredPages)
 	}
-	const thermal = nvml.ClocksEventReasonSwThermalSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown
-	const slowdown = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwPowerBrakeSlowdown
 	switch {
-	case r.clockReasons&thermal != 0:
+	case r.clockReasons&thermalClocks != 0:
 		out = append(out, exam.FaultThermal)
-	case r.clockReasons&slowdown != 0:
+	case r.clockReasons&slowdownClocks != 0:
 		// The hardware slowdown bit comes with thermal slowdown too:
 		// only without it is it a slowdown of its own.
 		out = append(out, exam.FaultSlowdown)
@@ -212,17 +254,20 @@ func (r reading) faults() []exam.GPUFault {
 	return out
 }
 
-// Close stops watching for Xid errors and shuts NVML down.
+// Close stops watching for Xid errors and shuts NVML down, once.
 func (n *NVMLInventory) Close() error {
-	close(n.stop)
-	<-n.done
-	if n.events != nil {
-		n.events.Free()
-	}
-	if ret := n.lib.Shutdown(); ret != nvml.SUCCESS {
-		return fmt.Errorf("nvml shutdown: %v", ret)
-	}
-	return nil
+	var err error
+	n.closed.Do(func() {
+		close(n.stop)
+		<-n.done
+		if n.events != nil {
+			n.events.Free()
+		}
+		if ret := n.lib.Shutdown(); ret != nvml.SUCCESS {
+			err = fmt.Errorf("nvml shutdown: %v", ret)
+		}
+	})
+	return err
 }
 
 // SimulatedGPUs describe GPUs for a node without NVML: the dev stack,
@@ -269,6 +314,9 @@ func (s *SimulatedInventory) Set(index int, freeMiB uint64, healthy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gpus[index].MemoryFreeMiB, s.gpus[index].Healthy = freeMiB, healthy
+	if healthy {
+		s.gpus[index].Faults = nil
+	}
 }
 
 // SetFaults gives one simulated GPU the faults a real one could report
@@ -298,8 +346,9 @@ const (
 
 // Discover opens the node's GPUs from source and says which it chose.
 // Only a machine without NVML's library at all gets the simulated GPUs
-// under SourceAuto: where the library loads but cannot read a GPU, the
-// node refuses to start, as it does under SourceNVML.
+// under SourceAuto: where the library is but does not start (a driver
+// not loaded, a version mismatch), cannot count the GPUs or finds none,
+// the node refuses to start, as it does under SourceNVML.
 func Discover(lib nvml.Interface, source string, fallback SimulatedGPUs) (Inventory, string, error) {
 	simulated := func() (Inventory, string, error) {
 		if fallback.Count < 1 {

@@ -21,7 +21,7 @@ func TestAGPUsFaultsAreWhatNVMLReads(t *testing.T) {
 	}{
 		{"healthy, clocks down for power cap and idle only", reading{clockReasons: nvml.ClocksEventReasonSwPowerCap | nvml.ClocksEventReasonGpuIdle}, nil},
 		{"hardware thermal slowdown (with its slowdown bit)", reading{clockReasons: nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksThrottleReasonHwSlowdown}, []exam.GPUFault{exam.FaultThermal}},
-		{"software thermal slowdown", reading{clockReasons: nvml.ClocksEventReasonSwThermalSlowdown}, []exam.GPUFault{exam.FaultThermal}},
+		{"the driver's own thermal slowdown, routine under load", reading{clockReasons: nvml.ClocksEventReasonSwThermalSlowdown}, nil},
 		{"power brake", reading{clockReasons: nvml.ClocksThrottleReasonHwPowerBrakeSlowdown}, []exam.GPUFault{exam.FaultSlowdown}},
 		{"uncorrected ECC errors", reading{eccUncorrected: 2}, []exam.GPUFault{exam.FaultECC}},
 		{"pages pending retirement", reading{pagesPending: true}, []exam.GPUFault{exam.FaultRetiredPages}},
@@ -39,10 +39,13 @@ func TestAGPUsFaultsAreWhatNVMLReads(t *testing.T) {
 // cannot run on a machine without an NVIDIA driver, so the inventory is
 // tested against go-nvml's own mock of its interface.
 type fakeGPU struct {
-	clocks  uint64
-	ecc     uint64
-	pending bool
-	noName  bool
+	clocks    uint64
+	ecc       uint64
+	pending   bool // pages to retire
+	remapping bool // rows to remap
+	noName    bool
+	noUUID    bool
+	noHandle  bool
 }
 
 // fakeNVML is an NVML of two GPUs that sends the Xid events put on its
@@ -55,16 +58,29 @@ func fakeNVML(gpus []*fakeGPU, xids chan nvml.EventData) *mock.Interface {
 			GetIndexFunc:               func() (int, nvml.Return) { return i, nvml.SUCCESS },
 			GetSupportedEventTypesFunc: func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS },
 			RegisterEventsFunc:         func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS },
-			GetUUIDFunc:                func() (string, nvml.Return) { return "GPU-" + string(rune('a'+i)), nvml.SUCCESS },
-			GetMemoryInfoFunc:          func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 80 << 30, Free: 79 << 30}, nvml.SUCCESS },
-			GetUtilizationRatesFunc:    func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 5}, nvml.SUCCESS },
-			GetTemperatureFunc:         func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 41, nvml.SUCCESS },
-			GetTotalEccErrorsFunc: func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+			GetUUIDFunc: func() (string, nvml.Return) {
+				if g.noUUID {
+					return "", nvml.ERROR_UNKNOWN
+				}
+				return "GPU-" + string(rune('a'+i)), nvml.SUCCESS
+			},
+			GetMemoryInfoFunc:       func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 80 << 30, Free: 79 << 30}, nvml.SUCCESS },
+			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 5}, nvml.SUCCESS },
+			GetTemperatureFunc:      func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 41, nvml.SUCCESS },
+			GetTotalEccErrorsFunc: func(kind nvml.MemoryErrorType, counter nvml.EccCounterType) (uint64, nvml.Return) {
 				mu.Lock()
 				defer mu.Unlock()
+				if kind != nvml.MEMORY_ERROR_TYPE_UNCORRECTED || counter != nvml.VOLATILE_ECC {
+					return 7, nvml.SUCCESS // corrected or lifetime errors: no fault of today's
+				}
 				return g.ecc, nvml.SUCCESS
 			},
-			GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { mu.Lock(); defer mu.Unlock(); return g.clocks, nvml.SUCCESS },
+			GetCurrentClocksThrottleReasonsFunc: func() (uint64, nvml.Return) { mu.Lock(); defer mu.Unlock(); return g.clocks, nvml.SUCCESS },
+			GetRemappedRowsFunc: func() (int, int, bool, bool, nvml.Return) {
+				mu.Lock()
+				defer mu.Unlock()
+				return 0, 0, g.remapping, false, nvml.SUCCESS
+			},
 			GetRetiredPagesPendingStatusFunc: func() (nvml.EnableState, nvml.Return) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -86,6 +102,9 @@ func fakeNVML(gpus []*fakeGPU, xids chan nvml.EventData) *mock.Interface {
 		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
 		DeviceGetCountFunc: func() (int, nvml.Return) { return len(gpus), nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+			if gpus[i].noHandle {
+				return nil, nvml.ERROR_GPU_IS_LOST
+			}
 			return devices[i], nvml.SUCCESS
 		},
 		EventSetCreateFunc: func() (nvml.EventSet, nvml.Return) {
@@ -126,41 +145,75 @@ func TestNVMLFaultsTakeAGPUOutUntilTheyClear(t *testing.T) {
 	if got := read("at start"); !got[0].Healthy || !got[1].Healthy || got[0].TemperatureC != 41 || got[1].Model == "" {
 		t.Fatalf("at start: %+v", got)
 	}
-	// An application's Xid (31, a page fault) is the stage's, not the
-	// GPU's; Xid 79 (fallen off the bus) is the GPU's.
-	xids <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 1<<32 | 31}
-	xids <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 0<<32 | 79}
-	xids <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: 0<<32 | 79} // the watcher has taken the first
-	got := read("after Xid 79 on GPU 0 and Xid 31 on GPU 1")
-	if got[0].Healthy || !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultXid}) || !got[1].Healthy {
-		t.Errorf("after the Xids: GPU 0 %v %v, GPU 1 %v %v; want GPU 0 out for its Xid, GPU 1 healthy", got[0].Healthy, got[0].Faults, got[1].Healthy, got[1].Faults)
+	// An application's Xid (43, a stopped channel) is the stage's, not the
+	// GPU's; Xid 62 (a micro-controller halt) is GPU 0's for XidHold, Xid
+	// 79 (fallen off the bus) GPU 1's until it is reset.
+	send := func(xs ...uint64) {
+		for _, x := range xs { // the last is sent again: then the watcher has taken the one before
+			xids <- nvml.EventData{EventType: nvml.EventTypeXidCriticalError, EventData: x}
+		}
+	}
+	send(0<<32|43, 0<<32|43)
+	if got := read("after an application's Xid"); !got[0].Healthy {
+		t.Errorf("Xid 43 took GPU 0 out: %v", got[0].Faults)
+	}
+	send(0<<32|62, 1<<32|79, 1<<32|79)
+	got := read("after the Xids")
+	if !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultXid}) || !slices.Equal(got[1].Faults, []exam.GPUFault{exam.FaultXid}) {
+		t.Errorf("after the Xids: GPU 0 %v, GPU 1 %v; want both out for their Xids", got[0].Faults, got[1].Faults)
 	}
 	clock.Lock()
 	now = now.Add(XidHold + time.Second)
 	clock.Unlock()
-	if got := read("past the Xid's hold"); !got[0].Healthy {
-		t.Errorf("GPU 0 past the Xid's hold: faults %v, want healthy again", got[0].Faults)
+	if got := read("past the Xid's hold"); !got[0].Healthy || got[1].Healthy {
+		t.Errorf("past the Xid's hold: GPU 0 %v, GPU 1 %v; want GPU 0 back, GPU 1 still out until a reset", got[0].Faults, got[1].Faults)
 	}
-	// Thermal throttling on GPU 1 takes it out while it lasts; ECC
-	// errors and pending retirements on GPU 0 until they clear.
-	gpus[1].clocks = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksThrottleReasonHwSlowdown
-	gpus[0].ecc, gpus[0].pending = 3, true
-	got = read("throttled and ECC")
-	if !slices.Equal(got[1].Faults, []exam.GPUFault{exam.FaultThermal}) || !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultECC, exam.FaultRetiredPages}) {
-		t.Errorf("GPU 0 %v, GPU 1 %v; want ECC and retired pages, thermal", got[0].Faults, got[1].Faults)
+	// Hardware thermal slowdown takes a GPU out once two reads in a row
+	// show it, and while it lasts; uncorrected ECC errors and pages or
+	// rows waiting for a reset, at once.
+	gpus[0].clocks = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksThrottleReasonHwSlowdown
+	if got := read("one throttled read"); !got[0].Healthy {
+		t.Errorf("one read of thermal slowdown took GPU 0 out: %v", got[0].Faults)
 	}
-	gpus[1].clocks, gpus[0].ecc, gpus[0].pending = 0, 0, false
-	if got := read("cleared"); !got[0].Healthy || !got[1].Healthy {
-		t.Errorf("once cleared: %v %v, want both healthy", got[0].Faults, got[1].Faults)
+	if got := read("two throttled reads"); !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultThermal}) {
+		t.Errorf("two reads of thermal slowdown: GPU 0 %v, want thermal", got[0].Faults)
 	}
-	gpus[1].noName = true
-	if got := read("unreadable"); got[1].Healthy || !slices.Equal(got[1].Faults, []exam.GPUFault{exam.FaultUnreadable}) {
-		t.Errorf("a GPU NVML cannot read: %v %v, want unhealthy, unreadable", got[1].Healthy, got[1].Faults)
+	gpus[0].clocks = 0
+	gpus[0].ecc = 3
+	if got := read("ECC"); !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultECC}) {
+		t.Errorf("uncorrected ECC errors: GPU 0 %v, want ecc alone", got[0].Faults)
+	}
+	gpus[0].ecc, gpus[0].remapping = 0, true
+	if got := read("rows to remap"); !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultRetiredPages}) {
+		t.Errorf("rows waiting to be remapped: GPU 0 %v, want retired-pages", got[0].Faults)
+	}
+	gpus[0].remapping, gpus[0].pending = false, true
+	if got := read("pages to retire"); !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultRetiredPages}) {
+		t.Errorf("pages waiting to be retired: GPU 0 %v, want retired-pages", got[0].Faults)
+	}
+	gpus[0].pending = false
+	if got := read("cleared"); !got[0].Healthy {
+		t.Errorf("once cleared: GPU 0 %v, want healthy", got[0].Faults)
+	}
+	for _, broken := range []func(*fakeGPU){
+		func(g *fakeGPU) { g.noName = true },
+		func(g *fakeGPU) { g.noUUID = true },
+		func(g *fakeGPU) { g.noHandle = true },
+	} {
+		*gpus[0] = fakeGPU{}
+		broken(gpus[0])
+		if got := read("unreadable"); got[0].Healthy || !slices.Equal(got[0].Faults, []exam.GPUFault{exam.FaultUnreadable}) {
+			t.Errorf("a GPU NVML cannot read (%+v): %v %v, want unhealthy, unreadable", *gpus[0], got[0].Healthy, got[0].Faults)
+		}
+	}
+	if err := inv.Close(); err != nil {
+		t.Errorf("close: %v", err)
 	}
 }
 
 func TestAGPUHostWhoseNVMLFailsRefusesToStart(t *testing.T) {
 	noLibrary := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	noDriver := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_DRIVER_NOT_LOADED }}
 	brokenDriver := fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData))
 	brokenDriver.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 	noGPU := fakeNVML(nil, make(chan nvml.EventData))
@@ -172,6 +225,7 @@ func TestAGPUHostWhoseNVMLFailsRefusesToStart(t *testing.T) {
 	}{
 		{"auto, no NVML library: a laptop", SourceAuto, noLibrary, SourceSimulated},
 		{"auto, NVML that cannot count its GPUs", SourceAuto, brokenDriver, "refused: nvml device count"},
+		{"auto, NVML's library without its driver", SourceAuto, noDriver, "refused: NVML did not start"},
 		{"auto, NVML without a GPU", SourceAuto, noGPU, "refused: NVML finds no GPU"},
 		{"nvml, no library", SourceNVML, noLibrary, "refused: NVML not available"},
 		{"nvml, a GPU", SourceNVML, fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData)), SourceNVML},
