@@ -132,7 +132,11 @@ func (n *NVMLInventory) watchXids() {
 			case data.EventType&nvml.EventTypeXidCriticalError != 0 && !applicationXids[data.EventData]:
 				if idx, r := data.Device.GetIndex(); r == nvml.SUCCESS {
 					n.mu.Lock()
-					n.xids[idx] = xidSeen{xid: data.EventData, at: n.now()}
+					// A later, passing Xid does not end the hold of one
+					// that needs a reset.
+					if !resetXids[n.xids[idx].xid] {
+						n.xids[idx] = xidSeen{xid: data.EventData, at: n.now()}
+					}
 					n.mu.Unlock()
 				}
 			}

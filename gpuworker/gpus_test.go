@@ -168,6 +168,14 @@ func TestNVMLFaultsTakeAGPUOutUntilTheyClear(t *testing.T) {
 	if got := read("past the Xid's hold"); !got[0].Healthy || got[1].Healthy {
 		t.Errorf("past the Xid's hold: GPU 0 %v, GPU 1 %v; want GPU 0 back, GPU 1 still out until a reset", got[0].Faults, got[1].Faults)
 	}
+	// A passing Xid on GPU 1 does not end the hold of its Xid 79.
+	send(1<<32|62, 1<<32|62)
+	clock.Lock()
+	now = now.Add(XidHold + time.Second)
+	clock.Unlock()
+	if got := read("a passing Xid after one that needs a reset"); got[1].Healthy {
+		t.Errorf("Xid 62 after Xid 79, past its hold: GPU 1 healthy again, want it out until a reset")
+	}
 	// Hardware thermal slowdown takes a GPU out once two reads in a row
 	// show it, and while it lasts; uncorrected ECC errors and pages or
 	// rows waiting for a reset, at once.
