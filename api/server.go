@@ -210,9 +210,9 @@ func New(cfg Config) (*Server, error) {
 			Name: "octflow_exam_arrivals_total",
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
-		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(cfg.Tokens.uploadCampuses()), SpoolBytesFor(cfg.MaxScanBytes)),
+		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(uploading), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
-		campusSlots: campusSlots(cfg.Uploads.Validating, cfg.Tokens.uploadCampuses()),
+		campusSlots: campusSlots(cfg.Uploads.Validating, uploading),
 		sharing:     newCampusActivity(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)

@@ -33,15 +33,15 @@ const maxFairnessKey = 64
 
 // TaskPriority is the Temporal priority of the tasks of an exam of
 // campus in bucket: its fairness key (FairnessKey) and a weight of the
-// bucket's share under the policy (0.60/0.35/0.05 by default), times, in
-// the normal and low buckets, the campus's part of it (Policy.CampusShare).
-// Temporal dispatches each key in proportion to its weight. So the
-// buckets keep their shares while every campus waits in them; inside the
-// normal and the low bucket each campus gets its part, and a campus's
-// burst does not hold back the others; urgent stages, one key for all
-// campuses, go in their order of arrival and never share less than the
-// urgent bucket's share. The exam's workflow tasks, its CPU stages and
-// its GPU stages all carry it (decisions 0014 and 0023).
+// bucket's share under the policy times weightScale (60/35/5 by
+// default), times, in the normal and low buckets, the campus's part of it
+// (Policy.CampusShare). Temporal dispatches each key in proportion to its
+// weight. So the buckets keep their shares while every campus waits in
+// them; inside the normal and the low bucket each campus gets its part,
+// and a campus's burst does not hold back the others; urgent stages, one
+// key for all campuses, go in their order of arrival. The exam's workflow
+// tasks, its CPU stages and its GPU stages all carry it (decisions 0014
+// and 0023, which says where the shares bend).
 func TaskPriority(pol exam.Policy, bucket exam.Priority, campus string) temporal.Priority {
 	weight := pol.Share(bucket) * weightScale
 	if bucket != exam.Urgent && pol.CampusShare > 0 {
@@ -70,8 +70,9 @@ func FairnessKey(bucket exam.Priority, campus string) string {
 }
 
 // BucketOfKey is the bucket of a task whose fairness key is key (see
-// FairnessKey; "" for a task of no exam: octflow's own workflows). Keys of
-// the first form, the bucket alone, read as that bucket.
+// FairnessKey; "" for a task of no exam: octflow's own workflows). A key
+// that is the bucket alone (urgent's, and every key recorded before
+// campuses shared the buckets) reads as that bucket.
 func BucketOfKey(key string) exam.Priority {
 	bucket, _, _ := strings.Cut(key, "/")
 	switch b := exam.Priority(bucket); b {

@@ -78,11 +78,10 @@ type Policy struct {
 	// CampusShare is the exam's campus's part of the normal and of the
 	// low bucket: its weight over the weights of the campuses that sent
 	// exams lately (the gateway's choice of campuses; production: 1, one
-	// campus; above 0, at most 1). While
-	// several campuses have stages waiting in one of those buckets, each
-	// is dispatched by its part, so one campus's burst does not hold back
-	// the others. Urgent stages are taken in their order of arrival,
-	// whatever their campus.
+	// campus; above 0, at most 1). While several campuses have stages
+	// waiting in one of those buckets, each is dispatched by its part, so
+	// one campus's burst does not hold back the others. Urgent stages are
+	// taken in their order of arrival, whatever their campus.
 	CampusShare float32 `json:"campusShare"`
 }
 
