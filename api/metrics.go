@@ -35,6 +35,7 @@ type statusCollector struct {
 	backlog, backlogAge, pollers                                 *prometheus.Desc
 	nodeUp, reportAge, breaker, inFlight                         *prometheus.Desc
 	gpuUtil, gpuMemUsed, gpuMemTotal, healthy, gpuFault, gpuTemp *prometheus.Desc
+	degraded, probe, stageTime                                   *prometheus.Desc
 }
 
 // DefaultStatusMaxAge is how long a scrape's reading of Temporal serves
@@ -145,13 +146,17 @@ func newTemporalStatus(s *Server) *statusCollector {
 		healthy:     d("octflow_gpu_healthy", "1 if the GPU was healthy at the node's last report.", "node", "gpu"),
 		gpuFault:    d("octflow_gpu_fault", "1 for each fault the GPU had at the node's last report (xid, ecc, retired-pages, thermal, hw-slowdown, unreadable), 0 for the others.", "node", "gpu", "fault"),
 		gpuTemp:     d("octflow_gpu_temperature_celsius", "The GPU's core temperature at the node's last report (NVML; none for a simulated GPU).", "node", "gpu"),
+		degraded:    d("octflow_node_degraded", "1 while the fleet holds a GPU node degraded (too slow against the nodes of its GPU model, or marked by an operator): it takes no new stage.", "node"),
+		probe:       d("octflow_node_probe_seconds", "Median of a GPU node's latest probes (the same computation timed on every node at each report).", "node"),
+		stageTime:   d("octflow_node_stage_compute_seconds", "Median compute time (GPU held) of a stage's latest runs on a GPU node that ended well.", "node", "stage"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.exams, c.waiting, c.oldest, c.backlog, c.backlogAge, c.pollers,
-		c.nodeUp, c.reportAge, c.breaker, c.inFlight, c.gpuUtil, c.gpuMemUsed, c.gpuMemTotal, c.healthy, c.gpuFault, c.gpuTemp} {
+		c.nodeUp, c.reportAge, c.breaker, c.inFlight, c.gpuUtil, c.gpuMemUsed, c.gpuMemTotal, c.healthy, c.gpuFault, c.gpuTemp,
+		c.degraded, c.probe, c.stageTime} {
 		ch <- d
 	}
 }
@@ -207,6 +212,19 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.nodeUp, up, n.NodeID)
 		gauge(c.reportAge, now.Sub(n.LastReportAt).Seconds(), n.NodeID)
 		gauge(c.inFlight, float64(n.InFlight), n.NodeID)
+		degraded := 0.0
+		if n.Health.State == contract.Degraded {
+			degraded = 1
+		}
+		gauge(c.degraded, degraded, n.NodeID)
+		if p := n.Pace; p != nil {
+			if p.Probes > 0 {
+				gauge(c.probe, p.ProbeMs/1000, n.NodeID)
+			}
+			for stage, sp := range p.Stages {
+				gauge(c.stageTime, sp.MedianMs/1000, n.NodeID, string(stage))
+			}
+		}
 		for _, st := range []exam.BreakerState{exam.BreakerClosed, exam.BreakerHalfOpen, exam.BreakerOpen} {
 			v := 0.0
 			if n.Breaker.State == st {

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -28,6 +30,42 @@ type NodeView struct {
 	Breaker         exam.BreakerStatus `json:"breaker"`
 	ResetGeneration int                `json:"resetGeneration"`
 	ResetsApplied   int                `json:"resetsApplied"`
+	// Health is the fleet's judgement of the node's speed: degraded, it
+	// takes no new stage.
+	Health NodeHealthView `json:"health"`
+	// Pace is how fast the node computes, as it last reported (nil: it
+	// does not say).
+	Pace *PaceView `json:"pace,omitempty"`
+}
+
+// NodeHealthView is a node's health in GET /v1/nodes and the answer to
+// POST /v1/nodes/{nodeId}/health.
+type NodeHealthView struct {
+	State  string     `json:"state"`
+	Since  *time.Time `json:"since,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+	By     string     `json:"by,omitempty"`
+	// Held: an operator marked the node degraded; only an operator's
+	// healthy mark clears it.
+	Held bool `json:"held"`
+}
+
+// PaceView is a node's figures: its probe and each stage's compute time.
+type PaceView struct {
+	Model   string                            `json:"model"`
+	ProbeMs float64                           `json:"probeMs"`
+	Probes  int                               `json:"probes"`
+	Stages  map[exam.Stage]contract.StagePace `json:"stages"`
+	Running int                               `json:"running"`
+}
+
+func healthView(h contract.NodeHealth) NodeHealthView {
+	v := NodeHealthView{State: cmp.Or(h.State, contract.Healthy), Reason: h.Reason, By: h.By, Held: h.Held}
+	if !h.Since.IsZero() {
+		since := h.Since.UTC()
+		v.Since = &since
+	}
+	return v
 }
 
 // listNodes serves GET /v1/nodes from the fleet workflow.
@@ -56,7 +94,13 @@ func (s *Server) nodeViews(ctx context.Context) ([]NodeView, error) {
 	for _, n := range nodes {
 		v := NodeView{NodeID: n.Report.NodeID, Status: "up", LastReportAt: n.LastSeen.UTC(), TaskQueue: n.Report.TaskQueue,
 			GPUs: n.Report.GPUs, InFlight: n.Report.InFlight, Breaker: n.Report.Breaker,
-			ResetGeneration: n.ResetGeneration, ResetsApplied: n.Report.ResetsApplied}
+			ResetGeneration: n.ResetGeneration, ResetsApplied: n.Report.ResetsApplied, Health: healthView(n.Health)}
+		if p := n.Report.Pace; p != nil {
+			v.Pace = &PaceView{Model: p.Model, ProbeMs: p.ProbeMs, Probes: p.Probes, Stages: p.Stages, Running: len(p.Running)}
+			if v.Pace.Stages == nil {
+				v.Pace.Stages = map[exam.Stage]contract.StagePace{}
+			}
+		}
 		if v.GPUs == nil {
 			v.GPUs = []exam.GPU{} // [], never null
 		}
@@ -103,4 +147,48 @@ func (s *Server) resetBreaker(c echo.Context) error {
 	s.cfg.Logger.Info("breaker reset requested", zap.String("nodeId", nodeID), zap.String("by", principal(c).Name))
 	return c.JSON(http.StatusAccepted, BreakerReset{NodeID: nodeID, ResetGeneration: gen,
 		Note: "the node applies the reset at its next report"})
+}
+
+// NodeMarkRequest is the body of POST /v1/nodes/{nodeId}/health.
+type NodeMarkRequest struct {
+	// State is degraded (the node takes no new stage, and its stages are
+	// hedged, until an operator marks it healthy) or healthy (the mark
+	// and any judgement are cleared; the fleet judges the node afresh).
+	State string `json:"state"`
+}
+
+// markNode serves POST /v1/nodes/{nodeId}/health: an operator marks a
+// node degraded (a cordon) or healthy, in the fleet workflow; the node
+// reads it at its next report.
+func (s *Server) markNode(c echo.Context) error {
+	var body NodeMarkRequest
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return jsonProblem("the mark (JSON {state})", err)
+	}
+	if body.State != contract.Degraded && body.State != contract.Healthy {
+		return problem(http.StatusBadRequest, "malformed-request", `state: want "degraded" or "healthy"`)
+	}
+	nodeID := c.Param("nodeId")
+	mark := contract.NodeMark{NodeID: nodeID, State: body.State, By: principal(c).Name}
+	handle, err := s.cfg.Temporal.UpdateWorkflow(c.Request().Context(), client.UpdateWorkflowOptions{
+		WorkflowID: contract.FleetWorkflowID, UpdateName: contract.MarkNodeUpdate,
+		Args: []any{mark}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if isNotFound(err) {
+		return problem(http.StatusNotFound, "not-found", "no node has reported yet")
+	} else if err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	}
+	var h contract.NodeHealth
+	if err := handle.Get(c.Request().Context(), &h); err != nil {
+		var rejected *temporal.ApplicationError // the fleet knows no such node
+		if errors.As(err, &rejected) {
+			return problem(http.StatusNotFound, "not-found", "no such node")
+		}
+		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	}
+	s.cfg.Logger.Info("node marked", zap.String("nodeId", nodeID), zap.String("health", body.State), zap.String("by", mark.By))
+	return c.JSON(http.StatusOK, healthView(h))
 }

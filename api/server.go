@@ -251,6 +251,7 @@ func New(cfg Config) (*Server, error) {
 	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
 	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))
 	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
+	v1.POST("/nodes/:nodeId/health", s.markNode, cfg.Tokens.require(RoleAdmin))
 	return s, nil
 }
 

@@ -37,3 +37,9 @@ type FailureDetails struct {
 // own, and the node's breaker does not count it; the workflow retries it
 // at once, on any node.
 const ErrTypeNodeLost = "NodeLost"
+
+// ErrTypeNodeDegraded is a stage handed back unstarted by a node the
+// fleet holds degraded: a poll it made before it knew took the stage.
+// The stage spends nothing (Unclaimed) and goes back to the shared queue
+// at once; the node's breaker does not count it.
+const ErrTypeNodeDegraded = "NodeDegraded"

@@ -90,6 +90,10 @@ const (
 	// Refused: the stage failed for good (invalid input, a panic, a
 	// report that exists): no retry can help.
 	Refused Outcome = "refused"
+	// Superseded: the attempt ran on a degraded node past its deadline,
+	// another run of the stage (a hedge) finished first, and this one was
+	// cancelled. It spends nothing.
+	Superseded Outcome = "superseded"
 )
 
 // Attempt is one attempt of a stage: where it was scheduled, where it
@@ -116,6 +120,9 @@ type Attempt struct {
 	EndedAt     time.Time `json:"endedAt"`
 	// RetryAfter is the wait before the stage's next try (0: at once).
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	// Hedge says why this try was scheduled beside the one before it,
+	// still in flight on a degraded node ("": it was not a hedge).
+	Hedge string `json:"hedge,omitempty"`
 }
 
 // Spends reports whether a try that ended so spends one of the stage's

@@ -43,6 +43,13 @@ const (
 	ResetBreakerUpdate = "reset-breaker"
 	// NodeReportSignal carries a NodeReport to the fleet.
 	NodeReportSignal = "node-report"
+	// MarkNodeUpdate is an operator's mark of a node (a NodeMark):
+	// degraded, or healthy again.
+	MarkNodeUpdate = "mark-node"
+	// HedgeSignal tells an exam that the stage attempt it names runs on a
+	// degraded node past its deadline: the exam runs the stage again on
+	// another node, and the first result wins (a Hedge).
+	HedgeSignal = "hedge-stage"
 	// InboxEventSignal carries a ReportReadyEvent to a campus inbox.
 	InboxEventSignal = "report-ready"
 	// InboxQuery returns the inbox's events after a sequence number.

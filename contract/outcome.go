@@ -13,7 +13,8 @@ import (
 // (RetrySummary), where the exam's timeline reads it. A
 // schedule-to-start timeout while pinned to the node that holds the
 // exam's data is that node not taking the stage
-// (Unclaimed); one in a shared queue is aging (Aged). A stage that ended
+// (Unclaimed), as is a stage a degraded node handed back unstarted; one
+// in a shared queue is aging (Aged). A stage that ended
 // without an answer, or that its node handed back on restart, was Lost.
 // An unreachable backing service is Unreachable only when the policy
 // waits outages out (infraWaits); otherwise it is a failure like any
@@ -46,6 +47,8 @@ func Classify(err error, pinned, infraWaits bool) Outcome {
 	switch app.Type() {
 	case ErrTypeNodeLost:
 		return Lost
+	case ErrTypeNodeDegraded:
+		return Unclaimed
 	case ErrTypeInfrastructure:
 		if infraWaits {
 			return Unreachable

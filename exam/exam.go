@@ -40,6 +40,20 @@ func (p Priority) Up() Priority {
 	return Urgent
 }
 
+// Rank orders buckets, most urgent first: urgent 0, normal 1, low 2,
+// anything else 3.
+func (p Priority) Rank() int {
+	switch p {
+	case Urgent:
+		return 0
+	case Normal:
+		return 1
+	case Low:
+		return 2
+	}
+	return 3
+}
+
 // Eye is the laterality of the scanned eye, in DICOM's spelling.
 type Eye string
 

@@ -54,6 +54,9 @@ type Config struct {
 	// a crash its next start hands them back at once (Takes). Empty: no
 	// notes; a stage lost with the node waits out its heartbeat timeout.
 	TakesDir string
+	// Probe is the computation the node times at every report, for the
+	// fleet to compare nodes by (nil: DenoiseProbe).
+	Probe func(context.Context) error
 	// Interceptors wrap the node's stages (after the node's own, which
 	// binds each stage's GPU: a stage's context holds its GPUGate), e.g.
 	// for tracing; the tests inject faults with them.
@@ -68,6 +71,7 @@ type Node struct {
 	cache   *activities.LocalCache
 	slots   *Slots
 	breaker *Breaker
+	pace    *Pace
 	rep     *reporter
 	takes   *Takes
 	cancel  context.CancelFunc
@@ -94,6 +98,8 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
 	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.StageMemoryMiB)
 	n.slots.prefetch = max(0, cmp.Or(cfg.Prefetch, 1))
+	n.pace = NewPace(cfg.Probe)
+	n.slots.pace = n.pace
 	nodeActs := *acts
 	nodeActs.Node = cfg.NodeID
 	nodeActs.NodeQueue = exam.NodeQueue(cfg.NodeID)

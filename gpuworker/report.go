@@ -11,8 +11,10 @@ import (
 	"octflow/exam"
 )
 
-// reporter tells the fleet what the node is doing, every interval, and
-// applies the breaker resets operators asked for.
+// reporter tells the fleet what the node is doing and how fast it
+// computes (a probe, timed at every report), every interval, and applies
+// what the fleet holds for it: the breaker resets operators asked for,
+// and whether it is degraded (it then takes no new stage).
 type reporter struct {
 	client   client.Client
 	node     *Node
@@ -20,6 +22,7 @@ type reporter struct {
 	log      *zap.Logger
 	applied  int // breaker-reset generation applied so far
 	synced   bool
+	degraded bool // the fleet holds the node degraded
 }
 
 func (r *reporter) run(ctx context.Context) {
@@ -48,10 +51,19 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 			gpus[i].UtilizationPct = 100
 		}
 	}
+	if !draining {
+		if err := r.node.pace.runProbe(ctx); err != nil {
+			r.log.Warn("probe", zap.Error(err))
+		}
+	}
+	model := ""
+	if len(gpus) > 0 {
+		model = gpus[0].Model
+	}
 	rep := contract.NodeReport{
 		NodeID: r.node.cfg.NodeID, TaskQueue: r.node.cfg.TaskQueue, GPUs: gpus,
 		InFlight: r.node.slots.InFlight(), Breaker: r.node.breaker.Status(), Draining: draining,
-		Interval: r.interval, ResetsApplied: r.applied,
+		Interval: r.interval, ResetsApplied: r.applied, Pace: r.node.pace.Report(model),
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.interval)
 	defer cancel()
@@ -83,6 +95,14 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 			// its predecessor.
 			r.applied, r.synced = n.ResetGeneration, true
 		}
+		degraded := n.Health.State == contract.Degraded
+		if degraded != r.degraded {
+			r.log.Info("the fleet judges the node", zap.String("health", n.Health.State), zap.String("reason", n.Health.Reason),
+				zap.String("by", n.Health.By))
+			r.degraded = degraded
+		}
+		r.node.slots.SetDegraded(degraded)
+		r.node.pace.setDegraded(degraded)
 		if n.ResetGeneration > r.applied {
 			r.node.breaker.Reset()
 			r.applied = n.ResetGeneration

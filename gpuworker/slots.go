@@ -56,6 +56,9 @@ type Slots struct {
 	// from the shared queue, so the next stage is at hand (waiting in
 	// bind) when a GPU frees instead of a poll away.
 	prefetch int
+	// pace notes the stages the node takes and how long they compute
+	// (nil: not measured).
+	pace *Pace
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever a slot or GPU frees up
@@ -67,6 +70,9 @@ type Slots struct {
 	bound    map[int]bool
 	// waiting are the stages waiting in bind for a GPU.
 	waiting []*bindWaiter
+	// degraded: the fleet holds the node degraded (too slow), and it
+	// takes no new stage from either queue.
+	degraded bool
 }
 
 // Which queue a slot polls.
@@ -202,6 +208,25 @@ func (s *Slots) MaxSlots() int {
 	return len(gpus)
 }
 
+// SetDegraded says whether the fleet holds the node degraded: while it
+// does, the node takes no new stage from the shared queue or its own
+// (exams pinned to it go back to the shared queue when their wait for it
+// runs out); the stages it holds go on.
+func (s *Slots) SetDegraded(degraded bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.degraded != degraded {
+		s.degraded = degraded
+		s.signalLocked()
+	}
+}
+
+func (s *Slots) isDegraded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.degraded
+}
+
 // Busy reports whether a stage holds the GPU with this index.
 func (s *Slots) Busy(index int) bool {
 	s.mu.Lock()
@@ -235,7 +260,7 @@ func (s *Slots) tryReserve(queue int) (*worker.SlotPermit, <-chan struct{}) {
 	if usable > 0 {
 		limit += s.prefetch
 	}
-	if s.reserved[queue] >= limit {
+	if s.reserved[queue] >= limit || s.degraded {
 		return nil, wake
 	}
 	ok, probe := s.breaker.admit()
@@ -380,7 +405,24 @@ type bindInbound struct {
 
 func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	info := activity.GetInfo(ctx)
-	rank := bindRank(contract.BucketOfKey(info.Priority.FairnessKey), b.pinned)
+	if b.slots.isDegraded() {
+		// A poll made before the node knew took this stage: hand it back
+		// unstarted, for a healthy node.
+		b.slots.breaker.CancelProbe()
+		return nil, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("node %s is degraded and hands the stage back unstarted", b.node), contract.ErrTypeNodeDegraded,
+			temporal.ApplicationErrorOptions{Details: []any{contract.FailureDetails{Node: b.node}}})
+	}
+	bucket := contract.BucketOfKey(info.Priority.FairnessKey)
+	rank := bindRank(bucket, b.pinned)
+	computing, end := func() {}, func(bool, time.Duration) {}
+	if b.slots.pace != nil {
+		computing, end = b.slots.pace.take(ctx, exam.StageOfActivity(info.ActivityType.Name), bucket)
+	}
+	var (
+		heldMu sync.Mutex
+		held   time.Duration // how long the stage computed on its GPU
+	)
 	// The stage takes its GPU only for its computation (see
 	// activities.GPUGate): reading its input and storing its output
 	// happen while the GPU serves another stage. While it waits, it
@@ -391,9 +433,24 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 		if err != nil {
 			return 0, nil, err
 		}
-		return gpu.Index, release, nil
+		computing()
+		start := time.Now()
+		var once sync.Once
+		return gpu.Index, func() {
+			once.Do(func() {
+				heldMu.Lock()
+				held += time.Since(start)
+				heldMu.Unlock()
+			})
+			release()
+		}, nil
 	}
 	finished := false
+	defer func() {
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		end(finished && err == nil, held)
+	}()
 	defer func() {
 		if !finished {
 			// A panic that escaped the stage's own recovery (see
@@ -431,7 +488,7 @@ func outcome(ctx context.Context, err error) (counts, failed bool) {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		switch app.Type() {
-		case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeInfrastructure:
+		case contract.ErrTypeInvalidVolume, contract.ErrTypeStagePanic, contract.ErrTypeInfrastructure, contract.ErrTypeNodeDegraded:
 			return false, false
 		}
 		if app.NonRetryable() {

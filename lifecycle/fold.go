@@ -234,6 +234,10 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskTimedOutEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+			// A hedged try superseded by the other (the workflow's
+			// record names it); it is not in flight any more.
+			delete(f.open, activityIDs[ev.GetActivityTaskCanceledEventAttributes().GetScheduledEventId()])
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			f.retryWait(at, ev)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:

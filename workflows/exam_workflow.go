@@ -160,9 +160,11 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
-		err := workflow.ExecuteActivity(stageContext(ctx, stage, pol, queue, p.in.Submission.Campus, bucket, wait, try), stage.ActivityName(),
-			in).Get(ctx, &out)
-		att.EndedAt, att.Outcome, att.Node = workflow.Now(ctx), contract.Classify(err, pinned, pol.InfraRetryFor > 0), contract.AttemptNode(err)
+		first := p.startTry(ctx, att, in, wait, pinned)
+		decided := p.await(ctx, first, in, &try)
+		att, out, pinned = decided.att, decided.out, decided.pinned
+		err := decided.err
+		att.EndedAt, att.Outcome, att.Node = decided.endedAt, contract.Classify(err, pinned, pol.InfraRetryFor > 0), contract.AttemptNode(err)
 		if err != nil {
 			att.Failure, att.FailureType = failureMessage(err), failureType(err)
 		}
@@ -236,6 +238,160 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		}
 		p.move(ctx, lifecycle.Queued, stage)
 	}
+}
+
+// maxHandedHedges bounds how often a hedge is scheduled again after it
+// went unclaimed (its chosen node did not take it in time, or a degraded
+// node, each of whose polls made before it knew can take one, handed it
+// back).
+const maxHandedHedges = 3
+
+// tryRun is one try of a stage in flight, or ended.
+type tryRun struct {
+	att     contract.Attempt
+	pinned  bool
+	future  workflow.Future
+	cancel  workflow.CancelFunc
+	done    bool
+	endedAt time.Time
+	out     contract.StageOutput
+	err     error
+}
+
+// startTry schedules the try att describes, waiting at most wait to
+// start (0: no limit).
+func (p *pipeline) startTry(ctx workflow.Context, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
+	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, p.in.Submission.Campus, att.Bucket, wait, att.Try))
+	return &tryRun{att: att, pinned: pinned, cancel: cancel,
+		future: workflow.ExecuteActivity(tctx, att.Stage.ActivityName(), in)}
+}
+
+// await waits for the try to end and returns the try that decides the
+// stage. A GPU stage's try may be hedged meanwhile: when the fleet says
+// the degraded node that holds it is past its deadline (HedgeSignal
+// naming its activity), the stage is scheduled again as the next try
+// (*try) on the healthy node the fleet chose (then, should that node not
+// take it in time, in the shared queue), and the first of the two to end well wins: the
+// other is cancelled and recorded as superseded. Should both fail, the
+// last to end decides, so a hedged try spends no more attempts than one.
+// Only one try's output goes on, so an exam still has one report.
+func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageInput, try *int32) *tryRun {
+	stage := first.att.Stage
+	wait := func(r *tryRun) func(workflow.Future) {
+		return func(f workflow.Future) {
+			r.err = f.Get(ctx, &r.out)
+			r.done, r.endedAt = true, workflow.Now(ctx)
+		}
+	}
+	if !stage.NeedsGPU() {
+		wait(first)(first.future)
+		return first
+	}
+	hedges := workflow.GetSignalChannel(ctx, contract.HedgeSignal)
+	activityID := contract.ActivityID(stage, first.att.Try)
+	var (
+		second *tryRun
+		hedge  contract.Hedge
+		handed int // hedges a degraded node handed back
+	)
+	// A hedge goes to the healthy node the fleet chose, waiting for it
+	// as for the node that holds an exam's data; then to the shared queue.
+	startHedge := func(queue string) *tryRun {
+		*try++
+		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: stage.Queue(),
+			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
+		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
+			att.Queue = queue
+			return p.startTry(ctx, att, in, p.in.Policy.NodeAffinityWait, true)
+		}
+		return p.startTry(ctx, att, in, 0, false)
+	}
+	for {
+		sel := workflow.NewSelector(ctx)
+		if !first.done {
+			sel.AddFuture(first.future, wait(first))
+		}
+		if second != nil && !second.done {
+			sel.AddFuture(second.future, wait(second))
+		}
+		if second == nil && !first.done {
+			sel.AddReceive(hedges, func(c workflow.ReceiveChannel, _ bool) {
+				var h contract.Hedge
+				c.Receive(ctx, &h)
+				if h.ActivityID != activityID {
+					return // a signal for an earlier try
+				}
+				first.att.Node = h.Node // where it was held, should it be superseded
+				workflow.GetLogger(ctx).Warn("stage hedged on another node", "stage", stage, "activityId", activityID,
+					"node", h.Node, "reason", h.Reason)
+				hedge = h
+				second = startHedge(h.Queue)
+			})
+		}
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return first
+		}
+		if second == nil {
+			if first.done {
+				return first
+			}
+			continue
+		}
+		if second.done && !first.done && handed < maxHandedHedges &&
+			contract.Classify(second.err, second.pinned, false) == contract.Unclaimed {
+			// The chosen node did not take the hedge in time, or a
+			// degraded node's earlier poll took it and handed it back:
+			// schedule it again, in the shared queue.
+			handed++
+			p.settle(ctx, second)
+			second = startHedge("")
+			continue
+		}
+		var winner, other *tryRun
+		switch {
+		case first.done && first.err == nil:
+			winner, other = first, second
+		case second.done && second.err == nil:
+			winner, other = second, first
+		case first.done && second.done:
+			winner, other = first, second
+			if second.endedAt.After(first.endedAt) || second.endedAt.Equal(first.endedAt) {
+				winner, other = second, first
+			}
+		default:
+			continue
+		}
+		p.settle(ctx, other)
+		result := "hedge"
+		if winner == first {
+			result = "original"
+		}
+		if winner.err != nil {
+			result = "neither"
+		}
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"stage": string(stage), "won": result}).
+			Counter("octflow_stage_hedges_total").Inc(1)
+		return winner
+	}
+}
+
+// settle records the try that did not decide its stage: one still in
+// flight is cancelled and superseded; one that ended, as it ended.
+func (p *pipeline) settle(ctx workflow.Context, r *tryRun) {
+	a := r.att
+	if !r.done {
+		r.cancel()
+		a.EndedAt, a.Outcome = workflow.Now(ctx), contract.Superseded
+		p.record(a)
+		return
+	}
+	a.EndedAt, a.Outcome, a.Node = r.endedAt, contract.Classify(r.err, r.pinned, p.in.Policy.InfraRetryFor > 0), contract.AttemptNode(r.err)
+	if r.err != nil {
+		a.Failure, a.FailureType = failureMessage(r.err), failureType(r.err)
+	}
+	a.Node, a.GPU = cmp.Or(a.Node, r.out.Node), r.out.GPU
+	p.record(a)
 }
 
 // record appends an attempt to the exam's record.

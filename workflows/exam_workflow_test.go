@@ -65,6 +65,11 @@ type stages struct {
 	inputs map[exam.Stage]contract.StageInput
 	// activityIDs is every activity ID each stage ran under, in order.
 	activityIDs map[exam.Stage][]string
+	// slow holds the activity IDs that run for so long (real time) before
+	// they end well, unless cancelled; cancelled notes those the workflow
+	// cancelled.
+	slow      map[string]time.Duration
+	cancelled []string
 }
 
 func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
@@ -90,7 +95,15 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				r.saturated[stage]--
 				err = temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
+			slow := r.slow[activity.GetInfo(ctx).ActivityID]
 			r.mu.Unlock()
+			if slow > 0 {
+				select {
+				case <-ctx.Done():
+					return contract.StageOutput{}, ctx.Err()
+				case <-time.After(slow):
+				}
+			}
 			if err != nil {
 				return contract.StageOutput{}, err
 			}
@@ -137,6 +150,13 @@ func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
 	s.r.queueLog[exam.StageOfActivity(activityType)] = append(s.r.queueLog[exam.StageOfActivity(activityType)], opts.TaskQueue)
 	s.r.mu.Unlock()
+	// The workflow cancels a try by its context: note which.
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ctx.Done().Receive(ctx, nil)
+		s.r.mu.Lock()
+		s.r.cancelled = append(s.r.cancelled, opts.ActivityID)
+		s.r.mu.Unlock()
+	})
 	return s.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
@@ -148,7 +168,7 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
 		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
-		inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}}
+		inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
 	rec.register(env)
 	return env, rec
 }
@@ -647,3 +667,72 @@ func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
+	cases := []struct {
+		name string
+		slow map[string]time.Duration
+		// hedge names the try the fleet says is late, queue the node it
+		// chose to run it.
+		hedge, queue string
+		want         []string // layers' attempts: try, outcome, queue
+		calls        int      // calls of layers
+		cancelled    []string
+	}{
+		{"the hedge ends first", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
+			[]string{"1 superseded gpu-a", "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}},
+		{"the hedge goes to the node the fleet chose", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "gpu-b",
+			[]string{"1 superseded gpu-a", "2 done gpu-b"}, 2, []string{"layers-1"}},
+		{"the original ends first", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": time.Minute}, "layers-1", "",
+			[]string{"2 superseded " + exam.GPUQueue, "1 done gpu-a"}, 2, []string{"layers-2"}},
+		{"a signal for an earlier try is ignored", map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-0", "",
+			[]string{"1 done gpu-a"}, 1, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, rec := newEnv(t, nil)
+			rec.nodeQueue = "gpu-a"
+			maps.Copy(rec.slow, c.slow)
+			in := testInput()
+			in.Policy.NodeAffinityWait = 30 * time.Second
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(contract.HedgeSignal, contract.Hedge{ActivityID: c.hedge, Node: "gpu-a", Reason: "node gpu-a is degraded",
+					Queue: c.queue})
+			}, 100*time.Millisecond)
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			p := queryProgress(t, env)
+			var got []string
+			for _, a := range p.Attempts {
+				if a.Stage == exam.Layers {
+					got = append(got, fmt.Sprintf("%d %s %s", a.Try, a.Outcome, a.Queue))
+					if a.Try == 2 && a.Hedge == "" {
+						t.Errorf("the hedged try does not say why: %+v", a)
+					}
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("layers' attempts %v, want %v", got, c.want)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			calls := 0
+			for _, s := range rec.calls {
+				if s == exam.Layers {
+					calls++
+				}
+			}
+			if calls != c.calls || !slices.Equal(rec.cancelled, c.cancelled) {
+				t.Errorf("layers ran %d times, %v cancelled; want %d runs, %v cancelled", calls, rec.cancelled, c.calls, c.cancelled)
+			}
+			if renders := slices.Index(rec.calls, exam.Render); renders < 0 || slices.Contains(rec.calls[renders+1:], exam.Render) {
+				t.Errorf("the report stage ran %v, want exactly once", rec.calls)
+			}
+			if p.State != string(lifecycle.Completed) {
+				t.Errorf("state %s", p.State)
+			}
+		})
+	}
+}

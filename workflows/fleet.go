@@ -57,7 +57,12 @@ func forgetAt(n *contract.FleetNode) time.Time {
 // FleetWorkflow keeps the latest report of every GPU node. Nodes signal
 // their status on an interval (signal-with-start, so the first node
 // creates it); the API reads the fleet with a query and resets a node's
-// breaker with an update, which the node applies at its next report. The
+// breaker with an update, which the node applies at its next report.
+// Each report is judged against the other nodes' figures (Judge): a
+// node too slow for its model is degraded, takes no new work, and the
+// exams of the stages it holds past their deadline are asked to run them
+// again elsewhere (HedgeSignal); an operator marks a node degraded or
+// healthy with an update (MarkNodeUpdate). The
 // fleet's state is what the nodes last said, so losing it loses nothing:
 // the next round of reports rebuilds it.
 //
@@ -98,6 +103,47 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 		return fmt.Errorf("register update: %w", err)
 	}
 
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.MarkNodeUpdate,
+		func(ctx workflow.Context, m contract.NodeMark) (contract.NodeHealth, error) {
+			n := state.Nodes[m.NodeID]
+			h := contract.NodeHealth{State: m.State, Since: workflow.Now(ctx), By: m.By, Held: m.State == contract.Degraded,
+				Reason: "marked " + m.State + " by an operator"}
+			if h.State == n.Health.State {
+				h.Since, h.Hedged = n.Health.Since, n.Health.Hedged
+			}
+			n.Health = h
+			workflow.GetLogger(ctx).Info("node marked by an operator", "node", m.NodeID, "health", m.State, "by", m.By)
+			return n.Health, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, m contract.NodeMark) error {
+			if _, ok := state.Nodes[m.NodeID]; !ok {
+				return fmt.Errorf("unknown node %q", m.NodeID)
+			}
+			if m.State != contract.Degraded && m.State != contract.Healthy {
+				return fmt.Errorf("a node is marked %q or %q, not %q", contract.Degraded, contract.Healthy, m.State)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("register update: %w", err)
+	}
+
+	// Hedges go out on their own, so a slow signal holds no report back;
+	// the run continues as new only once they are sent.
+	sending := 0
+	hedge := func(orders []HedgeOrder) {
+		for _, o := range orders {
+			sending++
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				defer func() { sending-- }()
+				err := workflow.SignalExternalWorkflow(ctx, o.WorkflowID, o.RunID, contract.HedgeSignal, o.Hedge).Get(ctx, nil)
+				// An exam that ended meanwhile needs no hedge.
+				workflow.GetLogger(ctx).Info("stage hedged", "workflowId", o.WorkflowID, "activityId", o.Hedge.ActivityID,
+					"node", o.Hedge.Node, "error", err)
+			})
+		}
+	}
+
 	reports := workflow.GetSignalChannel(ctx, contract.NodeReportSignal)
 	receive := func(r contract.NodeReport) {
 		n, ok := state.Nodes[r.NodeID]
@@ -106,6 +152,14 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 			state.Nodes[r.NodeID] = n
 		}
 		n.Report, n.LastSeen = r, workflow.Now(ctx)
+		was := n.Health.State
+		hedge(Judge(workflow.Now(ctx), state.Nodes, r.NodeID, state.Pace))
+		if was != n.Health.State && was != "" {
+			workflow.GetLogger(ctx).Warn("node health changed", "node", r.NodeID, "from", was, "to", n.Health.State,
+				"reason", n.Health.Reason)
+			workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"to": n.Health.State}).
+				Counter("octflow_node_health_changes_total").Inc(1)
+		}
 	}
 	// forget drops every node past its forgetAt; next is the earliest
 	// forgetAt of those left (zero: no node).
@@ -173,7 +227,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 			for reports.ReceiveAsync(&r) {
 				receive(r)
 			}
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && sending == 0 }); err != nil {
 				return err
 			}
 			return workflow.NewContinueAsNewError(ctx, contract.FleetWorkflow, state)

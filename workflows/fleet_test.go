@@ -3,9 +3,11 @@ package workflows
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -194,5 +196,103 @@ func TestTheFleetForgetsNodesThatLeft(t *testing.T) {
 	env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{HistoryLimit: 1 << 30})
 	if err := env.GetWorkflowError(); err == nil || !temporal.IsCanceledError(err) {
 		t.Fatalf("fleet ended with %v, want canceled at the test's end", err)
+	}
+}
+
+// The fleet judges each report: a node far slower than its peer is
+// degraded, the exam of a stage it holds past its deadline is asked to
+// hedge it on the peer, once; an operator's marks hold and clear.
+func TestTheFleetDegradesASlowNodeHedgesItsStagesAndTakesOperatorMarks(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(FleetWorkflow)
+	var hedges []contract.Hedge
+	env.OnSignalExternalWorkflow(mock.Anything, "exam/north/E1", "run-1", contract.HedgeSignal, mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			hedges = append(hedges, arg.(contract.Hedge))
+			return nil
+		})
+	report := func(node string, probeMs float64, running ...contract.RunningStage) contract.NodeReport {
+		return contract.NodeReport{NodeID: node, Interval: time.Second,
+			Pace: &contract.NodePace{Model: "L4", ProbeMs: probeMs, Probes: 5, Running: running}}
+	}
+	var held contract.RunningStage
+	for i := range 4 {
+		at := time.Duration(i+1) * time.Second
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(contract.NodeReportSignal, report("gpu-fast", 30))
+			held = contract.RunningStage{WorkflowID: "exam/north/E1", RunID: "run-1", ActivityID: "denoise-1", Stage: exam.Denoise,
+				Bucket: exam.Urgent, TakenAt: env.Now().Add(-at)}
+			env.SignalWorkflow(contract.NodeReportSignal, report("gpu-slow", 300, held))
+		}, at)
+	}
+	nodes := func() map[string]contract.FleetNode {
+		v, err := env.QueryWorkflow(contract.FleetQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []contract.FleetNode
+		if err := v.Get(&list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]contract.FleetNode{}
+		for _, n := range list {
+			out[n.Report.NodeID] = n
+		}
+		return out
+	}
+	type marked struct {
+		health   contract.NodeHealth
+		rejected error
+	}
+	marks := map[string]*marked{}
+	mark := func(node, state string) {
+		m := &marked{}
+		marks[node+" "+state] = m
+		env.UpdateWorkflow(contract.MarkNodeUpdate, "mark-"+node+"-"+state, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { m.rejected = err }, OnAccept: func() {},
+			OnComplete: func(v any, err error) { m.health, _ = v.(contract.NodeHealth) },
+		}, contract.NodeMark{NodeID: node, State: state, By: "ops"})
+	}
+	checked := false
+	env.RegisterDelayedCallback(func() {
+		slow := nodes()["gpu-slow"]
+		if slow.Health.State != contract.Degraded || slow.Health.By != "fleet" || !strings.HasPrefix(slow.Health.Reason, "probe 300 ms") {
+			t.Errorf("gpu-slow %+v, want degraded by the fleet for its probe", slow.Health)
+		}
+		if nodes()["gpu-fast"].Health.State != contract.Healthy {
+			t.Errorf("gpu-fast %+v, want healthy", nodes()["gpu-fast"].Health)
+		}
+		if len(hedges) != 1 || hedges[0].ActivityID != "denoise-1" || hedges[0].Node != "gpu-slow" ||
+			hedges[0].Queue != exam.NodeQueue("gpu-fast") {
+			t.Errorf("hedges %+v, want denoise-1 once, to gpu-fast", hedges)
+		}
+		mark("gpu-gone", contract.Degraded)
+		mark("gpu-fast", "sideways")
+		mark("gpu-fast", contract.Degraded)
+		mark("gpu-slow", contract.Healthy)
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		checked = true
+		ns := nodes()
+		if h := ns["gpu-fast"].Health; h.State != contract.Degraded || !h.Held || h.By != "ops" {
+			t.Errorf("gpu-fast after its mark: %+v", h)
+		}
+		if h := ns["gpu-slow"].Health; h.State != contract.Healthy || h.Held {
+			t.Errorf("gpu-slow after its mark: %+v", h)
+		}
+		env.CancelWorkflow()
+	}, 6*time.Second)
+	env.ExecuteWorkflow(FleetWorkflow, contract.FleetState{})
+	if !checked {
+		t.Fatal("the fleet ended before the checks ran")
+	}
+	for _, refused := range []string{"gpu-gone degraded", "gpu-fast sideways"} {
+		if marks[refused].rejected == nil {
+			t.Errorf("mark %q was accepted", refused)
+		}
+	}
+	if m := marks["gpu-fast degraded"]; m.rejected != nil || m.health.State != contract.Degraded || !m.health.Held || m.health.By != "ops" {
+		t.Errorf("mark gpu-fast degraded answered %+v", m)
 	}
 }

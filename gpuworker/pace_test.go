@@ -1,0 +1,85 @@
+package gpuworker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"octflow/activities"
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// A node measures the stages it runs: those that ended well give their
+// compute time, a stage in flight is listed while it runs, and nothing
+// is kept while the fleet holds the node degraded, when the node also
+// takes no new stage and hands back one that reaches it unstarted.
+func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
+	s, _, b, _ := newSlots(1)
+	s.pace = NewPace(func(context.Context) error { return nil })
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor("gpu-test")}})
+	var running []contract.RunningStage
+	env.RegisterActivityWithOptions(func(ctx context.Context, mode string) error {
+		gate, _ := activities.GPUGateFrom(ctx)
+		_, release, err := gate(ctx, exam.Layers)
+		if err != nil {
+			return err
+		}
+		defer release()
+		running = s.pace.Report("L4").Running
+		time.Sleep(20 * time.Millisecond)
+		if mode == "fail" {
+			return errors.New("CUDA error")
+		}
+		return nil
+	}, activity.RegisterOptions{Name: exam.Layers.ActivityName()})
+
+	for _, mode := range []string{"ok", "fail", "ok"} {
+		_, _ = env.ExecuteActivity(exam.Layers.ActivityName(), mode)
+	}
+	if len(running) != 1 || running[0].Stage != exam.Layers || running[0].ComputingSince == nil {
+		t.Errorf("while it computed, the node listed %+v; want the layers stage, computing", running)
+	}
+	rep := s.pace.Report("L4")
+	if got := rep.Stages[exam.Layers]; got.Runs != 2 || got.MedianMs < 20 || got.MedianMs > 2000 || len(rep.Running) != 0 {
+		t.Errorf("pace %+v; want two runs of layers (the failed one not counted), about 20 ms, none running", rep)
+	}
+	if err := s.pace.runProbe(context.Background()); err != nil || s.pace.Report("L4").Probes != 1 {
+		t.Errorf("probe: %v, %+v", err, s.pace.Report("L4"))
+	}
+
+	// Degraded: no new slot, a stage that arrives anyway is handed back
+	// unstarted (spending nothing, not counted by the breaker), and the
+	// stage figures are dropped.
+	before := b.Status().Samples
+	s.SetDegraded(true)
+	s.pace.setDegraded(true)
+	if s.TryReserveSlot(nil) != nil || s.NodeQueueSupplier().TryReserveSlot(nil) != nil {
+		t.Error("a degraded node was granted a slot")
+	}
+	_, err := env.ExecuteActivity(exam.Layers.ActivityName(), "ok")
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != contract.ErrTypeNodeDegraded ||
+		contract.Classify(err, false, true) != contract.Unclaimed {
+		t.Errorf("a stage reaching a degraded node: %v; want it handed back as %s (unclaimed)", err, contract.ErrTypeNodeDegraded)
+	}
+	if b.Status().Samples != before {
+		t.Error("the breaker counted a stage handed back")
+	}
+	if rep := s.pace.Report("L4"); len(rep.Stages) != 0 {
+		t.Errorf("a degraded node kept its stage figures: %+v", rep.Stages)
+	}
+	s.SetDegraded(false)
+	if p := s.TryReserveSlot(nil); p == nil {
+		t.Error("a node healthy again was refused a slot")
+	}
+}

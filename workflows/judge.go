@@ -1,0 +1,215 @@
+package workflows
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// HedgeOrder asks the exam of a stage attempt held by a degraded node to
+// run the stage again elsewhere.
+type HedgeOrder struct {
+	WorkflowID, RunID string
+	Hedge             contract.Hedge
+	key               string
+}
+
+// Judge updates the health of node id from its latest report, against
+// the figures of its peers: the other nodes with GPUs of the same model
+// that report, are healthy and say how fast they compute. It returns the
+// hedges to ask for, urgent stages first.
+//
+// A healthy node is degraded when its probe, or a stage's median compute
+// time, takes more than rules.SlowFactor times its peers' median, or when
+// a stage it runs has computed for longer than that many times the peers'
+// median for the stage (and at least rules.StallFloor): stopped, while
+// its node still reports. A degraded node is healthy again after
+// rules.RecoverAfter reports in a row whose probe is within
+// rules.RecoverFactor of its peers' and with no stalled stage, or at once
+// when it has no peers left to compare with (a slow node is better than
+// none). An operator's mark (Health.Held) is never overruled.
+//
+// The stage attempts a degraded node holds are hedged once each after
+// rules.HedgeFactor times the peers' median for the stage (at least
+// rules.HedgeFloor) since the node took them, on the peer with the
+// fewest stages in hand.
+func Judge(now time.Time, nodes map[string]*contract.FleetNode, id string, rules contract.PaceRules) []HedgeOrder {
+	rules = rules.WithDefaults()
+	n := nodes[id]
+	if n == nil || n.Report.Pace == nil || n.Report.Draining {
+		return nil
+	}
+	pace := n.Report.Pace
+	f := peerFigures(now, nodes, id, pace.Model, rules.MinRuns)
+	h := &n.Health
+	if h.State == "" {
+		h.State = contract.Healthy
+	}
+	switch {
+	case h.Held:
+	case h.State == contract.Healthy:
+		if why := slowness(now, pace, f, rules); why != "" {
+			*h = contract.NodeHealth{State: contract.Degraded, Since: now, Reason: why, By: "fleet"}
+		}
+	case !f.any():
+		*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet",
+			Reason: "no healthy node of its model left to compare with"}
+	default:
+		stalled := stall(now, pace, f, rules)
+		if pace.Probes >= rules.MinRuns && f.probe > 0 && pace.ProbeMs <= rules.RecoverFactor*f.probe && stalled == "" {
+			h.Recovering++
+		} else {
+			h.Recovering = 0
+		}
+		if h.Recovering >= rules.RecoverAfter {
+			*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet",
+				Reason: fmt.Sprintf("probe %.0f ms, fleet %.0f ms", pace.ProbeMs, f.probe)}
+		}
+	}
+	if h.State != contract.Degraded {
+		h.Hedged = nil
+		return nil
+	}
+	return hedges(now, n, f, rules)
+}
+
+// figures are a node's peers' medians: of their probes, and of each
+// stage's compute time; and the peer with the fewest stages in hand,
+// where hedges go ("": none).
+type figures struct {
+	probe  float64
+	stages map[exam.Stage]float64
+	target string
+}
+
+func (f figures) any() bool { return f.probe > 0 || len(f.stages) > 0 }
+
+// peerFigures are the figures of id's peers (see Judge), each counted
+// where it rests on at least minRuns runs.
+func peerFigures(now time.Time, nodes map[string]*contract.FleetNode, id, model string, minRuns int) figures {
+	var probes []float64
+	stages := map[exam.Stage][]float64{}
+	target, load := "", 0
+	for _, pid := range sortedIDs(nodes) {
+		p := nodes[pid]
+		pp := p.Report.Pace
+		interval := cmp.Or(p.Report.Interval, defaultReportInterval)
+		if pid == id || pp == nil || pp.Model != model || p.Report.Draining ||
+			p.Health.State == contract.Degraded || now.Sub(p.LastSeen) > 3*interval {
+			continue
+		}
+		if pp.Probes >= minRuns {
+			probes = append(probes, pp.ProbeMs)
+		}
+		if l := len(pp.Running); target == "" || l < load {
+			target, load = pid, l
+		}
+		// Order does not matter: each stage's figures are summed up by
+		// their median.
+		//workflowcheck:ignore
+		for stage, s := range pp.Stages {
+			if s.Runs >= minRuns {
+				stages[stage] = append(stages[stage], s.MedianMs)
+			}
+		}
+	}
+	f := figures{probe: contract.Median(probes), stages: map[exam.Stage]float64{}, target: target}
+	//workflowcheck:ignore
+	for stage, ms := range stages {
+		f.stages[stage] = contract.Median(ms)
+	}
+	return f
+}
+
+// slowness says why a healthy node is too slow ("": it is not).
+func slowness(now time.Time, pace *contract.NodePace, f figures, rules contract.PaceRules) string {
+	if pace.Probes >= rules.MinRuns && f.probe > 0 && pace.ProbeMs > rules.SlowFactor*f.probe {
+		return fmt.Sprintf("probe %.0f ms, fleet %.0f ms", pace.ProbeMs, f.probe)
+	}
+	for _, stage := range sortedStages(pace.Stages) {
+		s, ref := pace.Stages[stage], f.stages[stage]
+		if s.Runs >= rules.MinRuns && ref > 0 && s.MedianMs > rules.SlowFactor*ref {
+			return fmt.Sprintf("%s takes %.0f ms, fleet %.0f ms", stage, s.MedianMs, ref)
+		}
+	}
+	return stall(now, pace, f, rules)
+}
+
+// stall says which stage of the node has computed for too long ("": none).
+func stall(now time.Time, pace *contract.NodePace, f figures, rules contract.PaceRules) string {
+	for _, r := range pace.Running {
+		ref := f.stages[r.Stage]
+		if r.ComputingSince == nil || ref <= 0 {
+			continue
+		}
+		limit := max(time.Duration(rules.SlowFactor*ref*float64(time.Millisecond)), rules.StallFloor)
+		if ran := now.Sub(*r.ComputingSince); ran > limit {
+			return fmt.Sprintf("%s computing for %s, fleet %.0f ms", r.Stage, ran.Round(time.Second), ref)
+		}
+	}
+	return ""
+}
+
+// hedges are the orders for the stages of degraded node n past their
+// deadline, asked once each, urgent first, to run on the healthy peer
+// with the fewest stages in hand (none without one); n.Health.Hedged
+// keeps the ones asked for that the node still holds.
+func hedges(now time.Time, n *contract.FleetNode, f figures, rules contract.PaceRules) []HedgeOrder {
+	if f.target == "" {
+		return nil
+	}
+	asked := map[string]bool{}
+	for _, k := range n.Health.Hedged {
+		asked[k] = true
+	}
+	var kept []string
+	var orders []HedgeOrder
+	running := slices.Clone(n.Report.Pace.Running)
+	sort.SliceStable(running, func(i, j int) bool {
+		return running[i].Bucket.Rank() < running[j].Bucket.Rank()
+	})
+	for _, r := range running {
+		key := r.WorkflowID + "/" + r.RunID + "/" + r.ActivityID
+		if asked[key] {
+			kept = append(kept, key)
+			continue
+		}
+		deadline := max(time.Duration(rules.HedgeFactor*f.stages[r.Stage]*float64(time.Millisecond)), rules.HedgeFloor)
+		if held := now.Sub(r.TakenAt); held < deadline {
+			continue
+		}
+		kept = append(kept, key)
+		orders = append(orders, HedgeOrder{WorkflowID: r.WorkflowID, RunID: r.RunID, key: key, Hedge: contract.Hedge{
+			ActivityID: r.ActivityID, Node: n.Report.NodeID, Queue: exam.NodeQueue(f.target),
+			Reason: fmt.Sprintf("node %s is degraded (%s); held %s past its deadline of %s", n.Report.NodeID,
+				n.Health.Reason, now.Sub(r.TakenAt).Round(time.Second), deadline.Round(100*time.Millisecond)),
+		}})
+	}
+	n.Health.Hedged = kept
+	return orders
+}
+
+func sortedIDs(nodes map[string]*contract.FleetNode) []string {
+	ids := make([]string, 0, len(nodes))
+	//workflowcheck:ignore
+	for id := range nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sortedStages(m map[exam.Stage]contract.StagePace) []exam.Stage {
+	out := make([]exam.Stage, 0, len(m))
+	//workflowcheck:ignore
+	for s := range m {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
