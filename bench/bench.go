@@ -66,6 +66,10 @@ type Config struct {
 	// NodeReportEvery is how often each node reports to the fleet view
 	// (0: the node's default, as in production).
 	NodeReportEvery time.Duration `json:"nodeReportEvery,omitempty"`
+	// GrayNode makes the first node a gray one: alive, reporting and
+	// never failing, but its simulated GPU time is this many times the
+	// others' (0: none).
+	GrayNode float64 `json:"grayNode,omitempty"`
 	// Policy is the scheduling policy the gateway gives the exams.
 	Policy exam.Policy `json:"policy"`
 	// Node makes the command of a GPU node process: octflow gpuworker
@@ -191,6 +195,11 @@ type Result struct {
 	// Requests is what the burst asked of the object store and the
 	// engine, per exam.
 	Requests Requests `json:"requests"`
+	// Nodes is each GPU node over the burst as the fleet judged it, with
+	// its stage times; Hedges counts the hedged stage tries by which run
+	// won (hedge, original, neither).
+	Nodes  []NodeResult        `json:"nodes"`
+	Hedges map[string]float64 `json:"hedges,omitempty"`
 }
 
 // slowest is one exam's wait and timeline.
@@ -312,6 +321,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	if len(campuses) > 1 {
 		fmt.Fprintf(w, "campuses %s, sending %s %% of the exams\n", strings.Join(campuses, ", "), mixString(c.CampusMix, len(campuses)))
 	}
+	if c.GrayNode > 0 {
+		fmt.Fprintf(w, "gray node %s: its simulated GPU time is %.1f × the others'\n", nodeID(grayNode), c.GrayNode)
+	}
 
 	res := &Result{Config: c, Build: readBuild(), QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
 		FirstStageRetried: map[string]int{}}
@@ -380,6 +392,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		}
 	}()
 	res.StartedAt = time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := watchNodes(watchCtx, admin, res.StartedAt)
 	systemCPU0, nodesCPU0 := selfCPU(), fleet.cpu()
 	counted := func() counterSet { return scrapeAll(ctx, append([]string{sys.MetricsURL()}, fleet.metricsURLs()...)) }
 	counts0 := counted()
@@ -445,7 +460,16 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	res.CPU.SystemMsPerExam = float64((selfCPU() - systemCPU0).Milliseconds()) / float64(c.Exams)
 	res.CPU.NodesMsPerExam = float64((fleet.cpu() - nodesCPU0).Milliseconds()) / float64(c.Exams)
-	res.Requests = requestsPerExam(counts0, counted(), c.Exams)
+	counts1 := counted()
+	res.Requests = requestsPerExam(counts0, counts1, c.Exams)
+	res.Hedges = hedgesOf(counts0, counts1)
+	stopWatch()
+	res.Nodes = <-watched
+	if c.GrayNode > 0 {
+		for i := range res.Nodes {
+			res.Nodes[i].Gray = res.Nodes[i].Node == nodeID(grayNode)
+		}
+	}
 	if profiling {
 		pprof.StopCPUProfile()
 		profiling = false
@@ -918,6 +942,27 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\n  held %.0f GPU-s (%.1f s of the %d GPUs), %.0f %% of them over the makespan\n",
 		r.HeldGPUS, r.HeldGPUS/float64(max(gpus, 1)), gpus, 100*r.HeldGPUS/max(float64(gpus)*r.MakespanS, 1e-9))
 	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
+	fmt.Fprintf(w, "GPU nodes, median compute per stage in ms (%s), and the fleet's judgement:\n", stageNames(exam.Pipeline))
+	for _, n := range r.Nodes {
+		mark := " "
+		if n.Gray {
+			mark = "*"
+		}
+		fmt.Fprintf(w, " %s%-12s probe %5.0f ms, stages", mark, n.Node, n.ProbeMs)
+		for _, stage := range exam.Pipeline {
+			if stage.NeedsGPU() {
+				fmt.Fprintf(w, " %6.0f", n.StageMs[stage])
+			}
+		}
+		if n.DegradedAtS != nil {
+			fmt.Fprintf(w, "; degraded at +%.1f s for %.0f s (%s)", *n.DegradedAtS, n.DegradedS, n.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Hedges) > 0 {
+		fmt.Fprintf(w, "hedged stage tries, by the run that won: hedge %.0f, original %.0f, neither %.0f\n",
+			r.Hedges["hedge"], r.Hedges["original"], r.Hedges["neither"])
+	}
 	fmt.Fprintf(w, "submission: %.1f s, %.1f exams/s through the gateway\n", r.SubmitS, r.SubmitPerS)
 	fmt.Fprintf(w, "object store reads: %.2f MB per exam\n", r.ObjectBytesPerExam/1e6)
 	fmt.Fprintf(w, "per exam: %.1f history events, %.2f workflow tasks; workflow tasks lost and run again: %d\n",
@@ -976,6 +1021,20 @@ func newFleet(c Config, env []string, logDir string) *fleet {
 	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env, metrics: map[int]string{}}
 }
 
+// stageNames are the GPU stages of stages, comma-separated.
+func stageNames(stages []exam.Stage) string {
+	var names []string
+	for _, s := range stages {
+		if s.NeedsGPU() {
+			names = append(names, string(s))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// grayNode is the node a run with Config.GrayNode makes slow.
+const grayNode = 0
+
 // nodeID names node i.
 func nodeID(i int) string { return fmt.Sprintf("bench-gpu-%d", i+1) }
 
@@ -987,6 +1046,9 @@ func (f *fleet) start(i int) error {
 		return err
 	}
 	stageTime := f.c.StageTime
+	if i == grayNode && f.c.GrayNode > 0 {
+		stageTime = time.Duration(float64(stageTime) * f.c.GrayNode)
+	}
 	if f.c.FullVolumes {
 		stageTime = 0 // the real stages, on the CPU
 	}

@@ -58,6 +58,7 @@ func scrapeCounters(ctx context.Context, url string) (counterSet, error) {
 		"octflow_object_store_requests_total": "op",
 		"octflow_object_store_bytes_total":    "direction",
 		"temporal_request":                    "operation",
+		"octflow_stage_hedges_total":          "won",
 	} {
 		for _, m := range fams[name].GetMetric() {
 			for _, l := range m.GetLabel() {
