@@ -67,8 +67,8 @@ type Config struct {
 	// (0: the node's default, as in production).
 	NodeReportEvery time.Duration `json:"nodeReportEvery,omitempty"`
 	// GrayNode makes the first node a gray one: alive, reporting and
-	// never failing, but its simulated GPU time is this many times the
-	// others' (0: none).
+	// never failing, but its simulated GPU time and its probe take this
+	// many times as long as the others' (0: none).
 	GrayNode float64 `json:"grayNode,omitempty"`
 	// Policy is the scheduling policy the gateway gives the exams.
 	Policy exam.Policy `json:"policy"`
@@ -322,7 +322,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		fmt.Fprintf(w, "campuses %s, sending %s %% of the exams\n", strings.Join(campuses, ", "), mixString(c.CampusMix, len(campuses)))
 	}
 	if c.GrayNode > 0 {
-		fmt.Fprintf(w, "gray node %s: its simulated GPU time is %.1f × the others'\n", nodeID(grayNode), c.GrayNode)
+		fmt.Fprintf(w, "gray node %s: its simulated GPU time and probe take %.1f × the others'\n", nodeID(grayNode), c.GrayNode)
 	}
 
 	res := &Result{Config: c, Build: readBuild(), QueueWaitS: map[string]waitStats{}, StageWaitS: map[string]map[string]waitStats{},
@@ -1046,9 +1046,6 @@ func (f *fleet) start(i int) error {
 		return err
 	}
 	stageTime := f.c.StageTime
-	if i == grayNode && f.c.GrayNode > 0 {
-		stageTime = time.Duration(float64(stageTime) * f.c.GrayNode)
-	}
 	if f.c.FullVolumes {
 		stageTime = 0 // the real stages, on the CPU
 	}
@@ -1058,6 +1055,9 @@ func (f *fleet) start(i int) error {
 		"--takes-dir", filepath.Join(f.logDir, id+".takes")}
 	if f.c.NodeReportEvery > 0 {
 		args = append(args, "--report-every", f.c.NodeReportEvery.String())
+	}
+	if i == grayNode && f.c.GrayNode > 0 {
+		args = append(args, "--sim-slowdown", fmt.Sprint(f.c.GrayNode))
 	}
 	maddr, err := freeAddr()
 	if err != nil {

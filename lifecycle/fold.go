@@ -166,6 +166,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 	f.failed = map[exam.Stage]*Failure{}
 	f.open = map[string]bool{}
 	activityIDs := map[int64]string{} // scheduled event ID → activity ID
+	cancelled := map[int64]bool{}     // scheduled event IDs the workflow cancelled
 	r := f.rec
 	for _, ev := range run.Events {
 		at := ev.GetEventTime().AsTime()
@@ -207,6 +208,12 @@ func (f *folder) pipelineRun(n int, run Run) {
 			f.add(at, Queued, stage, "workflow", info)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := ev.GetActivityTaskStartedEventAttributes()
+			if cancelled[a.GetScheduledEventId()] {
+				// Temporal writes an attempt's start with its end: a try
+				// the workflow cancelled (a hedge's loser) starts, in the
+				// history, after the exam has moved on.
+				continue
+			}
 			stage := f.stages[a.GetScheduledEventId()]
 			r.Attempt, r.Node = f.spent[stage]+1, a.GetIdentity()
 			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": r.Attempt, "node": a.GetIdentity()})
@@ -234,10 +241,12 @@ func (f *folder) pipelineRun(n int, run Run) {
 			a := ev.GetActivityTaskTimedOutEventAttributes()
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:
 			// A hedged try superseded by the other (the workflow's
-			// record names it); it is not in flight any more.
-			delete(f.open, activityIDs[ev.GetActivityTaskCanceledEventAttributes().GetScheduledEventId()])
+			// attempt records say so): it is not the exam's any more.
+			id := ev.GetActivityTaskCancelRequestedEventAttributes().GetScheduledEventId()
+			cancelled[id] = true
+			delete(f.open, activityIDs[id])
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			f.retryWait(at, ev)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,57 @@ func tries(t *testing.T, t0 time.Time, upTo int64) []*historypb.HistoryEvent {
 		}
 	}
 	return out
+}
+
+// A hedged stage: the try on the degraded node is cancelled once the
+// hedge wins. Temporal writes a try's start with its end, so the
+// cancelled try's start and cancellation can come after the exam moved
+// on; the timeline shows one run of the stage and no illegal move.
+func TestFoldTimelineOfAHedgedStage(t *testing.T) {
+	events := history(t, "exam_hedged.json")
+	var cancelRequested int64
+	for _, ev := range events {
+		if a := ev.GetActivityTaskCancelRequestedEventAttributes(); a != nil {
+			cancelRequested = a.GetScheduledEventId()
+		}
+	}
+	if cancelRequested == 0 {
+		t.Fatal("the recorded history holds no cancelled try")
+	}
+	// The late start and cancellation of the held try, right after the
+	// next stage was scheduled.
+	late := slices.Clone(events)
+	for i, ev := range late {
+		if ev.GetActivityTaskScheduledEventAttributes().GetActivityId() == contract.ActivityID(exam.Layers, 1) {
+			at := ev.GetEventTime()
+			started := &historypb.HistoryEvent{EventId: 1000, EventTime: at, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+				Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+					ScheduledEventId: cancelRequested, Attempt: 1, Identity: "gpu-held"}}}
+			canceled := &historypb.HistoryEvent{EventId: 1001, EventTime: at, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+				Attributes: &historypb.HistoryEvent_ActivityTaskCanceledEventAttributes{ActivityTaskCanceledEventAttributes: &historypb.ActivityTaskCanceledEventAttributes{
+					ScheduledEventId: cancelRequested, StartedEventId: 1000}}}
+			late = slices.Insert(late, i+1, started, canceled)
+			break
+		}
+	}
+	for name, evs := range map[string][]*historypb.HistoryEvent{"as recorded": events, "with the late start": late} {
+		t.Run(name, func(t *testing.T) {
+			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: evs}}, nil, nil)
+			if rec.State != Completed || len(rec.Illegal) != 0 {
+				t.Fatalf("record ends %s with illegal moves %v", rec.State, rec.Illegal)
+			}
+			var ran []string
+			for _, e := range rec.Timeline {
+				if e.To == Executing {
+					ran = append(ran, string(e.Stage)+" "+e.Actor)
+				}
+			}
+			want := []string{"denoise gpu-spare", "layers gpu-spare", "lesions gpu-spare", "measure gpu-spare", "report octflow-dev", "notify octflow-dev"}
+			if !slices.Equal(ran, want) {
+				t.Errorf("stages ran %v, want %v", ran, want)
+			}
+		})
+	}
 }
 
 func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {

@@ -39,7 +39,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&campusMix, "campus-mix", "", "percent of the burst each campus sends, e.g. 80/15/5 (default: alike)")
 	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
 	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
-	fs.Float64Var(&c.GrayNode, "gray-node", 0, "make the first node a gray one: alive and never failing, its simulated GPU time this many times the others' (0: none)")
+	fs.Float64Var(&c.GrayNode, "gray-node", 0, "make the first node a gray one: alive and never failing, its simulated GPU time and probe this many times the others' (0: none)")
 	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
 	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of priorities, phantoms, resends and kills")

@@ -19,12 +19,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -52,6 +54,54 @@ func TestRecordReplayCorpus(t *testing.T) {
 	t.Run("pinned", func(t *testing.T) { recordPinned(t, dir) })
 	t.Run("affinity fallback", func(t *testing.T) { recordAffinityFallback(t, dir) })
 	t.Run("export", func(t *testing.T) { recordExport(t, dir) })
+	t.Run("hedged", func(t *testing.T) { recordHedged(t, dir) })
+}
+
+// recordHedged records an exam whose denoise is held by a node an
+// operator then marks degraded: the fleet asks the exam to hedge it on
+// the other node, whose run wins; the held try is cancelled.
+func recordHedged(t *testing.T, dir string) {
+	const examID = "corpus-hedged"
+	h := newHarness(t, 0, corpusKeys(t, dir), func(c *devsystem.Config) {
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
+			if node != "gpu-held" || stage != exam.Denoise || !isExam(ctx, examID) {
+				return nil
+			}
+			// Alive but never done: it heartbeats until cancelled.
+			for {
+				activity.RecordHeartbeat(ctx)
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		})
+	})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-held"})
+	_, scan := phantomDICOM(t, tiny(332))
+	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	h.waitFor(examID, time.Minute, func(st *api.ExamStatus) bool {
+		return st.Stage == exam.Denoise && (st.State == lifecycle.Claimed || st.State == lifecycle.Executing)
+	})
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-spare"})
+	h.waitNode("gpu-spare", func(v api.NodeView) bool { return v.Pace != nil })
+	h.markNode("gpu-held", contract.Degraded)
+	if st := h.waitTerminal(examID); st.State != lifecycle.Completed {
+		t.Fatalf("exam ended %s", st.State)
+	}
+	var got []string
+	for _, a := range h.progress(examID).Attempts {
+		if a.Stage == exam.Denoise {
+			got = append(got, fmt.Sprintf("%d %s %s", a.Try, a.Outcome, a.Node))
+		}
+	}
+	if want := []string{"1 superseded gpu-held", "2 done gpu-spare"}; !slices.Equal(got, want) {
+		t.Fatalf("denoise attempts %v, want %v", got, want)
+	}
+	h.saveRun(h.examWF(examID), "", filepath.Join(dir, "exam_hedged.json"))
 }
 
 // recordExport records an exam of a campus with a PACS (the pipeline

@@ -125,7 +125,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	var (
 		nodeID, model, queue, metricsAddr string
 		gpus                              int
-		memGiB, failRate                  float64
+		memGiB, failRate, slowdown        float64
 		drain, stageTime, reportEvery     time.Duration
 		cacheMiB                          int
 		takesDir, gpuSource               string
@@ -139,6 +139,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on SIGTERM")
 	s.Float(&failRate, "sim-failure-rate", "OCTFLOW_SIM_FAILURE_RATE", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
 	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
+	s.Float(&slowdown, "sim-slowdown", "OCTFLOW_SIM_SLOWDOWN", 1, "simulated GPUs only: the node's simulated GPU time and its probe take this many times as long (a gray node, for octflow bench)")
 	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
 	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
 	s.Int(&cacheMiB, "cache-mib", "OCTFLOW_NODE_CACHE_MIB", 1024, "memory for the node's recent stage outputs, read by the exam's next stage here (0: no cache)")
@@ -149,6 +150,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			return fmt.Errorf("OCTFLOW_NODE_CACHE_MIB (--cache-mib) %d: want 0 (no cache) or more", cacheMiB)
 		case gpus < 1:
 			return fmt.Errorf("OCTFLOW_GPUS (--gpus) %d: want at least 1", gpus)
+		case slowdown < 1:
+			return fmt.Errorf("OCTFLOW_SIM_SLOWDOWN (--sim-slowdown) %v: want 1 (as fast as the others) or more", slowdown)
 		case failRate < 0 || failRate > 1:
 			return fmt.Errorf("OCTFLOW_SIM_FAILURE_RATE (--sim-failure-rate) %v: want a fraction in [0, 1]", failRate)
 		case reportEvery <= 0:
@@ -184,19 +187,43 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	case "off":
 		takesDir = ""
 	}
-	var simulated activities.SimulatedComputeFunc
-	if failRate > 0 || stageTime > 0 {
+	var (
+		simulated activities.SimulatedComputeFunc
+		probe     func(context.Context) error
+	)
+	if failRate > 0 || stageTime > 0 || slowdown > 1 {
 		if source != gpuworker.SourceSimulated {
-			return fmt.Errorf("--sim-failure-rate and --sim-stage-time need simulated GPUs; this node has real ones")
+			return fmt.Errorf("--sim-failure-rate, --sim-stage-time and --sim-slowdown need simulated GPUs; this node has real ones")
 		}
-		simulated = simulatedGPU(stageTime, failRate)
+		simulated = simulatedGPU(time.Duration(float64(stageTime)*slowdown), failRate)
+	}
+	if slowdown > 1 {
+		probe = slowedProbe(gpuworker.DenoiseProbe(), slowdown)
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
 		Backends: app.Backends(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
-			CacheMiB: cmp.Or(cacheMiB, -1), TakesDir: takesDir}},
+			CacheMiB: cmp.Or(cacheMiB, -1), TakesDir: takesDir, Probe: probe}},
 	})
+}
+
+// slowedProbe is a simulated gray node's probe: the real probe, then a
+// sleep that makes it take factor times as long (simulated slowness, not
+// real work).
+func slowedProbe(probe func(context.Context) error, factor float64) func(context.Context) error {
+	return func(ctx context.Context) error {
+		start := time.Now()
+		if err := probe(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration((factor - 1) * float64(time.Since(start)))):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // simulatedGPU is the benchmark's simulated GPU mode, for simulated nodes
