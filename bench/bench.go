@@ -70,6 +70,11 @@ type Config struct {
 	// never failing, but its simulated GPU time and its probe take this
 	// many times as long as the others' (0: none).
 	GrayNode float64 `json:"grayNode,omitempty"`
+	// GPUFaults is how many GPU faults to inject in simulated GPUs during
+	// the burst (an Xid, thermal throttling, an ECC error in turn), each
+	// on a random node's random GPU for GPUFaultFor (default 15 s).
+	GPUFaults   int           `json:"gpuFaults,omitempty"`
+	GPUFaultFor time.Duration `json:"gpuFaultFor,omitempty"`
 	// Policy is the scheduling policy the gateway gives the exams.
 	Policy exam.Policy `json:"policy"`
 	// Node makes the command of a GPU node process: octflow gpuworker
@@ -198,8 +203,10 @@ type Result struct {
 	// Nodes is each GPU node over the burst as the fleet judged it, with
 	// its stage times; Hedges counts the hedged stage tries by which run
 	// won (hedge, original, neither).
-	Nodes  []NodeResult        `json:"nodes"`
+	Nodes  []NodeResult       `json:"nodes"`
 	Hedges map[string]float64 `json:"hedges,omitempty"`
+	// GPUFaults are the faults injected (Config.GPUFaults).
+	GPUFaults []GPUFault `json:"gpuFaults,omitempty"`
 }
 
 // slowest is one exam's wait and timeline.
@@ -404,6 +411,11 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	killsDone := make(chan []NodeKill, 1)
 	go func() { killsDone <- fleet.killSome(ctx, rng.Uint64(), c.Kills, estimate) }()
+	faultsDone := make(chan []GPUFault, 1)
+	// Its own draw, so a run without faults draws what it always did.
+	go func() {
+		faultsDone <- fleet.injectFaults(ctx, c.Seed, c.GPUFaults, cmp.Or(c.GPUFaultFor, 15*time.Second), estimate)
+	}()
 
 	var mu sync.Mutex
 	var submitErr error
@@ -482,6 +494,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	res.Kills = <-killsDone
 	res.NodeKills = len(res.Kills)
+	res.GPUFaults = <-faultsDone
 
 	// Measure from each exam's status, timeline and history.
 	waits := map[exam.Priority][]float64{}
@@ -893,6 +906,9 @@ func printBench(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "resends %d (answered 200: %d), node kills %d, stage retries %d (handed back by a restarted node: %d)\n",
 		r.Resends, r.ResendsAnsweredOK, r.NodeKills, r.StageRetries, r.HandedBack)
+	for _, g := range r.GPUFaults {
+		fmt.Fprintf(w, "  GPU %d of %s: %s at +%.2f s for %s\n", g.GPU, g.Node, g.Fault, g.At.Sub(r.StartedAt).Seconds(), g.For)
+	}
 	for _, k := range r.Kills {
 		fmt.Fprintf(w, "  killed %s at +%.2f s\n", k.Node, k.At.Sub(r.StartedAt).Seconds())
 	}
@@ -953,6 +969,9 @@ func printBench(w io.Writer, r *Result) {
 			if stage.NeedsGPU() {
 				fmt.Fprintf(w, " %6.0f", n.StageMs[stage])
 			}
+		}
+		if n.UnhealthyGPUS > 0 {
+			fmt.Fprintf(w, "; a GPU unhealthy for %.0f s", n.UnhealthyGPUS)
 		}
 		if n.DegradedAtS != nil {
 			fmt.Fprintf(w, "; degraded at +%.1f s for %.0f s (%s)", *n.DegradedAtS, n.DegradedS, n.Reason)
@@ -1059,6 +1078,9 @@ func (f *fleet) start(i int) error {
 	if i == grayNode && f.c.GrayNode > 0 {
 		args = append(args, "--sim-slowdown", fmt.Sprint(f.c.GrayNode))
 	}
+	if !f.c.FullVolumes {
+		args = append(args, "--sim-faults-file", f.faultsFile(i))
+	}
 	maddr, err := freeAddr()
 	if err != nil {
 		logFile.Close()
@@ -1083,6 +1105,47 @@ func (f *fleet) start(i int) error {
 		f.mu.Unlock()
 	})
 	return nil
+}
+
+// faultsFile is where node i's simulated GPUs read their faults.
+func (f *fleet) faultsFile(i int) string { return filepath.Join(f.logDir, nodeID(i)+".faults") }
+
+// GPUFault is one fault injected into a simulated GPU.
+type GPUFault struct {
+	Node  string        `json:"node"`
+	GPU   int           `json:"gpu"`
+	Fault exam.GPUFault `json:"fault"`
+	At    time.Time     `json:"at"`
+	For   time.Duration `json:"for"`
+}
+
+// injectFaults gives n random simulated GPUs a fault each (an Xid,
+// thermal throttling, an ECC error in turn) for faultFor, at random times
+// within the first half of the expected run, one at a time, and returns
+// them.
+func (f *fleet) injectFaults(ctx context.Context, seed uint64, n int, faultFor, expected time.Duration) []GPUFault {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	kinds := []exam.GPUFault{exam.FaultXid, exam.FaultThermal, exam.FaultECC}
+	var done []GPUFault
+	for k := range n {
+		select {
+		case <-ctx.Done():
+			return done
+		case <-time.After(time.Duration(rng.Float64() * float64(cmp.Or(expected/2, time.Second)))):
+		}
+		i, gpu := rng.IntN(f.c.Nodes), rng.IntN(f.c.GPUsPerNode)
+		fault := GPUFault{Node: nodeID(i), GPU: gpu, Fault: kinds[k%len(kinds)], At: time.Now(), For: faultFor}
+		if os.WriteFile(f.faultsFile(i), fmt.Appendf(nil, "%d %s\n", gpu, fault.Fault), 0o600) != nil {
+			continue
+		}
+		done = append(done, fault)
+		select {
+		case <-ctx.Done():
+		case <-time.After(faultFor):
+		}
+		_ = os.Remove(f.faultsFile(i))
+	}
+	return done
 }
 
 // NodeKill is one abrupt kill of a node.

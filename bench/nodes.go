@@ -21,8 +21,10 @@ type NodeResult struct {
 	DegradedAtS *float64 `json:"degradedAtS,omitempty"`
 	Reason      string   `json:"reason,omitempty"`
 	// DegradedS is how long it was degraded over the burst, as sampled
-	// every second.
-	DegradedS float64 `json:"degradedS"`
+	// every second; UnhealthyGPUS, how long its GPUs reported a fault
+	// (GPU-seconds).
+	DegradedS     float64 `json:"degradedS"`
+	UnhealthyGPUS float64 `json:"unhealthyGpuS"`
 	// StageMs is the node's median compute time per stage, the latest it
 	// reported before it was degraded (a degraded node drops them).
 	StageMs map[exam.Stage]float64 `json:"stageMs"`
@@ -73,6 +75,11 @@ func sample(seen map[string]*NodeResult, views []api.NodeView, start time.Time) 
 			if n.DegradedAtS == nil {
 				at := now.Sub(start).Seconds()
 				n.DegradedAtS, n.Reason = &at, v.Health.Reason
+			}
+		}
+		for _, g := range v.GPUs {
+			if !g.Healthy {
+				n.UnhealthyGPUS++
 			}
 		}
 		if v.Pace == nil {

@@ -3,7 +3,10 @@ package gpuworker
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,6 +290,7 @@ type SimulatedGPUs struct {
 type SimulatedInventory struct {
 	mu   sync.Mutex
 	gpus []GPU
+	stop chan struct{} // closed by Close (nil: no faults file followed)
 }
 
 // NewSimulatedInventory creates count identical GPUs.
@@ -333,8 +337,76 @@ func (s *SimulatedInventory) SetFaults(index int, faults ...exam.GPUFault) {
 	s.gpus[index].Healthy = len(faults) == 0
 }
 
-// Close does nothing.
-func (s *SimulatedInventory) Close() error { return nil }
+// FollowFaults makes the simulated GPUs take their faults from a file,
+// read every 250 ms until Close: one line per faulty GPU, its index and
+// its faults ("0 thermal", "1 xid,ecc"); a GPU not named, or a file that
+// is absent or empty, has none. A process that drives a simulated node
+// from outside (octflow bench's --gpu-faults) writes it. Lines that do not
+// parse are left out.
+func (s *SimulatedInventory) FollowFaults(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		return
+	}
+	s.stop = make(chan struct{})
+	stop := s.stop
+	go func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		last := ""
+		for {
+			b, _ := os.ReadFile(path) // absent: no faults
+			if string(b) != last {
+				last = string(b)
+				faults := parseFaults(last)
+				for i := range s.count() {
+					s.SetFaults(i, faults[i]...)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func (s *SimulatedInventory) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.gpus)
+}
+
+// parseFaults reads FollowFaults's file: faults by GPU index.
+func parseFaults(text string) map[int][]exam.GPUFault {
+	out := map[int][]exam.GPUFault{}
+	for line := range strings.Lines(text) {
+		index, list, ok := strings.Cut(strings.TrimSpace(line), " ")
+		i, err := strconv.Atoi(index)
+		if !ok || err != nil || i < 0 {
+			continue
+		}
+		for f := range strings.SplitSeq(strings.TrimSpace(list), ",") {
+			if fault := exam.GPUFault(strings.TrimSpace(f)); slices.Contains(exam.GPUFaults(), fault) {
+				out[i] = append(out[i], fault)
+			}
+		}
+	}
+	return out
+}
+
+// Close stops following a faults file.
+func (s *SimulatedInventory) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		close(s.stop)
+		s.stop = nil
+	}
+	return nil
+}
 
 // Where a node's GPUs come from (OCTFLOW_GPU_SOURCE).
 const (

@@ -1,6 +1,8 @@
 package gpuworker
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -271,4 +273,45 @@ func TestASimulatedGPUWithAFaultGetsNoSlotUntilItClears(t *testing.T) {
 		}
 		s.release(p)
 	}
+}
+
+// A simulated node driven from outside (octflow bench) takes its GPUs'
+// faults from a file, and is healthy again once the file is gone.
+func TestSimulatedGPUsFollowTheirFaultsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "faults")
+	inv := NewSimulatedInventory(SimulatedGPUs{Count: 2})
+	inv.FollowFaults(path)
+	defer inv.Close()
+	faultsOf := func() [][]exam.GPUFault {
+		gpus, _ := inv.GPUs()
+		out := make([][]exam.GPUFault, len(gpus))
+		for i, g := range gpus {
+			if g.Healthy != (len(g.Faults) == 0) {
+				t.Errorf("GPU %d healthy %v with faults %v", i, g.Healthy, g.Faults)
+			}
+			out[i] = g.Faults
+		}
+		return out
+	}
+	wait := func(want [][]exam.GPUFault) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got := faultsOf(); slices.EqualFunc(got, want, func(a, b []exam.GPUFault) bool { return slices.Equal(a, b) }) {
+				return
+			}
+		}
+		t.Fatalf("faults %v, want %v", faultsOf(), want)
+	}
+	if err := os.WriteFile(path, []byte("1 xid, ecc\nnot a line\n7 thermal\n0 melted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wait([][]exam.GPUFault{nil, {exam.FaultXid, exam.FaultECC}})
+	if err := os.WriteFile(path, []byte("0 thermal\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wait([][]exam.GPUFault{{exam.FaultThermal}, nil})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	wait([][]exam.GPUFault{nil, nil})
 }

@@ -39,6 +39,8 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&campusMix, "campus-mix", "", "percent of the burst each campus sends, e.g. 80/15/5 (default: alike)")
 	fs.DurationVar(&c.StageTime, "stage-time", 200*time.Millisecond, "mean simulated GPU time of a stage (drawn from [0.5, 1.5] × this)")
 	fs.Float64Var(&c.FailRate, "fail-rate", 0.02, "fraction of stages failing transiently")
+	fs.IntVar(&c.GPUFaults, "gpu-faults", 0, "GPU faults to inject during the burst (an Xid, thermal throttling, an ECC error in turn), each on a random simulated GPU for --gpu-fault-for")
+	fs.DurationVar(&c.GPUFaultFor, "gpu-fault-for", 15*time.Second, "how long each injected GPU fault lasts")
 	fs.Float64Var(&c.GrayNode, "gray-node", 0, "make the first node a gray one: alive and never failing, its simulated GPU time and probe this many times the others' (0: none)")
 	fs.IntVar(&c.Kills, "kills", 2, "abrupt node kills (kill -9) during the burst; each node comes back 3 s later")
 	fs.Float64Var(&c.ResendRate, "resend-rate", 0.05, "fraction of exams the device sends twice")
@@ -68,6 +70,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if c.GrayNode < 0 || (c.GrayNode > 0 && (c.Nodes < 2 || c.FullVolumes)) {
 		return fmt.Errorf("--gray-node %g: want 0, or a factor for the first of two or more simulated nodes", c.GrayNode)
+	}
+	if c.GPUFaults < 0 || (c.GPUFaults > 0 && c.FullVolumes) || c.GPUFaultFor <= 0 {
+		return fmt.Errorf("--gpu-faults %d for %s: want 0, or faults of a positive length in simulated GPU mode", c.GPUFaults, c.GPUFaultFor)
 	}
 	if c.Campuses < 1 {
 		return fmt.Errorf("--campuses %d: want 1 or more", c.Campuses)

@@ -172,6 +172,26 @@ func TestASlowNodeIsDegradedItsStagesRunElsewhereAndItComesBackWhenReleased(t *t
 		if n := h.stageRuns(id, exam.Render); n != 1 {
 			t.Errorf("%s: the report stage completed %d times, want once", id, n)
 		}
+		// The timeline a clinician reads: every move legal, the report
+		// run once.
+		var tl []lifecycle.Entry
+		if err := h.clin.Get(context.Background(), "/v1/exams/"+id+"/events", &tl); err != nil {
+			t.Fatal(err)
+		}
+		reports := 0
+		for i, e := range tl {
+			if i > 0 {
+				if err := lifecycle.CheckMove(e.From, e.To); err != nil {
+					t.Errorf("%s: timeline entry %d: %v", id, i, err)
+				}
+			}
+			if e.Stage == exam.Render && e.To == lifecycle.Executing {
+				reports++
+			}
+		}
+		if reports != 1 {
+			t.Errorf("%s: the timeline runs the report %d times, want once", id, reports)
+		}
 		for _, a := range attempts {
 			if a.Hedge != "" {
 				hedged++

@@ -128,7 +128,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		memGiB, failRate, slowdown        float64
 		drain, stageTime, reportEvery     time.Duration
 		cacheMiB                          int
-		takesDir, gpuSource               string
+		takesDir, gpuSource, faultsFile   string
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
 	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, or auto (NVML where its library is, simulated GPUs where it is not)")
@@ -140,6 +140,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s.Float(&failRate, "sim-failure-rate", "OCTFLOW_SIM_FAILURE_RATE", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
 	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
 	s.Float(&slowdown, "sim-slowdown", "OCTFLOW_SIM_SLOWDOWN", 1, "simulated GPUs only: the node's simulated GPU time and its probe take this many times as long (a gray node, for octflow bench)")
+	s.String(&faultsFile, "sim-faults-file", "OCTFLOW_SIM_FAULTS_FILE", "", "simulated GPUs only: take the GPUs' faults from this file, read every 250 ms (lines such as \"0 thermal\" or \"1 xid,ecc\"; for octflow bench and drills)")
 	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
 	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
 	s.Int(&cacheMiB, "cache-mib", "OCTFLOW_NODE_CACHE_MIB", 1024, "memory for the node's recent stage outputs, read by the exam's next stage here (0: no cache)")
@@ -199,6 +200,13 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	if slowdown > 1 {
 		probe = slowedProbe(gpuworker.DenoiseProbe(), slowdown)
+	}
+	if faultsFile != "" {
+		sim, ok := inv.(*gpuworker.SimulatedInventory)
+		if !ok {
+			return fmt.Errorf("--sim-faults-file needs simulated GPUs; this node has real ones")
+		}
+		sim.FollowFaults(faultsFile)
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
