@@ -72,17 +72,20 @@ type StagePace struct {
 	Runs     int     `json:"runs"`
 }
 
-// RunningStage is one stage attempt a node holds: which exam's, since
-// when, and whether it computes yet.
+// RunningStage is one stage attempt a node holds: which exam's, for how
+// long, and whether it computes now. The durations are the node's, as of
+// its report, so the fleet never compares two machines' clocks.
 type RunningStage struct {
 	WorkflowID string        `json:"workflowId"`
 	RunID      string        `json:"runId"`
 	ActivityID string        `json:"activityId"`
 	Stage      exam.Stage    `json:"stage"`
 	Bucket     exam.Priority `json:"bucket,omitempty"`
-	TakenAt    time.Time     `json:"takenAt"`
-	// ComputingSince is when it bound its GPU (nil: still waiting).
-	ComputingSince *time.Time `json:"computingSince,omitempty"`
+	// Held is how long the node has held it (since Temporal handed it
+	// over); Computing, how long it has held its GPU (0: it does not, as
+	// while it reads its input or stores its output).
+	Held      time.Duration `json:"held"`
+	Computing time.Duration `json:"computing,omitempty"`
 }
 
 // Node health as the fleet judges it.
@@ -104,6 +107,13 @@ type NodeHealth struct {
 	// Held: an operator marked the node degraded; only an operator's
 	// healthy mark clears it.
 	Held bool `json:"held,omitempty"`
+	// Strikes counts the fleet's judgements of the node by its stages
+	// (its probe was fine: a slow GPU, a stall) since it was last healthy
+	// for PaceRules.StrikesFade; HoldUntil is the earliest it may be
+	// healthy again, RecoverHold doubled per strike, so a node that is
+	// only slow at its stages does not flap.
+	Strikes   int       `json:"strikes,omitempty"`
+	HoldUntil time.Time `json:"holdUntil,omitzero"`
 	// Recovering counts the node's reports in a row at normal speed while
 	// degraded; RecoverAfter of them make it healthy.
 	Recovering int `json:"recovering,omitempty"`
@@ -159,6 +169,13 @@ type PaceRules struct {
 	HedgeFactor float64       `json:"hedgeFactor,omitempty"`
 	HedgeFloor  time.Duration `json:"hedgeFloor,omitempty"`
 	StallFloor  time.Duration `json:"stallFloor,omitempty"`
+	// RecoverHold is how long a node judged by its stages (not its probe)
+	// stays degraded at least, doubled for each strike up to MaxHold (1
+	// min, 1 h); StrikesFade is how long it must then stay healthy for its
+	// strikes to be forgotten (1 h).
+	RecoverHold time.Duration `json:"recoverHold,omitempty"`
+	MaxHold     time.Duration `json:"maxHold,omitempty"`
+	StrikesFade time.Duration `json:"strikesFade,omitempty"`
 }
 
 // WithDefaults fills the zero fields of r.
@@ -183,6 +200,15 @@ func (r PaceRules) WithDefaults() PaceRules {
 	}
 	if r.StallFloor <= 0 {
 		r.StallFloor = 10 * time.Second
+	}
+	if r.RecoverHold <= 0 {
+		r.RecoverHold = time.Minute
+	}
+	if r.MaxHold <= 0 {
+		r.MaxHold = time.Hour
+	}
+	if r.StrikesFade <= 0 {
+		r.StrikesFade = time.Hour
 	}
 	return r
 }

@@ -119,6 +119,12 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		cancel()
 		n.takes, nodeActs.Takes = takes, takes
 	}
+	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
+	// What the fleet holds for this node (degraded by a predecessor under
+	// its ID) applies before it polls.
+	sync, cancelSync := context.WithTimeout(context.Background(), cfg.ReportEvery)
+	n.rep.apply(sync)
+	cancelSync()
 	var err error
 	if n.w, err = newStageWorker(c, cfg, cfg.TaskQueue, n.slots, n.slots.Interceptor(cfg.NodeID), &nodeActs); err != nil {
 		n.closeTakes()
@@ -130,7 +136,6 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		n.closeTakes()
 		return nil, err
 	}
-	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, make(chan struct{})
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -28,15 +29,23 @@ const (
 // flight. It measures; the fleet judges, since a node cannot tell slow
 // from normal without the others' figures.
 type Pace struct {
-	probe func(context.Context) error
+	probe   func(context.Context) error
+	probing atomic.Bool // a probe runs
 
 	mu      sync.Mutex
 	probes  []float64
 	stages  map[exam.Stage][]float64
-	running map[string]*contract.RunningStage
+	running map[string]*held
 	// degraded: the fleet holds the node degraded, and its stage times
 	// are not kept (see contract.NodePace.Stages).
 	degraded bool
+}
+
+// held is a stage attempt the node holds: taken when, computing since
+// when (zero: not computing now).
+type held struct {
+	stage          contract.RunningStage
+	taken, started time.Time
 }
 
 // NewPace measures with probe (nil: DenoiseProbe).
@@ -44,7 +53,7 @@ func NewPace(probe func(context.Context) error) *Pace {
 	if probe == nil {
 		probe = DenoiseProbe()
 	}
-	return &Pace{probe: probe, stages: map[exam.Stage][]float64{}, running: map[string]*contract.RunningStage{}}
+	return &Pace{probe: probe, stages: map[exam.Stage][]float64{}, running: map[string]*held{}}
 }
 
 // DenoiseProbe is the default probe: the denoise of one full-size B-scan
@@ -70,10 +79,25 @@ func DenoiseProbe() func(context.Context) error {
 	}
 }
 
-// runProbe times one probe and keeps its figure.
-func (p *Pace) runProbe(ctx context.Context) error {
+// runProbe times one probe and keeps its figure. A probe still running
+// after limit is kept as taking limit (at least), and the report goes on
+// without it; the next runs only once it has ended.
+func (p *Pace) runProbe(ctx context.Context, limit time.Duration) error {
+	if !p.probing.CompareAndSwap(false, true) {
+		return nil // the last one is still running: it is slow
+	}
 	start := time.Now()
-	if err := p.probe(ctx); err != nil {
+	done := make(chan error, 1)
+	go func() {
+		defer p.probing.Store(false)
+		done <- p.probe(ctx)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(limit):
+	}
+	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
 	ms := float64(time.Since(start).Microseconds()) / 1000
@@ -84,29 +108,31 @@ func (p *Pace) runProbe(ctx context.Context) error {
 }
 
 // take notes a stage attempt the node took; the returned funcs note when
-// it starts computing and when it ends (ok: it ended well, after
-// computing for held).
-func (p *Pace) take(ctx context.Context, stage exam.Stage, bucket exam.Priority) (computing func(), end func(ok bool, held time.Duration)) {
+// it starts and stops computing (its GPU bound, then freed) and when it
+// ends (ok: it ended well, after computing for heldGPU).
+func (p *Pace) take(ctx context.Context, stage exam.Stage, bucket exam.Priority) (computing func(bool), end func(ok bool, heldGPU time.Duration)) {
 	info := activity.GetInfo(ctx)
 	key := info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	p.mu.Lock()
-	p.running[key] = &contract.RunningStage{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		ActivityID: info.ActivityID, Stage: stage, Bucket: bucket, TakenAt: info.StartedTime.UTC()}
+	p.running[key] = &held{taken: time.Now(), stage: contract.RunningStage{WorkflowID: info.WorkflowExecution.ID,
+		RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID, Stage: stage, Bucket: bucket}}
 	p.mu.Unlock()
-	computing = func() {
-		now := time.Now().UTC()
+	computing = func(on bool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if r := p.running[key]; r != nil {
-			r.ComputingSince = &now
+		if h := p.running[key]; h != nil {
+			h.started = time.Time{}
+			if on {
+				h.started = time.Now()
+			}
 		}
 	}
-	end = func(ok bool, held time.Duration) {
+	end = func(ok bool, heldGPU time.Duration) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		delete(p.running, key)
-		if ok && held > 0 && !p.degraded {
-			p.stages[stage] = keepLast(append(p.stages[stage], float64(held.Microseconds())/1000), stageWindow)
+		if ok && heldGPU > 0 && !p.degraded {
+			p.stages[stage] = keepLast(append(p.stages[stage], float64(heldGPU.Microseconds())/1000), stageWindow)
 		}
 	}
 	return computing, end
@@ -137,11 +163,17 @@ func (p *Pace) Report(model string) *contract.NodePace {
 		}
 		out.Stages[stage] = contract.StagePace{MedianMs: contract.Median(runs), Runs: len(runs)}
 	}
-	for _, r := range p.running {
-		c := *r
-		out.Running = append(out.Running, c)
+	now := time.Now()
+	for _, h := range p.running {
+		r := h.stage
+		r.Held = now.Sub(h.taken)
+		if !h.started.IsZero() {
+			r.Computing = now.Sub(h.started)
+		}
+		out.Running = append(out.Running, r)
 	}
-	sort.Slice(out.Running, func(i, j int) bool { return out.Running[i].TakenAt.Before(out.Running[j].TakenAt) })
+	// The longest held first.
+	sort.Slice(out.Running, func(i, j int) bool { return out.Running[i].Held > out.Running[j].Held })
 	return out
 }
 

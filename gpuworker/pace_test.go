@@ -27,16 +27,17 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor("gpu-test")}})
-	var running []contract.RunningStage
+	var running, afterRelease []contract.RunningStage
 	env.RegisterActivityWithOptions(func(ctx context.Context, mode string) error {
 		gate, _ := activities.GPUGateFrom(ctx)
 		_, release, err := gate(ctx, exam.Layers)
 		if err != nil {
 			return err
 		}
-		defer release()
 		running = s.pace.Report("L4").Running
 		time.Sleep(20 * time.Millisecond)
+		release()
+		afterRelease = s.pace.Report("L4").Running
 		if mode == "fail" {
 			return errors.New("CUDA error")
 		}
@@ -46,15 +47,31 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 	for _, mode := range []string{"ok", "fail", "ok"} {
 		_, _ = env.ExecuteActivity(exam.Layers.ActivityName(), mode)
 	}
-	if len(running) != 1 || running[0].Stage != exam.Layers || running[0].ComputingSince == nil {
+	if len(running) != 1 || running[0].Stage != exam.Layers || running[0].Computing <= 0 || running[0].Held < running[0].Computing {
 		t.Errorf("while it computed, the node listed %+v; want the layers stage, computing", running)
+	}
+	if len(afterRelease) != 1 || afterRelease[0].Computing != 0 {
+		t.Errorf("once it freed its GPU, the node listed %+v; want the stage held, not computing", afterRelease)
 	}
 	rep := s.pace.Report("L4")
 	if got := rep.Stages[exam.Layers]; got.Runs != 2 || got.MedianMs < 20 || got.MedianMs > 2000 || len(rep.Running) != 0 {
 		t.Errorf("pace %+v; want two runs of layers (the failed one not counted), about 20 ms, none running", rep)
 	}
-	if err := s.pace.runProbe(context.Background()); err != nil || s.pace.Report("L4").Probes != 1 {
+	if err := s.pace.runProbe(context.Background(), time.Second); err != nil || s.pace.Report("L4").Probes != 1 {
 		t.Errorf("probe: %v, %+v", err, s.pace.Report("L4"))
+	}
+	// A probe slower than its limit counts as taking the limit, and the
+	// next does not start while it runs.
+	stuck := make(chan struct{})
+	slow := NewPace(func(context.Context) error { <-stuck; return nil })
+	for range 2 {
+		if err := slow.runProbe(context.Background(), 30*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stuck)
+	if rep := slow.Report("L4"); rep.Probes != 1 || rep.ProbeMs < 30 {
+		t.Errorf("a stuck probe: %+v; want one figure of at least its 30 ms limit", rep)
 	}
 
 	// Degraded: no new slot, a stage that arrives anyway is handed back

@@ -52,7 +52,7 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 		}
 	}
 	if !draining {
-		if err := r.node.pace.runProbe(ctx); err != nil {
+		if err := r.node.pace.runProbe(ctx, r.interval/2); err != nil {
 			r.log.Warn("probe", zap.Error(err))
 		}
 	}
@@ -77,6 +77,14 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 	if draining {
 		return
 	}
+	r.apply(ctx)
+}
+
+// apply reads what the fleet holds for the node and applies it: whether
+// it is degraded, and a pending breaker reset. A node starting again
+// calls it before it polls, so a node the fleet holds degraded takes
+// nothing meanwhile.
+func (r *reporter) apply(ctx context.Context) {
 	val, err := r.client.QueryWorkflow(ctx, contract.FleetWorkflowID, "", contract.FleetQuery)
 	if err != nil {
 		r.log.Debug("read fleet", zap.Error(err))
@@ -87,7 +95,7 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 		return
 	}
 	for _, n := range nodes {
-		if n.Report.NodeID != rep.NodeID {
+		if n.Report.NodeID != r.node.cfg.NodeID {
 			continue
 		}
 		if !r.synced {

@@ -415,7 +415,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 	}
 	bucket := contract.BucketOfKey(info.Priority.FairnessKey)
 	rank := bindRank(bucket, b.pinned)
-	computing, end := func() {}, func(bool, time.Duration) {}
+	computing, end := func(bool) {}, func(bool, time.Duration) {}
 	if b.slots.pace != nil {
 		computing, end = b.slots.pace.take(ctx, exam.StageOfActivity(info.ActivityType.Name), bucket)
 	}
@@ -433,7 +433,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 		if err != nil {
 			return 0, nil, err
 		}
-		computing()
+		computing(true)
 		start := time.Now()
 		var once sync.Once
 		return gpu.Index, func() {
@@ -441,6 +441,7 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 				heldMu.Lock()
 				held += time.Since(start)
 				heldMu.Unlock()
+				computing(false) // storing its output is not computing
 			})
 			release()
 		}, nil

@@ -215,10 +215,18 @@ func (f *folder) pipelineRun(n int, run Run) {
 				continue
 			}
 			stage := f.stages[a.GetScheduledEventId()]
+			if r.State == Executing && r.Stage == stage {
+				// The other try of a hedged stage: the stage runs already.
+				r.Node = a.GetIdentity()
+				continue
+			}
 			r.Attempt, r.Node = f.spent[stage]+1, a.GetIdentity()
 			f.add(at, Executing, stage, a.GetIdentity(), map[string]any{"attempt": r.Attempt, "node": a.GetIdentity()})
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := ev.GetActivityTaskCompletedEventAttributes()
+			if cancelled[a.GetScheduledEventId()] {
+				continue // a cancelled try's output is not the exam's
+			}
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			stage := f.stages[a.GetScheduledEventId()]
 			var out contract.StageOutput
@@ -235,10 +243,16 @@ func (f *folder) pipelineRun(n int, run Run) {
 			// How the try ended is the workflow's call: a retry's timer
 			// carries its record; an exam that stops closes its run.
 			a := ev.GetActivityTaskFailedEventAttributes()
+			if cancelled[a.GetScheduledEventId()] {
+				continue
+			}
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := ev.GetActivityTaskTimedOutEventAttributes()
+			if cancelled[a.GetScheduledEventId()] {
+				continue
+			}
 			delete(f.open, activityIDs[a.GetScheduledEventId()])
 			f.failed[f.stages[a.GetScheduledEventId()]] = f.failure(a.GetFailure())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:

@@ -156,7 +156,28 @@ func TestFoldTimelineOfAHedgedStage(t *testing.T) {
 			break
 		}
 	}
-	for name, evs := range map[string][]*historypb.HistoryEvent{"as recorded": events, "with the late start": late} {
+	// Both tries start: the original fails while the hedge runs, and the
+	// hedge's start follows (nothing is cancelled).
+	both := []*historypb.HistoryEvent{}
+	for _, ev := range events {
+		if ev.GetActivityTaskCancelRequestedEventAttributes() != nil {
+			continue
+		}
+		if ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId() != 0 && len(both) > 0 &&
+			ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId() != cancelRequested && !startedOriginal(both, cancelRequested) {
+			at := ev.GetEventTime()
+			both = append(both,
+				&historypb.HistoryEvent{EventId: 1000, EventTime: at, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+					Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
+						ScheduledEventId: cancelRequested, Attempt: 1, Identity: "gpu-held"}}},
+				&historypb.HistoryEvent{EventId: 1001, EventTime: at, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+					Attributes: &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{
+						ScheduledEventId: cancelRequested, StartedEventId: 1000, Identity: "gpu-held", Failure: &failurepb.Failure{Message: "CUDA error",
+							FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "StageFailed"}}}}}})
+		}
+		both = append(both, ev)
+	}
+	for name, evs := range map[string][]*historypb.HistoryEvent{"as recorded": events, "with the late start": late, "both tries start": both} {
 		t.Run(name, func(t *testing.T) {
 			rec := Fold(corpusCodec(t), time.Now(), []Run{{Events: evs}}, nil, nil)
 			if rec.State != Completed || len(rec.Illegal) != 0 {
@@ -168,12 +189,26 @@ func TestFoldTimelineOfAHedgedStage(t *testing.T) {
 					ran = append(ran, string(e.Stage)+" "+e.Actor)
 				}
 			}
-			want := []string{"denoise gpu-spare", "layers gpu-spare", "lesions gpu-spare", "measure gpu-spare", "report octflow-dev", "notify octflow-dev"}
+			first := "denoise gpu-spare"
+			if name == "both tries start" {
+				first = "denoise gpu-held" // the first to start; the hedge's start adds no move
+			}
+			want := []string{first, "layers gpu-spare", "lesions gpu-spare", "measure gpu-spare", "report octflow-dev", "notify octflow-dev"}
 			if !slices.Equal(ran, want) {
 				t.Errorf("stages ran %v, want %v", ran, want)
 			}
 		})
 	}
+}
+
+// startedOriginal says whether evs start the try scheduled as id.
+func startedOriginal(evs []*historypb.HistoryEvent, id int64) bool {
+	for _, ev := range evs {
+		if ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId() == id {
+			return true
+		}
+	}
+	return false
 }
 
 func TestFoldTimelineShowsARetryWithItsFailureAndNode(t *testing.T) {

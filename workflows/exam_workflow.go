@@ -273,7 +273,9 @@ func (p *pipeline) startTry(ctx workflow.Context, att contract.Attempt, in contr
 // (*try) on the healthy node the fleet chose (then, should that node not
 // take it in time, in the shared queue), and the first of the two to end well wins: the
 // other is cancelled and recorded as superseded. Should both fail, the
-// last to end decides, so a hedged try spends no more attempts than one.
+// original's failure decides (the hedge's, if the degraded node handed
+// the original back unstarted), so a hedged try spends no more attempts
+// than one.
 // Only one try's output goes on, so an exam still has one report.
 func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageInput, try *int32) *tryRun {
 	stage := first.att.Stage
@@ -330,6 +332,15 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 		}
 		sel.Select(ctx)
 		if ctx.Err() != nil {
+			// The exam is cancelled: what is still in flight goes with it.
+			for _, r := range []*tryRun{first, second} {
+				if r != nil && !r.done {
+					r.err, r.done, r.endedAt = temporal.NewCanceledError(), true, workflow.Now(ctx)
+				}
+			}
+			if second != nil {
+				p.settle(ctx, second)
+			}
 			return first
 		}
 		if second == nil {
@@ -355,8 +366,10 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 		case second.done && second.err == nil:
 			winner, other = second, first
 		case first.done && second.done:
+			// Both failed: the original's failure decides, unless the
+			// degraded node handed it back unstarted.
 			winner, other = first, second
-			if second.endedAt.After(first.endedAt) || second.endedAt.Equal(first.endedAt) {
+			if contract.Classify(first.err, first.pinned, false) == contract.Unclaimed {
 				winner, other = second, first
 			}
 		default:
@@ -366,6 +379,9 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 		result := "hedge"
 		if winner == first {
 			result = "original"
+			// It ran on the degraded node: the exam's next stage must
+			// not wait for that node.
+			winner.out.NodeQueue = ""
 		}
 		if winner.err != nil {
 			result = "neither"

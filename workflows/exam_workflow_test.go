@@ -678,21 +678,32 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 		want         []string // layers' attempts: try, outcome, queue
 		calls        int      // calls of layers
 		cancelled    []string
+		fail         []error // what layers' calls end with, in order (nil: well)
 	}{
 		{"the hedge ends first", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
-			[]string{"1 superseded gpu-a", "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}},
+			[]string{"1 superseded gpu-a", "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
 		{"the hedge goes to the node the fleet chose", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "gpu-b",
-			[]string{"1 superseded gpu-a", "2 done gpu-b"}, 2, []string{"layers-1"}},
+			[]string{"1 superseded gpu-a", "2 done gpu-b"}, 2, []string{"layers-1"}, nil},
 		{"the original ends first", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": time.Minute}, "layers-1", "",
-			[]string{"2 superseded " + exam.GPUQueue, "1 done gpu-a"}, 2, []string{"layers-2"}},
+			[]string{"2 superseded " + exam.GPUQueue, "1 done gpu-a"}, 2, []string{"layers-2"}, nil},
 		{"a signal for an earlier try is ignored", map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-0", "",
-			[]string{"1 done gpu-a"}, 1, nil},
+			[]string{"1 done gpu-a"}, 1, nil, nil},
+		{"the original fails while the hedge runs", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": 600 * time.Millisecond},
+			"layers-1", "", []string{"1 failed gpu-a", "2 done " + exam.GPUQueue}, 2, nil, []error{errors.New("CUDA error")}},
+		{"both fail: the original's failure decides, and one attempt is spent",
+			map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-1", "",
+			[]string{"2 failed " + exam.GPUQueue, "1 failed gpu-a", "3 done " + exam.GPUQueue}, 3, nil,
+			[]error{errors.New("CUDA error"), errors.New("CUDA error on the other node")}},
+		{"a hedge a degraded node hands back is hedged again", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
+			[]string{"2 unclaimed " + exam.GPUQueue, "1 superseded gpu-a", "3 done " + exam.GPUQueue}, 3, []string{"layers-1"},
+			[]error{nil, temporal.NewApplicationError("node gpu-a is degraded", contract.ErrTypeNodeDegraded)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env, rec := newEnv(t, nil)
 			rec.nodeQueue = "gpu-a"
 			maps.Copy(rec.slow, c.slow)
+			rec.failNext[exam.Layers] = c.fail
 			in := testInput()
 			in.Policy.NodeAffinityWait = 30 * time.Second
 			env.RegisterDelayedCallback(func() {

@@ -110,6 +110,9 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 				Reason: "marked " + m.State + " by an operator"}
 			if h.State == n.Health.State {
 				h.Since, h.Hedged = n.Health.Since, n.Health.Hedged
+			} else {
+				workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"to": h.State}).
+					Counter("octflow_node_health_changes_total").Inc(1)
 			}
 			n.Health = h
 			workflow.GetLogger(ctx).Info("node marked by an operator", "node", m.NodeID, "health", m.State, "by", m.By)
@@ -223,12 +226,18 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 		receive(r)
 		if historyFull(ctx, state.HistoryLimit) {
 			// Take every report already delivered, let running updates
-			// finish, then start afresh with the same state.
-			for reports.ReceiveAsync(&r) {
-				receive(r)
-			}
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && sending == 0 }); err != nil {
-				return err
+			// and hedges finish, and again for reports that came
+			// meanwhile; then start afresh with the same state.
+			for {
+				for reports.ReceiveAsync(&r) {
+					receive(r)
+				}
+				if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && sending == 0 }); err != nil {
+					return err
+				}
+				if reports.Len() == 0 {
+					break
+				}
 			}
 			return workflow.NewContinueAsNewError(ctx, contract.FleetWorkflow, state)
 		}

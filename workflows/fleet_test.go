@@ -222,7 +222,7 @@ func TestTheFleetDegradesASlowNodeHedgesItsStagesAndTakesOperatorMarks(t *testin
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(contract.NodeReportSignal, report("gpu-fast", 30))
 			held = contract.RunningStage{WorkflowID: "exam/north/E1", RunID: "run-1", ActivityID: "denoise-1", Stage: exam.Denoise,
-				Bucket: exam.Urgent, TakenAt: env.Now().Add(-at)}
+				Bucket: exam.Urgent, Held: at}
 			env.SignalWorkflow(contract.NodeReportSignal, report("gpu-slow", 300, held))
 		}, at)
 	}

@@ -32,7 +32,11 @@ type HedgeOrder struct {
 // rules.RecoverAfter reports in a row whose probe is within
 // rules.RecoverFactor of its peers' and with no stalled stage, or at once
 // when it has no peers left to compare with (a slow node is better than
-// none). An operator's mark (Health.Held) is never overruled.
+// none). A node judged by its stages while its probe was fine (a slow
+// GPU, a stall) is a strike: it stays degraded at least
+// rules.RecoverHold, doubled for each strike, so it does not flap between
+// its probe's recovery and its stages' judgement. An operator's mark
+// (Health.Held) is never overruled.
 //
 // The stage attempts a degraded node holds are hedged once each after
 // rules.HedgeFactor times the peers' median for the stage (at least
@@ -53,21 +57,32 @@ func Judge(now time.Time, nodes map[string]*contract.FleetNode, id string, rules
 	switch {
 	case h.Held:
 	case h.State == contract.Healthy:
-		if why := slowness(now, pace, f, rules); why != "" {
-			*h = contract.NodeHealth{State: contract.Degraded, Since: now, Reason: why, By: "fleet"}
+		if h.Strikes > 0 && now.Sub(h.Since) >= rules.StrikesFade {
+			h.Strikes = 0
 		}
+		why, byProbe := slowness(pace, f, rules)
+		if why == "" {
+			break
+		}
+		next := contract.NodeHealth{State: contract.Degraded, Since: now, Reason: why, By: "fleet", Strikes: h.Strikes}
+		if !byProbe {
+			// Its probe is fine, so it would pass recovery at once: it
+			// stays out for a hold that doubles with each strike.
+			next.Strikes++
+			next.HoldUntil = now.Add(min(rules.RecoverHold<<min(next.Strikes-1, 20), rules.MaxHold))
+		}
+		*h = next
 	case !f.any():
-		*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet",
+		*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet", Strikes: h.Strikes,
 			Reason: "no healthy node of its model left to compare with"}
 	default:
-		stalled := stall(now, pace, f, rules)
-		if pace.Probes >= rules.MinRuns && f.probe > 0 && pace.ProbeMs <= rules.RecoverFactor*f.probe && stalled == "" {
+		if pace.Probes >= rules.MinRuns && f.probe > 0 && pace.ProbeMs <= rules.RecoverFactor*f.probe && stall(pace, f, rules) == "" {
 			h.Recovering++
 		} else {
 			h.Recovering = 0
 		}
-		if h.Recovering >= rules.RecoverAfter {
-			*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet",
+		if h.Recovering >= rules.RecoverAfter && !now.Before(h.HoldUntil) {
+			*h = contract.NodeHealth{State: contract.Healthy, Since: now, By: "fleet", Strikes: h.Strikes,
 				Reason: fmt.Sprintf("probe %.0f ms, fleet %.0f ms", pace.ProbeMs, f.probe)}
 		}
 	}
@@ -75,7 +90,7 @@ func Judge(now time.Time, nodes map[string]*contract.FleetNode, id string, rules
 		h.Hedged = nil
 		return nil
 	}
-	return hedges(now, n, f, rules)
+	return hedges(n, f, rules)
 }
 
 // figures are a node's peers' medians: of their probes, and of each
@@ -106,7 +121,9 @@ func peerFigures(now time.Time, nodes map[string]*contract.FleetNode, id, model 
 		if pp.Probes >= minRuns {
 			probes = append(probes, pp.ProbeMs)
 		}
-		if l := len(pp.Running); target == "" || l < load {
+		// Hedges go to the peer with the fewest stages in hand that
+		// takes stages (its breaker is not open).
+		if l := len(pp.Running); p.Report.Breaker.State != exam.BreakerOpen && (target == "" || l < load) {
 			target, load = pid, l
 		}
 		// Order does not matter: each stage's figures are summed up by
@@ -126,30 +143,31 @@ func peerFigures(now time.Time, nodes map[string]*contract.FleetNode, id, model 
 	return f
 }
 
-// slowness says why a healthy node is too slow ("": it is not).
-func slowness(now time.Time, pace *contract.NodePace, f figures, rules contract.PaceRules) string {
+// slowness says why a healthy node is too slow ("": it is not), and
+// whether its probe says so.
+func slowness(pace *contract.NodePace, f figures, rules contract.PaceRules) (why string, byProbe bool) {
 	if pace.Probes >= rules.MinRuns && f.probe > 0 && pace.ProbeMs > rules.SlowFactor*f.probe {
-		return fmt.Sprintf("probe %.0f ms, fleet %.0f ms", pace.ProbeMs, f.probe)
+		return fmt.Sprintf("probe %.0f ms, fleet %.0f ms", pace.ProbeMs, f.probe), true
 	}
 	for _, stage := range sortedStages(pace.Stages) {
 		s, ref := pace.Stages[stage], f.stages[stage]
 		if s.Runs >= rules.MinRuns && ref > 0 && s.MedianMs > rules.SlowFactor*ref {
-			return fmt.Sprintf("%s takes %.0f ms, fleet %.0f ms", stage, s.MedianMs, ref)
+			return fmt.Sprintf("%s takes %.0f ms, fleet %.0f ms", stage, s.MedianMs, ref), false
 		}
 	}
-	return stall(now, pace, f, rules)
+	return stall(pace, f, rules), false
 }
 
 // stall says which stage of the node has computed for too long ("": none).
-func stall(now time.Time, pace *contract.NodePace, f figures, rules contract.PaceRules) string {
+func stall(pace *contract.NodePace, f figures, rules contract.PaceRules) string {
 	for _, r := range pace.Running {
 		ref := f.stages[r.Stage]
-		if r.ComputingSince == nil || ref <= 0 {
+		if r.Computing <= 0 || ref <= 0 {
 			continue
 		}
 		limit := max(time.Duration(rules.SlowFactor*ref*float64(time.Millisecond)), rules.StallFloor)
-		if ran := now.Sub(*r.ComputingSince); ran > limit {
-			return fmt.Sprintf("%s computing for %s, fleet %.0f ms", r.Stage, ran.Round(time.Second), ref)
+		if r.Computing > limit {
+			return fmt.Sprintf("%s computing for %s, fleet %.0f ms", r.Stage, r.Computing.Round(time.Second), ref)
 		}
 	}
 	return ""
@@ -159,7 +177,7 @@ func stall(now time.Time, pace *contract.NodePace, f figures, rules contract.Pac
 // deadline, asked once each, urgent first, to run on the healthy peer
 // with the fewest stages in hand (none without one); n.Health.Hedged
 // keeps the ones asked for that the node still holds.
-func hedges(now time.Time, n *contract.FleetNode, f figures, rules contract.PaceRules) []HedgeOrder {
+func hedges(n *contract.FleetNode, f figures, rules contract.PaceRules) []HedgeOrder {
 	if f.target == "" {
 		return nil
 	}
@@ -180,14 +198,14 @@ func hedges(now time.Time, n *contract.FleetNode, f figures, rules contract.Pace
 			continue
 		}
 		deadline := max(time.Duration(rules.HedgeFactor*f.stages[r.Stage]*float64(time.Millisecond)), rules.HedgeFloor)
-		if held := now.Sub(r.TakenAt); held < deadline {
+		if r.Held < deadline {
 			continue
 		}
 		kept = append(kept, key)
 		orders = append(orders, HedgeOrder{WorkflowID: r.WorkflowID, RunID: r.RunID, key: key, Hedge: contract.Hedge{
 			ActivityID: r.ActivityID, Node: n.Report.NodeID, Queue: exam.NodeQueue(f.target),
 			Reason: fmt.Sprintf("node %s is degraded (%s); held %s past its deadline of %s", n.Report.NodeID,
-				n.Health.Reason, now.Sub(r.TakenAt).Round(time.Second), deadline.Round(100*time.Millisecond)),
+				n.Health.Reason, r.Held.Round(time.Second), deadline.Round(100*time.Millisecond)),
 		}})
 	}
 	n.Health.Hedged = kept

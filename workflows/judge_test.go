@@ -24,9 +24,8 @@ func layersMs(ms float64) map[exam.Stage]contract.StagePace {
 }
 
 func computing(stage exam.Stage, since time.Duration) contract.RunningStage {
-	at := judgeNow.Add(-since)
 	return contract.RunningStage{WorkflowID: "exam/north/" + string(stage), RunID: "r1", ActivityID: string(stage) + "-1",
-		Stage: stage, Bucket: exam.Normal, TakenAt: at, ComputingSince: &at}
+		Stage: stage, Bucket: exam.Normal, Held: since, Computing: since}
 }
 
 func TestJudgeMarksASlowNodeDegradedAgainstItsPeers(t *testing.T) {
@@ -43,6 +42,7 @@ func TestJudgeMarksASlowNodeDegradedAgainstItsPeers(t *testing.T) {
 		want   string // the reason's start; "": healthy
 	}{
 		{"as fast as its peers", paced("x", "L4", 40, layersMs(1500)), nil, ""},
+		{"probe and stage slower, but under three times", paced("x", "L4", 90, layersMs(3100)), nil, ""},
 		{"probe four times its peers'", paced("x", "L4", 130, nil), nil, "probe 130 ms, fleet 32 ms"},
 		{"a stage four times its peers'", paced("x", "L4", 40, layersMs(4300)), nil, "layers takes 4300 ms"},
 		{"a stage computing far past its peers'", paced("x", "L4", 40, nil, computing(exam.Layers, 20*time.Second)), nil, "layers computing for 20s"},
@@ -118,7 +118,7 @@ func TestJudgeBringsADegradedNodeBackOnlyAfterItsProbesRunAtNormalSpeed(t *testi
 func TestJudgeHedgesADegradedNodesStagesPastTheirDeadlineOnceUrgentFirst(t *testing.T) {
 	taken := func(id string, bucket exam.Priority, ago time.Duration) contract.RunningStage {
 		return contract.RunningStage{WorkflowID: "exam/north/" + id, RunID: "r1", ActivityID: "layers-1", Stage: exam.Layers,
-			Bucket: bucket, TakenAt: judgeNow.Add(-ago)}
+			Bucket: bucket, Held: ago}
 	}
 	// The fleet's layers take 4 s: a stage is hedged after 8 s.
 	x := paced("x", "L4", 300, nil, taken("low", exam.Low, 9*time.Second), taken("urgent", exam.Urgent, 9*time.Second),
@@ -137,7 +137,7 @@ func TestJudgeHedgesADegradedNodesStagesPastTheirDeadlineOnceUrgentFirst(t *test
 		t.Errorf("hedged %v, want %v (urgent first, none before its deadline)", got, want)
 	}
 	// The next report: only the one that passed its deadline since.
-	x.Report.Pace.Running[2].TakenAt = judgeNow.Add(-9 * time.Second)
+	x.Report.Pace.Running[2].Held = 9 * time.Second
 	orders = Judge(judgeNow, nodes, "x", contract.PaceRules{})
 	if len(orders) != 1 || orders[0].WorkflowID != "exam/north/young" {
 		t.Errorf("second report hedged %+v, want only the young stage", orders)
@@ -162,5 +162,56 @@ func TestJudgeHedgesADegradedNodesStagesPastTheirDeadlineOnceUrgentFirst(t *test
 	a.Report.Pace.Running = []contract.RunningStage{taken("slow", exam.Normal, time.Hour)}
 	if orders := Judge(judgeNow, nodes, "a", contract.PaceRules{}); len(orders) != 0 || a.Health.State != contract.Healthy {
 		t.Errorf("a healthy node with a long stage: %+v, orders %+v", a.Health, orders)
+	}
+}
+
+// A node judged by its stages while its probe is fine would pass the
+// probe's recovery at once and take stages again to be judged again: it
+// stays degraded for a hold that doubles with each strike, and the
+// strikes fade after a healthy hour.
+func TestJudgeHoldsANodeSlowAtItsStagesLongerAtEachStrike(t *testing.T) {
+	rules := contract.PaceRules{RecoverHold: time.Minute}
+	slow := func() map[string]*contract.FleetNode {
+		return map[string]*contract.FleetNode{"a": paced("a", "L4", 30, layersMs(1000)), "x": paced("x", "L4", 30, layersMs(5000))}
+	}
+	nodes := slow()
+	now := judgeNow
+	judge := func() contract.NodeHealth {
+		nodes["a"].LastSeen, nodes["x"].LastSeen = now, now // both report
+		Judge(now, nodes, "x", rules)
+		return nodes["x"].Health
+	}
+	for strike, hold := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		h := judge()
+		if h.State != contract.Degraded || h.Strikes != strike+1 || !h.HoldUntil.Equal(now.Add(hold)) {
+			t.Fatalf("strike %d: %+v; want degraded, held %s", strike+1, h, hold)
+		}
+		// Its probe is fine and it runs no stage: three good reports,
+		// still held until the hold is over.
+		nodes["x"].Report.Pace.Stages = nil
+		for range 3 {
+			now = now.Add(10 * time.Second)
+			if h := judge(); h.State != contract.Degraded {
+				t.Fatalf("strike %d: healthy %s after it was degraded, before its %s hold", strike+1, now.Sub(judgeNow), hold)
+			}
+		}
+		now = nodes["x"].Health.HoldUntil
+		if h := judge(); h.State != contract.Healthy || h.Strikes != strike+1 {
+			t.Fatalf("strike %d: after its hold %+v, want healthy with its strikes kept", strike+1, h)
+		}
+		// Slow at its stages again.
+		nodes["x"].Report.Pace.Stages = layersMs(5000)
+		now = now.Add(time.Minute)
+	}
+	// Healthy for an hour: the strikes are forgotten.
+	nodes = slow()
+	nodes["x"].Health = contract.NodeHealth{State: contract.Healthy, Since: now.Add(-time.Hour), Strikes: 3}
+	if h := judge(); h.Strikes != 1 || !h.HoldUntil.Equal(now.Add(time.Minute)) {
+		t.Errorf("after a healthy hour: %+v; want the first strike's hold again", h)
+	}
+	// Judged by its probe, a node comes back on its probe: no hold.
+	nodes = map[string]*contract.FleetNode{"a": paced("a", "L4", 30, nil), "x": paced("x", "L4", 300, nil)}
+	if h := judge(); h.State != contract.Degraded || !h.HoldUntil.IsZero() || h.Strikes != 0 {
+		t.Errorf("judged by its probe: %+v; want degraded with no hold", h)
 	}
 }
