@@ -20,7 +20,8 @@ import (
 // Metrics is a process's Prometheus registry. The Temporal SDK reports
 // into it (worker, poller and activity metrics, and the counters
 // workflow code keeps: octflow_urgent_sla_breaches_total,
-// octflow_illegal_transitions_total, octflow_promotions_total).
+// octflow_illegal_transitions_total, octflow_promotions_total,
+// octflow_stage_hedges_total, octflow_node_health_changes_total).
 type Metrics struct {
 	Registry *prometheus.Registry
 	// SDK is the handler to give the Temporal client. A worker of the
@@ -43,7 +44,22 @@ func WorkflowCounters() map[string][]map[string]string {
 	for _, from := range []exam.Priority{exam.Low, exam.Normal} {
 		promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
 	}
+	hedges := []map[string]string{}
+	for _, stage := range exam.Pipeline {
+		if !stage.NeedsGPU() {
+			continue
+		}
+		for _, won := range []string{"hedge", "original", "neither"} {
+			hedges = append(hedges, map[string]string{"stage": string(stage), "won": won})
+		}
+	}
+	health := []map[string]string{}
+	for _, to := range []string{contract.Healthy, contract.Degraded} {
+		health = append(health, map[string]string{"workflow_type": contract.FleetWorkflow, "to": to})
+	}
 	return map[string][]map[string]string{
+		"octflow_stage_hedges_total":        hedges,
+		"octflow_node_health_changes_total": health,
 		"octflow_urgent_sla_breaches_total": {nil},
 		"octflow_illegal_transitions_total": {nil},
 		"octflow_promotions_total":          promotions,
