@@ -1120,18 +1120,24 @@ type GPUFault struct {
 }
 
 // injectFaults gives n random simulated GPUs a fault each (an Xid,
-// thermal throttling, an ECC error in turn) for faultFor, at random times
-// within the first half of the expected run, one at a time, and returns
+// thermal throttling, an ECC error in turn) for faultFor, one at a time,
+// spread over the first three quarters of the expected run, and returns
 // them.
 func (f *fleet) injectFaults(ctx context.Context, seed uint64, n int, faultFor, expected time.Duration) []GPUFault {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	kinds := []exam.GPUFault{exam.FaultXid, exam.FaultThermal, exam.FaultECC}
 	var done []GPUFault
+	// Each fault starts at a random time in its share of the run, less
+	// the faults before it.
+	gap := time.Second
+	if n > 0 {
+		gap = max(expected*3/4/time.Duration(n)-faultFor, time.Second)
+	}
 	for k := range n {
 		select {
 		case <-ctx.Done():
 			return done
-		case <-time.After(time.Duration(rng.Float64() * float64(cmp.Or(expected/2, time.Second)))):
+		case <-time.After(time.Duration(rng.Float64() * float64(gap))):
 		}
 		i, gpu := rng.IntN(f.c.Nodes), rng.IntN(f.c.GPUsPerNode)
 		fault := GPUFault{Node: nodeID(i), GPU: gpu, Fault: kinds[k%len(kinds)], At: time.Now(), For: faultFor}
