@@ -115,6 +115,30 @@ func (s *Server) nodeViews(ctx context.Context) ([]NodeView, error) {
 	return views, nil
 }
 
+// updateFleet runs an update of the fleet workflow about one node (arg
+// names it) and reads its answer into out; an error is the problem to
+// answer: 404 when no node has reported yet or the fleet knows no such
+// node (its validator refused), 503 when the fleet cannot be reached.
+func (s *Server) updateFleet(ctx context.Context, name string, arg, out any) error {
+	handle, err := s.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: contract.FleetWorkflowID, UpdateName: name,
+		Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if isNotFound(err) {
+		return problem(http.StatusNotFound, "not-found", "no node has reported yet")
+	} else if err != nil {
+		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	}
+	if err := handle.Get(ctx, out); err != nil {
+		var rejected *temporal.ApplicationError // the fleet knows no such node
+		if errors.As(err, &rejected) {
+			return problem(http.StatusNotFound, "not-found", "no such node")
+		}
+		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	}
+	return nil
+}
+
 // BreakerReset is the answer to POST /v1/nodes/{nodeId}/breaker/reset.
 type BreakerReset struct {
 	NodeID          string `json:"nodeId"`
@@ -127,22 +151,9 @@ type BreakerReset struct {
 // report.
 func (s *Server) resetBreaker(c echo.Context) error {
 	nodeID := c.Param("nodeId")
-	handle, err := s.cfg.Temporal.UpdateWorkflow(c.Request().Context(), client.UpdateWorkflowOptions{
-		WorkflowID: contract.FleetWorkflowID, UpdateName: contract.ResetBreakerUpdate,
-		Args: []any{nodeID}, WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if isNotFound(err) {
-		return problem(http.StatusNotFound, "not-found", "no node has reported yet")
-	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
-	}
 	var gen int
-	if err := handle.Get(c.Request().Context(), &gen); err != nil {
-		var rejected *temporal.ApplicationError // the fleet knows no such node
-		if errors.As(err, &rejected) {
-			return problem(http.StatusNotFound, "not-found", "no such node")
-		}
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	if err := s.updateFleet(c.Request().Context(), contract.ResetBreakerUpdate, nodeID, &gen); err != nil {
+		return err
 	}
 	s.cfg.Logger.Info("breaker reset requested", zap.String("nodeId", nodeID), zap.String("by", principal(c).Name))
 	return c.JSON(http.StatusAccepted, BreakerReset{NodeID: nodeID, ResetGeneration: gen,
@@ -172,22 +183,9 @@ func (s *Server) markNode(c echo.Context) error {
 	}
 	nodeID := c.Param("nodeId")
 	mark := contract.NodeMark{NodeID: nodeID, State: body.State, By: principal(c).Name}
-	handle, err := s.cfg.Temporal.UpdateWorkflow(c.Request().Context(), client.UpdateWorkflowOptions{
-		WorkflowID: contract.FleetWorkflowID, UpdateName: contract.MarkNodeUpdate,
-		Args: []any{mark}, WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if isNotFound(err) {
-		return problem(http.StatusNotFound, "not-found", "no node has reported yet")
-	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
-	}
 	var h contract.NodeHealth
-	if err := handle.Get(c.Request().Context(), &h); err != nil {
-		var rejected *temporal.ApplicationError // the fleet knows no such node
-		if errors.As(err, &rejected) {
-			return problem(http.StatusNotFound, "not-found", "no such node")
-		}
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+	if err := s.updateFleet(c.Request().Context(), contract.MarkNodeUpdate, mark, &h); err != nil {
+		return err
 	}
 	s.cfg.Logger.Info("node marked", zap.String("nodeId", nodeID), zap.String("health", body.State), zap.String("by", mark.By))
 	return c.JSON(http.StatusOK, healthView(h))
