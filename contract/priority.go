@@ -52,21 +52,6 @@ func TaskPriority(pol exam.Policy, bucket exam.Priority, campus string) temporal
 	return temporal.Priority{FairnessKey: FairnessKey(bucket, campus), FairnessWeight: weight}
 }
 
-// ResumedPriority is the Temporal priority of a stage of an exam under
-// way that the node holding its data gave up: a pinned stage that node did
-// not take in time, or a hedge of a degraded node's stage. It has a
-// fairness key of its own per bucket (ResumedFairnessKey) with the
-// bucket's whole weight, so the few such stages are dispatched at their
-// bucket's share beside its new exams instead of after every one queued
-// before them: an exam started is finished before more are begun.
-func ResumedPriority(pol exam.Policy, bucket exam.Priority) temporal.Priority {
-	return temporal.Priority{FairnessKey: ResumedFairnessKey(bucket), FairnessWeight: pol.Share(bucket) * weightScale}
-}
-
-// ResumedFairnessKey is "<bucket>/~resumed"; no campus has a "~" in its
-// name, so it is no campus's key.
-func ResumedFairnessKey(bucket exam.Priority) string { return string(bucket) + "/~resumed" }
-
 // FairnessKey is the fairness key of an exam's tasks: "urgent" for every
 // urgent one, "<bucket>/<campus>" for the others ("normal/north"). A
 // campus name too long for Temporal's 64 bytes is cut and given a digest

@@ -114,16 +114,3 @@ func TestTaskWeightsKeepTheBucketsSharesAndUrgentsWhateverTheCampuses(t *testing
 		}
 	}
 }
-
-func TestAResumedStagesKeyIsItsBucketsAndNoCampuss(t *testing.T) {
-	pol := exam.DefaultPolicy()
-	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
-		p := ResumedPriority(pol, b)
-		if BucketOfKey(p.FairnessKey) != b || p.FairnessWeight != pol.Share(b)*weightScale {
-			t.Errorf("%s: %+v reads as bucket %q; want its bucket, with the bucket's whole weight", b, p, BucketOfKey(p.FairnessKey))
-		}
-		if err := exam.ValidateCampus(strings.TrimPrefix(p.FairnessKey, string(b)+"/")); err == nil {
-			t.Errorf("%s: the resumed key %q is also a campus's", b, p.FairnessKey)
-		}
-	}
-}

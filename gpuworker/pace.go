@@ -29,8 +29,9 @@ const (
 // flight. It measures; the fleet judges, since a node cannot tell slow
 // from normal without the others' figures.
 type Pace struct {
-	probe   func(context.Context) error
-	probing atomic.Bool // a probe runs
+	probe      func(context.Context) error
+	probing    atomic.Bool  // a probe runs
+	probeStart atomic.Int64 // since when (Unix nanoseconds)
 
 	mu      sync.Mutex
 	probes  []float64
@@ -80,31 +81,41 @@ func DenoiseProbe() func(context.Context) error {
 }
 
 // runProbe times one probe and keeps its figure. A probe still running
-// after limit is kept as taking limit (at least), and the report goes on
-// without it; the next runs only once it has ended.
+// after limit is kept as taking limit, and the report goes on without
+// it; while it runs no other starts, and each report keeps how long it
+// has run so far, so a hung probe reads as slow, not as no figure.
 func (p *Pace) runProbe(ctx context.Context, limit time.Duration) error {
 	if !p.probing.CompareAndSwap(false, true) {
-		return nil // the last one is still running: it is slow
+		p.keepProbe(time.Since(time.Unix(0, p.probeStart.Load())))
+		return nil
 	}
 	start := time.Now()
+	p.probeStart.Store(start.UnixNano())
 	done := make(chan error, 1)
 	go func() {
-		defer p.probing.Store(false)
-		done <- p.probe(ctx)
+		err := p.probe(ctx)
+		p.probing.Store(false)
+		done <- err
 	}()
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(limit):
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	ms := float64(time.Since(start).Microseconds()) / 1000
+	p.keepProbe(time.Since(start))
+	return nil
+}
+
+// keepProbe keeps a probe's figure.
+func (p *Pace) keepProbe(took time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.probes = keepLast(append(p.probes, ms), probeWindow)
-	return nil
+	p.probes = keepLast(append(p.probes, float64(took.Microseconds())/1000), probeWindow)
 }
 
 // take notes a stage attempt the node took; the returned funcs note when

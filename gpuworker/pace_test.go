@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,19 +61,21 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 	if err := s.pace.runProbe(context.Background(), time.Second); err != nil || s.pace.Report("L4").Probes != 1 {
 		t.Errorf("probe: %v, %+v", err, s.pace.Report("L4"))
 	}
-	// A probe slower than its limit counts as taking the limit, and the
-	// next does not start while it runs.
+	// A probe slower than its limit counts as taking the limit; the next
+	// does not start while it runs, and each report counts how long it
+	// has run so far: a hung probe reads slower and slower.
 	stuck := make(chan struct{})
-	slow := NewPace(func(context.Context) error { <-stuck; return nil })
-	for range 2 {
+	var started atomic.Int32
+	slow := NewPace(func(context.Context) error { started.Add(1); <-stuck; return nil })
+	for range 3 {
 		if err := slow.runProbe(context.Background(), 30*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stuck)
-	if rep := slow.Report("L4"); rep.Probes != 1 || rep.ProbeMs < 30 {
-		t.Errorf("a stuck probe: %+v; want one figure of at least its 30 ms limit", rep)
+	if rep := slow.Report("L4"); started.Load() != 1 || rep.Probes != 3 || rep.ProbeMs < 30 {
+		t.Errorf("a stuck probe: started %d times, %+v; want it started once and three figures of 30 ms or more", started.Load(), rep)
 	}
+	close(stuck)
 
 	// Degraded: no new slot, a stage that arrives anyway is handed back
 	// unstarted (spending nothing, not counted by the breaker), and the

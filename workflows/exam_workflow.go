@@ -143,8 +143,6 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 	var failed, lost, try int32
 	var infraTries int
 	var infraWaited time.Duration
-	// resumed: the node holding the exam's data gave the stage up.
-	resumed := false
 	pol := p.in.Policy
 	for {
 		try++
@@ -162,9 +160,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
-		// A stage the node holding the exam's data gave up goes before
-		// the bucket's new exams (contract.ResumedPriority).
-		first := p.startTry(ctx, att, in, wait, pinned, resumed && !pinned)
+		first := p.startTry(ctx, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
 		att, out, pinned = decided.att, decided.out, decided.pinned
 		err := decided.err
@@ -186,7 +182,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			// bucket may take the stage, reading its input from the store.
 			workflow.GetLogger(ctx).Info("node did not take the stage in time; back to the shared queue",
 				"stage", stage, "queue", att.Queue, "waited", wait)
-			p.node, resumed = "", true
+			p.node = ""
 			p.record(att)
 			continue
 		case contract.Aged:
@@ -264,12 +260,8 @@ type tryRun struct {
 
 // startTry schedules the try att describes, waiting at most wait to
 // start (0: no limit).
-func (p *pipeline) startTry(ctx workflow.Context, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned, resumed bool) *tryRun {
-	prio := contract.TaskPriority(p.in.Policy, att.Bucket, p.in.Submission.Campus)
-	if resumed {
-		prio = contract.ResumedPriority(p.in.Policy, att.Bucket)
-	}
-	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, prio, wait, att.Try))
+func (p *pipeline) startTry(ctx workflow.Context, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
+	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, p.in.Submission.Campus, att.Bucket, wait, att.Try))
 	return &tryRun{att: att, pinned: pinned, cancel: cancel,
 		future: workflow.ExecuteActivity(tctx, att.Stage.ActivityName(), in)}
 }
@@ -312,9 +304,9 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
 		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
 			att.Queue = queue
-			return p.startTry(ctx, att, in, p.in.Policy.NodeAffinityWait, true, false)
+			return p.startTry(ctx, att, in, p.in.Policy.NodeAffinityWait, true)
 		}
-		return p.startTry(ctx, att, in, 0, false, true)
+		return p.startTry(ctx, att, in, 0, false)
 	}
 	for {
 		sel := workflow.NewSelector(ctx)
@@ -348,6 +340,11 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 			}
 			if second != nil {
 				p.settle(ctx, second)
+			}
+			if first.err != nil {
+				// It may have failed for good just before: the exam
+				// still ends cancelled, not DEAD.
+				first.err = temporal.NewCanceledError()
 			}
 			return first
 		}
@@ -389,7 +386,7 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 			result = "original"
 			// It ran on the degraded node: the exam's next stage must
 			// not wait for that node.
-			winner.out.NodeQueue = ""
+			winner.out.NodeQueue, p.node = "", ""
 		}
 		if winner.err != nil {
 			result = "neither"
@@ -507,12 +504,11 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 }
 
 // stageContext sets the activity options of one try of a stage: its
-// activity ID, task queue, timeouts, its Temporal priority (its bucket's
-// fair share and its campus's part of it: contract.TaskPriority) and how
+// activity ID, task queue, timeouts, its bucket's fair share and how
 // long it may wait to start (its bucket's aging, or the wait for its
-// node; 0: no limit). Each try is one attempt: the workflow decides what
-// follows it (stage).
-func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue string, prio temporal.Priority, wait time.Duration, try int32) workflow.Context {
+// node; 0: no limit), and its campus's share of the bucket. Each try is one attempt: the workflow decides
+// what follows it (stage).
+func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue, campus string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ActivityID:             contract.ActivityID(stage, try),
 		TaskQueue:              queue,
@@ -520,7 +516,7 @@ func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		Priority:               prio,
+		Priority:               contract.TaskPriority(pol, bucket, campus),
 	})
 }
 

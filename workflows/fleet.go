@@ -44,7 +44,10 @@ const defaultReportInterval = 10 * time.Second
 
 // forgetAt is when the fleet forgets n unless it reports again.
 func forgetAt(n *contract.FleetNode) time.Time {
-	if n.Report.Draining {
+	// A degraded node, or one with strikes, is kept through a restart:
+	// its next process must find its judgement.
+	judged := n.Health.State == contract.Degraded || n.Health.Strikes > 0
+	if n.Report.Draining && !judged {
 		interval := n.Report.Interval
 		if interval <= 0 {
 			interval = defaultReportInterval
@@ -106,8 +109,9 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.MarkNodeUpdate,
 		func(ctx workflow.Context, m contract.NodeMark) (contract.NodeHealth, error) {
 			n := state.Nodes[m.NodeID]
+			// Strikes stay: a mark is no evidence of the node's speed.
 			h := contract.NodeHealth{State: m.State, Since: workflow.Now(ctx), By: m.By, Held: m.State == contract.Degraded,
-				Reason: "marked " + m.State + " by an operator"}
+				Reason: "marked " + m.State + " by an operator", Strikes: n.Health.Strikes}
 			if h.State == n.Health.State {
 				h.Since, h.Hedged = n.Health.Since, n.Health.Hedged
 			} else {

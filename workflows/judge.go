@@ -69,7 +69,14 @@ func Judge(now time.Time, nodes map[string]*contract.FleetNode, id string, rules
 			// Its probe is fine, so it would pass recovery at once: it
 			// stays out for a hold that doubles with each strike.
 			next.Strikes++
-			next.HoldUntil = now.Add(min(rules.RecoverHold<<min(next.Strikes-1, 20), rules.MaxHold))
+			hold := rules.RecoverHold
+			for range next.Strikes - 1 {
+				if hold >= rules.MaxHold {
+					break
+				}
+				hold *= 2
+			}
+			next.HoldUntil = now.Add(min(hold, rules.MaxHold))
 		}
 		*h = next
 	case !f.any():

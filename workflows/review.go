@@ -152,8 +152,7 @@ func (b *reviewBook) await(ctx workflow.Context) {
 		var out contract.StageOutput
 		// A reminder is no pipeline stage: Temporal retries it, within
 		// the policy's attempts and backoff.
-		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.Notify.Queue(),
-			contract.TaskPriority(pol, b.sub.Priority, b.sub.Campus), 0, int32(b.reminders+1)),
+		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.Notify.Queue(), b.sub.Campus, b.sub.Priority, 0, int32(b.reminders+1)),
 			temporal.RetryPolicy{InitialInterval: pol.RetryBase, BackoffCoefficient: 2, MaximumInterval: pol.RetryCap, MaximumAttempts: pol.MaxAttempts})
 		err := workflow.ExecuteActivity(remind, exam.Notify.ActivityName(), contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
 		if err != nil {
