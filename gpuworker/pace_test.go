@@ -83,8 +83,14 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 	before := b.Status().Samples
 	s.SetDegraded(true)
 	s.pace.setDegraded(true)
-	if s.TryReserveSlot(nil) != nil || s.NodeQueueSupplier().TryReserveSlot(nil) != nil {
-		t.Error("a degraded node was granted a slot")
+	if s.TryReserveSlot(nil) != nil {
+		t.Error("a degraded node was granted a slot on the shared queue")
+	}
+	// Its own queue it still polls, to hand pinned stages back at once.
+	if p := s.NodeQueueSupplier().TryReserveSlot(nil); p == nil {
+		t.Error("a degraded node stopped polling its own queue: its pinned stages would wait out the affinity wait")
+	} else {
+		s.release(p)
 	}
 	_, err := env.ExecuteActivity(exam.Layers.ActivityName(), "ok")
 	var app *temporal.ApplicationError

@@ -209,9 +209,10 @@ func (s *Slots) MaxSlots() int {
 }
 
 // SetDegraded says whether the fleet holds the node degraded: while it
-// does, the node takes no new stage from the shared queue or its own
-// (exams pinned to it go back to the shared queue when their wait for it
-// runs out); the stages it holds go on.
+// does, the node takes no new stage from the shared queue, and hands the
+// stages pinned to it (its own queue) back unstarted as they come, so
+// their exams go back to the shared queue at once instead of waiting out
+// the affinity wait; the stages it holds go on.
 func (s *Slots) SetDegraded(degraded bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +261,7 @@ func (s *Slots) tryReserve(queue int) (*worker.SlotPermit, <-chan struct{}) {
 	if usable > 0 {
 		limit += s.prefetch
 	}
-	if s.reserved[queue] >= limit || s.degraded {
+	if s.reserved[queue] >= limit || (s.degraded && queue == sharedQueue) {
 		return nil, wake
 	}
 	ok, probe := s.breaker.admit()
