@@ -42,7 +42,7 @@ func PolicySettings(p exam.Policy) config.Policy {
 		AgingNormal: p.Aging[exam.Normal], AgingLow: p.Aging[exam.Low],
 		UrgentSLA: p.UrgentSLA, ReviewWindow: p.ReviewWindow, ReviewReminder: p.ReviewReminder,
 		InfraRetryFor: p.InfraRetryFor, NodeAffinityWait: p.NodeAffinityWait,
-		CampusWeights: p.CampusWeights,
+		CampusWeights: p.CampusWeights, OwnGPUs: p.OwnGPUs,
 	}
 }
 
@@ -57,7 +57,7 @@ func Policy(s config.Policy, def exam.Policy) (exam.Policy, error) {
 	p.Aging = map[exam.Priority]time.Duration{exam.Normal: s.AgingNormal, exam.Low: s.AgingLow}
 	p.UrgentSLA, p.ReviewWindow, p.ReviewReminder = s.UrgentSLA, s.ReviewWindow, s.ReviewReminder
 	p.InfraRetryFor, p.NodeAffinityWait = s.InfraRetryFor, s.NodeAffinityWait
-	p.CampusWeights = s.CampusWeights
+	p.CampusWeights, p.OwnGPUs = s.CampusWeights, s.OwnGPUs
 	err := p.Validate()
 	if err == nil {
 		return p, nil
@@ -85,6 +85,30 @@ func Codec(k config.CodecKeys) (*codec.Codec, error) {
 		return nil, fmt.Errorf("OCTFLOW_CODEC_KEYS(_FILE): %w", err)
 	}
 	return c, nil
+}
+
+// NodeQueue is the shared queue of a GPU node bound to campus ("":
+// every campus, on queue), checked against the keys its codec holds: a
+// bound node serves its campus's own queue and needs that campus's keys;
+// a node holding some campuses' keys only is bound to one of them (on
+// the shared queue it would take stages it cannot open).
+func NodeQueue(c *codec.Codec, campus, queue string) (string, error) {
+	if campus == "" {
+		if !c.OpensEveryScope() {
+			return "", errors.New("OCTFLOW_NODE_CAMPUS (--campus): this node holds some campuses' payload keys only (octflow node-keys): name the campus it serves")
+		}
+		return queue, nil
+	}
+	if err := exam.ValidateCampus(campus); err != nil {
+		return "", fmt.Errorf("OCTFLOW_NODE_CAMPUS (--campus): %w", err)
+	}
+	if queue != exam.GPUQueue && queue != exam.CampusGPUQueue(campus) {
+		return "", fmt.Errorf("OCTFLOW_NODE_CAMPUS (--campus) %s serves %s: leave OCTFLOW_GPU_QUEUE (--task-queue, %s) unset", campus, exam.CampusGPUQueue(campus), queue)
+	}
+	if !c.Opens(codec.CampusScope(campus)) || !c.Opens(codec.System) {
+		return "", fmt.Errorf("OCTFLOW_CODEC_KEYS(_FILE): the keys do not open campus %s's payloads (or the fleet's): make them with octflow node-keys --campus %s", campus, campus)
+	}
+	return exam.CampusGPUQueue(campus), nil
 }
 
 // IdentityCodec opens the codec that seals patients' identities with the

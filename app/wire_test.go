@@ -281,3 +281,47 @@ func TestIdentityKeysAreKeysOfTheirOwn(t *testing.T) {
 		})
 	}
 }
+
+// A GPU node bound to a campus serves that campus's own queue and holds
+// its keys; a node holding some campuses' keys only is never on the
+// shared queue, where it would take stages it cannot open.
+func TestANodeIsBoundToTheCampusWhoseKeysItHolds(t *testing.T) {
+	payloadKeys, err := codec.NewKeys("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := codec.New(payloadKeys)
+	northKeys, err := codec.ScopeKeys(payloadKeys, codec.CampusScope("north"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	north, _ := codec.New(northKeys)
+	for _, tc := range []struct {
+		name          string
+		c             *codec.Codec
+		campus, queue string
+		want          string // "": refused
+	}{
+		{"every campus, shared queue", full, "", exam.GPUQueue, exam.GPUQueue},
+		{"every campus's keys, bound to north", full, "north", exam.GPUQueue, exam.CampusGPUQueue("north")},
+		{"north's keys, bound to north", north, "north", exam.GPUQueue, exam.CampusGPUQueue("north")},
+		{"north's keys, its queue named", north, "north", exam.CampusGPUQueue("north"), exam.CampusGPUQueue("north")},
+		{"north's keys, unbound", north, "", exam.GPUQueue, ""},
+		{"north's keys, bound to south", north, "south", exam.GPUQueue, ""},
+		{"bound to north, another queue named", full, "north", "oct-gpu-elsewhere", ""},
+		{"a campus that is no name", full, "North Wing", exam.GPUQueue, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NodeQueue(tc.c, tc.campus, tc.queue)
+			if tc.want == "" {
+				if err == nil {
+					t.Errorf("served %q, want a refusal", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("NodeQueue = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

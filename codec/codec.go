@@ -12,7 +12,11 @@
 // system, sealed into it as authenticated data (see Codec and Scope), so
 // the api's codec endpoint can open a payload only for a caller who may
 // read that campus, and a payload relabelled with another campus does not
-// open. Search
+// open. Each scope has keys of its own, derived from the payload keys
+// (HKDF-SHA256, see ScopeKeys): the api and the worker hold the payload
+// keys and open every scope; a GPU node bound to some campuses holds
+// only those campuses' keys and the system's, and cannot open another
+// campus's payloads. Search
 // attributes are not payloads Temporal lets a codec touch; octflow puts
 // nothing identifying in them.
 package codec
@@ -20,13 +24,16 @@ package codec
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -40,24 +47,69 @@ const (
 	Encoding = "binary/encrypted"
 	// KeyIDMeta names the key that sealed it.
 	KeyIDMeta = "encryption-key-id"
+	// SealMeta names the sealed format: "3", sealed with its scope's own
+	// key (see ScopeKeys). Payloads without it were sealed with the
+	// payload key itself, which only a process holding it opens.
+	SealMeta = "octflow-seal"
+	sealV3   = "3"
 )
 
 // Keys are the encryption keys: each 32 bytes, by ID.
 type Keys struct {
 	// Active is the ID of the key that seals new payloads.
 	Active string `json:"active"`
-	// Keys holds every key that may open a payload, base64.
-	Keys map[string]string `json:"keys"`
+	// Keys holds the payload keys, base64: every scope's keys derive
+	// from them. The api and the worker hold these.
+	Keys map[string]string `json:"keys,omitempty"`
+	// Scoped holds keys of single scopes (as Scope.String writes them),
+	// by key ID, base64: what a GPU node bound to some campuses holds
+	// instead of Keys (see ScopeKeys).
+	Scoped map[string]map[string]string `json:"scoped,omitempty"`
 }
 
 // ParseKeys reads keys as JSON: {"active": "2026-11", "keys": {"2026-11":
-// "<base64 of 32 random bytes>", "2026-05": "…"}}.
+// "<base64 of 32 random bytes>", "2026-05": "…"}}, or a node's
+// {"active": "2026-11", "scoped": {"campus/north": {"2026-11": "…"},
+// "system": {"2026-11": "…"}}}.
 func ParseKeys(b []byte) (Keys, error) {
 	var k Keys
 	if err := json.Unmarshal(b, &k); err != nil {
 		return k, fmt.Errorf("codec keys: %w", err)
 	}
 	return k, nil
+}
+
+// ScopeKeys are the keys of the scopes named, derived from k's payload
+// keys (every key ID, so payloads sealed before a rotation still open):
+// the key file of a GPU node that serves those campuses. The system
+// scope is always among them: a node reports to the fleet in it. A
+// holder of the result opens no other campus's payloads.
+func ScopeKeys(k Keys, scopes ...Scope) (Keys, error) {
+	if len(k.Keys) == 0 {
+		return Keys{}, errors.New("codec: scope keys derive from the payload keys, and these hold none")
+	}
+	if _, err := New(k); err != nil {
+		return Keys{}, err
+	}
+	out := Keys{Active: k.Active, Scoped: map[string]map[string]string{}}
+	for _, s := range append([]Scope{System}, scopes...) {
+		ids := map[string]string{}
+		for id, b64 := range k.Keys {
+			raw, _ := base64.StdEncoding.DecodeString(b64)
+			derived, err := deriveKey(raw, id, s)
+			if err != nil {
+				return Keys{}, err
+			}
+			ids[id] = base64.StdEncoding.EncodeToString(derived)
+		}
+		out.Scoped[s.String()] = ids
+	}
+	return out, nil
+}
+
+// deriveKey is scope s's key of ID id, from that payload key.
+func deriveKey(payloadKey []byte, id string, s Scope) ([]byte, error) {
+	return hkdf.Key(sha256.New, payloadKey, nil, "octflow-payload-scope/3\x00"+id+"\x00"+s.String(), 32)
 }
 
 // Open builds the codec of the keys in a file (LoadKeys, then New).
@@ -104,36 +156,112 @@ func NewKeys(id string) (Keys, error) {
 // Decode opens any scope.
 type Codec struct {
 	active string
-	aeads  map[string]cipher.AEAD
+	keys   *keyring
 	scope  Scope
 }
+
+// keyring holds a codec's keys: the payload keys (none in a node bound
+// to some campuses) and the scopes' keys, derived as they are first
+// needed or given.
+type keyring struct {
+	payload map[string][]byte      // by key ID
+	aeads   map[string]cipher.AEAD // the payload keys' own, for payloads sealed before scope keys
+	mu      sync.Mutex
+	scoped  map[scopedID]cipher.AEAD
+}
+
+type scopedID struct {
+	id    string
+	scope Scope
+}
+
+// maxDerived bounds the scope keys a codec keeps derived: scopes are
+// campuses, a few dozen, and a caller naming scopes of its own must not
+// grow it.
+const maxDerived = 4096
 
 // New checks the keys and builds the codec. It seals in the system
 // scope; see WithSerializationContext and InScope.
 func New(k Keys) (*Codec, error) {
-	c := &Codec{active: k.Active, aeads: map[string]cipher.AEAD{}}
+	r := &keyring{payload: map[string][]byte{}, aeads: map[string]cipher.AEAD{}, scoped: map[scopedID]cipher.AEAD{}}
 	ids := make([]string, 0, len(k.Keys))
 	for id := range k.Keys {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		raw, err := base64.StdEncoding.DecodeString(k.Keys[id])
-		if err != nil || len(raw) != 32 {
-			return nil, fmt.Errorf("codec key %q: want 32 bytes, base64", id)
-		}
-		block, err := aes.NewCipher(raw)
+		raw, aead, err := parseKey(id, k.Keys[id])
 		if err != nil {
-			return nil, fmt.Errorf("codec key %q: %w", id, err)
+			return nil, err
 		}
-		if c.aeads[id], err = cipher.NewGCM(block); err != nil {
-			return nil, fmt.Errorf("codec key %q: %w", id, err)
+		r.payload[id], r.aeads[id] = raw, aead
+	}
+	for name, keys := range k.Scoped {
+		s, err := ParseScope(name)
+		if err != nil {
+			return nil, err
+		}
+		for id, b64 := range keys {
+			_, aead, err := parseKey(id, b64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			r.scoped[scopedID{id, s}] = aead
 		}
 	}
-	if c.aeads[k.Active] == nil {
+	if r.payload[k.Active] == nil && r.scoped[scopedID{k.Active, System}] == nil {
 		return nil, fmt.Errorf("codec: the active key %q is not among the keys", k.Active)
 	}
-	return c, nil
+	return &Codec{active: k.Active, keys: r}, nil
+}
+
+func parseKey(id, b64 string) ([]byte, cipher.AEAD, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(raw) != 32 {
+		return nil, nil, fmt.Errorf("codec key %q: want 32 bytes, base64", id)
+	}
+	aead, err := newAEAD(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("codec key %q: %w", id, err)
+	}
+	return raw, aead, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// scopeAEAD is scope s's key of ID id: given, or derived from the
+// payload key of that ID.
+func (r *keyring) scopeAEAD(id string, s Scope) (cipher.AEAD, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if aead := r.scoped[scopedID{id, s}]; aead != nil {
+		return aead, nil
+	}
+	raw := r.payload[id]
+	if raw == nil {
+		if len(r.payload) == 0 {
+			return nil, fmt.Errorf("codec: this process holds no key of scope %s (key %q): it serves other campuses", s, id)
+		}
+		return nil, fmt.Errorf("codec: payload sealed with key %q, which this process does not hold", id)
+	}
+	derived, err := deriveKey(raw, id, s)
+	if err != nil {
+		return nil, fmt.Errorf("codec: %w", err)
+	}
+	aead, err := newAEAD(derived)
+	if err != nil {
+		return nil, fmt.Errorf("codec: %w", err)
+	}
+	if len(r.scoped) < maxDerived {
+		r.scoped[scopedID{id, s}] = aead
+	}
+	return aead, nil
 }
 
 // InScope is the codec sealing in scope s, with the same keys.
@@ -141,7 +269,19 @@ func (c *Codec) InScope(s Scope) *Codec {
 	if c.scope == s {
 		return c
 	}
-	return &Codec{active: c.active, aeads: c.aeads, scope: s}
+	return &Codec{active: c.active, keys: c.keys, scope: s}
+}
+
+// OpensEveryScope says whether the codec holds the payload keys, from
+// which every scope's derive (the api's, the worker's, a node serving
+// every campus), rather than some scopes' keys only.
+func (c *Codec) OpensEveryScope() bool { return len(c.keys.payload) > 0 }
+
+// Opens says whether the codec holds the keys of scope s (and so seals
+// and opens its payloads).
+func (c *Codec) Opens(s Scope) bool {
+	_, err := c.keys.scopeAEAD(c.active, s)
+	return err == nil
 }
 
 // Scope is the scope this codec seals in.
@@ -163,11 +303,15 @@ func (c *Codec) WithSerializationContext(sc converter.SerializationContext) conv
 	return c.InScope(ScopeOfWorkflow(workflowID))
 }
 
-// Encode seals each payload with the active key, in the codec's scope.
+// Encode seals each payload with the scope's key of the active ID, in
+// the codec's scope.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
-	aead := c.aeads[c.active]
-	ad := associatedData(c.active, c.scope)
+	aead, err := c.keys.scopeAEAD(c.active, c.scope)
+	if err != nil {
+		return nil, err
+	}
+	ad := associatedData(sealV3, c.active, c.scope)
 	for i, p := range payloads {
 		plain, err := proto.Marshal(p)
 		if err != nil {
@@ -182,6 +326,7 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 				converter.MetadataEncoding: []byte(Encoding),
 				KeyIDMeta:                  []byte(c.active),
 				ScopeMeta:                  []byte(c.scope.String()),
+				SealMeta:                   []byte(sealV3),
 			},
 			Data: aead.Seal(nonce, nonce, plain, ad),
 		}
@@ -189,10 +334,12 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// Decode opens sealed payloads of any scope and passes others through
-// (payloads written before encryption was on). A payload opens only
-// under the scope it names (see ScopeOf); one of the first sealed format,
-// which named no scope, opens under its key ID alone.
+// Decode opens sealed payloads of any scope whose keys the codec holds
+// and passes others through (payloads written before encryption was
+// on). A payload opens only under the scope it names (see ScopeOf).
+// Payloads sealed before scopes had keys of their own open with the
+// payload key itself (the first format, which named no scope, under its
+// key ID alone): only a process holding the payload keys opens them.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -204,14 +351,26 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 			out[i] = p
 			continue
 		}
-		id := string(p.GetMetadata()[KeyIDMeta])
-		aead := c.aeads[id]
-		if aead == nil {
-			return nil, fmt.Errorf("codec: payload sealed with key %q, which this process does not hold", id)
-		}
-		ad := []byte(id) // the first format: the key ID alone
-		if _, ok := p.GetMetadata()[ScopeMeta]; ok {
-			ad = associatedData(id, scope)
+		md := p.GetMetadata()
+		id := string(md[KeyIDMeta])
+		var aead cipher.AEAD
+		var ad []byte
+		switch _, scoped := md[ScopeMeta]; {
+		case string(md[SealMeta]) == sealV3:
+			if aead, err = c.keys.scopeAEAD(id, scope); err != nil {
+				return nil, err
+			}
+			ad = associatedData(sealV3, id, scope)
+		case len(md[SealMeta]) > 0:
+			return nil, fmt.Errorf("codec: sealed format %q unknown", md[SealMeta])
+		default:
+			if aead = c.keys.aeads[id]; aead == nil {
+				return nil, fmt.Errorf("codec: payload sealed with key %q, which this process does not hold", id)
+			}
+			ad = []byte(id) // the first format: the key ID alone
+			if scoped {
+				ad = associatedData("2", id, scope)
+			}
 		}
 		data := p.GetData()
 		if len(data) < aead.NonceSize() {
@@ -233,8 +392,8 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 // plaintext: the format, the key ID and the scope. Neither the format
 // tag nor a scope holds a NUL, so the key ID is the part between the
 // first and the last.
-func associatedData(keyID string, s Scope) []byte {
-	return []byte("octflow-payload/2\x00" + keyID + "\x00" + s.String())
+func associatedData(format, keyID string, s Scope) []byte {
+	return []byte("octflow-payload/" + format + "\x00" + keyID + "\x00" + s.String())
 }
 
 // Failure converter that follows the data converter into each context.

@@ -7,6 +7,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -303,5 +304,142 @@ func TestScopesReadBackAsWritten(t *testing.T) {
 		if _, err := ParseScope(v); err == nil {
 			t.Errorf("ParseScope(%q) accepted", v)
 		}
+	}
+}
+
+// A GPU node bound to a campus holds that campus's keys and the
+// system's, derived from the payload keys: it opens and seals its
+// campus's payloads and its fleet reports, and no other campus's.
+func TestANodesScopeKeysOpenOnlyTheCampusesItServes(t *testing.T) {
+	payloadKeys := mustKeys(t, "2026-12")
+	stack, err := New(payloadKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeKeys, err := ScopeKeys(payloadKeys, CampusScope("north"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodeKeys.Keys) != 0 {
+		t.Fatalf("a node's keys hold the payload keys: %v", nodeKeys.Keys)
+	}
+	for scope, keys := range nodeKeys.Scoped {
+		for id, k := range keys {
+			if k == payloadKeys.Keys[id] {
+				t.Errorf("scope %s's key %s is the payload key itself", scope, id)
+			}
+		}
+	}
+	node, err := New(nodeKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := func(c *Codec, s Scope, text string) *commonpb.Payload {
+		t.Helper()
+		out, err := c.InScope(s).Encode([]*commonpb.Payload{{Data: []byte(text)}})
+		if err != nil {
+			t.Fatalf("seal in %s: %v", s, err)
+		}
+		return out[0]
+	}
+	opens := func(c *Codec, p *commonpb.Payload) bool {
+		out, err := c.Decode([]*commonpb.Payload{p})
+		return err == nil && len(out[0].GetData()) > 0
+	}
+	for _, tc := range []struct {
+		scope    Scope
+		nodeOpen bool
+	}{
+		{CampusScope("north"), true},
+		{System, true},
+		{CampusScope("south"), false},
+		{CampusScope("northeast"), false},
+	} {
+		p := seal(stack, tc.scope, "scan of "+tc.scope.String())
+		if got := opens(node, p); got != tc.nodeOpen {
+			t.Errorf("the north node opens a payload of %s: %v, want %v", tc.scope, got, tc.nodeOpen)
+		}
+		if got := node.Opens(tc.scope); got != tc.nodeOpen {
+			t.Errorf("Opens(%s) = %v, want %v", tc.scope, got, tc.nodeOpen)
+		}
+		if tc.nodeOpen {
+			// What the node seals, the stack opens.
+			if !opens(stack, seal(node, tc.scope, "layers")) {
+				t.Errorf("the stack does not open what the node sealed in %s", tc.scope)
+			}
+		} else if _, err := node.InScope(tc.scope).Encode([]*commonpb.Payload{{Data: []byte("x")}}); err == nil {
+			t.Errorf("the north node sealed a payload of %s", tc.scope)
+		}
+	}
+	// Payloads sealed with the payload key itself (before scopes had
+	// keys of their own) open in the stack, never on the node.
+	old := seal(stack, CampusScope("north"), "old")
+	delete(old.Metadata, SealMeta)
+	raw, _ := base64.StdEncoding.DecodeString(payloadKeys.Keys["2026-12"])
+	aead, _ := newAEAD(raw)
+	plain, _ := proto.Marshal(&commonpb.Payload{Data: []byte("old")})
+	nonce := make([]byte, aead.NonceSize())
+	rand.Read(nonce)
+	old.Data = aead.Seal(nonce, nonce, plain, associatedData("2", "2026-12", CampusScope("north")))
+	if !opens(stack, old) {
+		t.Error("the stack no longer opens a payload sealed before scope keys")
+	}
+	if opens(node, old) {
+		t.Error("a node opened a payload sealed with the payload key itself")
+	}
+	// A scope-keyed payload relabelled as the old format does not open.
+	p := seal(stack, CampusScope("north"), "relabelled")
+	delete(p.Metadata, SealMeta)
+	if opens(stack, p) {
+		t.Error("a scope-keyed payload opened as one sealed with the payload key")
+	}
+	// The node's campus key, filed under another campus, opens nothing
+	// of that campus: each scope's key is its own.
+	forged := Keys{Active: nodeKeys.Active, Scoped: map[string]map[string]string{
+		"system": nodeKeys.Scoped["system"], "campus/south": nodeKeys.Scoped["campus/north"]}}
+	if c, err := New(forged); err != nil {
+		t.Fatal(err)
+	} else if opens(c, seal(stack, CampusScope("south"), "south's scan")) {
+		t.Error("north's key, filed as south's, opened a payload of south")
+	}
+	// Scope keys cannot be derived from scope keys.
+	if _, err := ScopeKeys(nodeKeys, CampusScope("south")); err == nil {
+		t.Error("a node's keys derived another campus's")
+	}
+}
+
+// Scope keys are written as a file and read back; after a rotation a
+// node's file holds every key ID, so older payloads still open there.
+func TestScopeKeysRoundTripAndKeepEveryKeyID(t *testing.T) {
+	keys := mustKeys(t, "2026-11")
+	keys.Keys["2026-05"] = mustKeys(t, "2026-05").Keys["2026-05"]
+	old := keys
+	old.Active = "2026-05"
+	stackOld, _ := New(old)
+	sealed, err := stackOld.InScope(CampusScope("north")).Encode([]*commonpb.Payload{{Data: []byte("before")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeKeys, err := ScopeKeys(keys, CampusScope("north"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(nodeKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseKeys(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := New(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := node.Decode(sealed); err != nil || string(out[0].GetData()) != "before" {
+		t.Errorf("a payload of the rotated-out key: %v %v", out, err)
+	}
+	if len(back.Scoped) != 2 || len(back.Scoped["campus/north"]) != 2 {
+		t.Errorf("scoped keys %v, want system and campus/north, two IDs each", back.Scoped)
 	}
 }

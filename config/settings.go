@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,9 @@ type Policy struct {
 	// CampusWeights weigh campuses inside the normal and low buckets
 	// (unlisted: 1).
 	CampusWeights map[string]float32
+	// OwnGPUs are the campuses whose GPU stages run only on nodes bound
+	// to them.
+	OwnGPUs []string
 }
 
 // BindPolicy binds the scheduling policy new exams run under, starting
@@ -100,6 +104,7 @@ func BindPolicy(s *Set, def Policy) *Policy {
 	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
 	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
 	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", def.CampusWeights, "campuses' weights inside the normal and low buckets, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
+	bind(s, &p.OwnGPUs, "campus-own-gpus", "OCTFLOW_CAMPUS_OWN_GPUS", def.OwnGPUs, "campuses whose GPU stages run only on GPU nodes bound to them (their queue oct-gpu-campus-<campus>), comma-separated", ParseCampuses)
 	return p
 }
 
@@ -123,6 +128,7 @@ var policyVars = map[string]string{
 	"lostAttempts":     "OCTFLOW_MAX_LOST_ATTEMPTS",
 	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
 	"campusWeights":    "OCTFLOW_CAMPUS_WEIGHTS",
+	"ownGpus":          "OCTFLOW_CAMPUS_OWN_GPUS",
 }
 
 // Weights are the fairness weights of the urgent, normal and low
@@ -174,6 +180,22 @@ func ParseCampusWeights(s string) (map[string]float32, error) {
 			return nil, fmt.Errorf("campus %s is listed twice", campus)
 		}
 		out[campus] = float32(f)
+	}
+	return out, nil
+}
+
+// ParseCampuses reads campuses separated by commas ("north,south"); ""
+// is none. Whether a name is a campus is the policy's own check.
+func ParseCampuses(s string) ([]string, error) {
+	var out []string
+	for c := range strings.SplitSeq(s, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		if slices.Contains(out, c) {
+			return nil, fmt.Errorf("campus %s is listed twice", c)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

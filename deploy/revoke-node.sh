@@ -1,9 +1,11 @@
 #!/bin/sh
-# deploy/revoke-node.sh NODE_ID [SECRETS_DIR]: take a GPU node on another
-# host out of the stack without replacing the CA (docs/security.md, Trust
-# by role). On the stack's host:
+# deploy/revoke-node.sh NODE_ID [SECRETS_DIR] [CERT]: take a GPU node on
+# another host out of the stack without replacing the CA (docs/security.md,
+# Trust by role). On the stack's host:
 #
-#   - its certificate's serial number (from its bundle's node.pem) is
+#   - its certificate's serial number (from CERT: its node.pem, or the
+#     serial in hex as CA_DIR/issued-node-certificates lists it; default
+#     the bundle's node.pem, where this host signed it) is
 #     added to SECRETS_DIR/revoked-certificates, which the stack's
 #     Temporal server reads again as it changes: the certificate keeps
 #     passing TLS, but names no role, so it may call nothing;
@@ -14,12 +16,21 @@
 # Its bundle (SECRETS_DIR/nodes/NODE_ID) is kept, for the record: delete
 # it when it is no longer needed.
 set -eu
-NODE=${1:?usage: deploy/revoke-node.sh NODE_ID [SECRETS_DIR]}
+NODE=${1:?usage: deploy/revoke-node.sh NODE_ID [SECRETS_DIR] [CERT]}
 S=${2:-$(dirname "$0")/secrets}
 B=$S/nodes/$NODE
-[ -s "$B/node.pem" ] || { echo "revoke-node: $B/node.pem missing: no bundle of $NODE here" >&2 && exit 1; }
-serial=$(openssl x509 -in "$B/node.pem" -noout -serial | sed 's/^serial=//')
-[ -n "$serial" ] || { echo "revoke-node: no serial number in $B/node.pem" >&2 && exit 1; }
+CERT=${3:-$B/node.pem}
+if [ -s "$CERT" ]; then
+	serial=$(openssl x509 -in "$CERT" -noout -serial | sed 's/^serial=//')
+	cn=$(openssl x509 -in "$CERT" -noout -subject -nameopt sep_multiline,sname | sed -n 's/^ *CN=//p')
+	[ "$cn" = "$NODE" ] || { echo "revoke-node: $CERT is the certificate of $cn, not $NODE" >&2 && exit 1; }
+else
+	case "$CERT" in
+	*[!0-9A-Fa-f]* | "") echo "revoke-node: $CERT missing: give the node's certificate, or its serial number in hex" >&2 && exit 1 ;;
+	esac
+	serial=$CERT
+fi
+[ -n "$serial" ] || { echo "revoke-node: no serial number in $CERT" >&2 && exit 1; }
 # Appended in place: the server sees the file it has mounted change.
 printf '%s # %s, revoked %s\n' "$serial" "$NODE" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$S/revoked-certificates"
 if [ -e "$S/s3-node-accounts" ]; then

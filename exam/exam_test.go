@@ -60,6 +60,8 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 	p.MaxAttempts = 0
 	p.CampusWeights = map[string]float32{"north": 1, "Bad Name": 1, "south": 0, "west": 11}
 	p.CampusShare = 1.5
+	p.OwnGPUs = []string{"north", "North Wing"}
+	p.GPUQueue = "oct-gpu-node-gpu-0"
 	err := p.Validate()
 	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -69,7 +71,7 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 		}
 		fields = append(fields, pe.Field)
 	}
-	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusShare", "campusWeights", "campusWeights", "campusWeights"}
+	want := []string{"maxAttempts", "retryCap", "heartbeatTimeout", "weights", "aging", "aging", "campusShare", "campusWeights", "campusWeights", "campusWeights", "ownGpus", "gpuQueue"}
 	if !slices.Equal(fields, want) {
 		t.Errorf("fields %v, want %v (%v)", fields, want, err)
 	}
@@ -84,6 +86,35 @@ func TestPolicyValidateNamesEverySettingThatCannotWork(t *testing.T) {
 	p.UrgentSLA, p.ReviewReminder, p.InfraRetryFor, p.Aging = 0, 0, 0, nil
 	if err := p.Validate(); err != nil {
 		t.Errorf("zeros that mean 'off' were refused: %v", err)
+	}
+}
+
+// A campus with GPUs of its own has its exams' GPU stages on its own
+// queue; other campuses' and the CPU stages stay where they were.
+func TestACampusWithItsOwnGPUsHasItsGPUStagesOnItsOwnQueue(t *testing.T) {
+	p := DefaultPolicy()
+	p.OwnGPUs = []string{"north"}
+	north, south := p.ForCampus("north", nil), p.ForCampus("south", nil)
+	if north.OwnGPUs != nil || south.OwnGPUs != nil {
+		t.Errorf("an exam's policy carries the campuses' list: %v %v", north.OwnGPUs, south.OwnGPUs)
+	}
+	for _, tc := range []struct {
+		pol   Policy
+		stage Stage
+		want  string
+	}{
+		{north, Denoise, CampusGPUQueue("north")},
+		{north, Measure, CampusGPUQueue("north")},
+		{north, Render, CPUQueue},
+		{south, Denoise, GPUQueue},
+		{DefaultPolicy(), Layers, GPUQueue},
+	} {
+		if got := tc.pol.StageQueue(tc.stage); got != tc.want {
+			t.Errorf("%s under %q: %s, want %s", tc.stage, tc.pol.GPUQueue, got, tc.want)
+		}
+	}
+	if err := north.Validate(); err != nil {
+		t.Errorf("north's exam policy: %v", err)
 	}
 }
 

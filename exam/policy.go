@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,6 +84,17 @@ type Policy struct {
 	// one campus's burst does not hold back the others. Urgent stages are
 	// taken in their order of arrival, whatever their campus.
 	CampusShare float32 `json:"campusShare"`
+	// OwnGPUs are the campuses whose GPU stages run only on GPU nodes
+	// bound to them (production: none, every campus on the shared GPU
+	// queue): nodes serving that campus alone, on its own queue
+	// (CampusGPUQueue), holding no other campus's payload keys. The
+	// gateway turns them into each exam's GPUQueue (ForCampus); an
+	// exam's input carries no campus's list.
+	OwnGPUs []string `json:"ownGpus,omitempty"`
+	// GPUQueue is the queue of the exam's GPU stages: "" (as in exams
+	// submitted before it existed), the shared GPU queue; its campus's
+	// own (CampusGPUQueue) where the campus is in OwnGPUs.
+	GPUQueue string `json:"gpuQueue,omitempty"`
 }
 
 // The range of a campus's weight (Policy.CampusWeights): a hundredfold
@@ -188,7 +200,25 @@ func (p Policy) Validate() error {
 			bad("campusWeights", "campus %s weight %v: want %v to %v", c, w, MinCampusWeight, MaxCampusWeight)
 		}
 	}
+	for _, c := range p.OwnGPUs {
+		if err := ValidateCampus(c); err != nil {
+			bad("ownGpus", "%v", err)
+		}
+	}
+	if campus, ok := strings.CutPrefix(p.GPUQueue, GPUQueue+"-campus-"); p.GPUQueue != "" && (!ok || ValidateCampus(campus) != nil) {
+		bad("gpuQueue", "%q: want empty (the shared GPU queue) or a campus's own (%s)", p.GPUQueue, CampusGPUQueue("<campus>"))
+	}
 	return errors.Join(errs...)
+}
+
+// StageQueue is the task queue stage runs on under this policy: the
+// exam's own GPU queue for a GPU stage where it has one (GPUQueue), the
+// stage's queue otherwise.
+func (p Policy) StageQueue(s Stage) string {
+	if s.NeedsGPU() && p.GPUQueue != "" {
+		return p.GPUQueue
+	}
+	return s.Queue()
 }
 
 // AgingAfter is how long a stage may wait in bucket before promotion; 0
@@ -229,7 +259,8 @@ func (p Policy) CampusWeight(campus string) float32 {
 // ForCampus is the policy an exam of campus runs under, where campuses
 // are the campuses sharing the buckets (the gateway's: those that sent
 // exams lately): its CampusShare is campus's weight over theirs (campus
-// counted once, listed or not), and it carries no campus's weights.
+// counted once, listed or not), its GPUQueue the campus's own where it
+// is in OwnGPUs, and it carries no campus's weights or list.
 func (p Policy) ForCampus(campus string, campuses []string) Policy {
 	total := p.CampusWeight(campus)
 	for _, c := range campuses {
@@ -239,5 +270,9 @@ func (p Policy) ForCampus(campus string, campuses []string) Policy {
 	}
 	p.CampusShare = p.CampusWeight(campus) / total
 	p.CampusWeights = nil
+	if slices.Contains(p.OwnGPUs, campus) {
+		p.GPUQueue = CampusGPUQueue(campus)
+	}
+	p.OwnGPUs = nil
 	return p
 }

@@ -86,6 +86,10 @@ func (s Stage) Queue() string {
 // find its output in the node's local cache.
 func NodeQueue(node string) string { return GPUQueue + "-node-" + node }
 
+// CampusGPUQueue is the GPU queue of a campus whose exams run only on
+// nodes bound to it (Policy.OwnGPUs).
+func CampusGPUQueue(campus string) string { return GPUQueue + "-campus-" + campus }
+
 // ActivityName is the registered Temporal activity type of the stage
 // ("" for a name no stage has).
 func (s Stage) ActivityName() string {

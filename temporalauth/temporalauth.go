@@ -19,7 +19,11 @@
 //     and the nodes' own; never the CPU or workflow queues, whose tasks
 //     are reports, exports and reviews) and completes the tasks it holds
 //     (by task token, never by workflow ID), heartbeats, sends its report
-//     to the fleet workflow and queries it; nothing else
+//     to the fleet workflow and queries it; nothing else. A node bound to
+//     a campus (a second OU, campus:<campus>, which deploy/sign-node.sh
+//     writes) polls that campus's own queue and its own node queue
+//     (named by its CN) only; a node bound to none never polls a
+//     campus's own queue
 //   - temporal-ui: the Web UI: reads
 //
 // A certificate with no such OU, or several, has no role and may call
@@ -78,8 +82,37 @@ func RoleOf(subject *pkix.Name) Role {
 	return found
 }
 
+// campusOU marks the OU that binds a GPU node's certificate to a campus.
+const campusOU = "campus:"
+
+// CampusOf is the campus a certificate subject binds a GPU node to: the
+// one campus:<campus> OU among its OUs; "" for none; ok false for
+// several, which bind it to nothing it could use.
+func CampusOf(subject *pkix.Name) (campus string, ok bool) {
+	if subject == nil {
+		return "", true
+	}
+	for _, ou := range subject.OrganizationalUnit {
+		if c, found := strings.CutPrefix(ou, campusOU); found {
+			if campus != "" || c == "" {
+				return "", false
+			}
+			campus = c
+		}
+	}
+	return campus, true
+}
+
+// Principal is what the claims of a certificate carry
+// (Claims.Extensions): its role and, for a GPU node, the campus it is
+// bound to ("": every campus).
+type Principal struct {
+	Role   Role
+	Campus string
+}
+
 // ClaimMapper maps a client certificate to claims: its CN as the subject
-// and its role (Claims.Extensions). It needs the certificate: a call
+// and its Principal (Claims.Extensions). It needs the certificate: a call
 // without one has no claims. A certificate whose serial number Revoked
 // lists has no role: one node is revoked without replacing the CA.
 type ClaimMapper struct {
@@ -97,7 +130,11 @@ func (m ClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorization.Cla
 		return c, nil
 	}
 	role := RoleOf(info.TLSSubject)
-	c.Extensions = role
+	campus, ok := CampusOf(info.TLSSubject)
+	if !ok {
+		return c, nil // bound to several campuses: no role
+	}
+	c.Extensions = Principal{Role: role, Campus: campus}
 	if role == Server || role == Operator {
 		c.System = authorization.RoleAdmin
 	}
@@ -130,18 +167,18 @@ func (a Authorizer) Authorize(_ context.Context, claims *authorization.Claims, t
 	if claims != nil {
 		subject = claims.Subject
 	}
-	if allowed, why := a.decide(roleOfClaims(claims), subject, target); !allowed {
+	if allowed, why := a.decide(principalOf(claims), subject, target); !allowed {
 		return authorization.Result{Decision: authorization.DecisionDeny, Reason: why}, nil
 	}
 	return authorization.Result{Decision: authorization.DecisionAllow}, nil
 }
 
-func roleOfClaims(c *authorization.Claims) Role {
+func principalOf(c *authorization.Claims) Principal {
 	if c == nil {
-		return ""
+		return Principal{}
 	}
-	r, _ := c.Extensions.(Role)
-	return r
+	p, _ := c.Extensions.(Principal)
+	return p
 }
 
 // The calls of a worker that completes the activity tasks it holds, by
@@ -171,13 +208,19 @@ var workflowClient = []string{
 	"UpdateWorkflowExecution",
 }
 
-// Decide says whether role (of a certificate whose CN is subject) may
-// make the call, and why not.
+// Decide says whether role may make the call, and why not.
 func (a Authorizer) Decide(role Role, target *authorization.CallTarget) (bool, string) {
-	return a.decide(role, "", target)
+	return a.decide(Principal{Role: role}, "", target)
 }
 
-func (a Authorizer) decide(role Role, subject string, target *authorization.CallTarget) (bool, string) {
+// DecideFor says whether principal, of a certificate whose CN is
+// subject, may make the call, and why not.
+func (a Authorizer) DecideFor(p Principal, subject string, target *authorization.CallTarget) (bool, string) {
+	return a.decide(p, subject, target)
+}
+
+func (a Authorizer) decide(p Principal, subject string, target *authorization.CallTarget) (bool, string) {
+	role := p.Role
 	if authorization.IsHealthCheckAPI(target.APIName) {
 		return true, ""
 	}
@@ -224,7 +267,7 @@ func (a Authorizer) decide(role Role, subject string, target *authorization.Call
 		allowed = readOnly || method == "PollActivityTaskQueue" || slices.Contains(activityWorker, method) ||
 			slices.Contains(byID, method) || slices.Contains(workflowWorker, method) || slices.Contains(workflowClient, method)
 	case GPUNode:
-		return a.nodeMay(method, subject, target.Request)
+		return a.nodeMay(method, subject, p.Campus, target.Request)
 	}
 	if !allowed {
 		return false, fmt.Sprintf("%s may not call %s", role, method)
@@ -233,19 +276,27 @@ func (a Authorizer) decide(role Role, subject string, target *authorization.Call
 }
 
 // nodeMay decides a GPU node's call (see the package doc).
-func (a Authorizer) nodeMay(method, subject string, req any) (bool, string) {
+func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, string) {
 	switch method {
 	case "PollActivityTaskQueue":
 		queue := ""
 		if r, ok := req.(*workflowservice.PollActivityTaskQueueRequest); ok {
 			queue = r.GetTaskQueue().GetName()
 		}
-		// The nodes' own queues are not told apart: any node may take
-		// any GPU stage from the shared queue anyway.
+		if campus != "" {
+			// Bound to a campus: its campus's queue and its own.
+			if queue == a.GPUQueue+"-campus-"+campus || (subject != "" && queue == a.GPUQueue+"-node-"+subject) {
+				return true, ""
+			}
+			return false, fmt.Sprintf("a GPU node of campus %s (%s) may poll its campus's queue and its own only, not %q", campus, subject, queue)
+		}
+		// The nodes' own queues are not told apart: any node serving
+		// every campus may take any GPU stage from the shared queue
+		// anyway. A campus's own queue is its bound nodes'.
 		if queue == a.GPUQueue || strings.HasPrefix(queue, a.GPUQueue+"-node-") {
 			return true, ""
 		}
-		return false, fmt.Sprintf("a GPU node (%s) may poll the GPU queues only, not %q", subject, queue)
+		return false, fmt.Sprintf("a GPU node (%s) may poll the shared GPU queues only, not %q", subject, queue)
 	case "SignalWithStartWorkflowExecution":
 		r, _ := req.(*workflowservice.SignalWithStartWorkflowExecutionRequest)
 		if r.GetWorkflowId() != a.FleetWorkflowID || r.GetWorkflowType().GetName() != a.FleetWorkflowType ||

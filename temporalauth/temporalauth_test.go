@@ -144,7 +144,7 @@ func TestTheRoleIsTheCertificatesOwnOU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := roleOfClaims(c); got != tc.want || (c.System == authorization.RoleAdmin) != tc.admin {
+		if got := principalOf(c).Role; got != tc.want || (c.System == authorization.RoleAdmin) != tc.admin {
 			t.Errorf("%s: role %q, system admin %v; want %q, %v", tc.name, got, c.System == authorization.RoleAdmin, tc.want, tc.admin)
 		}
 	}
@@ -175,11 +175,54 @@ func TestARevokedCertificateHasNoRole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := roleOfClaims(c); got != tc.want {
+		if got := principalOf(c).Role; got != tc.want {
 			t.Errorf("certificate %x: role %q, want %q (revoked: none)", tc.serial, got, tc.want)
 		}
 	}
 	if (ClaimMapper{}).Revoked.Has("a1f") {
 		t.Error("no revocation list revokes something")
+	}
+}
+
+// A GPU node bound to a campus polls its campus's own queue and its own
+// node queue, nothing else; a node of every campus never polls a
+// campus's own queue.
+func TestANodeBoundToACampusPollsItsCampusesQueueOnly(t *testing.T) {
+	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", GPUQueue: "oct-gpu"}
+	mapped := func(ous ...string) Principal {
+		c, err := ClaimMapper{}.GetClaims(&authorization.AuthInfo{TLSSubject: &pkix.Name{CommonName: "gpu-north-1", OrganizationalUnit: ous}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return principalOf(c)
+	}
+	north := mapped("octflow-gpu-node", "campus:north")
+	every := mapped("octflow-gpu-node")
+	if north != (Principal{Role: GPUNode, Campus: "north"}) || every != (Principal{Role: GPUNode}) {
+		t.Fatalf("mapped %+v and %+v", north, every)
+	}
+	if p := mapped("octflow-gpu-node", "campus:north", "campus:south"); p.Role != "" {
+		t.Errorf("a certificate bound to two campuses has role %q, want none", p.Role)
+	}
+	poll := func(queue string) *authorization.CallTarget {
+		return call("PollActivityTaskQueue", &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}})
+	}
+	for _, tc := range []struct {
+		queue       string
+		north, each bool
+	}{
+		{"oct-gpu-campus-north", true, false},
+		{"oct-gpu-node-gpu-north-1", true, true},
+		{"oct-gpu", false, true},
+		{"oct-gpu-campus-south", false, false},
+		{"oct-gpu-node-gpu-0", false, true},
+		{"oct-cpu", false, false},
+	} {
+		if got, why := a.DecideFor(north, "gpu-north-1", poll(tc.queue)); got != tc.north {
+			t.Errorf("north's node polls %s: %v (%s), want %v", tc.queue, got, why, tc.north)
+		}
+		if got, why := a.DecideFor(every, "gpu-north-1", poll(tc.queue)); got != tc.each {
+			t.Errorf("a node of every campus polls %s: %v (%s), want %v", tc.queue, got, why, tc.each)
+		}
 	}
 }

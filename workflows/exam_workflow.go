@@ -147,7 +147,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 	for {
 		try++
 		bucket := p.progress.EffectivePriority
-		queue, wait := stage.Queue(), pol.AgingAfter(bucket)
+		queue, wait := pol.StageQueue(stage), pol.AgingAfter(bucket)
 		pinned := stage.NeedsGPU() && p.node != "" && pol.NodeAffinityWait > 0
 		if pinned {
 			queue, wait = p.node, pol.NodeAffinityWait
@@ -300,7 +300,7 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 	// as for the node that holds an exam's data; then to the shared queue.
 	startHedge := func(queue string) *tryRun {
 		*try++
-		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: stage.Queue(),
+		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: p.in.Policy.StageQueue(stage),
 			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
 		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
 			att.Queue = queue

@@ -16,7 +16,6 @@ import (
 type HedgeOrder struct {
 	WorkflowID, RunID string
 	Hedge             contract.Hedge
-	key               string
 }
 
 // Judge updates the health of node id from its latest report, against
@@ -50,6 +49,7 @@ func Judge(now time.Time, nodes map[string]*contract.FleetNode, id string, rules
 	}
 	pace := n.Report.Pace
 	f := peerFigures(now, nodes, id, pace.Model, rules.MinRuns)
+	f.target = hedgeTarget(now, nodes, id)
 	h := &n.Health
 	if h.State == "" {
 		h.State = contract.Healthy
@@ -116,22 +116,14 @@ func (f figures) any() bool { return f.probe > 0 || len(f.stages) > 0 }
 func peerFigures(now time.Time, nodes map[string]*contract.FleetNode, id, model string, minRuns int) figures {
 	var probes []float64
 	stages := map[exam.Stage][]float64{}
-	target, load := "", 0
 	for _, pid := range sortedIDs(nodes) {
 		p := nodes[pid]
 		pp := p.Report.Pace
-		interval := cmp.Or(p.Report.Interval, defaultReportInterval)
-		if pid == id || pp == nil || pp.Model != model || p.Report.Draining ||
-			p.Health.State == contract.Degraded || now.Sub(p.LastSeen) > 3*interval {
+		if pid == id || pp == nil || pp.Model != model || !usable(now, p) {
 			continue
 		}
 		if pp.Probes >= minRuns {
 			probes = append(probes, pp.ProbeMs)
-		}
-		// Hedges go to the peer with the fewest stages in hand that
-		// takes stages (its breaker is not open).
-		if l := len(pp.Running); p.Report.Breaker.State != exam.BreakerOpen && (target == "" || l < load) {
-			target, load = pid, l
 		}
 		// Order does not matter: each stage's figures are summed up by
 		// their median.
@@ -142,7 +134,7 @@ func peerFigures(now time.Time, nodes map[string]*contract.FleetNode, id, model 
 			}
 		}
 	}
-	f := figures{probe: contract.Median(probes), stages: map[exam.Stage]float64{}, target: target}
+	f := figures{probe: contract.Median(probes), stages: map[exam.Stage]float64{}}
 	//workflowcheck:ignore
 	for stage, ms := range stages {
 		f.stages[stage] = contract.Median(ms)
@@ -180,6 +172,36 @@ func stall(pace *contract.NodePace, f figures, rules contract.PaceRules) string 
 	return ""
 }
 
+// usable says whether node p reports, is healthy and not draining.
+func usable(now time.Time, p *contract.FleetNode) bool {
+	interval := cmp.Or(p.Report.Interval, defaultReportInterval)
+	return !p.Report.Draining && p.Health.State != contract.Degraded && now.Sub(p.LastSeen) <= 3*interval
+}
+
+// hedgeTarget is the peer of node id that its hedges go to ("": none):
+// of the usable nodes of the same GPU model that serve the same queue
+// (a node bound to a campus opens no other campus's stages) and take
+// stages (the breaker is not open), the one with the fewest in hand.
+func hedgeTarget(now time.Time, nodes map[string]*contract.FleetNode, id string) string {
+	n := nodes[id]
+	target, load := "", 0
+	for _, pid := range sortedIDs(nodes) {
+		p := nodes[pid]
+		pp := p.Report.Pace
+		if pid == id || pp == nil || pp.Model != n.Report.Pace.Model || !usable(now, p) ||
+			queueOf(p) != queueOf(n) || p.Report.Breaker.State == exam.BreakerOpen {
+			continue
+		}
+		if l := len(pp.Running); target == "" || l < load {
+			target, load = pid, l
+		}
+	}
+	return target
+}
+
+// queueOf is the shared queue node n serves.
+func queueOf(n *contract.FleetNode) string { return cmp.Or(n.Report.TaskQueue, exam.GPUQueue) }
+
 // hedges are the orders for the stages of degraded node n past their
 // deadline, asked once each, urgent first, to run on the healthy peer
 // with the fewest stages in hand (none without one); n.Health.Hedged
@@ -209,7 +231,7 @@ func hedges(n *contract.FleetNode, f figures, rules contract.PaceRules) []HedgeO
 			continue
 		}
 		kept = append(kept, key)
-		orders = append(orders, HedgeOrder{WorkflowID: r.WorkflowID, RunID: r.RunID, key: key, Hedge: contract.Hedge{
+		orders = append(orders, HedgeOrder{WorkflowID: r.WorkflowID, RunID: r.RunID, Hedge: contract.Hedge{
 			ActivityID: r.ActivityID, Node: n.Report.NodeID, Queue: exam.NodeQueue(f.target),
 			Reason: fmt.Sprintf("node %s is degraded (%s); held %s past its deadline of %s", n.Report.NodeID,
 				n.Health.Reason, r.Held.Round(time.Second), deadline.Round(100*time.Millisecond)),

@@ -215,3 +215,44 @@ func TestJudgeHoldsANodeSlowAtItsStagesLongerAtEachStrike(t *testing.T) {
 		t.Errorf("judged by its probe: %+v; want degraded with no hold", h)
 	}
 }
+
+// A node bound to a campus holds no other campus's keys: a degraded
+// node's stages are hedged only on a peer that serves its queue, and
+// with none, not at all; speed is still compared across queues.
+func TestJudgeHedgesOnlyOnAPeerServingTheSameQueue(t *testing.T) {
+	held := contract.RunningStage{WorkflowID: "exam/north/1", RunID: "r1", ActivityID: "layers-1", Stage: exam.Layers,
+		Bucket: exam.Normal, Held: time.Minute}
+	bound := func(n *contract.FleetNode, campus string) *contract.FleetNode {
+		n.Report.TaskQueue = exam.CampusGPUQueue(campus)
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []*contract.FleetNode
+		want  string // the queue hedged to; "": none
+	}{
+		{"a shared node and one of north", []*contract.FleetNode{paced("a", "L4", 30, layersMs(4000)),
+			bound(paced("b", "L4", 30, layersMs(4000)), "north")}, exam.NodeQueue("b")},
+		{"a node of south only", []*contract.FleetNode{bound(paced("s", "L4", 30, layersMs(4000)), "south")}, ""},
+		{"a shared node only", []*contract.FleetNode{paced("a", "L4", 30, layersMs(4000))}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := bound(paced("x", "L4", 300, nil, held), "north")
+			nodes := map[string]*contract.FleetNode{"x": x}
+			for _, p := range tc.peers {
+				nodes[p.Report.NodeID] = p
+			}
+			orders := Judge(judgeNow, nodes, "x", contract.PaceRules{})
+			if x.Health.State != contract.Degraded {
+				t.Fatalf("x is %s, want degraded against its peers on any queue", x.Health.State)
+			}
+			var got string
+			if len(orders) > 0 {
+				got = orders[0].Hedge.Queue
+			}
+			if got != tc.want || len(orders) > 1 {
+				t.Errorf("hedged to %q (%d orders), want %q", got, len(orders), tc.want)
+			}
+		})
+	}
+}

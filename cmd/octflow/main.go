@@ -7,6 +7,7 @@
 //	octflow setup      register the Temporal namespace and search attributes
 //	octflow submit     send a scan to the API (for operators and demos)
 //	octflow phantom    write a synthetic macular OCT cube as DICOM
+//	octflow node-keys  the payload keys of a GPU node bound to some campuses
 //
 // Every flag has an OCTFLOW_* environment variable; see docs/configuration.md.
 package main
@@ -40,6 +41,7 @@ func main() {
 		"submit":    runSubmit,
 		"phantom":   runPhantom,
 		"bench":     runBench,
+		"node-keys": runNodeKeys,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {
@@ -76,6 +78,7 @@ commands:
   submit     submit a scan to the API
   phantom    write a synthetic macular OCT cube as DICOM
   bench      run the scheduling benchmark on an embedded system (simulated GPU mode)
+  node-keys  write the payload keys of a GPU node bound to some campuses
 
 run 'octflow <command> -h' for its flags.
 `)

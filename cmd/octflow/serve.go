@@ -129,6 +129,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		drain, stageTime, reportEvery     time.Duration
 		cacheMiB                          int
 		takesDir, gpuSource, faultsFile   string
+		campus                            string
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
 	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, or auto (NVML where its library is, simulated GPUs where it is not)")
@@ -136,6 +137,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s.String(&model, "gpu-model", "OCTFLOW_GPU_MODEL", "simulated GPU", "model name of the simulated GPUs")
 	s.Float(&memGiB, "gpu-memory-gib", "OCTFLOW_GPU_MEMORY_GIB", 24, "memory of each simulated GPU in GiB")
 	s.String(&queue, "task-queue", "OCTFLOW_GPU_QUEUE", exam.GPUQueue, "GPU task queue to serve")
+	s.String(&campus, "campus", "OCTFLOW_NODE_CAMPUS", "", "the one campus this node serves, on the campus's own queue oct-gpu-campus-<campus> (the api's OCTFLOW_CAMPUS_OWN_GPUS names it), with that campus's payload keys only (octflow node-keys); empty: every campus, on --task-queue")
 	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on SIGTERM")
 	s.Float(&failRate, "sim-failure-rate", "OCTFLOW_SIM_FAILURE_RATE", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
 	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
@@ -167,6 +169,9 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	defer log.Sync()
 	sealer, err := app.Codec(*keys)
 	if err != nil {
+		return err
+	}
+	if queue, err = app.NodeQueue(sealer, campus, queue); err != nil {
 		return err
 	}
 	inv, source, err := gpuworker.Discover(nvml.New(), gpuSource, gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})

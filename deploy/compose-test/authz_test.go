@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -86,6 +87,35 @@ func TestTheStacksTemporalDecidesByRole(t *testing.T) {
 	}
 	if err := describe(gpu); err != nil {
 		t.Errorf("a GPU node's certificate cannot describe its namespace: %v", err)
+	}
+	// Polls, each given a few seconds: an allowed poll waits for a task
+	// and ends at its deadline; a refused one is answered at once.
+	poll := func(c client.Client, queue string) error {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := c.WorkflowService().PollActivityTaskQueue(pctx, &workflowservice.PollActivityTaskQueueRequest{
+			Namespace: "octflow", TaskQueue: &taskqueuepb.TaskQueue{Name: queue}, Identity: "authz-probe"})
+		return err
+	}
+	if campusNode, campus := os.Getenv("OCTFLOW_COMPOSE_CAMPUS_NODE"), os.Getenv("OCTFLOW_COMPOSE_NODE_CAMPUS"); campusNode != "" {
+		bound := dial(filepath.Join("nodes", campusNode, "node.pem"), filepath.Join("nodes", campusNode, "node-key.pem"))
+		for _, tc := range []struct {
+			who     string
+			c       client.Client
+			queue   string
+			allowed bool
+		}{
+			{"campus " + campus + "'s node", bound, "oct-gpu-campus-" + campus, true},
+			{"campus " + campus + "'s node", bound, "oct-gpu-node-" + campusNode, true},
+			{"campus " + campus + "'s node", bound, "oct-gpu", false},
+			{"campus " + campus + "'s node", bound, "oct-gpu-campus-demo-campus", false},
+			{"campus " + campus + "'s node", bound, "oct-gpu-node-" + node, false},
+			{"a node of every campus", gpu, "oct-gpu-campus-" + campus, false},
+		} {
+			if err := poll(tc.c, tc.queue); denied(err) == tc.allowed {
+				t.Errorf("%s polls %s: %v, want allowed %v", tc.who, tc.queue, err, tc.allowed)
+			}
+		}
 	}
 	if revoked := os.Getenv("OCTFLOW_COMPOSE_REVOKED_NODE"); revoked != "" {
 		r := dial(filepath.Join("nodes", revoked, "node.pem"), filepath.Join("nodes", revoked, "node-key.pem"))

@@ -308,14 +308,36 @@ chmod 444 "$RUN/deploy/secrets/tokens.json" "$RUN/deploy/secrets/alertmanager.ym
 # The certificates, by the command a site runs (its keys readable by uid
 # 10001 only); the host's clients trust the stack's CA.
 OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
-# A GPU node on another host: its bundle and S3 account, by the command
-# a site runs.
+# The CA's key leaves the stack's secrets, as docs/security.md says: GPU
+# nodes are enrolled by signing requests, signed where the key is kept.
+CA_OFFLINE=$CACHE/ca-offline
+rm -rf "$CA_OFFLINE" && mkdir -p "$CA_OFFLINE" && chmod 700 "$CA_OFFLINE"
+mv "$RUN/deploy/secrets/ca-key.pem" "$CA_OFFLINE/"
+cp "$RUN/deploy/secrets/ca.pem" "$CA_OFFLINE/"
+# A GPU node on another host, by the commands a site runs: its bundle and
+# S3 account on the stack's host, its key and request on the node's host
+# (here the bundle's directory), the request signed with the offline CA.
+enrol() {
+	local node=$1 campus=${2:-}
+	OCTFLOW_NODE_CAMPUS=$campus OCTFLOW_BIN=$ROOT/bin/octflow "$ROOT/deploy/make-node.sh" "$node" "$RUN/deploy/secrets" >/dev/null ||
+		fail "deploy/make-node.sh $node"
+	[ ! -e "$RUN/deploy/secrets/nodes/$node/node.pem" ] || fail "make-node.sh signed $node's certificate without the CA key on the stack's host"
+	"$ROOT/deploy/node-request.sh" "$node" "$RUN/deploy/secrets/nodes/$node" >/dev/null || fail "deploy/node-request.sh $node"
+	OCTFLOW_NODE_CAMPUS=$campus "$ROOT/deploy/sign-node.sh" "$node" "$RUN/deploy/secrets/nodes/$node/node.csr" "$CA_OFFLINE" >/dev/null ||
+		fail "deploy/sign-node.sh $node"
+	rm -f "$RUN/deploy/secrets/nodes/$node/node.csr"
+}
 NODE_ID=gpu-remote-1
 NODE_B=$RUN/deploy/secrets/nodes/$NODE_ID
-"$ROOT/deploy/make-node.sh" "$NODE_ID" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-node.sh"
+enrol "$NODE_ID"
+# A node bound to one campus: its certificate names the campus, its
+# payload keys are that campus's only.
+enrol gpu-north-1 north
+jq -e '(.keys == null) and (.scoped | keys == ["campus/north", "system"])' "$RUN/deploy/secrets/nodes/gpu-north-1/codec-keys.json" >/dev/null ||
+	fail "the bundle of a node bound to campus north holds more than north's and the fleet's keys: $(jq -c '{keys: (.keys // {} | keys), scoped: (.scoped // {} | keys)}' "$RUN/deploy/secrets/nodes/gpu-north-1/codec-keys.json")"
 # A node enrolled and then revoked, by the commands a site runs: its
 # certificate still passes TLS, and Temporal gives it no role.
-"$ROOT/deploy/make-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-node.sh gpu-revoked-1"
+enrol gpu-revoked-1
 "$ROOT/deploy/revoke-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/revoke-node.sh"
 # The api's and the UI's ports: free ones, picked here, since the UI names
 # the codec endpoint by the api's public URL and the api answers the UI's
@@ -475,13 +497,14 @@ step "PASS: Temporal connects as its own role, no superuser; max_connections $(p
 # neither start nor terminate a workflow, nor list them; the api's may not
 # terminate; the UI's may not start; the operator's may list.
 OCTFLOW_COMPOSE_TEMPORAL=$TEMPORAL_PUB OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secrets OCTFLOW_COMPOSE_NODE=$NODE_ID OCTFLOW_COMPOSE_REVOKED_NODE=gpu-revoked-1 \
+	OCTFLOW_COMPOSE_CAMPUS_NODE=gpu-north-1 OCTFLOW_COMPOSE_NODE_CAMPUS=north \
 	go test -count=1 -run '^TestTheStacksTemporalDecidesByRole$' -v ./deploy/compose-test >"$CACHE/logs/authz.log" 2>&1 || {
 	tail -30 "$CACHE/logs/authz.log"
 	logs_and_fail "Temporal's authorization by role"
 }
 grep -q -- '--- PASS: TestTheStacksTemporalDecidesByRole' "$CACHE/logs/authz.log" ||
 	logs_and_fail "the authorization probe did not run: $(tail -5 "$CACHE/logs/authz.log")"
-step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start, a revoked node's may call nothing"
+step "PASS: Temporal decides by role: a GPU node's certificate may not start, terminate or list workflows, the api's may not terminate, the UI's may not start, a revoked node's may call nothing; a node enrolled by request with the CA key off the stack's host, bound to campus north, polls north's queue and its own only, and no other node polls north's"
 # The authorizer runs in the frontend: history, matching and the worker
 # service listen on the server's loopback only, out of every other
 # container's reach (curl's exit 7: could not connect).
@@ -632,6 +655,22 @@ while :; do
 done
 lines=$(grep -c 'IHE+RFC-3881' <<<"$trail")
 step "PASS: the audit trail reaches the collector over TLS: $lines audit messages in its file, the clinician's among them"
+# The collector's peer check, live: an entry sent with a GPU node's
+# certificate of the same CA is never answered for, nor kept; one sent
+# with the api's audit certificate is. (The host reaches the collector at
+# its address on the stack's network.)
+AUDIT_IP=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(compose ps -q audit)" | awk '{print $1}')
+OCTFLOW_COMPOSE_AUDIT=$AUDIT_IP:2514 OCTFLOW_COMPOSE_SECRETS=$RUN/deploy/secrets OCTFLOW_COMPOSE_NODE=$NODE_ID \
+	go test -count=1 -run '^TestTheStacksCollectorTakesOnlyTheApisAuditCertificate$' -v ./deploy/compose-test >"$CACHE/logs/collector.log" 2>&1 || {
+	tail -30 "$CACHE/logs/collector.log"
+	logs_and_fail "the collector's peer check"
+}
+grep -q -- '--- PASS: TestTheStacksCollectorTakesOnlyTheApisAuditCertificate' "$CACHE/logs/collector.log" ||
+	logs_and_fail "the collector probe did not run: $(tail -5 "$CACHE/logs/collector.log")"
+trail=$(compose exec -T audit cat /var/log/audit/audit.log 2>/dev/null || true)
+grep -q 'sent-with-the-api-certificate' <<<"$trail" || logs_and_fail "the entry sent with the api's audit certificate is not in the collector's file"
+! grep -q "forged-by-$NODE_ID" <<<"$trail" || logs_and_fail "the collector kept an entry sent with a GPU node's certificate"
+step "PASS: the stack's collector keeps an entry sent with the api's audit certificate and refuses one sent with a GPU node's certificate of the same CA"
 
 # --- a GPU node on another host ----------------------------------------------
 # deploy/compose.remote-node.yml in a project (and network) of its own,

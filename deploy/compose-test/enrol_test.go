@@ -1,0 +1,153 @@
+package composetest
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sh runs a deploy script with env added, in dir.
+func sh(t *testing.T, dir string, env []string, script string, args ...string) (string, error) {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join(repoRoot, "deploy", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(abs, args...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func certificate(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s holds no PEM", path)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A node is enrolled without the CA's key on the stack's host: the
+// node's key is made on its host and never travels, the stack's host
+// makes the bundle without a certificate, and the CA's keeper signs the
+// request, setting the role and the campus whatever the request asks.
+func TestANodeIsEnrolledByRequestWithoutTheCAKeyOnTheStacksHost(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl")
+	}
+	root := t.TempDir()
+	ca, stack, nodeHost := filepath.Join(root, "ca"), filepath.Join(root, "stack"), filepath.Join(root, "node")
+	for _, d := range []string{ca, stack, nodeHost} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+		"-subj", "/CN=octflow test CA", "-days", "2", "-keyout", filepath.Join(ca, "ca-key.pem"), "-out", filepath.Join(ca, "ca.pem")).CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v %s", err, out)
+	}
+	caPEM, _ := os.ReadFile(filepath.Join(ca, "ca.pem"))
+	for name, body := range map[string]string{"ca.pem": string(caPEM), "s3-node-accounts": "",
+		"codec-keys.json": `{"active": "k1", "keys": {"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}}`} {
+		if err := os.WriteFile(filepath.Join(stack, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The stack's host: the bundle, with no certificate and no key.
+	if out, err := sh(t, root, nil, "make-node.sh", "gpu-remote-7", stack); err != nil {
+		t.Fatalf("make-node.sh: %v\n%s", err, out)
+	}
+	bundle := filepath.Join(stack, "nodes", "gpu-remote-7")
+	entries, _ := os.ReadDir(bundle)
+	var files []string
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	if want := []string{"ca.pem", "codec-keys.json", "s3-access-key", "s3-secret-key"}; !slices.Equal(files, want) {
+		t.Errorf("the bundle made without the CA key holds %v, want %v", files, want)
+	}
+
+	// The node's host: its key and request. The request asks to be an
+	// operator; the signer decides.
+	if out, err := sh(t, root, nil, "node-request.sh", "gpu-remote-7", nodeHost); err != nil {
+		t.Fatalf("node-request.sh: %v\n%s", err, out)
+	}
+	csr := filepath.Join(nodeHost, "node.csr")
+	forged := filepath.Join(root, "forged")
+	os.MkdirAll(forged, 0o700)
+	if out, err := exec.Command("openssl", "req", "-new", "-key", filepath.Join(nodeHost, "node-key.pem"),
+		"-subj", "/OU=octflow-operator/CN=gpu-remote-7", "-out", filepath.Join(forged, "node.csr")).CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v %s", err, out)
+	}
+
+	// The CA's keeper: a node bound to north, whatever the request asked.
+	for _, tc := range []struct {
+		name, node, csr, campus string
+		ou                      []string // "": refused
+	}{
+		{"another node's name", "gpu-remote-8", csr, "", nil},
+		{"a name of the stack's own", "octflow-api-audit", csr, "", nil},
+		{"a campus that is no name", "gpu-remote-7", csr, "North Wing", nil},
+		{"a node of every campus", "gpu-remote-7", csr, "", []string{"octflow-gpu-node"}},
+		{"a request that asks to be an operator", "gpu-remote-7", filepath.Join(forged, "node.csr"), "", []string{"octflow-gpu-node"}},
+		{"a node bound to north", "gpu-remote-7", csr, "north", []string{"octflow-gpu-node", "campus:north"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(filepath.Dir(tc.csr), "node.pem")
+			os.Remove(out)
+			msg, err := sh(t, root, []string{"OCTFLOW_NODE_CAMPUS=" + tc.campus}, "sign-node.sh", tc.node, tc.csr, ca)
+			if tc.ou == nil {
+				if err == nil {
+					t.Errorf("signed: %s", msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("sign-node.sh: %v\n%s", err, msg)
+			}
+			c := certificate(t, out)
+			if c.Subject.CommonName != tc.node || !slices.Equal(c.Subject.OrganizationalUnit, tc.ou) {
+				t.Errorf("signed %s, want CN=%s OU=%v", c.Subject, tc.node, tc.ou)
+			}
+			if days := c.NotAfter.Sub(c.NotBefore).Hours() / 24; days > 91 {
+				t.Errorf("the certificate lasts %.0f days, want at most 90", days)
+			}
+			if !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || c.IsCA {
+				t.Errorf("usage %v, CA %v: want a client certificate only", c.ExtKeyUsage, c.IsCA)
+			}
+		})
+	}
+	issued, _ := os.ReadFile(filepath.Join(ca, "issued-node-certificates"))
+	if n := strings.Count(string(issued), " gpu-remote-7 "); n != 3 {
+		t.Errorf("issued-node-certificates notes %d of the 3 signed:\n%s", n, issued)
+	}
+
+	// Revoked by its certificate, from the stack's host.
+	revoked := filepath.Join(stack, "revoked-certificates")
+	os.WriteFile(revoked, nil, 0o600)
+	if out, err := sh(t, root, nil, "revoke-node.sh", "gpu-remote-7", stack, filepath.Join(nodeHost, "node.pem")); err != nil {
+		t.Fatalf("revoke-node.sh: %v\n%s", err, out)
+	}
+	serial := strings.ToUpper(certificate(t, filepath.Join(nodeHost, "node.pem")).SerialNumber.Text(16))
+	if b, _ := os.ReadFile(revoked); !strings.Contains(strings.ToUpper(string(b)), serial) {
+		t.Errorf("revoked-certificates %q does not list serial %s", b, serial)
+	}
+	if b, _ := os.ReadFile(filepath.Join(stack, "s3-node-accounts")); strings.Contains(string(b), "gpu-remote-7") {
+		t.Errorf("the revoked node's S3 account is still listed: %q", b)
+	}
+}
