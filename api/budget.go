@@ -10,6 +10,10 @@ import (
 // over for ever by ones that need little.
 type byteBudget struct {
 	size int64
+	// lone lets a holder that finds the budget empty take more than its
+	// size: a campus's share of the gateway's budget (campusBudgets) may
+	// be smaller than one large scan, which it may then validate alone.
+	lone bool
 
 	mu      sync.Mutex
 	used    int64
@@ -23,13 +27,19 @@ type budgetWaiter struct {
 
 func newByteBudget(size int64) *byteBudget { return &byteBudget{size: size} }
 
+// fits says whether n more bytes may be charged now.
+func (b *byteBudget) fits(n int64) bool {
+	return n <= b.size-b.used || (b.lone && b.used == 0)
+}
+
 // take waits until n bytes are free and no earlier caller waits, charges
 // them and returns the function that gives them back; or returns ctx's
-// error, charging nothing. n must be at most the budget's size.
+// error, charging nothing. n must be at most the budget's size, unless
+// the budget is lone.
 func (b *byteBudget) take(ctx context.Context, n int64) (func(), error) {
 	release := func() { b.give(n) }
 	b.mu.Lock()
-	if len(b.waiters) == 0 && n <= b.size-b.used {
+	if len(b.waiters) == 0 && b.fits(n) {
 		b.used += n
 		b.mu.Unlock()
 		return release, nil
@@ -68,7 +78,7 @@ func (b *byteBudget) give(n int64) {
 
 // admit charges the waiters at the head of the queue that now fit.
 func (b *byteBudget) admit() {
-	for len(b.waiters) > 0 && b.waiters[0].n <= b.size-b.used {
+	for len(b.waiters) > 0 && b.fits(b.waiters[0].n) {
 		w := b.waiters[0]
 		b.waiters = b.waiters[1:]
 		b.used += w.n
@@ -81,6 +91,22 @@ func (b *byteBudget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// campusBudgets gives each campus that uploads its share of the
+// validation memory budget of size bytes, a campus holding nothing may
+// take one scan over it; with one campus, none: the gateway's budget is
+// its own. So one campus's large scans wait behind its own, and another
+// campus's scans find room.
+func campusBudgets(size int64, campuses []string) map[string]*byteBudget {
+	if len(campuses) < 2 {
+		return nil
+	}
+	out := map[string]*byteBudget{}
+	for _, c := range campuses {
+		out[c] = &byteBudget{size: size / int64(len(campuses)), lone: true}
+	}
+	return out
 }
 
 // DefaultValidationBytes is UploadLimits.ValidationBytes's default: room

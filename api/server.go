@@ -118,7 +118,8 @@ type UploadLimits struct {
 	// take, in bytes (default DefaultValidationBytes): each is charged
 	// what its scan's header says reading and de-identifying it takes
 	// (octdicom.PreScan), and waits for it within Wait; a scan that
-	// could never fit is refused 413.
+	// could never fit is refused 413. Where several campuses upload,
+	// each holds at most its share (or one larger scan, alone).
 	ValidationBytes int64
 	// PerDevice bounds one device's uploads in flight (default 2); over
 	// it a device gets 429.
@@ -151,6 +152,8 @@ type Server struct {
 	anonymous *anonymousRate
 	// campusSlots is each campus's share of the validation slots.
 	campusSlots map[string]chan struct{}
+	// campusBudgets is each campus's share of the validation memory.
+	campusBudgets map[string]*byteBudget
 	// sharing are the campuses that sent exams lately: each exam's part
 	// of its bucket is its campus's weight over theirs (policyFor).
 	sharing *campusActivity
@@ -212,8 +215,8 @@ func New(cfg Config) (*Server, error) {
 		}, []string{"campus", "device"}),
 		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(uploading), SpoolBytesFor(cfg.MaxScanBytes)),
 		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
-		campusSlots: campusSlots(cfg.Uploads.Validating, uploading),
-		sharing:     newCampusActivity(),
+		campusSlots: campusSlots(cfg.Uploads.Validating, uploading), campusBudgets: campusBudgets(cfg.Uploads.ValidationBytes, uploading),
+		sharing: newCampusActivity(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {

@@ -282,9 +282,9 @@ func streamTokensForUploads(t *testing.T) *Tokens {
 	return tokens
 }
 
-// One campus's validations wait behind each other, not in front of the
-// other campuses': each holds at most its share of the slots.
-func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
+// twoCampusTokens are a device's of campus north and one of south.
+func twoCampusTokens(t *testing.T) *Tokens {
+	t.Helper()
 	tokens, err := NewTokens([]TokenEntry{
 		{SHA256: HashToken("north"), Principal: Principal{Name: "n", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 		{SHA256: HashToken("south"), Principal: Principal{Name: "s", Role: RoleDevice, DeviceID: "oct-1", Campus: "south"}},
@@ -292,6 +292,13 @@ func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tokens
+}
+
+// One campus's validations wait behind each other, not in front of the
+// other campuses': each holds at most its share of the slots.
+func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
+	tokens := twoCampusTokens(t)
 	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), Uploads: UploadLimits{Validating: 4, Wait: 50 * time.Millisecond}})
 	turn := func(campus string) (func(), error) {
 		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
@@ -321,5 +328,57 @@ func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
 		t.Errorf("north's validation once its own ended: %v", err)
 	} else {
 		release()
+	}
+}
+
+// One campus's large scans wait behind each other, not in front of the
+// other campuses': each holds at most its share of the validation
+// memory, or one scan larger than that share.
+func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
+	tokens := twoCampusTokens(t)
+	const budget = 100
+	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(),
+		Uploads: UploadLimits{Validating: 8, Wait: 50 * time.Millisecond, ValidationBytes: budget}})
+	turn := func(campus string, peak int64) (func(), error) {
+		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
+		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
+		return srv.takeUploadTurn(c, peak)
+	}
+	// North validates one scan larger than its half, alone.
+	big, err := turn("north", 70)
+	if err != nil {
+		t.Fatalf("north's one scan over its share, holding nothing: %v", err)
+	}
+	if _, err := turn("north", 20); err == nil {
+		t.Fatal("north took more while holding its one large scan")
+	}
+	// South still finds the rest.
+	south, err := turn("south", 30)
+	if err != nil {
+		t.Fatalf("south's scan while north holds its large one: %v", err)
+	}
+	south()
+	big()
+	// Within its share, north takes several; past it, it waits.
+	a, err := turn("north", 25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := turn("north", 25)
+	if err != nil {
+		t.Fatalf("north's second scan within its half: %v", err)
+	}
+	if _, err := turn("north", 1); err == nil {
+		t.Error("north passed its half of the validation memory")
+	}
+	if south, err := turn("south", 50); err != nil {
+		t.Errorf("south's half while north holds its own: %v", err)
+	} else {
+		south()
+	}
+	a()
+	b()
+	if srv.budget.inUse() != 0 {
+		t.Errorf("%d bytes still charged after every scan ended", srv.budget.inUse())
 	}
 }

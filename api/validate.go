@@ -15,37 +15,50 @@ import (
 )
 
 // takeUploadTurn waits, within Uploads.Wait, for one of its campus's
-// validation slots, one of the gateway's, and peak bytes of the
-// validation memory budget, or answers 503 with Retry-After. A campus
-// holds at most its share of the slots (campusSlots), so its burst waits
-// behind itself, not in front of the other campuses.
+// validation slots and peak bytes of its campus's share of the
+// validation memory, then one of the gateway's slots and peak bytes of
+// the gateway's budget, or answers 503 with Retry-After. A campus holds
+// at most its share of the slots (campusSlots) and of the memory
+// (campusBudgets, or one scan larger than that share), so its burst
+// waits behind itself, not in front of the other campuses.
 func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Uploads.Wait)
 	defer cancel()
-	mine := s.campusSlots[principal(c).Campus]
-	if mine != nil {
+	var held []func()
+	release := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
+		}
+	}
+	slot := func(ch chan struct{}) bool {
 		select {
-		case mine <- struct{}{}:
+		case ch <- struct{}{}:
+			held = append(held, func() { <-ch })
+			return true
 		case <-ctx.Done():
-			return func() {}, validatingFull(c)
+			return false
 		}
 	}
-	releaseMine := func() {
-		if mine != nil {
-			<-mine
-		}
-	}
-	select {
-	case s.uploads <- struct{}{}:
-		release, err := s.budget.take(ctx, peak)
+	memory := func(b *byteBudget) bool {
+		give, err := b.take(ctx, peak)
 		if err == nil {
-			return func() { release(); <-s.uploads; releaseMine() }, nil
+			held = append(held, give)
 		}
-		<-s.uploads
-	case <-ctx.Done():
+		return err == nil
 	}
-	releaseMine()
-	return func() {}, validatingFull(c)
+	campus := principal(c).Campus
+	if mine := s.campusSlots[campus]; mine != nil && !slot(mine) {
+		return func() {}, validatingFull(c)
+	}
+	if mine := s.campusBudgets[campus]; mine != nil && !memory(mine) {
+		release()
+		return func() {}, validatingFull(c)
+	}
+	if !slot(s.uploads) || !memory(s.budget) {
+		release()
+		return func() {}, validatingFull(c)
+	}
+	return release, nil
 }
 
 func validatingFull(c echo.Context) error {
