@@ -170,7 +170,11 @@ func (s *Server) admitAction(c echo.Context) error {
 	if !ok || c.Request().Method == http.MethodGet || routeAction(c.Request().Method, c.Path()) == "codec-decode" {
 		return nil
 	}
-	if err := a.Admit(admitNeed(c)); err != nil {
+	var who audit.User
+	if p := principal(c); p.Role != "" {
+		who = audit.User{ID: p.Name, Role: string(p.Role)}
+	}
+	if err := a.Admit(who, admitNeed(c)); err != nil {
 		s.cfg.Logger.Error("audit trail cannot record an action; refusing it", zap.String("route", c.Path()), zap.Error(err))
 		c.Response().Header().Set("Retry-After", "30")
 		return problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")

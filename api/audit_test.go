@@ -28,7 +28,7 @@ type recordingTrail struct {
 	needs []int64 // what each Admit asked for
 }
 
-func (r *recordingTrail) Admit(need int64) error {
+func (r *recordingTrail) Admit(_ audit.User, need int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.needs = append(r.needs, need)

@@ -31,8 +31,10 @@ type Sink interface {
 // then refuse.
 type Admitter interface {
 	// Admit returns ErrSpoolFull (or the journal's failure) unless
-	// entries of need bytes would be taken now.
-	Admit(need int64) error
+	// entries of need bytes would be taken now, for who (the caller, as
+	// Event.User names it; the zero User: none), whose own entries may
+	// hold at most their share of the spool (ErrPrincipalShare).
+	Admit(who User, need int64) error
 }
 
 // ErrSpoolFull is returned by Record when the local journal holds its

@@ -87,6 +87,8 @@ type Trail struct {
 	// off the journal while it was three quarters full.
 	failedAuths int
 	fullAt      time.Time // when it filled (zero: not full)
+	// shares bounds each authenticated caller's part of the spool.
+	shares *principalShares
 	cancel      context.CancelFunc
 	stopped     chan struct{}
 }
@@ -142,7 +144,7 @@ func Open(cfg Config, src Source, log *zap.Logger) (*Trail, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Trail{src: src, header: newHeader(src, cmp.Or(cfg.AppName, "octflow")), j: j, log: log,
-		cancel: cancel, stopped: make(chan struct{}),
+		cancel: cancel, stopped: make(chan struct{}), shares: newPrincipalShares(),
 		ship: &shipper{j: j, relp: relp, addr: cfg.Collector, tls: tc, log: log, settle: cmp.Or(cfg.Settle, 2*time.Second),
 			minBackoff: cmp.Or(cfg.MinBackoff, 200*time.Millisecond), maxBackoff: cmp.Or(cfg.MaxBackoff, 30*time.Second)}}
 	// What could not be shipped is kept aside, and the trail says so.
@@ -197,10 +199,22 @@ func (t *Trail) setAsideAlert(a setAside) {
 // turn every allowed request into a 503. Past that they are counted,
 // and the next record written is preceded by a Security Alert that says
 // how many were not recorded one by one.
+//
+// One authenticated caller's entries (Event.User) may hold at most a
+// quarter of the spool undelivered: past that Record refuses that
+// caller's entries with ErrPrincipalShare, and the trail says so in a
+// Security Alert naming the caller, then how many were refused once it
+// is taken again; other callers go on.
 func (t *Trail) Record(ev Event) error {
 	xml, err := Marshal(t.src, ev)
 	if err != nil {
 		return err
+	}
+	who := principalOf(ev)
+	if who != "" {
+		if err := t.admitCaller(who, int64(len(xml)+maxHeader)); err != nil {
+			return err
+		}
 	}
 	if ev.anonymous() {
 		if size, capacity := t.j.undelivered(); size+int64(len(xml)+maxHeader) > capacity/4*3 {
@@ -229,13 +243,40 @@ func (t *Trail) Record(ev Event) error {
 		t.fullAt, t.lost = time.Time{}, 0
 	}
 	t.mu.Unlock()
+	if who != "" {
+		if n := t.shares.resumed(who); n > 0 {
+			_ = t.append(t.shareAlert(who, n), MinorFailure, false)
+		}
+	}
 	// Not under mu: concurrent records share one fsync (group commit).
-	if err := t.append(xml, ev.Outcome, false); err != nil {
+	seq, size, err := t.appendSeq(xml, ev.Outcome, false)
+	if err != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return t.refusedLocked(err)
 	}
+	if who != "" {
+		t.shares.charge(who, seq, size)
+	}
 	return nil
+}
+
+// admitCaller refuses an entry of need bytes of caller who when its
+// entries hold their share of the spool undelivered; the first refusal
+// puts a Security Alert on the trail.
+func (t *Trail) admitCaller(who string, need int64) error {
+	_, capacity := t.j.undelivered()
+	_, shipped := t.j.durable()
+	if t.shares.admits(who, need, capacity/4, shipped.Seq) {
+		return nil
+	}
+	if t.shares.refuse(who) {
+		t.log.Error("audit: one caller's entries hold a quarter of the spool undelivered; refusing its requests", zap.String("caller", who))
+		if err := t.append(t.shareAlert(who, 0), SeriousFailure, true); err != nil {
+			t.log.Error("audit: cannot record that a caller's entries were refused", zap.Error(err))
+		}
+	}
+	return ErrPrincipalShare
 }
 
 // Admit says whether Record would take entries of need bytes now: nil,
@@ -243,8 +284,16 @@ func (t *Trail) Record(ev Event) error {
 // journal has failed). It reserves nothing: a caller asks for room for
 // its own entry and those of others acting at the same time. See
 // Admitter.
-func (t *Trail) Admit(need int64) error {
-	return t.j.admit(max(need, 0))
+func (t *Trail) Admit(who User, need int64) error {
+	need = max(need, 0)
+	if caller := callerOf(who); caller != "" {
+		_, capacity := t.j.undelivered()
+		_, shipped := t.j.durable()
+		if !t.shares.admits(caller, need, capacity/4, shipped.Seq) {
+			return ErrPrincipalShare
+		}
+	}
+	return t.j.admit(need)
 }
 
 // refusedLocked counts an event the journal did not take, and on the
@@ -265,8 +314,19 @@ func (t *Trail) refusedLocked(err error) error {
 }
 
 func (t *Trail) append(xml []byte, outcome Outcome, alert bool) error {
+	_, _, err := t.appendSeq(xml, outcome, alert)
+	return err
+}
+
+// appendSeq appends a message and says its sequence number and size.
+func (t *Trail) appendSeq(xml []byte, outcome Outcome, alert bool) (seq uint64, size int64, err error) {
 	at := time.Now()
-	return t.j.append(func(seq uint64) []byte { return t.header.message(seq, at, outcome != Success, xml) }, alert)
+	err = t.j.append(func(n uint64) []byte {
+		msg := t.header.message(n, at, outcome != Success, xml)
+		seq, size = n, int64(len(msg))
+		return msg
+	}, alert)
+	return seq, size, err
 }
 
 // alert is a Security Alert about the trail itself.

@@ -27,6 +27,14 @@ func reportRead(i int) Event {
 			Type: 2, Role: 3, Details: []Detail{{Type: "requestId", Value: "r1"}}}}}
 }
 
+// readByAnother is reportRead by a clinician of its own: no one caller
+// holds more than its share of the spool.
+func readByAnother(i int) Event {
+	ev := reportRead(i)
+	ev.User.ID = fmt.Sprintf("dr-%d", i)
+	return ev
+}
+
 func openTrail(t *testing.T, p audittest.PKI, addr, spool string, tweak func(*Config)) *Trail {
 	t.Helper()
 	cfg := Config{Collector: addr, CAFile: p.Path("ca.pem"), CertFile: p.Path("client.pem"), KeyFile: p.Path("client.key"),
@@ -211,15 +219,15 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.Admit(4 << 10); err != nil {
+	if err := tr.Admit(User{}, 4 << 10); err != nil {
 		t.Fatalf("an empty 8 KiB spool admits no action of 4 KiB: %v", err)
 	}
-	if err := tr.Admit(9 << 10); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Admit(User{}, 9 << 10); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("an empty 8 KiB spool admits an action of 9 KiB: %v", err)
 	}
 	accepted := 0
 	for ; accepted < 100; accepted++ {
-		if err := tr.Record(reportRead(accepted)); err != nil {
+		if err := tr.Record(readByAnother(accepted)); err != nil {
 			if !errors.Is(err, ErrSpoolFull) {
 				t.Fatal(err)
 			}
@@ -229,10 +237,10 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if accepted == 0 || accepted == 100 {
 		t.Fatalf("%d records accepted under an 8 KiB cap", accepted)
 	}
-	if err := tr.Record(reportRead(1000)); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Record(readByAnother(1000)); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a second record past the cap: %v, want ErrSpoolFull", err)
 	}
-	if err := tr.Admit(1 << 10); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Admit(User{}, 1 << 10); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a full spool admits an action: %v, want ErrSpoolFull", err)
 	}
 	msgs := journalMessages(t, tr)
@@ -245,10 +253,10 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.j.commit(end); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Admit(4 << 10); err != nil {
+	if err := tr.Admit(User{}, 4 << 10); err != nil {
 		t.Fatalf("a spool with room again admits no action: %v", err)
 	}
-	if err := tr.Record(reportRead(2000)); err != nil {
+	if err := tr.Record(readByAnother(2000)); err != nil {
 		t.Fatal(err)
 	}
 	end2, _ := tr.j.durable()
@@ -390,5 +398,72 @@ func TestARecordNoCollectorTakesIsSetAsideAndShippingGoesOn(t *testing.T) {
 	}
 	if fi, _ := os.Stat(aside[0]); fi == nil || fi.Size() < 1100<<10 {
 		t.Fatalf("the set-aside record is not whole: %v", fi)
+	}
+}
+
+// One authenticated caller's flood while the collector is away fills at
+// most a quarter of the spool: past it that caller's entries (and
+// actions) are refused, with a Security Alert naming it, while other
+// callers' are taken; once the collector takes the spool, the caller is
+// taken again and the trail says how many were refused.
+func TestOneCallersFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	flooder := User{ID: "oct-7", Role: "device"}
+	floodEntry := func(i int) Event {
+		ev := reportRead(i)
+		ev.User = flooder
+		return ev
+	}
+	taken := 0
+	for ; taken < 1000; taken++ {
+		if err := tr.Record(floodEntry(taken)); err != nil {
+			if !errors.Is(err, ErrPrincipalShare) || !errors.Is(err, ErrSpoolFull) {
+				t.Fatalf("the flood's entry %d: %v, want ErrPrincipalShare", taken, err)
+			}
+			break
+		}
+	}
+	size, capacity := tr.j.undelivered()
+	if taken == 0 || taken == 1000 || size > capacity/4+4<<10 {
+		t.Fatalf("one caller wrote %d entries, %d of %d bytes of the spool; want about a quarter", taken, size, capacity)
+	}
+	if err := tr.Admit(flooder, 2<<10); !errors.Is(err, ErrPrincipalShare) {
+		t.Errorf("the flooder's action is admitted: %v", err)
+	}
+	// Everyone else goes on, until the spool itself is full.
+	for i := range 5 {
+		if err := tr.Record(readByAnother(i)); err != nil {
+			t.Fatalf("another caller's entry while one floods: %v", err)
+		}
+	}
+	if err := tr.Admit(User{ID: "dr-lee", Role: "clinician"}, 2<<10); err != nil {
+		t.Errorf("another caller's action refused: %v", err)
+	}
+	msgs := journalMessages(t, tr)
+	alerts := 0
+	for _, m := range msgs {
+		if strings.Contains(m, "hold a quarter of the spool") && strings.Contains(m, "device/oct-7") {
+			alerts++
+		}
+	}
+	if alerts != 1 {
+		t.Errorf("%d alerts naming the flooder, want one", alerts)
+	}
+	// The collector takes everything: the flooder is taken again.
+	end, _ := tr.j.durable()
+	if err := tr.j.commit(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Record(floodEntry(5000)); err != nil {
+		t.Fatalf("the caller once the collector took the spool: %v", err)
+	}
+	msgs = journalMessages(t, tr)
+	if resumed := msgs[len(msgs)-2]; !strings.Contains(resumed, "1 requests of one caller were refused") {
+		t.Errorf("no alert counting the refused entries before the caller's next one: %s", resumed)
 	}
 }

@@ -1,0 +1,134 @@
+package audit
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// ErrPrincipalShare is returned by Record and Admit when the caller's
+// entries alone hold their share of the spool undelivered (see
+// principalShares). It is an ErrSpoolFull for that caller only.
+var ErrPrincipalShare = fmt.Errorf("%w for this caller: its entries hold a quarter of the spool undelivered", ErrSpoolFull)
+
+// principalShares bounds what one authenticated caller's entries may
+// hold of the spool while the collector does not take them: a quarter,
+// so that one token's flood of requests while the collector is away
+// cannot turn every other caller's requests into 503s. Entries leave a
+// caller's share as the collector takes them.
+type principalShares struct {
+	mu sync.Mutex
+	// of each caller, its entries the collector has not taken, in order.
+	pending map[string]*ledger
+	// refused counts each caller's entries refused since it passed its
+	// share.
+	refused map[string]int
+}
+
+type ledger struct {
+	seqs  []uint64
+	sizes []int64
+	bytes int64
+}
+
+func newPrincipalShares() *principalShares {
+	return &principalShares{pending: map[string]*ledger{}, refused: map[string]int{}}
+}
+
+// principalOf is the caller an event is charged to ("": none, the
+// trail's own or an unauthenticated caller's).
+func principalOf(ev Event) string {
+	if ev.anonymous() {
+		return ""
+	}
+	return callerOf(ev.User)
+}
+
+// callerOf names an authenticated user's share ("": none).
+func callerOf(u User) string {
+	if u.ID == "" {
+		return ""
+	}
+	return u.Role + "/" + u.ID
+}
+
+// held is what who's entries hold undelivered, after forgetting those
+// before shipped (the sequence number of the next record to ship).
+func (p *principalShares) held(who string, shipped uint64) int64 {
+	l := p.pending[who]
+	if l == nil {
+		return 0
+	}
+	n := 0
+	for n < len(l.seqs) && l.seqs[n] < shipped {
+		l.bytes -= l.sizes[n]
+		n++
+	}
+	l.seqs, l.sizes = l.seqs[n:], l.sizes[n:]
+	if len(l.seqs) == 0 {
+		delete(p.pending, who)
+		return 0
+	}
+	return l.bytes
+}
+
+// admits says whether who may add need bytes under a share of share
+// bytes; shipped as for held. A caller over its share is counted.
+func (p *principalShares) admits(who string, need, share int64, shipped uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held(who, shipped)+need <= share
+}
+
+// charge notes an entry of who's written at seq.
+func (p *principalShares) charge(who string, seq uint64, size int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.pending[who]
+	if l == nil {
+		l = &ledger{}
+		p.pending[who] = l
+	}
+	l.seqs, l.sizes, l.bytes = append(l.seqs, seq), append(l.sizes, size), l.bytes+size
+}
+
+// refuse counts an entry of who's refused and says whether it is the
+// first since who passed its share.
+func (p *principalShares) refuse(who string) (first bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refused[who]++
+	return p.refused[who] == 1
+}
+
+// resumed is how many of who's entries were refused before this one was
+// taken again (0: none), and forgets them.
+func (p *principalShares) resumed(who string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.refused[who]
+	delete(p.refused, who)
+	return n
+}
+
+// shareAlert is the Security Alert that says a caller passed its share
+// of the spool (refused 0), or how many of its entries were refused
+// before it was taken again.
+func (t *Trail) shareAlert(who string, refused int) []byte {
+	detail := "one caller's audit entries hold a quarter of the spool undelivered (the collector is not taking them): its requests are refused until the collector takes them"
+	outcome := SeriousFailure
+	if refused > 0 {
+		detail = strconv.Itoa(refused) + " requests of one caller were refused while its audit entries held a quarter of the spool undelivered"
+		outcome = MinorFailure
+	}
+	ev := Event{ID: SecurityAlert, Types: []Code{AuditRecordingStopped}, Action: Execute, Outcome: outcome, Description: detail,
+		User: User{ID: t.src.ID}, Objects: []Object{
+			{ID: who, IDType: Code{Code: "principal", System: "octflow", Meaning: "Caller"}, Type: 1, Role: 6},
+			{ID: "audit-spool", IDType: Code{Code: "audit-spool", System: "octflow", Meaning: "Audit spool"},
+				Type: 2, Role: 13, Details: []Detail{{Type: "refused", Value: strconv.Itoa(refused)}}}}}
+	xml, err := Marshal(t.src, ev)
+	if err != nil { // cannot happen: the event is well-formed
+		panic(err)
+	}
+	return xml
+}
