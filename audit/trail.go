@@ -88,9 +88,9 @@ type Trail struct {
 	failedAuths int
 	fullAt      time.Time // when it filled (zero: not full)
 	// shares bounds each authenticated caller's part of the spool.
-	shares *principalShares
-	cancel      context.CancelFunc
-	stopped     chan struct{}
+	shares  *principalShares
+	cancel  context.CancelFunc
+	stopped chan struct{}
 }
 
 // Open opens the journal in cfg.SpoolDir (replaying what an earlier

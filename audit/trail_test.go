@@ -219,10 +219,10 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := tr.Admit(User{}, 4 << 10); err != nil {
+	if err := tr.Admit(User{}, 4<<10); err != nil {
 		t.Fatalf("an empty 8 KiB spool admits no action of 4 KiB: %v", err)
 	}
-	if err := tr.Admit(User{}, 9 << 10); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Admit(User{}, 9<<10); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("an empty 8 KiB spool admits an action of 9 KiB: %v", err)
 	}
 	accepted := 0
@@ -240,7 +240,7 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.Record(readByAnother(1000)); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a second record past the cap: %v, want ErrSpoolFull", err)
 	}
-	if err := tr.Admit(User{}, 1 << 10); !errors.Is(err, ErrSpoolFull) {
+	if err := tr.Admit(User{}, 1<<10); !errors.Is(err, ErrSpoolFull) {
 		t.Fatalf("a full spool admits an action: %v, want ErrSpoolFull", err)
 	}
 	msgs := journalMessages(t, tr)
@@ -253,7 +253,7 @@ func TestAFullSpoolRefusesAndPutsTheGapOnTheTrail(t *testing.T) {
 	if err := tr.j.commit(end); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Admit(User{}, 4 << 10); err != nil {
+	if err := tr.Admit(User{}, 4<<10); err != nil {
 		t.Fatalf("a spool with room again admits no action: %v", err)
 	}
 	if err := tr.Record(readByAnother(2000)); err != nil {
