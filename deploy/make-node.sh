@@ -92,7 +92,8 @@ fi
 # On the node, octflow (uid 10001) and the tunnel read these; the
 # bundle's directory keeps everyone else out.
 chmod 444 "$B"/*
+mode=$(stat -c %a "$S/s3-node-accounts")
 chmod u+w "$S/s3-node-accounts"
 printf '%s %s %s\n' "$NODE" "$access" "$secret" >>"$S/s3-node-accounts"
-chmod 444 "$S/s3-node-accounts"
+chmod "$mode" "$S/s3-node-accounts" # its owner and mode as deploy/make-secrets.sh left them
 echo "made $B (S3 account $access; $cert); now: docker compose up -d --force-recreate s3 s3-setup"

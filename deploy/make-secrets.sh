@@ -37,9 +37,15 @@
 # What it cannot make: tokens.json (the api's callers, docs/security.md),
 # alertmanager.yml (your receivers, deploy/alertmanager/) and the
 # certificates (deploy/make-certs.sh). Files that exist are kept. The
-# directory is made 0700 (root's, when run as root): the files in it are
-# 0444, so that each image's own non-root user reads its mounted copy,
-# and no one else on the host reaches them.
+# directory is made 0700 (root's, when run as root). Run as root, each
+# file is readable by the users of the images that mount it and no one
+# else (Compose without Swarm bind-mounts a secret with its host owner and
+# mode): octflow's services, its S3 setup job and the remote-node
+# accounts uid 10001; Temporal's server and schema job uid 1000, with
+# PostgreSQL (uid and gid 999) through the group for the database
+# password they share; PostgreSQL's own password 999; Grafana 472; the S3
+# service runs as root. Otherwise the files are 0444 in the 0700
+# directory, for a host where that is acceptable (docs/operations.md).
 set -eu
 DEPLOY=${1:-$(dirname "$0")}
 S=$DEPLOY/secrets
@@ -47,36 +53,40 @@ mkdir -p "$S"
 chmod 700 "$S"
 rnd() { openssl rand -hex "$1"; }
 made=
-secret() { # NAME VALUE
+# own NAME OWNER[:GROUP]: NAME readable by its services' users only (as
+# root), or by all in the 0700 directory (otherwise).
+own() {
+	if [ "$(id -u)" = 0 ]; then
+		chown "$2" "$S/$1"
+		case "$2" in
+		*:*) chmod 440 "$S/$1" ;;
+		*) chmod 400 "$S/$1" ;;
+		esac
+	else
+		chmod 444 "$S/$1"
+	fi
+}
+secret() { # NAME OWNER[:GROUP] VALUE
 	[ -s "$S/$1" ] && return 0
-	printf '%s\n' "$2" >"$S/$1.tmp"
-	chmod 444 "$S/$1.tmp"
+	printf '%s\n' "$3" >"$S/$1.tmp"
 	mv "$S/$1.tmp" "$S/$1"
+	own "$1" "$2"
 	made="$made $1"
 }
-secret postgres-password "$(rnd 24)"
-secret temporal-db-password "$(rnd 24)"
-secret s3-access-key "$(rnd 10)"
-secret s3-secret-key "$(rnd 24)"
-secret octflow-s3-access-key "$(rnd 10)"
-secret octflow-s3-secret-key "$(rnd 24)"
-secret api-s3-access-key "$(rnd 10)"
-secret api-s3-secret-key "$(rnd 24)"
-secret gpu-s3-access-key "$(rnd 10)"
-secret gpu-s3-secret-key "$(rnd 24)"
-secret grafana-admin-password "$(rnd 16)"
-secret pseudonym.key "$(rnd 32)"
-secret codec-keys.json "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"
-secret identity-keys.json "{\"active\": \"i1\", \"keys\": {\"i1\": \"$(openssl rand -base64 32)\"}}"
-if [ ! -e "$S/s3-node-accounts" ]; then
-	printf '# NODE ACCESS_KEY SECRET_KEY, one GPU node on another host a line (deploy/make-node.sh)\n' >"$S/s3-node-accounts"
-	chmod 444 "$S/s3-node-accounts"
-	made="$made s3-node-accounts"
-fi
-if [ ! -e "$S/revoked-certificates" ]; then
-	printf '# serial numbers of revoked client certificates, one a line (deploy/revoke-node.sh)
-' >"$S/revoked-certificates"
-	chmod 444 "$S/revoked-certificates"
-	made="$made revoked-certificates"
-fi
+secret postgres-password 999 "$(rnd 24)"
+secret temporal-db-password 1000:999 "$(rnd 24)"
+secret s3-access-key 10001 "$(rnd 10)"
+secret s3-secret-key 10001 "$(rnd 24)"
+secret octflow-s3-access-key 10001 "$(rnd 10)"
+secret octflow-s3-secret-key 10001 "$(rnd 24)"
+secret api-s3-access-key 10001 "$(rnd 10)"
+secret api-s3-secret-key 10001 "$(rnd 24)"
+secret gpu-s3-access-key 10001 "$(rnd 10)"
+secret gpu-s3-secret-key 10001 "$(rnd 24)"
+secret grafana-admin-password 472 "$(rnd 16)"
+secret pseudonym.key 10001 "$(rnd 32)"
+secret codec-keys.json 10001 "{\"active\": \"k1\", \"keys\": {\"k1\": \"$(openssl rand -base64 32)\"}}"
+secret identity-keys.json 10001 "{\"active\": \"i1\", \"keys\": {\"i1\": \"$(openssl rand -base64 32)\"}}"
+secret s3-node-accounts 10001 '# NODE ACCESS_KEY SECRET_KEY, one GPU node on another host a line (deploy/make-node.sh)'
+secret revoked-certificates 1000 '# serial numbers of revoked client certificates, one a line (deploy/revoke-node.sh)'
 echo "made:${made:- nothing (every secret exists)}"

@@ -32,12 +32,16 @@ else
 fi
 [ -n "$serial" ] || { echo "revoke-node: no serial number in $CERT" >&2 && exit 1; }
 # Appended in place: the server sees the file it has mounted change.
+revoked_mode=$(stat -c %a "$S/revoked-certificates")
+chmod u+w "$S/revoked-certificates"
 printf '%s # %s, revoked %s\n' "$serial" "$NODE" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$S/revoked-certificates"
+chmod "$revoked_mode" "$S/revoked-certificates"
 if [ -e "$S/s3-node-accounts" ]; then
+	mode=$(stat -c %a "$S/s3-node-accounts")
 	chmod u+w "$S/s3-node-accounts"
 	awk -v n="$NODE" '$1 != n' "$S/s3-node-accounts" >"$S/s3-node-accounts.tmp"
 	cat "$S/s3-node-accounts.tmp" >"$S/s3-node-accounts"
 	rm -f "$S/s3-node-accounts.tmp"
-	chmod 444 "$S/s3-node-accounts"
+	chmod "$mode" "$S/s3-node-accounts" # its owner and mode as deploy/make-secrets.sh left them
 fi
 echo "revoked $NODE (certificate serial $serial); now: docker compose up -d --force-recreate s3 s3-setup"

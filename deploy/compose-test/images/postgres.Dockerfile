@@ -4,7 +4,11 @@
 # PGDATA, POSTGRES_INITDB_ARGS, /docker-entrypoint-initdb.d), started by
 # a small entrypoint of our own (docker-entrypoint.sh here).
 FROM octflow-test/debian:bookworm
-RUN apt-get update \
+# postgres is uid and gid 999, as in the official image, which the
+# secrets deploy/make-secrets.sh gives it are owned by.
+RUN groupadd --system --gid 999 postgres \
+ && useradd --system --uid 999 --gid postgres --home-dir /var/lib/postgresql --shell /bin/bash postgres \
+ && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-common \
  && sed -ri 's/#(create_main_cluster) .*$/\1 = false/' /etc/postgresql-common/createcluster.conf \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15 \
