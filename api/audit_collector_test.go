@@ -119,3 +119,52 @@ func segmentSizes(t *testing.T, dir string) map[string]int64 {
 	}
 	return out
 }
+
+// One token's flood while the audit collector is away fills at most its
+// share of the spool: past it that token's actions are refused (503)
+// before they are taken, while another caller's requests are recorded
+// and its actions admitted.
+func TestOneTokensFloodCannotStopTheTrailForOthers(t *testing.T) {
+	// Nothing listens at the collector's address: everything stays spooled.
+	tr, err := audit.Open(audit.Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 256 << 10,
+		MinBackoff: time.Hour, MaxBackoff: time.Hour}, audit.Source{ID: "api@test"}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	tokens, err := NewTokens([]TokenEntry{
+		{SHA256: HashToken("dev"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: HashToken("clin"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, Config{Tokens: tokens, AuditTrail: tr, SpoolDir: t.TempDir()})
+	do := func(method, path, token string) int {
+		req := httptest.NewRequest(method, path, strings.NewReader("{"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range 2000 {
+		before := tr.Pending()
+		do("GET", "/v1/exams/E1/report?format=tiff", "dev")
+		if tr.Pending() == before {
+			t.Logf("the device's entries stopped being taken after %d requests", i)
+			break
+		}
+	}
+	if code := do("POST", "/v1/exams", "dev"); code != http.StatusServiceUnavailable {
+		t.Errorf("the flooding device's submission: %d, want 503 before it is taken", code)
+	}
+	before := tr.Pending()
+	do("GET", "/v1/exams/E1/report?format=tiff", "clin")
+	if tr.Pending() <= before {
+		t.Error("the clinician's request was not recorded while the device flooded")
+	}
+	if code := do("POST", "/v1/exams/E1/review", "clin"); code == http.StatusServiceUnavailable {
+		t.Error("the clinician's review was refused for the device's flood")
+	}
+}

@@ -166,6 +166,16 @@ func (t *Tokens) lookup(token string) (Principal, bool) {
 	return p, ok
 }
 
+// bearer is the principal of the request's bearer token, if it names one
+// (before any route's require has run).
+func (t *Tokens) bearer(r *http.Request) (Principal, bool) {
+	token, ok := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
+	if t == nil || !ok || strings.TrimSpace(token) == "" {
+		return Principal{}, false
+	}
+	return t.lookup(strings.TrimSpace(token))
+}
+
 const principalKey = "octflow.principal"
 
 // require admits requests whose bearer token has one of roles.
