@@ -183,3 +183,29 @@ func TestAnExamsCampusShareIsItsWeightOverEveryUploadingCampus(t *testing.T) {
 		t.Errorf("normal's share under 60/35/5: %v, want 0.35", got)
 	}
 }
+
+// A node queue names the GPU queue it belongs to: an exam of one
+// campus's own queue takes no other queue's node queue, nor the shared
+// queue's, and a campus whose name starts with another's is another.
+func TestANodeQueueBelongsToOneGPUQueue(t *testing.T) {
+	north, north2 := CampusGPUQueue("north"), CampusGPUQueue("north-2")
+	for _, tc := range []struct {
+		queue, q string
+		want     bool
+	}{
+		{GPUQueue, NodeQueueOf(GPUQueue, "gpu-0"), true},
+		{GPUQueue, NodeQueue("gpu-0"), true},
+		{GPUQueue, NodeQueueOf(north, "gpu-n1"), false},
+		{north, NodeQueueOf(north, "gpu-n1"), true},
+		{north, NodeQueue("gpu-0"), false},
+		{north, NodeQueueOf(north2, "gpu-n1"), false},
+		{north2, NodeQueueOf(north, "gpu-n1"), false},
+		{north, north, false},
+		{north, NodeQueueOf(north, ""), false},
+		{GPUQueue, "oct-gpu-campus-north", false},
+	} {
+		if got := IsNodeQueueOf(tc.queue, tc.q); got != tc.want {
+			t.Errorf("IsNodeQueueOf(%q, %q) = %v, want %v", tc.queue, tc.q, got, tc.want)
+		}
+	}
+}

@@ -215,10 +215,19 @@ func (p Policy) Validate() error {
 // exam's own GPU queue for a GPU stage where it has one (GPUQueue), the
 // stage's queue otherwise.
 func (p Policy) StageQueue(s Stage) string {
-	if s.NeedsGPU() && p.GPUQueue != "" {
-		return p.GPUQueue
+	if s.NeedsGPU() {
+		return p.GPUStageQueue()
 	}
 	return s.Queue()
+}
+
+// GPUStageQueue is the queue of the exam's GPU stages (StageQueue of a
+// GPU stage).
+func (p Policy) GPUStageQueue() string {
+	if p.GPUQueue != "" {
+		return p.GPUQueue
+	}
+	return GPUQueue
 }
 
 // AgingAfter is how long a stage may wait in bucket before promotion; 0

@@ -1,6 +1,9 @@
 package exam
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // Stage is one step of the exam pipeline.
 type Stage string
@@ -81,14 +84,33 @@ func (s Stage) Queue() string {
 	return CPUQueue
 }
 
-// NodeQueue is the task queue of one GPU node: the later GPU stages of
-// an exam whose first stage ran on that node are scheduled there, so they
-// find its output in the node's local cache.
+// NodeQueue is the task queue of one GPU node of the shared GPU queue:
+// the later GPU stages of an exam whose first stage ran on that node are
+// scheduled there, so they find its output in the node's local cache.
 func NodeQueue(node string) string { return GPUQueue + "-node-" + node }
 
 // CampusGPUQueue is the GPU queue of a campus whose exams run only on
 // nodes bound to it (Policy.OwnGPUs).
 func CampusGPUQueue(campus string) string { return GPUQueue + "-campus-" + campus }
+
+// NodeQueueOf is the own queue of node serving the GPU queue queue: on
+// the shared queue, NodeQueue; on a campus's own, the campus's queue,
+// a dot (which no campus name holds) and node-<node>, so that a node
+// queue names the campus whose stages it may carry.
+func NodeQueueOf(queue, node string) string {
+	if queue == GPUQueue || queue == "" {
+		return NodeQueue(node)
+	}
+	return queue + ".node-" + node
+}
+
+// IsNodeQueueOf says whether q is the own queue of some node serving the
+// GPU queue queue (NodeQueueOf): the only queues an exam of that queue
+// sends its pinned and hedged stages to.
+func IsNodeQueueOf(queue, q string) bool {
+	node, ok := strings.CutPrefix(q, NodeQueueOf(queue, ""))
+	return ok && node != ""
+}
 
 // ActivityName is the registered Temporal activity type of the stage
 // ("" for a name no stage has).

@@ -102,7 +102,7 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	n.slots.pace = n.pace
 	nodeActs := *acts
 	nodeActs.Node = cfg.NodeID
-	nodeActs.NodeQueue = exam.NodeQueue(cfg.NodeID)
+	nodeActs.NodeQueue = exam.NodeQueueOf(cfg.TaskQueue, cfg.NodeID)
 	if cfg.CacheMiB >= 0 {
 		n.cache = activities.NewLocalCache(int64(cmp.Or(cfg.CacheMiB, 1024)) << 20)
 		nodeActs.Cache = n.cache

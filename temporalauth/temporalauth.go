@@ -21,9 +21,9 @@
 //     (by task token, never by workflow ID), heartbeats, sends its report
 //     to the fleet workflow and queries it; nothing else. A node bound to
 //     a campus (a second OU, campus:<campus>, which deploy/sign-node.sh
-//     writes) polls that campus's own queue and its own node queue
-//     (named by its CN) only; a node bound to none never polls a
-//     campus's own queue
+//     writes) polls that campus's own queue and its own node queue there
+//     (oct-gpu-campus-<campus>.node-<CN>) only; a node bound to none
+//     never polls a campus's queues
 //   - temporal-ui: the Web UI: reads
 //
 // A certificate with no such OU, or several, has no role and may call
@@ -284,8 +284,10 @@ func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, stri
 			queue = r.GetTaskQueue().GetName()
 		}
 		if campus != "" {
-			// Bound to a campus: its campus's queue and its own.
-			if queue == a.GPUQueue+"-campus-"+campus || (subject != "" && queue == a.GPUQueue+"-node-"+subject) {
+			// Bound to a campus: its campus's queue and its own there
+			// (exam.NodeQueueOf: the campus's queue, ".node-", its CN).
+			own := a.GPUQueue + "-campus-" + campus
+			if queue == own || (subject != "" && queue == own+".node-"+subject) {
 				return true, ""
 			}
 			return false, fmt.Sprintf("a GPU node of campus %s (%s) may poll its campus's queue and its own only, not %q", campus, subject, queue)

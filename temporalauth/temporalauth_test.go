@@ -201,8 +201,10 @@ func TestANodeBoundToACampusPollsItsCampusesQueueOnly(t *testing.T) {
 	if north != (Principal{Role: GPUNode, Campus: "north"}) || every != (Principal{Role: GPUNode}) {
 		t.Fatalf("mapped %+v and %+v", north, every)
 	}
-	if p := mapped("octflow-gpu-node", "campus:north", "campus:south"); p.Role != "" {
-		t.Errorf("a certificate bound to two campuses has role %q, want none", p.Role)
+	for _, ous := range [][]string{{"octflow-gpu-node", "campus:north", "campus:south"}, {"octflow-gpu-node", "campus:"}} {
+		if p := mapped(ous...); p.Role != "" {
+			t.Errorf("a certificate with OUs %v has role %q, want none", ous, p.Role)
+		}
 	}
 	poll := func(queue string) *authorization.CallTarget {
 		return call("PollActivityTaskQueue", &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: queue}})
@@ -212,9 +214,13 @@ func TestANodeBoundToACampusPollsItsCampusesQueueOnly(t *testing.T) {
 		north, each bool
 	}{
 		{"oct-gpu-campus-north", true, false},
-		{"oct-gpu-node-gpu-north-1", true, true},
+		{"oct-gpu-campus-north.node-gpu-north-1", true, false},
+		{"oct-gpu-node-gpu-north-1", false, true},
 		{"oct-gpu", false, true},
 		{"oct-gpu-campus-south", false, false},
+		{"oct-gpu-campus-north-2", false, false},
+		{"oct-gpu-campus-north.node-gpu-north-2", false, false},
+		{"oct-gpu-campus-north-2.node-gpu-north-1", false, false},
 		{"oct-gpu-node-gpu-0", false, true},
 		{"oct-cpu", false, false},
 	} {

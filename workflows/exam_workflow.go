@@ -171,7 +171,10 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 		var delay time.Duration
 		switch att.Outcome {
 		case contract.Done:
-			if out.NodeQueue != "" {
+			// The node's own queue, where the exam's next GPU stages
+			// wait for it: only a node queue of the exam's own GPU queue
+			// (a node names it; a campus's exams never go to another's).
+			if out.NodeQueue != "" && exam.IsNodeQueueOf(pol.GPUStageQueue(), out.NodeQueue) {
 				p.node = out.NodeQueue
 			}
 			att.Node, att.GPU = cmp.Or(att.Node, out.Node), out.GPU
@@ -327,7 +330,13 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 				workflow.GetLogger(ctx).Warn("stage hedged on another node", "stage", stage, "activityId", activityID,
 					"node", h.Node, "reason", h.Reason)
 				hedge = h
-				second = startHedge(h.Queue)
+				// Only to a node of the exam's own GPU queue; any other
+				// queue named goes to that queue itself.
+				queue := h.Queue
+				if !exam.IsNodeQueueOf(p.in.Policy.GPUStageQueue(), queue) {
+					queue = ""
+				}
+				second = startHedge(queue)
 			})
 		}
 		sel.Select(ctx)

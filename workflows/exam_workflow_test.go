@@ -669,6 +669,7 @@ func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
+	gpuA, gpuB := exam.NodeQueue("gpu-a"), exam.NodeQueue("gpu-b")
 	cases := []struct {
 		name string
 		slow map[string]time.Duration
@@ -681,27 +682,32 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 		fail         []error // what layers' calls end with, in order (nil: well)
 	}{
 		{"the hedge ends first", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
-			[]string{"1 superseded gpu-a", "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
-		{"the hedge goes to the node the fleet chose", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "gpu-b",
-			[]string{"1 superseded gpu-a", "2 done gpu-b"}, 2, []string{"layers-1"}, nil},
+			[]string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
+		{"the hedge goes to the node the fleet chose", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", gpuB,
+			[]string{"1 superseded " + gpuA, "2 done " + gpuB}, 2, []string{"layers-1"}, nil},
+		{"a hedge to a node of another GPU queue goes to the exam's own queue", map[string]time.Duration{"layers-1": time.Minute}, "layers-1",
+			exam.NodeQueueOf(exam.CampusGPUQueue("south"), "gpu-s"),
+			[]string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
+		{"a hedge to a queue that is no node's goes to the exam's own queue", map[string]time.Duration{"layers-1": time.Minute}, "layers-1",
+			exam.CPUQueue, []string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
 		{"the original ends first", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": time.Minute}, "layers-1", "",
-			[]string{"2 superseded " + exam.GPUQueue, "1 done gpu-a"}, 2, []string{"layers-2"}, nil},
+			[]string{"2 superseded " + exam.GPUQueue, "1 done " + gpuA}, 2, []string{"layers-2"}, nil},
 		{"a signal for an earlier try is ignored", map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-0", "",
-			[]string{"1 done gpu-a"}, 1, nil, nil},
+			[]string{"1 done " + gpuA}, 1, nil, nil},
 		{"the original fails while the hedge runs", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": 600 * time.Millisecond},
-			"layers-1", "", []string{"1 failed gpu-a", "2 done " + exam.GPUQueue}, 2, nil, []error{errors.New("CUDA error")}},
+			"layers-1", "", []string{"1 failed " + gpuA, "2 done " + exam.GPUQueue}, 2, nil, []error{errors.New("CUDA error")}},
 		{"both fail: the original's failure decides, and one attempt is spent",
 			map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-1", "",
-			[]string{"2 failed " + exam.GPUQueue, "1 failed gpu-a", "3 done " + exam.GPUQueue}, 3, nil,
+			[]string{"2 failed " + exam.GPUQueue, "1 failed " + gpuA, "3 done " + exam.GPUQueue}, 3, nil,
 			[]error{errors.New("CUDA error"), errors.New("CUDA error on the other node")}},
 		{"a hedge a degraded node hands back is hedged again", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
-			[]string{"2 unclaimed " + exam.GPUQueue, "1 superseded gpu-a", "3 done " + exam.GPUQueue}, 3, []string{"layers-1"},
+			[]string{"2 unclaimed " + exam.GPUQueue, "1 superseded " + gpuA, "3 done " + exam.GPUQueue}, 3, []string{"layers-1"},
 			[]error{nil, temporal.NewApplicationError("node gpu-a is degraded", contract.ErrTypeNodeDegraded)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env, rec := newEnv(t, nil)
-			rec.nodeQueue = "gpu-a"
+			rec.nodeQueue = gpuA
 			maps.Copy(rec.slow, c.slow)
 			rec.failNext[exam.Layers] = c.fail
 			in := testInput()
@@ -748,6 +754,38 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 			}
 			if p.State != string(lifecycle.Completed) {
 				t.Errorf("state %s", p.State)
+			}
+		})
+	}
+}
+
+// A node says which queue is its own; an exam pins its next GPU stages
+// there only when it is a node queue of the exam's own GPU queue.
+func TestAnExamPinsItsStagesOnlyToANodeQueueOfItsOwnGPUQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name, gpuQueue, nodeQueue, want string
+	}{
+		{"a shared node's", "", exam.NodeQueue("gpu-a"), exam.NodeQueue("gpu-a")},
+		{"a campus's node's, for a shared exam", "", exam.NodeQueueOf(exam.CampusGPUQueue("south"), "gpu-s"), exam.GPUQueue},
+		{"the campus's own node's", exam.CampusGPUQueue("north"), exam.NodeQueueOf(exam.CampusGPUQueue("north"), "gpu-n"),
+			exam.NodeQueueOf(exam.CampusGPUQueue("north"), "gpu-n")},
+		{"a shared node's, for a campus's exam", exam.CampusGPUQueue("north"), exam.NodeQueue("gpu-a"), exam.CampusGPUQueue("north")},
+		{"the CPU queue", "", exam.CPUQueue, exam.GPUQueue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, rec := newEnv(t, nil)
+			rec.nodeQueue = tc.nodeQueue
+			in := testInput()
+			in.Policy.NodeAffinityWait = 30 * time.Second
+			in.Policy.GPUQueue = tc.gpuQueue
+			env.ExecuteWorkflow(ExamWorkflow, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if got := rec.queueLog[exam.Layers]; len(got) != 1 || got[0] != tc.want {
+				t.Errorf("layers went to %v, want %s", got, tc.want)
 			}
 		})
 	}

@@ -232,7 +232,7 @@ func hedges(n *contract.FleetNode, f figures, rules contract.PaceRules) []HedgeO
 		}
 		kept = append(kept, key)
 		orders = append(orders, HedgeOrder{WorkflowID: r.WorkflowID, RunID: r.RunID, Hedge: contract.Hedge{
-			ActivityID: r.ActivityID, Node: n.Report.NodeID, Queue: exam.NodeQueue(f.target),
+			ActivityID: r.ActivityID, Node: n.Report.NodeID, Queue: exam.NodeQueueOf(queueOf(n), f.target),
 			Reason: fmt.Sprintf("node %s is degraded (%s); held %s past its deadline of %s", n.Report.NodeID,
 				n.Health.Reason, r.Held.Round(time.Second), deadline.Round(100*time.Millisecond)),
 		}})

@@ -232,7 +232,7 @@ func TestJudgeHedgesOnlyOnAPeerServingTheSameQueue(t *testing.T) {
 		want  string // the queue hedged to; "": none
 	}{
 		{"a shared node and one of north", []*contract.FleetNode{paced("a", "L4", 30, layersMs(4000)),
-			bound(paced("b", "L4", 30, layersMs(4000)), "north")}, exam.NodeQueue("b")},
+			bound(paced("b", "L4", 30, layersMs(4000)), "north")}, exam.NodeQueueOf(exam.CampusGPUQueue("north"), "b")},
 		{"a node of south only", []*contract.FleetNode{bound(paced("s", "L4", 30, layersMs(4000)), "south")}, ""},
 		{"a shared node only", []*contract.FleetNode{paced("a", "L4", 30, layersMs(4000))}, ""},
 	} {

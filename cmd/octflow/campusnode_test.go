@@ -77,7 +77,7 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 		for _, at := range p.Attempts {
 			if at.Stage.NeedsGPU() && at.Outcome == contract.Done {
 				nodes[at.Node] = true
-				if wf == wfB && at.Queue != exam.CampusGPUQueue(b) && at.Queue != exam.NodeQueue("gpu-b-1") {
+				if wf == wfB && at.Queue != exam.CampusGPUQueue(b) && at.Queue != exam.NodeQueueOf(exam.CampusGPUQueue(b), "gpu-b-1") {
 					t.Errorf("campus %s's %s was scheduled on %s", b, at.Stage, at.Queue)
 				}
 			}

@@ -106,11 +106,13 @@ func TestTheStacksTemporalDecidesByRole(t *testing.T) {
 			allowed bool
 		}{
 			{"campus " + campus + "'s node", bound, "oct-gpu-campus-" + campus, true},
-			{"campus " + campus + "'s node", bound, "oct-gpu-node-" + campusNode, true},
+			{"campus " + campus + "'s node", bound, "oct-gpu-campus-" + campus + ".node-" + campusNode, true},
+			{"campus " + campus + "'s node", bound, "oct-gpu-node-" + campusNode, false},
 			{"campus " + campus + "'s node", bound, "oct-gpu", false},
 			{"campus " + campus + "'s node", bound, "oct-gpu-campus-demo-campus", false},
 			{"campus " + campus + "'s node", bound, "oct-gpu-node-" + node, false},
 			{"a node of every campus", gpu, "oct-gpu-campus-" + campus, false},
+			{"a node of every campus", gpu, "oct-gpu-campus-" + campus + ".node-" + campusNode, false},
 		} {
 			if err := poll(tc.c, tc.queue); denied(err) == tc.allowed {
 				t.Errorf("%s polls %s: %v, want allowed %v", tc.who, tc.queue, err, tc.allowed)
