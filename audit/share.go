@@ -29,6 +29,8 @@ type ledger struct {
 	seqs  []uint64
 	sizes []int64
 	bytes int64
+	// reserved is what entries admitted and not yet written may take.
+	reserved int64
 }
 
 func newPrincipalShares() *principalShares {
@@ -65,50 +67,65 @@ func (p *principalShares) held(who string, shipped uint64) int64 {
 		n++
 	}
 	l.seqs, l.sizes = l.seqs[n:], l.sizes[n:]
-	if len(l.seqs) == 0 {
+	if len(l.seqs) == 0 && l.reserved == 0 {
 		delete(p.pending, who)
 		return 0
 	}
-	return l.bytes
+	return l.bytes + l.reserved
 }
 
 // admits says whether who may add need bytes under a share of share
-// bytes; shipped as for held. A caller over its share is counted.
+// bytes; shipped as for held.
 func (p *principalShares) admits(who string, need, share int64, shipped uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.held(who, shipped)+need <= share
 }
 
-// charge notes an entry of who's written at seq.
-func (p *principalShares) charge(who string, seq uint64, size int64) {
+// reserve admits an entry of need bytes of who's as admits does, and
+// holds them for it until charge or release: entries recorded at the
+// same time are each counted against the share. It also says how many
+// of who's entries were refused since it last passed its share (and
+// forgets them): they are to be told on the trail before this one.
+func (p *principalShares) reserve(who string, need, share int64, shipped uint64) (ok bool, refused int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.held(who, shipped)+need > share {
+		p.refused[who]++
+		return false, p.refused[who]
+	}
+	refused = p.refused[who]
+	delete(p.refused, who)
 	l := p.pending[who]
 	if l == nil {
 		l = &ledger{}
 		p.pending[who] = l
 	}
+	l.reserved += need
+	return true, refused
+}
+
+// charge turns who's reservation of need bytes into its entry written
+// at seq, of size bytes.
+func (p *principalShares) charge(who string, need int64, seq uint64, size int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.pending[who]
+	l.reserved -= need
 	l.seqs, l.sizes, l.bytes = append(l.seqs, seq), append(l.sizes, size), l.bytes+size
 }
 
-// refuse counts an entry of who's refused and says whether it is the
-// first since who passed its share.
-func (p *principalShares) refuse(who string) (first bool) {
+// release gives back who's reservation of need bytes (its entry was not
+// written).
+func (p *principalShares) release(who string, need int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refused[who]++
-	return p.refused[who] == 1
-}
-
-// resumed is how many of who's entries were refused before this one was
-// taken again (0: none), and forgets them.
-func (p *principalShares) resumed(who string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := p.refused[who]
-	delete(p.refused, who)
-	return n
+	if l := p.pending[who]; l != nil {
+		l.reserved -= need
+		if len(l.seqs) == 0 && l.reserved == 0 {
+			delete(p.pending, who)
+		}
+	}
 }
 
 // shareAlert is the Security Alert that says a caller passed its share

@@ -210,9 +210,10 @@ func (t *Trail) Record(ev Event) error {
 	if err != nil {
 		return err
 	}
-	who := principalOf(ev)
+	who, need := principalOf(ev), int64(len(xml)+maxHeader)
+	refused := 0
 	if who != "" {
-		if err := t.admitCaller(who, int64(len(xml)+maxHeader)); err != nil {
+		if refused, err = t.admitCaller(who, need); err != nil {
 			return err
 		}
 	}
@@ -238,45 +239,52 @@ func (t *Trail) Record(ev Event) error {
 		if err := t.append(started, MinorFailure, false); err != nil {
 			err = t.refusedLocked(err)
 			t.mu.Unlock()
+			if who != "" {
+				t.shares.release(who, need)
+			}
 			return err
 		}
 		t.fullAt, t.lost = time.Time{}, 0
 	}
 	t.mu.Unlock()
-	if who != "" {
-		if n := t.shares.resumed(who); n > 0 {
-			_ = t.append(t.shareAlert(who, n), MinorFailure, false)
-		}
+	if refused > 0 {
+		_ = t.append(t.shareAlert(who, refused), MinorFailure, false)
 	}
 	// Not under mu: concurrent records share one fsync (group commit).
 	seq, size, err := t.appendSeq(xml, ev.Outcome, false)
+	if who != "" {
+		if err != nil {
+			t.shares.release(who, need)
+		} else {
+			t.shares.charge(who, need, seq, size)
+		}
+	}
 	if err != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return t.refusedLocked(err)
 	}
-	if who != "" {
-		t.shares.charge(who, seq, size)
-	}
 	return nil
 }
 
-// admitCaller refuses an entry of need bytes of caller who when its
-// entries hold their share of the spool undelivered; the first refusal
-// puts a Security Alert on the trail.
-func (t *Trail) admitCaller(who string, need int64) error {
+// admitCaller reserves need bytes of caller who's share for an entry,
+// and says how many of its entries were refused before it; or refuses
+// it when its entries hold their share of the spool undelivered, the
+// first refusal putting a Security Alert on the trail.
+func (t *Trail) admitCaller(who string, need int64) (refused int, err error) {
 	_, capacity := t.j.undelivered()
 	_, shipped := t.j.durable()
-	if t.shares.admits(who, need, capacity/4, shipped.Seq) {
-		return nil
+	ok, refused := t.shares.reserve(who, need, capacity/4, shipped.Seq)
+	if ok {
+		return refused, nil
 	}
-	if t.shares.refuse(who) {
+	if refused == 1 {
 		t.log.Error("audit: one caller's entries hold a quarter of the spool undelivered; refusing its requests", zap.String("caller", who))
 		if err := t.append(t.shareAlert(who, 0), SeriousFailure, true); err != nil {
 			t.log.Error("audit: cannot record that a caller's entries were refused", zap.Error(err))
 		}
 	}
-	return ErrPrincipalShare
+	return 0, ErrPrincipalShare
 }
 
 // Admit says whether Record would take entries of need bytes now: nil,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -465,5 +466,35 @@ func TestOneCallersFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
 	msgs = journalMessages(t, tr)
 	if resumed := msgs[len(msgs)-2]; !strings.Contains(resumed, "1 requests of one caller were refused") {
 		t.Errorf("no alert counting the refused entries before the caller's next one: %s", resumed)
+	}
+}
+
+// Entries of one caller recorded at the same time are each counted
+// against its share: a concurrent flood takes no more than a sequential
+// one.
+func TestOneCallersConcurrentFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			ev := reportRead(i)
+			ev.User = User{ID: "oct-7", Role: "device"}
+			if err := tr.Record(ev); err != nil && !errors.Is(err, ErrPrincipalShare) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// The caller's entries, and the one alert naming it.
+	if size, capacity := tr.j.undelivered(); size > capacity/4+4<<10 {
+		t.Errorf("200 concurrent entries of one caller hold %d of %d bytes of the spool; want about a quarter", size, capacity)
+	}
+	if err := tr.Record(readByAnother(1)); err != nil {
+		t.Errorf("another caller after the flood: %v", err)
 	}
 }

@@ -158,6 +158,10 @@ type Codec struct {
 	active string
 	keys   *keyring
 	scope  Scope
+	// strict: the codec of one campus's workflow (from the SDK's
+	// serialization context), which opens that campus's payloads and the
+	// system's only.
+	strict bool
 }
 
 // keyring holds a codec's keys: the payload keys (none in a node bound
@@ -291,7 +295,9 @@ func (c *Codec) Scope() Scope { return c.scope }
 // workflow the SDK converts for (converter.PayloadCodecWithSerializationContext):
 // the campus of a workflow or activity context's workflow ID, the system
 // scope for anything else (a Nexus operation, an activity completed by
-// task token alone).
+// task token alone). A campus's codec opens no other campus's payload: a
+// workflow of one campus never takes another's (the system's still open:
+// histories of the first format, stages a node handed back by token).
 func (c *Codec) WithSerializationContext(sc converter.SerializationContext) converter.PayloadCodec {
 	var workflowID string
 	switch sc := sc.(type) {
@@ -300,7 +306,13 @@ func (c *Codec) WithSerializationContext(sc converter.SerializationContext) conv
 	case converter.ActivitySerializationContext:
 		workflowID = sc.WorkflowID
 	}
-	return c.InScope(ScopeOfWorkflow(workflowID))
+	scoped := c.InScope(ScopeOfWorkflow(workflowID))
+	if scoped.scope.IsSystem() {
+		return scoped
+	}
+	strict := *scoped
+	strict.strict = true
+	return &strict
 }
 
 // Encode seals each payload with the scope's key of the active ID, in
@@ -350,6 +362,9 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 		if !sealed {
 			out[i] = p
 			continue
+		}
+		if c.strict && scope != c.scope && !scope.IsSystem() {
+			return nil, fmt.Errorf("codec: a payload of %s in a workflow of %s", scope, c.scope)
 		}
 		md := p.GetMetadata()
 		id := string(md[KeyIDMeta])

@@ -277,6 +277,8 @@ func TestScopeOfWorkflowFollowsTheWorkflowIDs(t *testing.T) {
 	}{
 		{contract.ExamWorkflowID(ref), CampusScope("st-mary-2")},
 		{contract.ReviewWorkflowID(ref), CampusScope("st-mary-2")},
+		{contract.ExportWorkflowID(ref), CampusScope("st-mary-2")},
+		{"export//E-1", System},
 		{contract.InboxWorkflowID("st-mary-2"), CampusScope("st-mary-2")},
 		{contract.FleetWorkflowID, System},
 		{"exam-" + ref.ID, System},
@@ -441,5 +443,41 @@ func TestScopeKeysRoundTripAndKeepEveryKeyID(t *testing.T) {
 	}
 	if len(back.Scoped) != 2 || len(back.Scoped["campus/north"]) != 2 {
 		t.Errorf("scoped keys %v, want system and campus/north, two IDs each", back.Scoped)
+	}
+}
+
+// In one campus's workflow, a payload sealed in another campus's scope
+// does not open, even where every key is held (a node of that campus
+// could have sealed it); the system's still open.
+func TestACampussWorkflowOpensNoOtherCampussPayload(t *testing.T) {
+	c, err := New(mustKeys(t, "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSouth := c.WithSerializationContext(inWorkflow("exam/south/ex-1"))
+	for _, tc := range []struct {
+		scope Scope
+		opens bool
+	}{
+		{CampusScope("south"), true},
+		{System, true},
+		{CampusScope("north"), false},
+	} {
+		sealed, err := c.InScope(tc.scope).Encode([]*commonpb.Payload{{Data: []byte("result")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inSouth.Decode(sealed); (err == nil) != tc.opens {
+			t.Errorf("a payload of %s in south's workflow: %v, want opens %v", tc.scope, err, tc.opens)
+		}
+		if _, err := c.Decode(sealed); err != nil {
+			t.Errorf("the codec outside any workflow does not open %s: %v", tc.scope, err)
+		}
+	}
+	// An unknown sealed format does not open.
+	sealed, _ := c.Encode([]*commonpb.Payload{{Data: []byte("x")}})
+	sealed[0].Metadata[SealMeta] = []byte("4")
+	if _, err := c.Decode(sealed); err == nil {
+		t.Error("a payload of an unknown sealed format opened")
 	}
 }

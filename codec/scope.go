@@ -76,23 +76,22 @@ func ScopeOf(p *commonpb.Payload) (s Scope, sealed bool, err error) {
 
 // ScopeOfWorkflow is the scope of a workflow's payloads, from its ID:
 // the campus of an exam's pipeline ("exam/<campus>/<exam>"), of its
-// review ("review/<campus>/<exam>") and of a campus's inbox
+// review ("review/<campus>/<exam>"), of the export of its results
+// ("export/<campus>/<exam>") and of a campus's inbox
 // ("inbox-<campus>") (see package contract); the system scope for
 // every other workflow (the fleet, the scan sweep, any ID of another
 // shape) and for no workflow at all.
 func ScopeOfWorkflow(workflowID string) Scope {
 	var campus string
-	if rest, ok := strings.CutPrefix(workflowID, "exam/"); ok {
-		campus, _, ok = strings.Cut(rest, "/")
-		if !ok {
-			return System
+	for _, kind := range []string{"exam/", "review/", "export/"} {
+		if rest, ok := strings.CutPrefix(workflowID, kind); ok {
+			if campus, _, ok = strings.Cut(rest, "/"); !ok {
+				return System
+			}
+			break
 		}
-	} else if rest, ok := strings.CutPrefix(workflowID, "review/"); ok {
-		campus, _, ok = strings.Cut(rest, "/")
-		if !ok {
-			return System
-		}
-	} else if rest, ok := strings.CutPrefix(workflowID, "inbox-"); ok {
+	}
+	if rest, ok := strings.CutPrefix(workflowID, "inbox-"); ok {
 		campus = rest
 	}
 	if exam.ValidateCampus(campus) != nil {

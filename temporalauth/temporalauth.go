@@ -45,8 +45,10 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/server/common"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/tasktoken"
 )
 
 // Role is what a certificate may do.
@@ -320,9 +322,29 @@ func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, stri
 		return true, ""
 	}
 	if slices.Contains(activityWorker, method) {
-		return true, ""
+		return a.nodeHolds(subject, campus, req)
 	}
 	return false, fmt.Sprintf("%s may not call %s", GPUNode, method)
+}
+
+// nodeHolds decides a GPU node's heartbeat or completion by task token:
+// the token must be one the server issued for a task (a token without
+// its scheduled event is the server's completion by workflow and
+// activity ID, which a node may not use), and, for a node bound to a
+// campus, of an exam of that campus. Calls without a token pass.
+func (a Authorizer) nodeHolds(subject, campus string, req any) (bool, string) {
+	r, ok := req.(interface{ GetTaskToken() []byte })
+	if !ok {
+		return true, ""
+	}
+	t, err := tasktoken.NewSerializer().Deserialize(r.GetTaskToken())
+	if err != nil || t.GetScheduledEventId() == common.EmptyEventID {
+		return false, fmt.Sprintf("a GPU node (%s) completes the tasks it holds, by the tokens they came with", subject)
+	}
+	if campus != "" && !strings.HasPrefix(t.GetWorkflowId(), "exam/"+campus+"/") {
+		return false, fmt.Sprintf("a GPU node of campus %s (%s) completes that campus's stages only", campus, subject)
+	}
+	return true, ""
 }
 
 // terminates says whether a start would terminate a running workflow of

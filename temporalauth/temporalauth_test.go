@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
 	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/tasktoken"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -64,7 +65,7 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 	pollNode := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-gpu-node-gpu-remote-1"}}
 	pollCPU := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-cpu"}}
 	completeByID := &workflowservice.RespondActivityTaskCompletedByIdRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
-	completeActivity := &workflowservice.RespondActivityTaskCompletedRequest{Namespace: ns}
+	completeActivity := &workflowservice.RespondActivityTaskCompletedRequest{Namespace: ns, TaskToken: taskToken(t, "exam/north/ex-1", 5)}
 	pollWorkflow := &workflowservice.PollWorkflowTaskQueueRequest{Namespace: ns}
 	update := &workflowservice.UpdateWorkflowExecutionRequest{Namespace: ns}
 	list := &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns}
@@ -181,6 +182,54 @@ func TestARevokedCertificateHasNoRole(t *testing.T) {
 	}
 	if (ClaimMapper{}).Revoked.Has("a1f") {
 		t.Error("no revocation list revokes something")
+	}
+}
+
+// taskToken is a token as the server issues it for an activity task of
+// workflowID scheduled at event scheduled (0: the server's completion by
+// workflow and activity ID).
+func taskToken(t *testing.T, workflowID string, scheduled int64) []byte {
+	t.Helper()
+	b, err := tasktoken.NewSerializer().Serialize(tasktoken.NewActivityTaskToken("ns-id", workflowID, "run-1", scheduled,
+		"layers-1", "layers", 1, nil, 0, 0, nil, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A GPU node completes and heartbeats only the tasks it holds, by the
+// tokens the server gave them: a token without its scheduled event (the
+// server's completion by workflow and activity ID, which a node can make
+// up for any exam) or one that does not parse is refused, and a node
+// bound to a campus completes that campus's exams' stages only.
+func TestANodeCompletesOnlyTheTasksItHolds(t *testing.T) {
+	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", GPUQueue: "oct-gpu"}
+	north, every := Principal{Role: GPUNode, Campus: "north"}, Principal{Role: GPUNode}
+	for _, tc := range []struct {
+		name        string
+		token       []byte
+		north, each bool
+	}{
+		{"a north exam's task", taskToken(t, "exam/north/ex-1", 5), true, true},
+		{"a south exam's task", taskToken(t, "exam/south/ex-1", 5), false, true},
+		{"a campus whose name starts with north", taskToken(t, "exam/north-2/ex-1", 5), false, true},
+		{"by workflow and activity ID", taskToken(t, "exam/north/ex-1", 0), false, false},
+		{"not a token", []byte("forged"), false, false},
+		{"no token", nil, false, false},
+	} {
+		for _, call := range []*authorization.CallTarget{
+			call("RespondActivityTaskCompleted", &workflowservice.RespondActivityTaskCompletedRequest{Namespace: ns, TaskToken: tc.token}),
+			call("RespondActivityTaskFailed", &workflowservice.RespondActivityTaskFailedRequest{Namespace: ns, TaskToken: tc.token}),
+			call("RecordActivityTaskHeartbeat", &workflowservice.RecordActivityTaskHeartbeatRequest{Namespace: ns, TaskToken: tc.token}),
+		} {
+			if got, why := a.DecideFor(north, "gpu-north-1", call); got != tc.north {
+				t.Errorf("%s, %s by north's node: %v (%s), want %v", tc.name, call.APIName, got, why, tc.north)
+			}
+			if got, why := a.DecideFor(every, "gpu-0", call); got != tc.each {
+				t.Errorf("%s, %s by a node of every campus: %v (%s), want %v", tc.name, call.APIName, got, why, tc.each)
+			}
+		}
 	}
 }
 
