@@ -37,6 +37,18 @@ type FleetNode struct {
 	Health NodeHealth `json:"health"`
 }
 
+// NodeState is what the fleet holds for one node that the node applies
+// (NodeStateQuery): its health, without the stages it was asked to
+// hedge, and the breaker resets asked for.
+type NodeState struct {
+	// Known: the fleet has a record of the node.
+	Known           bool   `json:"known"`
+	Health          string `json:"health,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	By              string `json:"by,omitempty"`
+	ResetGeneration int    `json:"resetGeneration"`
+}
+
 // FleetState is the fleet workflow's state, carried across continue-as-new.
 type FleetState struct {
 	Nodes map[string]*FleetNode `json:"nodes"`

@@ -37,8 +37,12 @@ const (
 	ReviewUpdate = "review"
 	// ReviewQuery returns a review's ReviewState.
 	ReviewQuery = "review-state"
-	// FleetQuery returns every node's FleetNode.
+	// FleetQuery returns every node's FleetNode (the api's: it names the
+	// stages each node holds).
 	FleetQuery = "nodes"
+	// NodeStateQuery, with a node's ID, returns its NodeState: what a
+	// node reads of the fleet, and all a GPU node may read.
+	NodeStateQuery = "node-state"
 	// ResetBreakerUpdate asks a node (by ID) to close its breaker.
 	ResetBreakerUpdate = "reset-breaker"
 	// NodeReportSignal carries a NodeReport to the fleet.

@@ -85,36 +85,31 @@ func (r *reporter) report(ctx context.Context, draining bool) {
 // calls it before it polls, so a node the fleet holds degraded takes
 // nothing meanwhile.
 func (r *reporter) apply(ctx context.Context) {
-	val, err := r.client.QueryWorkflow(ctx, contract.FleetWorkflowID, "", contract.FleetQuery)
+	val, err := r.client.QueryWorkflow(ctx, contract.FleetWorkflowID, "", contract.NodeStateQuery, r.node.cfg.NodeID)
 	if err != nil {
 		r.log.Debug("read fleet", zap.Error(err))
 		return
 	}
-	var nodes []contract.FleetNode
-	if err := val.Get(&nodes); err != nil {
+	var n contract.NodeState
+	if err := val.Get(&n); err != nil || !n.Known {
 		return
 	}
-	for _, n := range nodes {
-		if n.Report.NodeID != r.node.cfg.NodeID {
-			continue
-		}
-		if !r.synced {
-			// A reset requested before this process started was for
-			// its predecessor.
-			r.applied, r.synced = n.ResetGeneration, true
-		}
-		degraded := n.Health.State == contract.Degraded
-		if degraded != r.degraded {
-			r.log.Info("the fleet judges the node", zap.String("health", n.Health.State), zap.String("reason", n.Health.Reason),
-				zap.String("by", n.Health.By))
-			r.degraded = degraded
-		}
-		r.node.slots.SetDegraded(degraded)
-		r.node.pace.setDegraded(degraded)
-		if n.ResetGeneration > r.applied {
-			r.node.breaker.Reset()
-			r.applied = n.ResetGeneration
-			r.log.Info("breaker reset by an operator", zap.Int("generation", r.applied))
-		}
+	if !r.synced {
+		// A reset requested before this process started was for its
+		// predecessor.
+		r.applied, r.synced = n.ResetGeneration, true
+	}
+	degraded := n.Health == contract.Degraded
+	if degraded != r.degraded {
+		r.log.Info("the fleet judges the node", zap.String("health", n.Health), zap.String("reason", n.Reason),
+			zap.String("by", n.By))
+		r.degraded = degraded
+	}
+	r.node.slots.SetDegraded(degraded)
+	r.node.pace.setDegraded(degraded)
+	if n.ResetGeneration > r.applied {
+		r.node.breaker.Reset()
+		r.applied = n.ResetGeneration
+		r.log.Info("breaker reset by an operator", zap.Int("generation", r.applied))
 	}
 }

@@ -149,7 +149,8 @@ func (ClaimMapper) AuthInfoRequired() bool { return true }
 // Authorizer decides each call from the caller's role (see the package
 // doc). The fleet workflow (FleetWorkflowID, of FleetWorkflowType on
 // FleetQueue) is the one a GPU node may report to (FleetSignal) and
-// query; GPUQueue names the queues it may poll (GPUQueue, and the nodes'
+// ask what it holds for the node (FleetNodeQuery, no other query: the
+// others name every node's stages); GPUQueue names the queues it may poll (GPUQueue, and the nodes'
 // GPUQueue-node-<node>); WorkerSchedules are the schedules the worker
 // may create; Namespace is the one namespace roles other than admin act
 // in.
@@ -158,6 +159,7 @@ type Authorizer struct {
 	FleetWorkflowID   string
 	FleetWorkflowType string
 	FleetSignal       string
+	FleetNodeQuery    string
 	FleetQueue        string
 	GPUQueue          string
 	WorkerSchedules   []string
@@ -316,8 +318,8 @@ func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, stri
 		return true, ""
 	case "QueryWorkflow":
 		r, _ := req.(*workflowservice.QueryWorkflowRequest)
-		if r.GetExecution().GetWorkflowId() != a.FleetWorkflowID {
-			return false, "a GPU node may query the fleet workflow only"
+		if r.GetExecution().GetWorkflowId() != a.FleetWorkflowID || r.GetQuery().GetQueryType() != a.FleetNodeQuery {
+			return false, fmt.Sprintf("a GPU node may ask the fleet workflow %q only", a.FleetNodeQuery)
 		}
 		return true, ""
 	}

@@ -12,6 +12,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	querypb "go.temporal.io/api/query/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/api"
@@ -32,7 +33,7 @@ func call(method string, req any) *authorization.CallTarget {
 
 func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 	a := Authorizer{Namespace: ns, FleetWorkflowID: "fleet", FleetWorkflowType: "FleetWorkflow", FleetSignal: "node-report",
-		FleetQueue: "oct-workflows", GPUQueue: "oct-gpu", WorkerSchedules: []string{"sweep"}}
+		FleetNodeQuery: "node-state", FleetQueue: "oct-workflows", GPUQueue: "oct-gpu", WorkerSchedules: []string{"sweep"}}
 	exam := &commonpb.WorkflowExecution{WorkflowId: "exam/north/ex-1"}
 	fleet := &commonpb.WorkflowExecution{WorkflowId: "fleet"}
 	start := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
@@ -58,7 +59,8 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 	startOverRunning := &workflowservice.StartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1",
 		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING}
 	startBySignal := &workflowservice.SignalWithStartWorkflowExecutionRequest{Namespace: ns, WorkflowId: "exam/north/ex-1"}
-	queryFleet := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: fleet}
+	queryFleet := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: fleet, Query: &querypb.WorkflowQuery{QueryType: "nodes"}}
+	queryNodeState := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: fleet, Query: &querypb.WorkflowQuery{QueryType: "node-state"}}
 	queryExam := &workflowservice.QueryWorkflowRequest{Namespace: ns, Execution: exam}
 	history := &workflowservice.GetWorkflowExecutionHistoryRequest{Namespace: ns, Execution: exam}
 	pollGPU := &workflowservice.PollActivityTaskQueueRequest{Namespace: ns, TaskQueue: &taskqueuepb.TaskQueue{Name: "oct-gpu"}}
@@ -90,7 +92,8 @@ func TestEachRoleMayMakeOnlyItsOwnCalls(t *testing.T) {
 		{"start the fleet on another queue", call("SignalWithStartWorkflowExecution", fleetOnTheCPUQueue), want{API: true, Worker: true}},
 		{"start an exam over a running one", call("StartWorkflowExecution", startOverRunning), want{}},
 		{"start an exam by signal", call("SignalWithStartWorkflowExecution", startBySignal), want{API: true, Worker: true}},
-		{"query the fleet", call("QueryWorkflow", queryFleet), want{API: true, Worker: true, GPUNode: true, UI: true}},
+		{"query the fleet's every node and stage", call("QueryWorkflow", queryFleet), want{API: true, Worker: true, UI: true}},
+		{"ask the fleet for a node's state", call("QueryWorkflow", queryNodeState), want{API: true, Worker: true, GPUNode: true, UI: true}},
 		{"query an exam", call("QueryWorkflow", queryExam), want{API: true, Worker: true, UI: true}},
 		{"read an exam's history", call("GetWorkflowExecutionHistory", history), want{API: true, Worker: true, UI: true}},
 		{"list exams", call("ListWorkflowExecutions", list), want{API: true, Worker: true, UI: true}},

@@ -89,6 +89,16 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 	}); err != nil {
 		return fmt.Errorf("register query: %w", err)
 	}
+	if err := workflow.SetQueryHandler(ctx, contract.NodeStateQuery, func(nodeID string) (contract.NodeState, error) {
+		n := state.Nodes[nodeID]
+		if n == nil {
+			return contract.NodeState{}, nil
+		}
+		return contract.NodeState{Known: true, Health: n.Health.State, Reason: n.Health.Reason, By: n.Health.By,
+			ResetGeneration: n.ResetGeneration}, nil
+	}); err != nil {
+		return fmt.Errorf("register query: %w", err)
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.ResetBreakerUpdate,
 		func(ctx workflow.Context, nodeID string) (int, error) {
 			n := state.Nodes[nodeID]

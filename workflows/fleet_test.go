@@ -267,6 +267,20 @@ func TestTheFleetDegradesASlowNodeHedgesItsStagesAndTakesOperatorMarks(t *testin
 			hedges[0].Queue != exam.NodeQueue("gpu-fast") {
 			t.Errorf("hedges %+v, want denoise-1 once, to gpu-fast", hedges)
 		}
+		// What the node reads of the fleet: its own health, no stage.
+		for node, want := range map[string]contract.NodeState{
+			"gpu-slow": {Known: true, Health: contract.Degraded, Reason: slow.Health.Reason, By: "fleet"},
+			"gpu-gone": {},
+		} {
+			v, err := env.QueryWorkflow(contract.NodeStateQuery, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got contract.NodeState
+			if err := v.Get(&got); err != nil || got != want {
+				t.Errorf("node-state of %s = %+v (%v), want %+v", node, got, err, want)
+			}
+		}
 		mark("gpu-gone", contract.Degraded)
 		mark("gpu-fast", "sideways")
 		mark("gpu-fast", contract.Degraded)

@@ -56,7 +56,7 @@ func run() error {
 	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
 	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"),
 		FleetWorkflowID: contract.FleetWorkflowID, FleetWorkflowType: contract.FleetWorkflow, FleetSignal: contract.NodeReportSignal,
-		FleetQueue: exam.WorkflowQueue, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
+		FleetQueue: exam.WorkflowQueue, FleetNodeQuery: contract.NodeStateQuery, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
 	var revoked *temporalauth.Revoked
 	if path := os.Getenv("OCTFLOW_TEMPORAL_REVOKED_FILE"); path != "" {
 		revoked = temporalauth.NewRevoked(path)

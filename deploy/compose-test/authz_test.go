@@ -88,6 +88,13 @@ func TestTheStacksTemporalDecidesByRole(t *testing.T) {
 	if err := describe(gpu); err != nil {
 		t.Errorf("a GPU node's certificate cannot describe its namespace: %v", err)
 	}
+	// A node reads what the fleet holds for it, never every node's stages.
+	if _, err := gpu.QueryWorkflow(ctx, "octflow-fleet", "", "nodes"); !denied(err) {
+		t.Errorf("a GPU node's certificate read every node's stages from the fleet: %v, want permission denied", err)
+	}
+	if _, err := gpu.QueryWorkflow(ctx, "octflow-fleet", "", "node-state", node); err != nil {
+		t.Errorf("a GPU node's certificate cannot read its own state from the fleet: %v", err)
+	}
 	// Polls, each given a few seconds: an allowed poll waits for a task
 	// and ends at its deadline; a refused one is answered at once.
 	poll := func(c client.Client, queue string) error {
