@@ -5,7 +5,8 @@
 #
 #   - its certificate's serial number (from CERT: its node.pem, or the
 #     serial in hex as CA_DIR/issued-node-certificates lists it; default
-#     the bundle's node.pem, where this host signed it) is
+#     the bundle's node.pem, where this host signed it; a node renewed
+#     has several: revoke each that has not expired) is
 #     added to SECRETS_DIR/revoked-certificates, which the stack's
 #     Temporal server reads again as it changes: the certificate keeps
 #     passing TLS, but names no role, so it may call nothing;
@@ -30,6 +31,10 @@ else
 	esac
 	serial=$CERT
 fi
+case "$serial" in
+*[!0]*) ;;
+*) echo "revoke-node: serial $serial names no certificate" >&2 && exit 1 ;;
+esac
 [ -n "$serial" ] || { echo "revoke-node: no serial number in $CERT" >&2 && exit 1; }
 # Appended in place: the server sees the file it has mounted change.
 revoked_mode=$(stat -c %a "$S/revoked-certificates")

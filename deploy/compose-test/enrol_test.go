@@ -95,21 +95,44 @@ func TestANodeIsEnrolledByRequestWithoutTheCAKeyOnTheStacksHost(t *testing.T) {
 		t.Fatalf("openssl: %v %s", err, out)
 	}
 
-	// The CA's keeper: a node bound to north, whatever the request asked.
+	// Requests the keeper must refuse whatever else they say: a weak key,
+	// a name of the stack's own services.
+	request := func(dir, subject string, keyArgs ...string) string {
+		t.Helper()
+		os.MkdirAll(dir, 0o700)
+		args := append([]string{"req", "-new", "-nodes", "-subj", subject, "-keyout", filepath.Join(dir, "key.pem"),
+			"-out", filepath.Join(dir, "node.csr")}, keyArgs...)
+		if out, err := exec.Command("openssl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("openssl: %v %s", err, out)
+		}
+		return filepath.Join(dir, "node.csr")
+	}
+	weak := request(filepath.Join(root, "weak"), "/CN=gpu-remote-9", "-newkey", "rsa:1024")
+	reserved := request(filepath.Join(root, "reserved"), "/CN=octflow-api-audit", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
+	northCSR := request(filepath.Join(root, "north"), "/CN=gpu-north-7", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
+
+	// The CA's keeper: the role and campus it sets, whatever the request
+	// asked; one node ID is never signed for two campuses.
 	for _, tc := range []struct {
 		name, node, csr, campus string
 		ou                      []string // "": refused
 	}{
 		{"another node's name", "gpu-remote-8", csr, "", nil},
-		{"a name of the stack's own", "octflow-api-audit", csr, "", nil},
+		{"a name of the stack's own", "octflow-api-audit", reserved, "", nil},
 		{"a campus that is no name", "gpu-remote-7", csr, "North Wing", nil},
+		{"a weak key", "gpu-remote-9", weak, "", nil},
 		{"a node of every campus", "gpu-remote-7", csr, "", []string{"octflow-gpu-node"}},
 		{"a request that asks to be an operator", "gpu-remote-7", filepath.Join(forged, "node.csr"), "", []string{"octflow-gpu-node"}},
-		{"a node bound to north", "gpu-remote-7", csr, "north", []string{"octflow-gpu-node", "campus:north"}},
+		{"the same node, for north", "gpu-remote-7", csr, "north", nil},
+		{"a node bound to north", "gpu-north-7", northCSR, "north", []string{"octflow-gpu-node", "campus:north"}},
+		{"the north node, renewed", "gpu-north-7", northCSR, "north", []string{"octflow-gpu-node", "campus:north"}},
+		{"the north node, for south", "gpu-north-7", northCSR, "south", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(filepath.Dir(tc.csr), "node.pem")
-			os.Remove(out)
+			if tc.ou != nil {
+				os.Remove(out)
+			}
 			msg, err := sh(t, root, []string{"OCTFLOW_NODE_CAMPUS=" + tc.campus}, "sign-node.sh", tc.node, tc.csr, ca)
 			if tc.ou == nil {
 				if err == nil {
@@ -133,13 +156,22 @@ func TestANodeIsEnrolledByRequestWithoutTheCAKeyOnTheStacksHost(t *testing.T) {
 		})
 	}
 	issued, _ := os.ReadFile(filepath.Join(ca, "issued-node-certificates"))
-	if n := strings.Count(string(issued), " gpu-remote-7 "); n != 3 {
-		t.Errorf("issued-node-certificates notes %d of the 3 signed:\n%s", n, issued)
+	if n, m := strings.Count(string(issued), " gpu-remote-7 - "), strings.Count(string(issued), " gpu-north-7 north "); n != 2 || m != 2 {
+		t.Errorf("issued-node-certificates notes %d and %d of the 2 and 2 signed:\n%s", n, m, issued)
+	}
+	if fi, err := os.Stat(nodeHost); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the node's directory, which holds its key: %v %v, want 0700", fi.Mode(), err)
 	}
 
-	// Revoked by its certificate, from the stack's host.
+	// Revoked by its certificate, from the stack's host; not by another
+	// node's certificate, nor by a serial that names none.
 	revoked := filepath.Join(stack, "revoked-certificates")
 	os.WriteFile(revoked, nil, 0o600)
+	for _, wrong := range []string{filepath.Join(root, "north", "node.pem"), "00", "serial"} {
+		if out, err := sh(t, root, nil, "revoke-node.sh", "gpu-remote-7", stack, wrong); err == nil {
+			t.Errorf("revoke-node.sh gpu-remote-7 with %s: %s", filepath.Base(wrong), out)
+		}
+	}
 	if out, err := sh(t, root, nil, "revoke-node.sh", "gpu-remote-7", stack, filepath.Join(nodeHost, "node.pem")); err != nil {
 		t.Fatalf("revoke-node.sh: %v\n%s", err, out)
 	}

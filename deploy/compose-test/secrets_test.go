@@ -53,6 +53,15 @@ func TestEachSecretIsReadableOnlyByTheServicesThatMountIt(t *testing.T) {
 		if mode&0o007 != 0 || mode&0o222 != 0 {
 			t.Errorf("%s is %v: readable or writable by others, or writable", e.Name(), mode)
 		}
+		groupReads := false
+		for _, svc := range readers[e.Name()] {
+			if user, ok := imageUser[repository(p.Services[svc].Image)]; ok && uint32(user[1]) == st.Gid && user[1] != 0 {
+				groupReads = true
+			}
+		}
+		if mode&0o040 != 0 && !groupReads {
+			t.Errorf("%s is readable by group %d, the group of none of the services that mount it", e.Name(), st.Gid)
+		}
 		for _, svc := range readers[e.Name()] {
 			user, ok := imageUser[repository(p.Services[svc].Image)]
 			if !ok {
