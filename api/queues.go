@@ -45,17 +45,23 @@ type queueStat struct {
 	pollers       int
 }
 
-// queueStats describes the shared task queues (GPU, CPU, workflows).
+// queueStats describes the shared task queues (GPU, CPU, workflows) and
+// the GPU queues of the campuses with GPUs of their own.
 func (s *Server) queueStats(ctx context.Context) ([]queueStat, error) {
-	var out []queueStat
-	for _, q := range []struct {
+	type queue struct {
 		name string
 		kind enumspb.TaskQueueType
-	}{
+	}
+	queues := []queue{
 		{exam.GPUQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY},
 		{exam.CPUQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY},
 		{exam.WorkflowQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW},
-	} {
+	}
+	for _, c := range s.cfg.Policy.OwnGPUs {
+		queues = append(queues, queue{exam.CampusGPUQueue(c), enumspb.TASK_QUEUE_TYPE_ACTIVITY})
+	}
+	var out []queueStat
+	for _, q := range queues {
 		resp, err := s.cfg.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
 			Namespace: s.cfg.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: q.name, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 			TaskQueueType: q.kind, ReportStats: true,

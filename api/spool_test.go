@@ -381,4 +381,17 @@ func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
 	if srv.budget.inUse() != 0 {
 		t.Errorf("%d bytes still charged after every scan ended", srv.budget.inUse())
 	}
+	// A turn its campus gives and the gateway refuses gives back what
+	// the campus gave.
+	southBig, err := turn("south", 70)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turn("north", 40); err == nil {
+		t.Fatal("north's 40 fitted beside south's 70 in a budget of 100")
+	}
+	if n, s := srv.campusBudgets["north"].inUse(), len(srv.campusSlots["north"]); n != 0 || s != 0 {
+		t.Errorf("after the gateway refused north's turn, north still holds %d bytes and %d slots of its own", n, s)
+	}
+	southBig()
 }
