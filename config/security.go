@@ -109,6 +109,18 @@ func BindAPITLS(s *Set) *ClientTLS {
 }
 
 // Config is the TLS configuration, nil for a plain connection.
+// ClientCommonName is the CN of the client certificate ("": none).
+func (c *ClientTLS) ClientCommonName() string {
+	if c.config == nil || len(c.config.Certificates) == 0 || len(c.config.Certificates[0].Certificate) == 0 {
+		return ""
+	}
+	leaf, err := x509.ParseCertificate(c.config.Certificates[0].Certificate[0])
+	if err != nil {
+		return ""
+	}
+	return leaf.Subject.CommonName
+}
+
 func (c *ClientTLS) Config() *tls.Config { return c.config }
 
 func clientTLS(ca, cert, key, serverName string) (*tls.Config, error) {

@@ -174,6 +174,11 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	if queue, err = app.NodeQueue(sealer, campus, queue); err != nil {
 		return err
 	}
+	// A bound node's own queue is named by its certificate's CN, which
+	// the stack's Temporal lets it poll: its ID must be that name.
+	if cn := temporalTLS.ClientCommonName(); campus != "" && cn != "" && cn != nodeID {
+		return fmt.Errorf("OCTFLOW_NODE_ID (--node-id) %s: a node bound to a campus is named as its certificate is (CN=%s)", nodeID, cn)
+	}
 	inv, source, err := gpuworker.Discover(nvml.New(), gpuSource, gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
 	if err != nil {
 		return err
