@@ -21,8 +21,10 @@ type principalShares struct {
 	// of each caller, its entries the collector has not taken, in order.
 	pending map[string]*ledger
 	// refused counts each caller's entries refused since it passed its
-	// share.
-	refused map[string]int
+	// share; refusedAt is the next record to ship then: the caller is
+	// told as served again only once the collector has taken more.
+	refused   map[string]int
+	refusedAt map[string]uint64
 }
 
 type ledger struct {
@@ -34,7 +36,7 @@ type ledger struct {
 }
 
 func newPrincipalShares() *principalShares {
-	return &principalShares{pending: map[string]*ledger{}, refused: map[string]int{}}
+	return &principalShares{pending: map[string]*ledger{}, refused: map[string]int{}, refusedAt: map[string]uint64{}}
 }
 
 // principalOf is the caller an event is charged to ("": none, the
@@ -84,18 +86,27 @@ func (p *principalShares) admits(who string, need, share int64, shipped uint64) 
 
 // reserve admits an entry of need bytes of who's as admits does, and
 // holds them for it until charge or release: entries recorded at the
-// same time are each counted against the share. It also says how many
-// of who's entries were refused since it last passed its share (and
-// forgets them): they are to be told on the trail before this one.
+// same time are each counted against the share. Refused, it says how
+// many of who's entries were refused in this run of refusals (1: the
+// first, to be told on the trail). Admitted after the collector took
+// more, it says how many were refused (and forgets them): they are to be
+// told on the trail before this one. One run of refusals is told once
+// each way, however its caller's entries alternate.
 func (p *principalShares) reserve(who string, need, share int64, shipped uint64) (ok bool, refused int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.held(who, shipped)+need > share {
+		if p.refused[who] == 0 {
+			p.refusedAt[who] = shipped
+		}
 		p.refused[who]++
 		return false, p.refused[who]
 	}
-	refused = p.refused[who]
-	delete(p.refused, who)
+	if p.refused[who] > 0 && shipped > p.refusedAt[who] {
+		refused = p.refused[who]
+		delete(p.refused, who)
+		delete(p.refusedAt, who)
+	}
 	l := p.pending[who]
 	if l == nil {
 		l = &ledger{}
@@ -116,10 +127,16 @@ func (p *principalShares) charge(who string, need int64, seq uint64, size int64)
 }
 
 // release gives back who's reservation of need bytes (its entry was not
-// written).
-func (p *principalShares) release(who string, need int64) {
+// written), and the count of refusals reserve handed it, untold.
+func (p *principalShares) release(who string, need int64, refused int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if refused > 0 {
+		if p.refused[who] == 0 {
+			p.refusedAt[who] = 0
+		}
+		p.refused[who] += refused
+	}
 	if l := p.pending[who]; l != nil {
 		l.reserved -= need
 		if len(l.seqs) == 0 && l.reserved == 0 {

@@ -240,7 +240,7 @@ func (t *Trail) Record(ev Event) error {
 			err = t.refusedLocked(err)
 			t.mu.Unlock()
 			if who != "" {
-				t.shares.release(who, need)
+				t.shares.release(who, need, refused)
 			}
 			return err
 		}
@@ -248,13 +248,15 @@ func (t *Trail) Record(ev Event) error {
 	}
 	t.mu.Unlock()
 	if refused > 0 {
-		_ = t.append(t.shareAlert(who, refused), MinorFailure, false)
+		if err := t.append(t.shareAlert(who, refused), MinorFailure, false); err == nil {
+			refused = 0
+		}
 	}
 	// Not under mu: concurrent records share one fsync (group commit).
 	seq, size, err := t.appendSeq(xml, ev.Outcome, false)
 	if who != "" {
 		if err != nil {
-			t.shares.release(who, need)
+			t.shares.release(who, need, refused)
 		} else {
 			t.shares.charge(who, need, seq, size)
 		}

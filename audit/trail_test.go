@@ -498,3 +498,33 @@ func TestOneCallersConcurrentFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
 		t.Errorf("another caller after the flood: %v", err)
 	}
 }
+
+// A caller whose large entries are refused while its small ones still
+// fit is told on the trail once, not at every turn: the alerts do not
+// fill the spool for it.
+func TestACallerAlternatingLargeAndSmallEntriesIsToldOnce(t *testing.T) {
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	caller := User{ID: "oct-7", Role: "device"}
+	small := reportRead(1)
+	small.User = caller
+	large := reportRead(2)
+	large.User = caller
+	for i := range 100 {
+		large.Objects = append(large.Objects, Object{ID: fmt.Sprintf("north/exam-%d", i), IDType: Code{Code: "exam", System: "octflow", Meaning: "Exam"}, Type: 2, Role: 3})
+	}
+	for range 200 {
+		_ = tr.Record(large)
+		_ = tr.Record(small)
+	}
+	if size, capacity := tr.j.undelivered(); size > capacity/4+4<<10 {
+		t.Errorf("one caller alternating entries holds %d of %d bytes of the spool; want about a quarter", size, capacity)
+	}
+	if err := tr.Record(readByAnother(3)); err != nil {
+		t.Errorf("another caller: %v", err)
+	}
+}

@@ -108,7 +108,6 @@ func BindAPITLS(s *Set) *ClientTLS {
 	return c
 }
 
-// Config is the TLS configuration, nil for a plain connection.
 // ClientCommonName is the CN of the client certificate ("": none).
 func (c *ClientTLS) ClientCommonName() string {
 	if c.config == nil || len(c.config.Certificates) == 0 || len(c.config.Certificates[0].Certificate) == 0 {
@@ -121,6 +120,7 @@ func (c *ClientTLS) ClientCommonName() string {
 	return leaf.Subject.CommonName
 }
 
+// Config is the TLS configuration, nil for a plain connection.
 func (c *ClientTLS) Config() *tls.Config { return c.config }
 
 func clientTLS(ca, cert, key, serverName string) (*tls.Config, error) {

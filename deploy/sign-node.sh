@@ -37,19 +37,24 @@ done
 openssl req -in "$CSR" -noout -verify 2>/dev/null || { echo "sign-node: $CSR is not a signed request" >&2 && exit 1; }
 asked=$(openssl req -in "$CSR" -noout -subject -nameopt sep_multiline,sname | sed -n 's/^ *CN=//p')
 [ "$asked" = "$NODE" ] || { echo "sign-node: $CSR asks for CN=$asked, not $NODE" >&2 && exit 1; }
-# A key as strong as the stack's own: EC of at least 256 bits, or RSA of
-# at least 3072.
+# A key as strong as the stack's own, that Go's TLS takes: EC on P-256,
+# P-384 or P-521, Ed25519, or RSA of at least 3072 bits.
 text=$(openssl req -in "$CSR" -noout -text)
 bits=$(printf '%s\n' "$text" | sed -n 's/^ *Public-Key: (\([0-9]*\) bit)$/\1/p' | head -1)
+curve=$(printf '%s\n' "$text" | sed -n 's/^ *NIST CURVE: *//p' | head -1)
 case "$(printf '%s\n' "$text" | sed -n 's/^ *Public Key Algorithm: *//p' | head -1)" in
-id-ecPublicKey) [ "${bits:-0}" -ge 256 ] || { echo "sign-node: $CSR's EC key has ${bits:-?} bits, want at least 256" >&2 && exit 1; } ;;
+id-ecPublicKey) case "$curve" in
+	P-256 | P-384 | P-521) ;;
+	*) echo "sign-node: $CSR's EC key is not on P-256, P-384 or P-521" >&2 && exit 1 ;;
+	esac ;;
+ED25519) ;;
 rsaEncryption) [ "${bits:-0}" -ge 3072 ] || { echo "sign-node: $CSR's RSA key has ${bits:-?} bits, want at least 3072" >&2 && exit 1; } ;;
-*) echo "sign-node: $CSR's key is neither EC nor RSA" >&2 && exit 1 ;;
+*) echo "sign-node: $CSR's key is neither EC, Ed25519 nor RSA" >&2 && exit 1 ;;
 esac
 # One node ID is one node: never signed for two campuses (they would
 # share its node queue's name).
 if [ -e "$CA/issued-node-certificates" ] &&
-	awk -v n="$NODE" -v c="${CAMPUS:--}" '$2 == n && $3 != c { found = 1 } END { exit !found }' "$CA/issued-node-certificates"; then
+	awk -v n="$NODE" -v c="${CAMPUS:--}" '$2 "" == n "" && $3 "" != c "" { found = 1 } END { exit !found }' "$CA/issued-node-certificates"; then
 	echo "sign-node: $NODE was signed for another campus (or for every campus) before (issued-node-certificates): give this node an ID of its own" >&2
 	exit 1
 fi

@@ -271,7 +271,7 @@ func (a Authorizer) decide(p Principal, subject string, target *authorization.Ca
 		allowed = readOnly || method == "PollActivityTaskQueue" || slices.Contains(activityWorker, method) ||
 			slices.Contains(byID, method) || slices.Contains(workflowWorker, method) || slices.Contains(workflowClient, method)
 	case GPUNode:
-		return a.nodeMay(method, subject, p.Campus, target.Request)
+		return a.nodeMay(method, subject, p.Campus, target)
 	}
 	if !allowed {
 		return false, fmt.Sprintf("%s may not call %s", role, method)
@@ -280,7 +280,8 @@ func (a Authorizer) decide(p Principal, subject string, target *authorization.Ca
 }
 
 // nodeMay decides a GPU node's call (see the package doc).
-func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, string) {
+func (a Authorizer) nodeMay(method, subject, campus string, target *authorization.CallTarget) (bool, string) {
+	req := target.Request
 	switch method {
 	case "PollActivityTaskQueue":
 		queue := ""
@@ -324,20 +325,26 @@ func (a Authorizer) nodeMay(method, subject, campus string, req any) (bool, stri
 		return true, ""
 	}
 	if slices.Contains(activityWorker, method) {
-		return a.nodeHolds(subject, campus, req)
+		return a.nodeHolds(subject, campus, target)
 	}
 	return false, fmt.Sprintf("%s may not call %s", GPUNode, method)
 }
 
 // nodeHolds decides a GPU node's heartbeat or completion by task token:
-// the token must be one the server issued for a task (a token without
-// its scheduled event is the server's completion by workflow and
+// in the namespace named, the token must be an activity task's (a token
+// without its scheduled event is the server's completion by workflow and
 // activity ID, which a node may not use), and, for a node bound to a
-// campus, of an exam of that campus. Calls without a token pass.
-func (a Authorizer) nodeHolds(subject, campus string, req any) (bool, string) {
-	r, ok := req.(interface{ GetTaskToken() []byte })
+// campus, of an exam of that campus. Calls without a token pass. That
+// the token was given to this node, TokenBinder decides.
+func (a Authorizer) nodeHolds(subject, campus string, target *authorization.CallTarget) (bool, string) {
+	r, ok := target.Request.(interface{ GetTaskToken() []byte })
 	if !ok {
 		return true, ""
+	}
+	// The server would take the token's namespace for a request that
+	// names none.
+	if target.Namespace != a.Namespace {
+		return false, fmt.Sprintf("a GPU node completes tasks of namespace %s only", a.Namespace)
 	}
 	t, err := tasktoken.NewSerializer().Deserialize(r.GetTaskToken())
 	if err != nil || t.GetScheduledEventId() == common.EmptyEventID {

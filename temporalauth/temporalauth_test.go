@@ -284,3 +284,18 @@ func TestANodeBoundToACampusPollsItsCampusesQueueOnly(t *testing.T) {
 		}
 	}
 }
+
+// A node's completion that names no namespace is refused: the server
+// would take the token's.
+func TestANodesCompletionNamesItsNamespace(t *testing.T) {
+	a := Authorizer{Namespace: ns, GPUQueue: "oct-gpu"}
+	target := &authorization.CallTarget{APIName: api.WorkflowServicePrefix + "RespondActivityTaskCompleted",
+		Request: &workflowservice.RespondActivityTaskCompletedRequest{TaskToken: taskToken(t, "exam/north/ex-1", 5)}}
+	if ok, _ := a.DecideFor(Principal{Role: GPUNode}, "gpu-0", target); ok {
+		t.Error("a node's completion naming no namespace was allowed")
+	}
+	target.Namespace = ns
+	if ok, why := a.DecideFor(Principal{Role: GPUNode}, "gpu-0", target); !ok {
+		t.Errorf("a node's completion in its namespace was refused: %s", why)
+	}
+}

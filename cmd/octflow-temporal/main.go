@@ -9,12 +9,17 @@
 // is the namespace every role but the operators' acts in;
 // OCTFLOW_TEMPORAL_REVOKED_FILE lists the serial numbers of revoked
 // client certificates (deploy/revoke-node.sh), read again as it changes.
+// The activity task tokens GPU nodes get are bound to their certificates
+// (temporalauth.TokenBinder), under a key derived from the frontend's TLS
+// key.
 //
 // This and octflow/devstack are the only places that link the server.
 package main
 
 import (
 	"cmp"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"os"
 
@@ -37,6 +42,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "octflow-temporal:", err)
 		os.Exit(1)
 	}
+}
+
+// tokenBinder binds GPU nodes' task tokens (temporalauth.TokenBinder)
+// under a key derived from the frontend's TLS key, the same across
+// restarts and replicas; without TLS, a key of this process's own.
+func tokenBinder(cfg *config.Config) (temporalauth.TokenBinder, error) {
+	material := []byte(cfg.Global.TLS.Frontend.Server.KeyData)
+	if path := cfg.Global.TLS.Frontend.Server.KeyFile; path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return temporalauth.TokenBinder{}, fmt.Errorf("the frontend's TLS key, for the task tokens' binding: %w", err)
+		}
+		material = b
+	}
+	if len(material) == 0 {
+		material = make([]byte, 32)
+		if _, err := rand.Read(material); err != nil {
+			return temporalauth.TokenBinder{}, err
+		}
+	}
+	key := sha256.Sum256(append([]byte("octflow node task tokens/1\x00"), material...))
+	return temporalauth.TokenBinder{Key: key[:]}, nil
 }
 
 func run() error {
@@ -62,6 +89,10 @@ func run() error {
 		revoked = temporalauth.NewRevoked(path)
 	}
 	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
+	binder, err := tokenBinder(cfg)
+	if err != nil {
+		return err
+	}
 	s, err := temporal.NewServer(
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithConfig(cfg),
@@ -69,6 +100,7 @@ func run() error {
 		temporal.InterruptOn(temporal.InterruptCh()),
 		temporal.WithAuthorizer(authz),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return temporalauth.ClaimMapper{Revoked: revoked} }),
+		temporal.WithChainedFrontendGrpcInterceptors(binder.Intercept),
 	)
 	if err != nil {
 		return fmt.Errorf("create server: %w", err)

@@ -107,7 +107,9 @@ func TestANodeIsEnrolledByRequestWithoutTheCAKeyOnTheStacksHost(t *testing.T) {
 		}
 		return filepath.Join(dir, "node.csr")
 	}
-	weak := request(filepath.Join(root, "weak"), "/CN=gpu-remote-9", "-newkey", "rsa:1024")
+	weak := request(filepath.Join(root, "weak"), "/CN=gpu-remote-9", "-newkey", "rsa:2048")
+	k1 := request(filepath.Join(root, "k1"), "/CN=gpu-remote-9", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:secp256k1")
+	numbered := request(filepath.Join(root, "numbered"), "/CN=gpu-n-1", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384")
 	reserved := request(filepath.Join(root, "reserved"), "/CN=octflow-api-audit", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
 	northCSR := request(filepath.Join(root, "north"), "/CN=gpu-north-7", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
 
@@ -120,7 +122,10 @@ func TestANodeIsEnrolledByRequestWithoutTheCAKeyOnTheStacksHost(t *testing.T) {
 		{"another node's name", "gpu-remote-8", csr, "", nil},
 		{"a name of the stack's own", "octflow-api-audit", reserved, "", nil},
 		{"a campus that is no name", "gpu-remote-7", csr, "North Wing", nil},
-		{"a weak key", "gpu-remote-9", weak, "", nil},
+		{"an RSA key of 2048 bits", "gpu-remote-9", weak, "", nil},
+		{"a curve Go's TLS does not take", "gpu-remote-9", k1, "", nil},
+		{"a campus named by a number", "gpu-n-1", numbered, "1", []string{"octflow-gpu-node", "campus:1"}},
+		{"the same node, for a campus whose number reads alike", "gpu-n-1", numbered, "01", nil},
 		{"a node of every campus", "gpu-remote-7", csr, "", []string{"octflow-gpu-node"}},
 		{"a request that asks to be an operator", "gpu-remote-7", filepath.Join(forged, "node.csr"), "", []string{"octflow-gpu-node"}},
 		{"the same node, for north", "gpu-remote-7", csr, "north", nil},
