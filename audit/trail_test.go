@@ -28,6 +28,19 @@ func reportRead(i int) Event {
 			Type: 2, Role: 3, Details: []Detail{{Type: "requestId", Value: "r1"}}}}}
 }
 
+// unreachableTrail is a trail of a spool of size bytes whose collector
+// never answers: everything it takes stays spooled.
+func unreachableTrail(t *testing.T, size int64) *Trail {
+	t.Helper()
+	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: size, MinBackoff: time.Hour, MaxBackoff: time.Hour},
+		testSource, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
 // readByAnother is reportRead by a clinician of its own: no one caller
 // holds more than its share of the spool.
 func readByAnother(i int) Event {
@@ -408,12 +421,7 @@ func TestARecordNoCollectorTakesIsSetAsideAndShippingGoesOn(t *testing.T) {
 // callers' are taken; once the collector takes the spool, the caller is
 // taken again and the trail says how many were refused.
 func TestOneCallersFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
-	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
-		testSource, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := unreachableTrail(t, 64<<10)
 	flooder := User{ID: "oct-7", Role: "device"}
 	floodEntry := func(i int) Event {
 		ev := reportRead(i)
@@ -473,12 +481,7 @@ func TestOneCallersFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
 // against its share: a concurrent flood takes no more than a sequential
 // one.
 func TestOneCallersConcurrentFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
-	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
-		testSource, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := unreachableTrail(t, 64<<10)
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
@@ -503,12 +506,7 @@ func TestOneCallersConcurrentFloodHoldsAtMostAQuarterOfTheSpool(t *testing.T) {
 // fit is told on the trail once, not at every turn: the alerts do not
 // fill the spool for it.
 func TestACallerAlternatingLargeAndSmallEntriesIsToldOnce(t *testing.T) {
-	tr, err := Open(Config{Collector: "127.0.0.1:1", SpoolDir: t.TempDir(), SpoolBytes: 64 << 10, MinBackoff: time.Hour, MaxBackoff: time.Hour},
-		testSource, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := unreachableTrail(t, 64<<10)
 	caller := User{ID: "oct-7", Role: "device"}
 	small := reportRead(1)
 	small.User = caller
