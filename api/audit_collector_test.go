@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
 	"octflow/audit"
@@ -139,7 +140,26 @@ func TestOneTokensFloodCannotStopTheTrailForOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, AuditTrail: tr, SpoolDir: t.TempDir()})
+	reg := prometheus.NewRegistry()
+	srv := newServer(t, Config{Tokens: tokens, AuditTrail: tr, SpoolDir: t.TempDir(), Registerer: reg, Temporal: newFakeTemporal()})
+	metric := func(name string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == name {
+				m := f.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
 	do := func(method, path, token string) int {
 		req := httptest.NewRequest(method, path, strings.NewReader("{"))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -158,6 +178,13 @@ func TestOneTokensFloodCannotStopTheTrailForOthers(t *testing.T) {
 	}
 	if code := do("POST", "/v1/exams", "dev"); code != http.StatusServiceUnavailable {
 		t.Errorf("the flooding device's submission: %d, want 503 before it is taken", code)
+	}
+	// The trail's figures say what waits and what was refused.
+	if n, b, spool := metric("octflow_audit_pending_records"), metric("octflow_audit_pending_bytes"), metric("octflow_audit_spool_bytes"); n < 30 || b < spool/4-4<<10 || spool != 256<<10 {
+		t.Errorf("pending %v records, %v bytes of %v: want the device's quarter of the spool", n, b, spool)
+	}
+	if taken, refused := metric("octflow_audit_last_taken_timestamp_seconds"), metric("octflow_audit_refused_total"); taken != 0 || refused < 2 {
+		t.Errorf("last taken %v, refused %v: want never, and the device's refusals", taken, refused)
 	}
 	before := tr.Pending()
 	do("GET", "/v1/exams/E1/report?format=tiff", "clin")

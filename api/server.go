@@ -220,7 +220,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)} {
+		collectors := []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)}
+		if t, ok := cfg.AuditTrail.(auditStats); ok {
+			collectors = append(collectors, newAuditCollector(t))
+		}
+		for _, c := range collectors {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register metrics: %w", err)
 			}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Position is a place in the journal: the segment it is in (named by
@@ -45,7 +46,10 @@ type journal struct {
 	pending int64    // bytes in batches not yet written
 	end     Position // the durable end
 	shipped Position // the cursor, as last committed
-	broken  error    // a failed write: the journal takes nothing more
+	// takenAt is when the collector last took messages (zero: not
+	// since this process opened the journal).
+	takenAt time.Time
+	broken  error // a failed write: the journal takes nothing more
 	notify  chan struct{}
 
 	// opened is what openJournal set aside; onSetAside is told of what
@@ -434,7 +438,7 @@ func (j *journal) commit(p Position) error {
 		return fmt.Errorf("audit spool: cursor: %w", err)
 	}
 	j.mu.Lock()
-	j.shipped = p
+	j.shipped, j.takenAt = p, time.Now()
 	var gone []uint64
 	for len(j.segs) > 1 && j.segs[0].first < p.Seg {
 		gone = append(gone, j.segs[0].first)

@@ -25,6 +25,8 @@ type principalShares struct {
 	// told as served again only once the collector has taken more.
 	refused   map[string]int
 	refusedAt map[string]uint64
+	// total counts every entry refused for its caller's share.
+	total uint64
 }
 
 type ledger struct {
@@ -100,6 +102,7 @@ func (p *principalShares) reserve(who string, need, share int64, shipped uint64)
 			p.refusedAt[who] = shipped
 		}
 		p.refused[who]++
+		p.total++
 		return false, p.refused[who]
 	}
 	if p.refused[who] > 0 && shipped > p.refusedAt[who] {
@@ -124,6 +127,13 @@ func (p *principalShares) charge(who string, need int64, seq uint64, size int64)
 	l := p.pending[who]
 	l.reserved -= need
 	l.seqs, l.sizes, l.bytes = append(l.seqs, seq), append(l.sizes, size), l.bytes+size
+}
+
+// refusedTotal counts every entry refused for its caller's share.
+func (p *principalShares) refusedTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
 }
 
 // release gives back who's reservation of need bytes (its entry was not

@@ -83,6 +83,9 @@ type Trail struct {
 
 	mu   sync.Mutex
 	lost int // events refused while the spool was full
+	// refusedTotal counts every event refused since the trail opened:
+	// the spool full, or a caller over its share.
+	refusedTotal uint64
 	// failedAuths counts events without an authenticated caller kept
 	// off the journal while it was three quarters full.
 	failedAuths int
@@ -296,14 +299,20 @@ func (t *Trail) admitCaller(who string, need int64) (refused int, err error) {
 // Admitter.
 func (t *Trail) Admit(who User, need int64) error {
 	need = max(need, 0)
-	if caller := callerOf(who); caller != "" {
+	err := t.j.admit(need)
+	if caller := callerOf(who); caller != "" && err == nil {
 		_, capacity := t.j.undelivered()
 		_, shipped := t.j.durable()
 		if !t.shares.admits(caller, need, capacity/4, shipped.Seq) {
-			return ErrPrincipalShare
+			err = ErrPrincipalShare
 		}
 	}
-	return t.j.admit(need)
+	if err != nil {
+		t.mu.Lock()
+		t.refusedTotal++
+		t.mu.Unlock()
+	}
+	return err
 }
 
 // refusedLocked counts an event the journal did not take, and on the
@@ -319,6 +328,7 @@ func (t *Trail) refusedLocked(err error) error {
 			t.log.Error("audit spool full: refusing requests until the collector takes the spool")
 		}
 		t.lost++
+		t.refusedTotal++
 	}
 	return err
 }
@@ -349,6 +359,34 @@ func (t *Trail) alert(kind Code, outcome Outcome, detail string, lost int) []byt
 		panic(err)
 	}
 	return xml
+}
+
+// Stats are a trail's figures, for its metrics.
+type Stats struct {
+	// PendingRecords and PendingBytes are what the collector has not
+	// taken; SpoolBytes is the spool's cap.
+	PendingRecords           uint64
+	PendingBytes, SpoolBytes int64
+	// LastTaken is when the collector last took messages (zero: not
+	// since the trail opened).
+	LastTaken time.Time
+	// Refused counts the events refused since the trail opened (the
+	// spool full, or a caller over its share): each a request answered
+	// 503.
+	Refused uint64
+}
+
+// Stats are the trail's figures now.
+func (t *Trail) Stats() Stats {
+	size, capacity := t.j.undelivered()
+	t.j.mu.Lock()
+	taken := t.j.takenAt
+	t.j.mu.Unlock()
+	t.mu.Lock()
+	refused := t.refusedTotal
+	t.mu.Unlock()
+	return Stats{PendingRecords: t.Pending(), PendingBytes: size, SpoolBytes: capacity, LastTaken: taken,
+		Refused: refused + t.shares.refusedTotal()}
 }
 
 // Pending is how many records the collector has not taken yet.
