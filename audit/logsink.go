@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +14,10 @@ type LogSink struct {
 	core zapcore.Core
 	ws   zapcore.WriteSyncer
 	src  Source
+
+	mu      sync.Mutex
+	written time.Time // the last event written
+	refused uint64    // events it could not write
 }
 
 // NewLogSink writes to ws through a zap core of its own (the process
@@ -51,9 +56,23 @@ func (l *LogSink) Record(ev Event) error {
 	}
 	fields = append(fields, zap.Any("objects", objects))
 	err := l.core.Write(zapcore.Entry{Level: zapcore.InfoLevel, Time: ev.Time, LoggerName: "audit", Message: ev.ID.Meaning}, fields)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
+		l.refused++
 		return err
 	}
 	_ = l.ws.Sync() // stderr and pipes cannot sync; a file can
+	l.written = time.Now()
 	return nil
+}
+
+// Stats are the sink's figures, as a Trail's: nothing ever waits (each
+// event is written before Record returns), so nothing is pending and
+// there is no spool; LastTaken is the last event written, Refused the
+// events it could not write.
+func (l *LogSink) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{LastTaken: l.written, Refused: l.refused}
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/xml"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"octflow/audit/audittest"
@@ -524,5 +526,21 @@ func TestACallerAlternatingLargeAndSmallEntriesIsToldOnce(t *testing.T) {
 	}
 	if err := tr.Record(readByAnother(3)); err != nil {
 		t.Errorf("another caller: %v", err)
+	}
+}
+
+// The log sink of a run without a collector gives the trail's figures:
+// nothing waits, and it says when it last wrote.
+func TestTheLogSinksFiguresSayNothingWaits(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewLogSink(zapcore.AddSync(&buf), testSource)
+	if st := l.Stats(); !st.LastTaken.IsZero() || st.PendingRecords != 0 || st.Refused != 0 {
+		t.Fatalf("before any event: %+v", st)
+	}
+	if err := l.Record(reportRead(1)); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.LastTaken.IsZero() || st.PendingRecords != 0 || st.PendingBytes != 0 {
+		t.Errorf("after one event: %+v, want it taken and nothing pending", st)
 	}
 }
