@@ -272,14 +272,21 @@ func (t *Trail) Record(ev Event) error {
 	return nil
 }
 
+// callerShare is what one caller's entries may hold of the spool (a
+// quarter), and the sequence number of the next record to ship.
+func (t *Trail) callerShare() (share int64, shipped uint64) {
+	_, capacity := t.j.undelivered()
+	_, next := t.j.durable()
+	return capacity / 4, next.Seq
+}
+
 // admitCaller reserves need bytes of caller who's share for an entry,
 // and says how many of its entries were refused before it; or refuses
 // it when its entries hold their share of the spool undelivered, the
 // first refusal putting a Security Alert on the trail.
 func (t *Trail) admitCaller(who string, need int64) (refused int, err error) {
-	_, capacity := t.j.undelivered()
-	_, shipped := t.j.durable()
-	ok, refused := t.shares.reserve(who, need, capacity/4, shipped.Seq)
+	share, shipped := t.callerShare()
+	ok, refused := t.shares.reserve(who, need, share, shipped)
 	if ok {
 		return refused, nil
 	}
@@ -301,9 +308,8 @@ func (t *Trail) Admit(who User, need int64) error {
 	need = max(need, 0)
 	err := t.j.admit(need)
 	if caller := callerOf(who); caller != "" && err == nil {
-		_, capacity := t.j.undelivered()
-		_, shipped := t.j.durable()
-		if !t.shares.admits(caller, need, capacity/4, shipped.Seq) {
+		share, shipped := t.callerShare()
+		if !t.shares.admits(caller, need, share, shipped) {
 			err = ErrPrincipalShare
 		}
 	}
