@@ -173,7 +173,7 @@ func FileMetaSOP(r io.Reader) (sopClass, sopInstance string, ok bool) {
 			sopInstance = v
 		}
 	})
-	if !read || !validUID(sopClass) || !validUID(sopInstance) {
+	if !read || !ValidUID(sopClass) || !ValidUID(sopInstance) {
 		return "", "", false
 	}
 	return sopClass, sopInstance, true

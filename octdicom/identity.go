@@ -146,7 +146,7 @@ func ReadIdentity(r io.Reader, size int64) (id Identity, err error) {
 			*dst = v
 		}
 	}
-	if !validUID(id.StudyInstanceUID) || !validUID(id.SeriesInstanceUID) || !validUID(id.SOPInstanceUID) || !validUID(id.SOPClassUID) {
+	if !ValidUID(id.StudyInstanceUID) || !ValidUID(id.SeriesInstanceUID) || !ValidUID(id.SOPInstanceUID) || !ValidUID(id.SOPClassUID) {
 		return Identity{}, fmt.Errorf("read identity: %w", ErrNoIdentity)
 	}
 	return id, nil

@@ -94,7 +94,7 @@ func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object
 	if rep.Campus != id.Exam.Campus || rep.ExamID != id.Exam.ID {
 		return nil, errors.New("results: the report and the identity are of different exams")
 	}
-	if !validUID(id.StudyInstanceUID) || !validUID(id.SeriesInstanceUID) || !validUID(id.SOPInstanceUID) || !validUID(id.SOPClassUID) {
+	if !ValidUID(id.StudyInstanceUID) || !ValidUID(id.SeriesInstanceUID) || !ValidUID(id.SOPInstanceUID) || !ValidUID(id.SOPClassUID) {
 		return nil, fmt.Errorf("results: %w", ErrNoIdentity)
 	}
 	b := newBuilder(id, rep, sw)

@@ -43,7 +43,7 @@ func TestResultUIDsAreKeyedByCampusExamAndRun(t *testing.T) {
 			if again[role] != u {
 				t.Errorf("%s: the %s UID is %s, then %s: a resend would file a second copy", c.name, role, u, again[role])
 			}
-			if !validUID(u) {
+			if !ValidUID(u) {
 				t.Errorf("%s: the %s UID %q is not a valid UID", c.name, role, u)
 			}
 			if prev, dup := seen[u]; dup {

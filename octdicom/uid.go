@@ -30,9 +30,9 @@ func DerivedUID(parts ...string) string {
 	return "2.25." + new(big.Int).SetBytes(u[:]).String()
 }
 
-// validUID reports whether s is a DICOM UID: 1 to 64 characters of
+// ValidUID reports whether s is a DICOM UID: 1 to 64 characters of
 // digits and dots, components without leading zeros (PS3.5 §9.1).
-func validUID(s string) bool {
+func ValidUID(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

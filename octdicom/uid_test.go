@@ -10,7 +10,7 @@ func TestDerivedUIDIsStableValidAndDistinct(t *testing.T) {
 	if again := DerivedUID("result", "north", "ex-1", "run-1", "pdf-instance"); again != a {
 		t.Errorf("the same parts gave %s and %s", a, again)
 	}
-	if !strings.HasPrefix(a, "2.25.") || !validUID(a) {
+	if !strings.HasPrefix(a, "2.25.") || !ValidUID(a) {
 		t.Errorf("%s is not a valid 2.25 UID", a)
 	}
 	seen := map[string][]string{}
@@ -23,7 +23,7 @@ func TestDerivedUIDIsStableValidAndDistinct(t *testing.T) {
 		{"a", "bc"},
 	} {
 		u := DerivedUID(parts...)
-		if !validUID(u) {
+		if !ValidUID(u) {
 			t.Errorf("%v: %s is not a valid UID", parts, u)
 		}
 		if prev, dup := seen[u]; dup {
@@ -46,8 +46,8 @@ func TestValidUID(t *testing.T) {
 		{"1.2.a", false},
 		{"1." + strings.Repeat("9", 63), false},
 	} {
-		if got := validUID(c.uid); got != c.want {
-			t.Errorf("validUID(%q) = %v, want %v", c.uid, got, c.want)
+		if got := ValidUID(c.uid); got != c.want {
+			t.Errorf("ValidUID(%q) = %v, want %v", c.uid, got, c.want)
 		}
 	}
 }
