@@ -344,7 +344,7 @@ func routeAction(method, path string) string {
 	switch method + " " + path {
 	case "POST /v1/exams":
 		return "submit"
-	case "POST /dicom-web/studies":
+	case "POST /dicom-web/studies", "POST /dicom-web/studies/:study":
 		return "store-instances"
 	case "GET /v1/exams/:examId":
 		return "read-status"

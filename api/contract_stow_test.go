@@ -55,14 +55,19 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	related := `multipart/related; type="application/dicom"; boundary=` + mw.Boundary()
 
 	var refusalStatus string // X-Octflow-Refusal-Status, when set
+	var accept string        // Accept, when set
+	path := "/dicom-web/studies"
 	store := func(token, contentType string, want int) []byte {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/dicom-web/studies", bytes.NewReader(body.Bytes()))
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", contentType)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
 		if refusalStatus != "" {
 			req.Header.Set(api.RefusalStatusHeader, refusalStatus)
 		}
@@ -73,7 +78,7 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != want {
-			t.Errorf("POST /dicom-web/studies: %d %s, want %d", resp.StatusCode, b, want)
+			t.Errorf("POST %s (Accept %q, Content-Type %s): %d %s, want %d", path, accept, contentType, resp.StatusCode, b, want)
 		}
 		return b
 	}
@@ -95,4 +100,31 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	}
 	store("dev", "multipart/form-data; boundary="+mw.Boundary(), http.StatusBadRequest)
 	store("clin", related, http.StatusForbidden)
+	refusalStatus = ""
+
+	// The type parameter bare, as many senders write it: the same answer.
+	if bare := store("dev", "multipart/related; type=application/dicom; boundary="+mw.Boundary(), http.StatusConflict); !bytes.Equal(bare, answer) {
+		t.Errorf("type=application/dicom unquoted: %s, want the quoted one's answer %s", bare, answer)
+	}
+	// An Accept that allows the DICOM JSON answer, and one that does not.
+	for _, c := range []struct {
+		accept string
+		want   int
+	}{
+		{"application/dicom+json", http.StatusConflict},
+		{"application/dicom+xml, application/dicom+json;q=0.5", http.StatusConflict},
+		{"*/*", http.StatusConflict},
+		{"application/dicom+xml", http.StatusNotAcceptable},
+		{"application/dicom+json;q=0, application/dicom+xml", http.StatusNotAcceptable},
+	} {
+		accept = c.accept
+		store("dev", related, c.want)
+	}
+	accept = ""
+	// The study resource: the same intake (these parts are no DICOM,
+	// refused one by one), and a path that names no UID refused whole.
+	path = "/dicom-web/studies/2.25.4711"
+	store("dev", related, http.StatusConflict)
+	path = "/dicom-web/studies/not-a-uid"
+	store("dev", related, http.StatusBadRequest)
 }

@@ -49,6 +49,7 @@ var titles = map[string]string{
 	"exam-conflict":      "The exam ID is already taken by a different scan",
 	"too-large":          "The upload is too large",
 	"unsupported-media":  "Unsupported media type",
+	"not-acceptable":     "No media type the Accept header allows",
 	"invalid-volume":     "The scan is not a valid OCT volume",
 	"invalid-meta":       "The exam metadata is invalid",
 	"invalid-callback":   "The callback URL is not allowed",

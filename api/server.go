@@ -246,6 +246,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
 	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
+	e.POST("/dicom-web/studies/:study", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
 	v1 := e.Group("/v1")
 	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), s.rates.middleware, s.spoolBudget)
 	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))

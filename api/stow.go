@@ -22,7 +22,8 @@ import (
 
 // DICOMweb STOW-RS (PS3.18 §10.5): a device, or a router such as Orthanc
 // forwarding what devices sent it by C-STORE, stores instances with
-// POST /dicom-web/studies. Each Ophthalmic Tomography instance becomes one
+// POST /dicom-web/studies, or POST /dicom-web/studies/{study} for
+// instances of one study. Each Ophthalmic Tomography instance becomes one
 // exam, through the same intake as POST /v1/exams.
 
 // Failure Reason (0008,1197) values of a STOW-RS answer (PS3.18 Table
@@ -40,6 +41,12 @@ const (
 	// stowDuplicateInstance: this SOP Instance UID was stored before with
 	// other content; the first is kept.
 	stowDuplicateInstance = 0x0111
+	// stowOtherStudy: sent to a study's resource
+	// (/dicom-web/studies/{study}), the instance is of another study. The
+	// value is the one dcm4chee answers (PS3.18 leaves it to the origin
+	// server, in the C000–CFFF "cannot understand" range that senders
+	// take as final).
+	stowOtherStudy = 0xC409
 )
 
 // maxInstances is how many instances one STOW-RS request may carry; a
@@ -108,9 +115,18 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 		return problem(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
 	}
 	prio = allowedPriority(c, prio)
-	mediaType, params, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	study := c.Param("study")
+	if study != "" && !octdicom.ValidUID(study) {
+		return problem(http.StatusBadRequest, "malformed-request",
+			"the study in /dicom-web/studies/{study} is not a UID (digits and dots, at most 64 characters)")
+	}
+	if !acceptsDICOMJSON(c.Request().Header.Values(echo.HeaderAccept)) {
+		return problem(http.StatusNotAcceptable, "not-acceptable",
+			"a STOW-RS answer is given as application/dicom+json only (the Accept header allows neither it nor application/json)")
+	}
+	mediaType, params, err := parseContentType(c.Request().Header.Get(echo.HeaderContentType))
 	if err != nil || mediaType != "multipart/related" || params["boundary"] == "" ||
-		!strings.EqualFold(strings.Trim(params["type"], `"`), "application/dicom") {
+		!strings.EqualFold(params["type"], "application/dicom") {
 		return problem(http.StatusUnsupportedMediaType, "unsupported-media",
 			`POST /dicom-web/studies takes multipart/related; type="application/dicom", one DICOM instance per part`)
 	}
@@ -164,7 +180,7 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	s.rates.charge(deviceKey(who), len(received)-1, time.Now())
 	results := make([]stowResult, 0, len(received))
 	for _, up := range received {
-		res, err := s.storeInstance(c, who, prio, up)
+		res, err := s.storeInstance(c, who, prio, study, up)
 		if err != nil {
 			return err
 		}
@@ -213,7 +229,9 @@ func (s *Server) receiveInstance(part *multipart.Part) (*upload, error) {
 // storeInstance takes one received part (nil: not application/dicom). An
 // instance refused is a result with its reason; an error is the
 // gateway's own failure.
-func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, up *upload) (stowResult, error) {
+// Sent to a study's resource (study not ""), an instance of another
+// study is refused (stowOtherStudy) and starts nothing.
+func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, study string, up *upload) (stowResult, error) {
 	var res stowResult
 	if up == nil {
 		res.reason = stowCannotUnderstand
@@ -231,6 +249,11 @@ func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority
 		return res, nil
 	}
 	res.sopClass, res.sopInstance = octdicom.OphthalmicTomographySOPClass, clean.sopInstance
+	if study != "" && clean.study != study {
+		s.cfg.Logger.Info("STOW-RS instance refused: of another study than the resource it was sent to")
+		res.reason = stowOtherStudy
+		return res, nil
+	}
 	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.sopInstance)
 	a, err := s.admit(c.Request().Context(), who, routedDevice(who, clean.device), ref, up, clean)
 	if err != nil {
@@ -273,7 +296,9 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
 		res.reason, res.transient = stowOutOfResources, true
 	case errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge:
-		res.reason = stowOutOfResources
+		// Too large ever to validate: final, not "out of resources",
+		// which senders send again.
+		res.reason = stowCannotUnderstand
 	case errors.As(err, &p) && p.Status < 500:
 		res.reason = stowCannotUnderstand
 	default:
@@ -347,4 +372,52 @@ func stowAnswer(results []stowResult, base string) map[string]dicomJSON {
 		out["00081198"] = dicomJSON{VR: "SQ", Value: failed}
 	}
 	return out
+}
+
+// parseContentType reads a Content-Type as mime.ParseMediaType does, and
+// also the parameters senders write unquoted although they hold a
+// character that needs quotes: `type=application/dicom` (the slash), a
+// boundary with one. PS3.18 §8.7 writes them quoted; dcm4che, pynetdicom
+// and others send them bare, and refusing them gains nothing.
+func parseContentType(v string) (string, map[string]string, error) {
+	mediaType, params, err := mime.ParseMediaType(v)
+	if err == nil {
+		return mediaType, params, nil
+	}
+	fields := strings.Split(v, ";")
+	for i := 1; i < len(fields); i++ {
+		name, value, ok := strings.Cut(fields[i], "=")
+		value = strings.TrimSpace(value)
+		if !ok || strings.HasPrefix(value, `"`) || strings.ContainsAny(value, `"\`) {
+			continue
+		}
+		fields[i] = name + `="` + value + `"`
+	}
+	return mime.ParseMediaType(strings.Join(fields, ";"))
+}
+
+// acceptsDICOMJSON says whether Accept headers allow the answer octflow
+// gives, application/dicom+json: no Accept, or a media range that covers
+// it (or application/json) with a quality above 0. A client that asks
+// only for application/dicom+xml is answered 406.
+func acceptsDICOMJSON(accept []string) bool {
+	if len(accept) == 0 {
+		return true
+	}
+	for _, header := range accept {
+		for _, r := range strings.Split(header, ",") {
+			mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(r))
+			if err != nil {
+				continue
+			}
+			if q, ok := params["q"]; ok && strings.Trim(q, "0.") == "" {
+				continue // q=0: not acceptable
+			}
+			switch mediaType {
+			case "application/dicom+json", "application/json", "application/*", "*/*":
+				return true
+			}
+		}
+	}
+	return false
 }

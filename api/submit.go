@@ -68,6 +68,9 @@ type cleanScan struct {
 	// Device Serial Number, for a STOW-RS answer and the exam's reference
 	// only: the stored copy keeps neither.
 	sopInstance, device string
+	// study is the original's Study Instance UID, held to the study of a
+	// STOW-RS request sent to a study's resource.
+	study string
 }
 
 func (c *cleanScan) close() {

@@ -136,7 +136,8 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		patient = scan.Header.PatientID
 	}
 	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient),
-		pattern: pattern, sopInstance: scan.Header.SOPInstanceUID, device: scan.Header.DeviceSerialNumber}
+		pattern: pattern, sopInstance: scan.Header.SOPInstanceUID, device: scan.Header.DeviceSerialNumber,
+		study: scan.Header.StudyInstanceUID}
 	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
