@@ -41,12 +41,30 @@ const (
 	// stowDuplicateInstance: this SOP Instance UID was stored before with
 	// other content; the first is kept.
 	stowDuplicateInstance = 0x0111
+	// stowTransferSyntax: an OCT object in a transfer syntax octflow
+	// does not read (compressed, big endian).
+	stowTransferSyntax = 0xC122
 	// stowOtherStudy: sent to a study's resource
 	// (/dicom-web/studies/{study}), the instance is of another study. The
 	// value is the one dcm4chee answers (PS3.18 leaves it to the origin
 	// server, in the C000–CFFF "cannot understand" range that senders
 	// take as final).
 	stowOtherStudy = 0xC409
+)
+
+// stowCoerced is the Warning Reason (0008,1196) of every instance
+// stored: Coercion of Data Elements (PS3.18 Table I.2-1). octflow keeps a
+// de-identified copy, never the instance as sent (docs/conformance.md).
+const stowCoerced = 0xB000
+
+// Private attributes of a STOW-RS answer's items (creator "OCTFLOW"):
+// the absolute URL of a stored instance's exam status in octflow's API.
+// The standard's Retrieve URL (0008,1190) is for WADO-RS, which octflow
+// does not serve: it is present and empty.
+const (
+	privateCreatorTag = "00090010"
+	privateCreator    = "OCTFLOW"
+	examStatusURLTag  = "00091001"
 )
 
 // maxInstances is how many instances one STOW-RS request may carry; a
@@ -291,6 +309,8 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	switch {
 	case errors.Is(err, octdicom.ErrNotOCT):
 		res.reason = stowSOPClassNotSupported
+	case errors.Is(err, octdicom.ErrTransferSyntax):
+		res.reason = stowTransferSyntax
 	case errors.As(err, &p) && p.Status == http.StatusConflict:
 		res.reason = stowDuplicateInstance
 	case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
@@ -339,13 +359,17 @@ func retrieveBase(c echo.Context) string {
 	return (&url.URL{Scheme: scheme, Host: c.Request().Host}).String()
 }
 
-// stowAnswer is the Store Instances Response Module in DICOM JSON:
-// Referenced SOP Sequence (0008,1199) for the instances stored, each with
-// a Retrieve URL (0008,1190), on base, that is its exam's status (octflow
-// serves no WADO-RS), and Failed SOP Sequence (0008,1198) with each
-// refusal's Failure Reason (0008,1197). Every item names its instance
-// (Referenced SOP Class and Instance UIDs) where the instance could be
-// read that far; a part that is not DICOM has neither.
+// stowAnswer is the Store Instances Response Module in DICOM JSON
+// (PS3.18 Annex I): the Retrieve URL (0008,1190) of the study, present
+// and empty as octflow serves no WADO-RS; Referenced SOP Sequence
+// (0008,1199) for the instances stored, each with its Retrieve URL
+// (empty likewise), the Warning Reason (0008,1196) Coercion of Data
+// Elements (stowCoerced), and in a private attribute (creator OCTFLOW,
+// (0009,1001)) the absolute URL, on base, of its exam's status; and
+// Failed SOP Sequence (0008,1198) with each refusal's Failure Reason
+// (0008,1197). Every item names its instance (Referenced SOP Class and
+// Instance UIDs) where the instance could be read that far; a part that
+// is not DICOM has neither.
 func stowAnswer(results []stowResult, base string) map[string]dicomJSON {
 	var referenced, failed []any
 	for _, r := range results {
@@ -357,14 +381,17 @@ func stowAnswer(results []stowResult, base string) map[string]dicomJSON {
 			item["00081155"] = dicomJSON{VR: "UI", Value: []any{r.sopInstance}}
 		}
 		if r.reason == 0 {
-			item["00081190"] = dicomJSON{VR: "UR", Value: []any{base + r.status}}
+			item["00081190"] = dicomJSON{VR: "UR"}
+			item["00081196"] = dicomJSON{VR: "US", Value: []any{stowCoerced}}
+			item[privateCreatorTag] = dicomJSON{VR: "LO", Value: []any{privateCreator}}
+			item[examStatusURLTag] = dicomJSON{VR: "UR", Value: []any{base + r.status}}
 			referenced = append(referenced, item)
 			continue
 		}
 		item["00081197"] = dicomJSON{VR: "US", Value: []any{r.reason}}
 		failed = append(failed, item)
 	}
-	out := map[string]dicomJSON{}
+	out := map[string]dicomJSON{"00081190": {VR: "UR"}}
 	if len(referenced) > 0 {
 		out["00081199"] = dicomJSON{VR: "SQ", Value: referenced}
 	}

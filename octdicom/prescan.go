@@ -541,7 +541,7 @@ func product(limit uint64, factors ...uint64) (uint64, bool) {
 // checkTransferSyntax accepts the uncompressed little-endian encodings.
 func checkTransferSyntax(ts string) error {
 	if ts != uid.ExplicitVRLittleEndian && ts != uid.ImplicitVRLittleEndian {
-		return invalidf("transfer syntax %q is not supported (want uncompressed little endian)", ts)
+		return fmt.Errorf("%w (%w)", invalidf("transfer syntax %q is not supported (want uncompressed little endian)", ts), ErrTransferSyntax)
 	}
 	return nil
 }

@@ -30,6 +30,11 @@ const maxSamples = 1 << 28
 // SOP class or modality, as opposed to a broken one.
 var ErrNotOCT = errors.New("not an Ophthalmic Tomography Image")
 
+// ErrTransferSyntax is wrapped (with ErrInvalidVolume) by the refusal of
+// an object in a transfer syntax the reader does not take (compressed,
+// big endian): the object may be sound, its encoding is not supported.
+var ErrTransferSyntax = errors.New("transfer syntax not supported")
+
 // notOCT is a refusal for another kind of object; it reads as the error
 // it wraps.
 type notOCT struct{ error }

@@ -182,11 +182,25 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	if want := []string{"290", "49152"}; !slices.Equal(reasons, want) {
 		t.Errorf("failure reasons %v, want %v", reasons, want)
 	}
+	// The stored instance: its exam's status in octflow's private
+	// attribute, the coercion declared (B000H: the copy kept is
+	// de-identified), the Retrieve URLs present and empty (no WADO-RS).
 	ref := h.ref("sop:2.25.1001")
 	front, _ := url.Parse(h.sys.App.APIURL())
-	if loc, err := url.Parse(stored[0].str("00081190")); err != nil || !loc.IsAbs() || loc.Host != front.Host ||
+	if stored[0].str("00090010") != "OCTFLOW" {
+		t.Errorf("private creator %q, want OCTFLOW", stored[0].str("00090010"))
+	}
+	if loc, err := url.Parse(stored[0].str("00091001")); err != nil || !loc.IsAbs() || loc.Host != front.Host ||
 		loc.Path != "/v1/exams/"+ref.ID {
-		t.Errorf("retrieve URL %q is not the absolute URL of the exam %s at %s", stored[0].str("00081190"), ref.ID, front.Host)
+		t.Errorf("exam status URL %q is not the absolute URL of the exam %s at %s", stored[0].str("00091001"), ref.ID, front.Host)
+	}
+	if w := stored[0].str("00081196"); w != "45056" {
+		t.Errorf("warning reason %q, want 45056 (B000H, coercion)", w)
+	}
+	for _, at := range []stowAnswer{a, stored[0]} {
+		if r, ok := at["00081190"]; !ok || r.VR != "UR" || len(r.Value) != 0 {
+			t.Errorf("retrieve URL %+v (present %v), want present and empty", r, ok)
+		}
 	}
 
 	// More instances than one request may carry: refused before any is
@@ -230,6 +244,18 @@ func TestSTOWRSStoresEachOCTInstanceAsOneExam(t *testing.T) {
 	}
 	if n := h.executions("sop:2.25.1005"); n != 0 {
 		t.Errorf("an instance refused for its study started %d exams", n)
+	}
+
+	// An OCT instance in a transfer syntax octflow does not read: C122H.
+	compressed := oct(256)
+	if i := bytes.Index(compressed, []byte("1.2.840.10008.1.2.1")); i < 0 {
+		t.Fatal("no Explicit VR Little Endian transfer syntax in the file meta")
+	} else {
+		compressed = slices.Concat(compressed[:i], []byte("1.2.840.10008.1.2.2"), compressed[i+len("1.2.840.10008.1.2.1"):])
+	}
+	if code, a := h.stow(h.sys.Secrets.Router, "", compressed); code != http.StatusConflict || len(a.items(t, "00081198")) != 1 ||
+		a.items(t, "00081198")[0].str("00081197") != "49442" {
+		t.Errorf("an instance in Explicit VR Big Endian: %d %v, want 409 with reason C122H", code, a)
 	}
 
 	// Sent again: the same exam, counted as stored.
