@@ -413,6 +413,22 @@ var deidKeep = sync.OnceValue(func() map[tag.Tag]bool {
 		"DetectorType", "IlluminationWaveLength", "IlluminationPower", "IlluminationBandwidth",
 		"DepthSpatialResolution", "MaximumDepthDistortion", "AlongScanSpatialResolution", "MaximumAlongScanDistortion",
 		"AcrossScanSpatialResolution", "MaximumAcrossScanDistortion",
+		// The agent a dilated pupil was dilated with (Type 2C when Pupil
+		// Dilated is YES), the vertex distance of the optics.
+		"MydriaticAgentSequence", "MydriaticAgentCodeSequence", "MydriaticAgentConcentration",
+		"MydriaticAgentConcentrationUnitsSequence", "VertexDistance",
+		// A scan split over several instances (concatenation, UIDs
+		// remapped) and the synchronization of its frames' times; the
+		// free-text trigger source and the time source's address are not
+		// kept.
+		"ConcatenationUID", "InConcatenationNumber", "InConcatenationTotalNumber", "ConcatenationFrameOffsetNumber",
+		"SOPInstanceUIDOfConcatenationSource", "SynchronizationFrameOfReferenceUID", "SynchronizationTrigger",
+		"AcquisitionTimeSynchronized", "SynchronizationChannel",
+		// The scan pattern, and what it brings: the anatomic reference
+		// point the scan is placed by and whether the frames make a
+		// volume.
+		"ScanPatternTypeCodeSequence", "OphthalmicVolumetricPropertiesFlag",
+		"OphthalmicAnatomicReferencePointXCoordinate", "OphthalmicAnatomicReferencePointYCoordinate",
 	} {
 		info, err := tag.FindByName(name)
 		if err != nil {
