@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,13 +30,16 @@ import (
 )
 
 // PACSTarget is where a campus's results go: a DICOMweb base URL (the
-// export posts to its /studies) and how to sign in there (basic, or a
-// bearer token; neither for a PACS on a trusted network).
+// export posts to its /studies), how to sign in there (basic, or a
+// bearer token; neither for a PACS on a trusted network) and, for an
+// https URL, the CAs its certificate is checked against (nil: the
+// system's).
 type PACSTarget struct {
-	URL      string `json:"url"`
-	Username string `json:"username,omitempty"`
-	Password string `json:"password,omitempty"`
-	Token    string `json:"token,omitempty"`
+	URL      string         `json:"url"`
+	Username string         `json:"username,omitempty"`
+	Password string         `json:"password,omitempty"`
+	Token    string         `json:"token,omitempty"`
+	RootCAs  *x509.CertPool `json:"-"`
 }
 
 // Exporter sends results to the campuses' PACS: their targets, the codec
@@ -46,9 +50,11 @@ type Exporter struct {
 	// sealed (octdicom.OpenIdentity): keys of their own, not the payload
 	// codec's, which GPU nodes hold.
 	Identities *codec.Codec
-	// HTTP is the client the export uses (default: see client).
-	HTTP *http.Client
-	once sync.Once
+	// HTTP is the client the export uses for every campus (default: one
+	// per campus, see client).
+	HTTP    *http.Client
+	mu      sync.Mutex
+	clients map[string]*http.Client // by campus
 }
 
 // stowFailedSOPSequence and stowFailureReason are the STOW-RS response's
@@ -121,7 +127,7 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
 	req.Header.Set("Accept", "application/dicom+json")
 	x.authorize(req, target)
-	resp, err := x.client().Do(req)
+	resp, err := x.client(ref.Campus, target).Do(req)
 	if err != nil {
 		return out, pacsUnavailable("the PACS did not answer: " + netCause(err))
 	}
@@ -143,7 +149,7 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 		refusal = refused(msg)
 	}
 	for _, o := range objs {
-		if err := x.verify(ctx, target, o); err != nil {
+		if err := x.verify(ctx, ref.Campus, target, o); err != nil {
 			if refusal != nil && isRefusal(err) {
 				return out, refusal
 			}
@@ -196,7 +202,7 @@ func netCause(err error) string {
 
 // verify asks the PACS for an object's metadata (WADO-RS): it holds the
 // object only if it answers 200.
-func (x *Exporter) verify(ctx context.Context, target PACSTarget, o octdicom.Object) error {
+func (x *Exporter) verify(ctx context.Context, campus string, target PACSTarget, o octdicom.Object) error {
 	url := fmt.Sprintf("%s/studies/%s/series/%s/instances/%s/metadata", strings.TrimRight(target.URL, "/"),
 		o.StudyInstanceUID, o.SeriesInstanceUID, o.SOPInstanceUID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -205,7 +211,7 @@ func (x *Exporter) verify(ctx context.Context, target PACSTarget, o octdicom.Obj
 	}
 	req.Header.Set("Accept", "application/dicom+json")
 	x.authorize(req, target)
-	resp, err := x.client().Do(req)
+	resp, err := x.client(campus, target).Do(req)
 	if err != nil {
 		return pacsUnavailable("the PACS did not answer: " + netCause(err))
 	}
@@ -230,17 +236,28 @@ func (x *Exporter) authorize(req *http.Request, target PACSTarget) {
 	}
 }
 
-// client is the export's HTTP client: HTTP, or one that follows no
+// client is the export's HTTP client for a campus's PACS: HTTP, or one
+// of the campus's own that trusts its CAs (TLS 1.2 or later), follows no
 // redirect (no STOW-RS or WADO-RS answer is one) and gives up after
-// exportTimeout.
-func (x *Exporter) client() *http.Client {
-	x.once.Do(func() {
-		if x.HTTP == nil {
-			x.HTTP = &http.Client{Timeout: exportHTTPTimeout,
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		}
-	})
-	return x.HTTP
+// exportHTTPTimeout.
+func (x *Exporter) client(campus string, target PACSTarget) *http.Client {
+	if x.HTTP != nil {
+		return x.HTTP
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if c, ok := x.clients[campus]; ok {
+		return c
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: target.RootCAs}
+	c := &http.Client{Timeout: exportHTTPTimeout, Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if x.clients == nil {
+		x.clients = map[string]*http.Client{}
+	}
+	x.clients[campus] = c
+	return c
 }
 
 // exportHTTPTimeout bounds one request to the PACS.

@@ -97,6 +97,10 @@ type Options struct {
 	// PACS names, per campus, the PACS its results are exported to (see
 	// activities.ExportToPACS); a campus not named exports nothing.
 	PACS map[string]activities.PACSTarget
+	// ExportCampuses are campuses whose exams export, beside those PACS
+	// names: the gateway's view, which starts each exam knowing whether
+	// it exports but holds no PACS's credentials.
+	ExportCampuses []string
 	// TemporalTLS secures the connection to Temporal (nil: plain).
 	TemporalTLS *tls.Config
 	// APITLS, when set, serves the gateway over HTTPS.
@@ -194,6 +198,9 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		for campus := range opts.PACS {
 			exportCampuses[campus] = true
 		}
+	}
+	for _, campus := range opts.ExportCampuses {
+		exportCampuses[campus] = true
 	}
 
 	if opts.Workers {

@@ -55,6 +55,17 @@ func BindIdentityKeys(s *Set, required bool) *CodecKeys {
 	return k
 }
 
+// BindPACSFile binds OCTFLOW_PACS_FILE: a JSON file naming each
+// campus's PACS, its DICOMweb base URL, CA file and credential files
+// (app.ReadPACSFile; docs/dicom.md, Sending them). The gateway reads
+// which campuses export; the worker exports. Empty: no campus exports.
+func BindPACSFile(s *Set) *string {
+	var path string
+	s.String(&path, "pacs-file", "OCTFLOW_PACS_FILE", "",
+		"JSON file naming each campus's PACS (DICOMweb base URL, CA and credential files); empty: no campus exports")
+	return &path
+}
+
 // ClientTLS is how a process reaches a TLS service, optionally with a
 // client certificate (mTLS).
 type ClientTLS struct {

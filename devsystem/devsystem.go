@@ -80,6 +80,10 @@ type Config struct {
 	// PACSURL, when set, is the DICOMweb base URL the demo campus's
 	// results are exported to (octflow dev --pacs-url, OCTFLOW_PACS_URL).
 	PACSURL string
+	// PACSFile, when set, names each campus's PACS as production does
+	// (octflow dev --pacs-file, OCTFLOW_PACS_FILE; app.ReadPACSFile):
+	// URL, CA and credential files. It replaces PACSURL.
+	PACSFile string
 	// AuditTrail receives the gateway's audit events (default: JSON lines
 	// appended to audit.log in the data dir).
 	AuditTrail audit.Sink
@@ -220,7 +224,20 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	hooks := &activities.Webhooks{Guard: guard, Secrets: map[string]string{"*": secrets.WebhookSecret},
 		PublicURL: apiURL}
 	var pacs map[string]activities.PACSTarget
-	if cfg.PACSURL != "" {
+	switch {
+	case cfg.PACSFile != "":
+		entries, err := app.ReadPACSFile(cfg.PACSFile)
+		if err == nil {
+			pacs, err = app.PACSTargets(entries)
+		}
+		if err != nil {
+			stack.Stop()
+			if auditFile != nil {
+				auditFile.Close()
+			}
+			return nil, err
+		}
+	case cfg.PACSURL != "":
 		pacs = map[string]activities.PACSTarget{secrets.Campus: {URL: cfg.PACSURL}}
 	}
 	a, err := app.Start(ctx, app.Options{

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -42,6 +43,8 @@ func runDev(ctx context.Context, args []string) error {
 	s.Duration(&cfg.StopTimeout, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
 	s.String(&cfg.PACSURL, "pacs-url", "OCTFLOW_PACS_URL", "",
 		"DICOMweb base URL of the PACS the demo campus's results go to (octflow posts to its /studies); empty: no export")
+	s.String(&cfg.PACSFile, "pacs-file", "OCTFLOW_PACS_FILE", "",
+		"JSON file naming each campus's PACS as in production (URL, CA and credential files); replaces --pacs-url")
 	var pgURL, pgPassword string
 	s.String(&pgURL, "temporal-postgres", "OCTFLOW_TEMPORAL_POSTGRES", "",
 		"keep Temporal's state in PostgreSQL instead of SQLite: postgres://user@host:port/database (database and database_visibility are created)")
@@ -49,6 +52,9 @@ func runDev(ctx context.Context, args []string) error {
 	s.Check(func() error {
 		if cfg.GPUNodes < 0 {
 			return fmt.Errorf("OCTFLOW_GPU_NODES (--gpu-nodes) %d: want 0 or more", cfg.GPUNodes)
+		}
+		if cfg.PACSURL != "" && cfg.PACSFile != "" {
+			return errors.New("OCTFLOW_PACS_URL (--pacs-url) and OCTFLOW_PACS_FILE (--pacs-file): name the PACS one way")
 		}
 		if cfg.PACSURL != "" {
 			if u, err := url.Parse(cfg.PACSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

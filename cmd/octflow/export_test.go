@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +169,83 @@ end
 	}
 	if n := h.stageRuns("export-3", "report"); n != 1 {
 		t.Errorf("the report ran %d times, want once", n)
+	}
+}
+
+// A campus's PACS named as production names it (OCTFLOW_PACS_FILE): an
+// Orthanc that lets in only its registered user, reached over HTTPS
+// through a TLS front with a certificate of the site's own CA (Debian's
+// Orthanc 1.10 cannot serve TLS itself: its civetweb crashes on the
+// handshake with OpenSSL 3). The export trusts that CA from the file's
+// caFile and signs in with the username and password files it names:
+// the results are delivered into the patient's study. A client that
+// does not trust the CA does not get through the front.
+func TestResultsGoToACampussPACSOverTLSWithItsCredentials(t *testing.T) {
+	plugin := needOrthanc(t)
+	dir := t.TempDir()
+	orthanc := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true},
+		"AuthenticationEnabled": true, "RegisteredUsers": map[string]string{"octflow-export": "pacs-s3cret"}}, nil)
+	// Without credentials the PACS lets nobody in.
+	if resp, err := http.Get(orthanc.base + "/dicom-web/studies"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("Orthanc without credentials: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	back, err := url.Parse(orthanc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(back))
+	t.Cleanup(front.Close)
+	if _, err := http.Get(front.URL + "/system"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a client that does not trust the front's CA: %v, want a certificate error", err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})
+	files := map[string][]byte{"ca.pem": ca, "user": []byte("octflow-export\n"), "password": []byte("pacs-s3cret\n")}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pacsFile := filepath.Join(dir, "pacs.json")
+	writePACSFile(t, pacsFile, map[string]any{devsystem.FirstCampus: map[string]any{"url": front.URL + "/dicom-web",
+		"caFile": filepath.Join(dir, "ca.pem"), "usernameFile": filepath.Join(dir, "user"), "passwordFile": filepath.Join(dir, "password")}})
+	h := newHarness(t, 1, func(c *devsystem.Config) { c.PACSFile = pacsFile })
+	if h.sys.Secrets.Campus != devsystem.FirstCampus {
+		t.Fatalf("the dev system's campus is %q, the PACS file names %q", h.sys.Secrets.Campus, devsystem.FirstCampus)
+	}
+	ctx := context.Background()
+	var scan bytes.Buffer
+	study := "2.25.29101"
+	if err := octdicom.WriteDICOM(&scan, imaging.NewPhantom(small(295)).Volume, octdicom.Header{
+		SOPInstanceUID: "2.25.29102", StudyInstanceUID: study, SeriesInstanceUID: "2.25.29103", PatientID: "TLS-PATIENT-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "export-tls", Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	st := h.waitFor("export-tls", 3*time.Minute, func(s *api.ExamStatus) bool {
+		return s.Export != nil && s.Export.Status != contract.ExportPending
+	})
+	if st.Export.Status != contract.ExportDelivered || st.Export.Instances != 2 {
+		t.Fatalf("export over TLS: %+v", st.Export)
+	}
+	var ids []string
+	orthanc.call(http.MethodPost, "/tools/find", strings.NewReader(fmt.Sprintf(`{"Level":"Instance","Query":{"StudyInstanceUID":%q}}`, study)), &ids)
+	if len(ids) != 2 {
+		t.Errorf("Orthanc holds %d instances in the patient's study, want the report and the SR", len(ids))
+	}
+}
+
+// writePACSFile writes a PACS file (OCTFLOW_PACS_FILE) of entries.
+func writePACSFile(t *testing.T, path string, entries map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -44,6 +44,7 @@ func runAPI(ctx context.Context, args []string) error {
 	serverTLS := config.BindServerTLS(s)
 	gateway := config.BindGateway(s, app.UploadDefaults())
 	serving := config.BindServing(s, app.ServingDefaults())
+	pacsFile := config.BindPACSFile(s)
 	var addr, tokensFile string
 	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
 	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
@@ -70,6 +71,17 @@ func runAPI(ctx context.Context, args []string) error {
 	if err := errors.Join(errPolicy, errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
 		return err
 	}
+	if *pacsFile != "" {
+		// Which campuses export; their PACS's credentials stay with the
+		// worker.
+		entries, err := app.ReadPACSFile(*pacsFile)
+		if err != nil {
+			return err
+		}
+		for campus := range entries {
+			opts.ExportCampuses = append(opts.ExportCampuses, campus)
+		}
+	}
 	if opts.Tokens, err = api.LoadTokens(tokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
@@ -91,6 +103,8 @@ func runWorker(ctx context.Context, args []string) error {
 	// The worker renders reports, which name the model of each stage.
 	models := config.BindModels(s)
 	keys := config.BindCodec(s)
+	identityKeys := config.BindIdentityKeys(s, false)
+	pacsFile := config.BindPACSFile(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
 	var drain time.Duration
@@ -104,14 +118,31 @@ func runWorker(ctx context.Context, args []string) error {
 	defer log.Sync()
 	sealer, errCodec := app.Codec(*keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
-	if err := errors.Join(errCodec, errGuard); err != nil {
+	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
+	if err := errors.Join(errCodec, errGuard, errIdentities); err != nil {
 		return err
 	}
-	return app.Run(ctx, app.Options{
+	opts := app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: drain,
 		MetricsAddr: metricsAddr, Webhooks: app.Webhooks(*hooks, guard), Backends: app.Backends(*models),
 		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
-	})
+		Identities: identities,
+	}
+	if *pacsFile != "" {
+		// The worker exports: it reads each campus's CA and credentials,
+		// and opens the identities the results are filed under.
+		entries, err := app.ReadPACSFile(*pacsFile)
+		if err == nil {
+			opts.PACS, err = app.PACSTargets(entries)
+		}
+		if err != nil {
+			return err
+		}
+		if identities == nil {
+			return errors.New("OCTFLOW_PACS_FILE is set but OCTFLOW_IDENTITY_KEYS_FILE is not: the worker opens each exam's sealed identity to file its results in the patient's study")
+		}
+	}
+	return app.Run(ctx, opts)
 }
 
 // runGPUWorker runs one GPU node.

@@ -518,6 +518,10 @@ type orthancProc struct {
 	env       []string
 	cmd       *exec.Cmd
 	logs      *syncBuffer
+	// client reaches its REST API, as its registered user where conf
+	// names one.
+	client     *http.Client
+	user, pass string
 }
 
 // startOrthanc runs Orthanc on loopback ports in the test's directory,
@@ -532,10 +536,13 @@ func startOrthanc(t *testing.T, conf map[string]any, env []string, files ...stri
 	}
 	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
 	dir := t.TempDir()
+	if _, ok := conf["AuthenticationEnabled"]; !ok {
+		conf["AuthenticationEnabled"] = false
+	}
 	maps.Copy(conf, map[string]any{
 		"Name": "octflow-test", "StorageDirectory": filepath.Join(dir, "db"), "IndexDirectory": filepath.Join(dir, "db"),
 		"HttpPort": json.Number(port(addrs[0])), "DicomPort": json.Number(port(addrs[1])),
-		"RemoteAccessAllowed": false, "AuthenticationEnabled": false,
+		"RemoteAccessAllowed": false,
 	})
 	b, _ := json.Marshal(conf)
 	confDir := filepath.Join(dir, "conf")
@@ -554,7 +561,13 @@ func startOrthanc(t *testing.T, conf map[string]any, env []string, files ...stri
 			t.Fatal(err)
 		}
 	}
-	o := &orthancProc{t: t, base: "http://" + addrs[0], dicomPort: port(addrs[1]), confDir: confDir, env: env, logs: &syncBuffer{}}
+	o := &orthancProc{t: t, base: "http://" + addrs[0], dicomPort: port(addrs[1]), confDir: confDir, env: env, logs: &syncBuffer{},
+		client: http.DefaultClient}
+	if users, ok := conf["RegisteredUsers"].(map[string]string); ok {
+		for u, p := range users {
+			o.user, o.pass = u, p
+		}
+	}
 	t.Cleanup(func() {
 		o.stop()
 		if t.Failed() {
@@ -577,14 +590,19 @@ func (o *orthancProc) start() {
 		o.t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(o.base + "/system"); err == nil {
+		req, _ := http.NewRequest(http.MethodGet, o.base+"/system", nil)
+		if o.user != "" {
+			req.SetBasicAuth(o.user, o.pass)
+		}
+		resp, err := o.client.Do(req)
+		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			o.t.Fatalf("Orthanc did not come up: %s", o.logs.String())
+			o.t.Fatalf("Orthanc did not come up (%v): %s", err, o.logs.String())
 		}
 	}
 }
@@ -602,7 +620,10 @@ func (o *orthancProc) stop() {
 func (o *orthancProc) call(method, path string, body io.Reader, v any) {
 	o.t.Helper()
 	req, _ := http.NewRequest(method, o.base+path, body)
-	resp, err := http.DefaultClient.Do(req)
+	if o.user != "" {
+		req.SetBasicAuth(o.user, o.pass)
+	}
+	resp, err := o.client.Do(req)
 	if err != nil {
 		o.t.Fatal(err)
 	}

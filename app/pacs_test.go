@@ -1,0 +1,93 @@
+package app
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestThePACSFileNamesEachCampussPACS: each campus's entry is checked
+// before anything is read (https unless waived, one way to sign in, no
+// credentials in the URL, no unknown field), then its CA and credential
+// files are read; every fault names its campus and what to fix.
+func TestThePACSFileNamesEachCampussPACS(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca := write("ca.pem", string(testCA(t)))
+	user, pass, token := write("user", "octflow\n"), write("pass", "s3cret\n"), write("token", "tok-123")
+	empty, notPEM := write("empty", "\n"), write("not.pem", "no certificate here")
+	for _, c := range []struct {
+		name, file string
+		want       string // an error containing this; "" for none
+	}{
+		{"https, CA and basic", `{"north": {"url": "https://pacs.north.example/dicom-web", "caFile": "` + ca + `", "usernameFile": "` + user + `", "passwordFile": "` + pass + `"}}`, ""},
+		{"https, token, system CAs", `{"north": {"url": "https://pacs.north.example/dicom-web", "tokenFile": "` + token + `"}}`, ""},
+		{"http waived", `{"north": {"url": "http://127.0.0.1:8042/dicom-web", "allowPlainHTTP": true}}`, ""},
+		{"http not waived", `{"north": {"url": "http://pacs.north.example/dicom-web"}}`, "plain http"},
+		{"not a URL", `{"north": {"url": "pacs.north.example"}}`, "DICOMweb base URL"},
+		{"credentials in the URL", `{"north": {"url": "https://u:p@pacs.north.example/dicom-web"}}`, "not in the URL"},
+		{"CA for http", `{"north": {"url": "http://127.0.0.1/dicom-web", "allowPlainHTTP": true, "caFile": "` + ca + `"}}`, "caFile is set for a plain http URL"},
+		{"token and basic", `{"north": {"url": "https://p.example", "tokenFile": "` + token + `", "usernameFile": "` + user + `", "passwordFile": "` + pass + `"}}`, "sign in one way"},
+		{"username alone", `{"north": {"url": "https://p.example", "usernameFile": "` + user + `"}}`, "go together"},
+		{"unknown field", `{"north": {"url": "https://p.example", "password": "s3cret"}}`, "unknown field"},
+		{"bad campus", `{"North Campus": {"url": "https://p.example"}}`, "North Campus"},
+		{"missing file", `{"north": {"url": "https://p.example", "tokenFile": "` + filepath.Join(dir, "nope") + `"}}`, "tokenFile"},
+		{"empty file", `{"north": {"url": "https://p.example", "tokenFile": "` + empty + `"}}`, "is empty"},
+		{"CA without certificate", `{"north": {"url": "https://p.example", "caFile": "` + notPEM + `"}}`, "holds no PEM certificate"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			entries, err := ReadPACSFile(write("pacs.json", c.file))
+			if err == nil {
+				targets, terr := PACSTargets(entries)
+				err = terr
+				if err == nil && c.want == "" {
+					tg := targets["north"]
+					if tg.URL == "" || strings.Contains(c.file, "usernameFile") && (tg.Username != "octflow" || tg.Password != "s3cret") ||
+						strings.Contains(c.file, "tokenFile") && tg.Token != "tok-123" || strings.Contains(c.file, "caFile") && tg.RootCAs == nil {
+						t.Errorf("target %+v does not hold what the file names", tg)
+					}
+				}
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			case c.want != "" && !strings.Contains(err.Error(), "campus"):
+				t.Errorf("error %v does not name the campus", err)
+			}
+		})
+	}
+}
+
+// testCA is a self-signed CA certificate, PEM.
+func testCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "site CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
