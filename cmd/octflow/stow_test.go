@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"maps"
 	"math"
@@ -358,7 +359,9 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var refused atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The front serves HTTPS with a certificate of the site's own CA,
+	// which the routers trust (OCTFLOW_CA_FILE) and nothing else does.
+	front := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if refused.Load() < 2 {
 			refused.Add(1)
 			w.Header().Set("Retry-After", "1")
@@ -368,11 +371,30 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	recipe := func(name string) string { return filepath.Join(orthancRecipe, name) }
-	orthanc := startOrthanc(t, map[string]any{}, []string{
-		"OCTFLOW_DICOMWEB_URL=" + front.URL + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
-		"OCTFLOW_RETRY_PAUSE_S=1",
-	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+	// The devices a router takes C-STOREs from: storescu's AE title, from
+	// this host. The recipe lets no other AE store.
+	devices := func() map[string]any {
+		return map[string]any{"DicomModalities": map[string]any{"oct-device": []any{"STORESCU", "127.0.0.1", 104}}}
+	}
+	routerEnv := func(token, pause string) []string {
+		return []string{"OCTFLOW_DICOMWEB_URL=" + front.URL + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + token,
+			"OCTFLOW_RETRY_PAUSE_S=" + pause, "OCTFLOW_CA_FILE=" + caFile}
+	}
+	orthanc := startOrthanc(t, devices(), routerEnv(h.sys.Secrets.Router, "1"), recipe("octflow.json"), recipe("octflow-forward.lua"))
+	// An AE the router does not know stores nothing.
+	if out, err := exec.Command(storescu, "-aet", "INTRUDER", "-aec", "ORTHANC", "127.0.0.1", orthanc.dicomPort,
+		filepath.Join(realData, "spectralis-circle-2.dcm")).CombinedOutput(); err == nil {
+		t.Errorf("storescu as an unknown AE: stored (%s), want the association refused", out)
+	}
+	var held []string
+	if orthanc.call(http.MethodGet, "/instances", nil, &held); len(held) != 0 {
+		t.Errorf("the router holds %d instances an unknown AE sent", len(held))
+	}
 
 	names := []string{"spectralis-circle-2.dcm", "spectralis-line-0.dcm"}
 	var files, sops []string
@@ -408,12 +430,20 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	if refused.Load() < 2 {
 		t.Errorf("octflow's front refused %d forwards; the retry was not exercised", refused.Load())
 	}
+	// Stored by octflow, the router's copies are deleted.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		orthanc.call(http.MethodGet, "/instances", nil, &held)
+		if len(held) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the router still holds %d instances octflow stored", len(held))
+			break
+		}
+	}
 
 	// A refusal no try can mend (a wrong token) is not retried.
-	wrong := startOrthanc(t, map[string]any{}, []string{
-		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=not-a-token",
-		"OCTFLOW_RETRY_PAUSE_S=1",
-	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+	wrong := startOrthanc(t, devices(), routerEnv("not-a-token", "1"), recipe("octflow.json"), recipe("octflow-forward.lua"))
 	if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", wrong.dicomPort, files[0]).CombinedOutput(); err != nil {
 		t.Fatalf("storescu: %v\n%s", err, out)
 	}
@@ -438,10 +468,7 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	// recipe asks octflow to answer 400) is not retried, and an instance
 	// sent after it is forwarded at once, not after a retry's pause in
 	// Orthanc's one Lua engine (a minute here).
-	refusing := startOrthanc(t, map[string]any{}, []string{
-		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
-		"OCTFLOW_RETRY_PAUSE_S=60",
-	}, recipe("octflow.json"), recipe("octflow-forward.lua"))
+	refusing := startOrthanc(t, devices(), routerEnv(h.sys.Secrets.Router, "60"), recipe("octflow.json"), recipe("octflow-forward.lua"))
 	dir := t.TempDir()
 	raw, err := os.ReadFile(files[0])
 	if err != nil {
@@ -505,6 +532,18 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	}
 	if !strings.Contains(refusing.logs.String(), "refused for good") {
 		t.Error("Orthanc's log does not say the refused instance is left for an operator")
+	}
+	// The refused instance stays for that operator; the one octflow
+	// stored goes.
+	var left []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		refusing.call(http.MethodGet, "/instances", nil, &left)
+		if len(left) <= 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) != 1 {
+		t.Errorf("the router holds %d instances, want the refused one only", len(left))
 	}
 }
 
@@ -661,7 +700,9 @@ func TestTheResultsGoBackToThePatientsStudy(t *testing.T) {
 	pacs := startOrthanc(t, map[string]any{"Plugins": []string{plugin}, "DicomWeb": map[string]any{"Enable": true}}, nil)
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.PACSURL = pacs.base + "/dicom-web" })
 	recipe := func(name string) string { return filepath.Join(orthancRecipe, name) }
-	router := startOrthanc(t, map[string]any{}, []string{
+	// The router takes C-STOREs from storescu's AE title on this host,
+	// and reaches octflow over plain HTTP on loopback (no CA file).
+	router := startOrthanc(t, map[string]any{"DicomModalities": map[string]any{"oct-device": []any{"STORESCU", "127.0.0.1", 104}}}, []string{
 		"OCTFLOW_DICOMWEB_URL=" + h.sys.App.APIURL() + "/dicom-web/", "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
 		"OCTFLOW_RETRY_PAUSE_S=1",
 	}, recipe("octflow.json"), recipe("octflow-forward.lua"))

@@ -24,10 +24,17 @@
 -- forward; for outages longer than a deploy, resend from outside
 -- instead. A restart of Orthanc forgets what it was retrying: send such instances
 -- again with POST /dicom-web/servers/octflow/stow.
+--
+-- Once octflow answered an instance stored, Orthanc deletes its copy: a
+-- router keeps no identified scan it no longer needs. Set
+-- OCTFLOW_KEEP_FORWARDED=true to keep them (a holding period is then the
+-- site's to enforce, e.g. Orthanc's MaximumStorageSize with recycling).
+-- What octflow refused, or what failed every try, stays for a person.
 
 local OCT = '1.2.840.10008.5.1.4.1.1.77.1.5.4'
 local pause = tonumber(os.getenv('OCTFLOW_RETRY_PAUSE_S') or '5')
 local maxTries = tonumber(os.getenv('OCTFLOW_MAX_TRIES') or '120')
+local keepForwarded = os.getenv('OCTFLOW_KEEP_FORWARDED') == 'true'
 -- pending maps a STOW-RS job of this script to its instance and its try.
 local pending = {}
 
@@ -83,6 +90,14 @@ function OnJobFailure(jobId)
   forward(p.instance, p.try + 1)
 end
 
+-- octflow answered the instance stored: the router's copy goes, unless
+-- OCTFLOW_KEEP_FORWARDED keeps it.
 function OnJobSuccess(jobId)
+  local p = pending[jobId]
   pending[jobId] = nil
+  if p == nil or keepForwarded then
+    return
+  end
+  RestApiDelete('/instances/' .. p.instance)
+  print('octflow: instance ' .. p.instance .. ' stored by octflow (job ' .. jobId .. '); deleted from this router')
 end
