@@ -29,8 +29,9 @@ RUN apt-get update \
 COPY --from=build /out/octflow /usr/local/bin/octflow
 USER octflow
 WORKDIR /var/lib/octflow
-# GPU nodes see every GPU the runtime gives them; NVML needs "utility".
-ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility \
-    OCTFLOW_LOG_FORMAT=json
+# No GPU is asked for here: a GPU service gets its GPUs (and NVML's
+# "utility" capability) from its device reservation
+# (deploy/gpu-override.sh), and no other service sees one.
+ENV OCTFLOW_LOG_FORMAT=json
 ENTRYPOINT ["/usr/local/bin/octflow"]
 CMD ["help"]

@@ -418,7 +418,15 @@ const (
 	SourceNVML = "nvml"
 	// SourceSimulated: simulated GPUs even where NVML is.
 	SourceSimulated = "simulated"
+	// SourceCPU: no GPU: the stages run on the node's CPU, in as many
+	// slots as it is given simulated GPUs, each named CPUModel (the
+	// production stack's default node, which needs no GPU to start).
+	SourceCPU = "cpu"
 )
+
+// CPUModel names the slots of a node without a GPU (SourceCPU) in the
+// fleet view and the node's metrics.
+const CPUModel = "CPU (no GPU)"
 
 // Discover opens the node's GPUs from source and says which it chose.
 // Only a machine without NVML's library at all gets the simulated GPUs
@@ -435,9 +443,15 @@ func Discover(lib nvml.Interface, source string, fallback SimulatedGPUs) (Invent
 	switch source {
 	case SourceSimulated:
 		return simulated()
+	case SourceCPU:
+		if fallback.Count < 1 {
+			return nil, "", errors.New("no CPU slots configured")
+		}
+		fallback.Model = CPUModel
+		return NewSimulatedInventory(fallback), SourceCPU, nil
 	case SourceAuto, SourceNVML:
 	default:
-		return nil, "", fmt.Errorf("GPU source %q: want auto, nvml or simulated", source)
+		return nil, "", fmt.Errorf("GPU source %q: want auto, nvml, simulated or cpu", source)
 	}
 	inv, err := OpenNVML(lib)
 	if errors.Is(err, ErrNoNVML) && source == SourceAuto {

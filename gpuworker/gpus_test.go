@@ -240,6 +240,8 @@ func TestAGPUHostWhoseNVMLFailsRefusesToStart(t *testing.T) {
 		{"nvml, no library", SourceNVML, noLibrary, "refused: NVML not available"},
 		{"nvml, a GPU", SourceNVML, fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData)), SourceNVML},
 		{"simulated where NVML is", SourceSimulated, fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData)), SourceSimulated},
+		{"cpu where NVML is", SourceCPU, fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData)), SourceCPU},
+		{"cpu without NVML", SourceCPU, noLibrary, SourceCPU},
 		{"a source of no kind", "cuda", noLibrary, "refused: GPU source \"cuda\""},
 	} {
 		inv, source, err := Discover(tc.lib, tc.source, sim)
@@ -250,6 +252,9 @@ func TestAGPUHostWhoseNVMLFailsRefusesToStart(t *testing.T) {
 			t.Errorf("%s: source %q, err %v; want %s", tc.name, source, err, tc.want)
 		}
 		if inv != nil {
+			if gpus, _ := inv.GPUs(); source == SourceCPU && (len(gpus) != sim.Count || gpus[0].Model != CPUModel) {
+				t.Errorf("%s: slots %+v, want %d named %q", tc.name, gpus, sim.Count, CPUModel)
+			}
 			inv.Close()
 		}
 	}

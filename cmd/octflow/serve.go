@@ -163,8 +163,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		campus                            string
 	)
 	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
-	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, or auto (NVML where its library is, simulated GPUs where it is not)")
-	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs, used only where NVML finds none")
+	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, cpu (no GPU: the stages run on the CPU, in --gpus slots), or auto (NVML where its library is, simulated GPUs where it is not)")
+	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs (or CPU slots), used only where NVML finds none")
 	s.String(&model, "gpu-model", "OCTFLOW_GPU_MODEL", "simulated GPU", "model name of the simulated GPUs")
 	s.Float(&memGiB, "gpu-memory-gib", "OCTFLOW_GPU_MEMORY_GIB", 24, "memory of each simulated GPU in GiB")
 	s.String(&queue, "task-queue", "OCTFLOW_GPU_QUEUE", exam.GPUQueue, "GPU task queue to serve")
