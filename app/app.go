@@ -164,11 +164,18 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
 	}
+	// When the certificates this process holds, and Temporal's, expire.
+	certs := newCertificateExpiry()
+	if err := errors.Join(certs.hold("api-server", opts.APITLS), certs.hold("temporal-client", opts.TemporalTLS),
+		certs.register(a.metrics.Registry)); err != nil {
+		return nil, err
+	}
 	dc, fc := codec.Converters(opts.Codec)
 	conv := lifecycle.Converters{Data: dc, Failure: fc}
 	a.conv = conv
 	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
-		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv, TLS: opts.TemporalTLS,
+		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv,
+		TLS:         certs.checking("temporal-server", opts.TemporalTLS),
 		Compression: opts.Stack.TemporalCompression, Interceptors: opts.ClientInterceptors}); err != nil {
 		return nil, err
 	}

@@ -71,14 +71,20 @@ fi
 
 # leaf NAME CN SANS USAGE UID [ROLE]: NAME.pem and NAME-key.pem, signed
 # by the CA, for USAGE (serverAuth, clientAuth or both), the key for uid
-# UID; ROLE, when given, is the subject's OU (a role in Temporal).
+# UID; ROLE, when given, is the subject's OU (a role in Temporal). Each
+# certificate made here lives a week less than the one made before it
+# (OCTFLOW_CERT_DAYS for the first), so they come up for renewal one at
+# a time, not all on one day (OctflowCertificateExpiring).
+made=0
 leaf() {
 	[ -s "$1.pem" ] && [ -s "$1-key.pem" ] && return 0
+	days=$((DAYS - 7 * made))
+	made=$((made + 1))
 	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "${6:+/OU=$6}/CN=$2" \
 		-keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
 	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\n' "$4" >"$1.ext"
 	[ -z "$3" ] || printf 'subjectAltName=%s\n' "$3" >>"$1.ext"
-	openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$DAYS" \
+	openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$days" \
 		-extfile "$1.ext" -out "$1.pem" 2>/dev/null
 	rm -f "$1.csr" "$1.ext" ca.srl
 	chmod 644 "$1.pem"
@@ -88,7 +94,7 @@ leaf() {
 	else
 		chmod 644 "$1-key.pem"
 	fi
-	echo "made $1.pem ($2${3:+; $3})"
+	echo "made $1.pem ($2${3:+; $3}; $days days)"
 }
 
 sans=
