@@ -600,6 +600,21 @@ step "submitted $EXAMS exams; waiting for each to finish"
 check "${batch[@]}"
 step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
 
+# --- the certificates are watched, and do not all expire on one day -------
+# Prometheus has each role's own certificates and the Temporal frontend's
+# as its clients saw it (octflow_certificate_expiry_timestamp_seconds),
+# each expiring on a day of its own (deploy/make-certs.sh staggers them).
+certs=$(promql 'min by (use, subject) (octflow_certificate_expiry_timestamp_seconds)')
+for want in 'api-server ' 'temporal-client octflow-api' 'temporal-client octflow-worker' 'temporal-client octflow-gpu' 'temporal-server temporal'; do
+	jq -e --arg w "$want" 'map("\(.metric.use) \(.metric.subject)") | any(startswith($w))' <<<"$certs" >/dev/null ||
+		logs_and_fail "no certificate expiry for '$want' in Prometheus: $certs"
+done
+# The stack's own (deploy/make-certs.sh), not the nodes enrolled later.
+stack=$(jq -c 'map(select(.metric.subject | test("^(octflow-(api|worker|gpu)|temporal)$")))' <<<"$certs")
+days=$(jq -r 'map(.value[1] | tonumber / 86400 | floor) | unique | length' <<<"$stack")
+[ "$days" = "$(jq length <<<"$stack")" ] || logs_and_fail "the stack's certificates expire on the same day: $stack"
+step "PASS: $(jq length <<<"$certs") certificates watched; the stack's $(jq length <<<"$stack") expire each on a day of its own"
+
 # --- the Web UI decodes payloads through the api's codec -------------------
 # As a browser on the UI does: the UI's settings name the codec endpoint
 # (with credentials); the UI's API gives an exam's history, its payloads
