@@ -64,7 +64,7 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 		WorkingDir: dir,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "docker-compose.yml")},
 			{Filename: filepath.Join(dir, "docker-compose.gpu.yml")}},
-		Environment: types.Mapping{},
+		Environment: siteSettings(),
 	}, func(o *loader.Options) {
 		o.SetProjectName("octflow", true)
 		o.SkipResolveEnvironment = true

@@ -127,12 +127,19 @@ func repository(image string) string {
 
 // shipped loads docker-compose.yml as Compose would with no variable
 // set in the shell (every ${VAR:-default} at its default).
+// siteSettings are what deploy/init.sh writes to .env, for the tests
+// that load the shipped file: without them it does not load.
+func siteSettings() types.Mapping {
+	return types.Mapping{"OCTFLOW_PUBLIC_URL": "https://octflow.hospital.test", "OCTFLOW_TEMPORAL_BIND": "127.0.0.1",
+		"OCTFLOW_S3_BIND": "127.0.0.1"}
+}
+
 func shipped(t *testing.T) *types.Project {
 	t.Helper()
 	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  repoRoot,
 		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
-		Environment: types.Mapping{},
+		Environment: siteSettings(),
 	}, func(o *loader.Options) {
 		o.SetProjectName("octflow", true)
 		o.SkipResolveEnvironment = true
