@@ -31,7 +31,7 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw, err := api.New(api.Config{
-		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(),
+		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(), DeviceRate: api.RateLimit{PerMinute: 6000, Burst: 1000},
 		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 	})
@@ -114,8 +114,10 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 		{"application/dicom+json", http.StatusConflict},
 		{"application/dicom+xml, application/dicom+json;q=0.5", http.StatusConflict},
 		{"*/*", http.StatusConflict},
-		{"application/dicom+xml", http.StatusNotAcceptable},
-		{"application/dicom+json;q=0, application/dicom+xml", http.StatusNotAcceptable},
+		{"application/dicom+xml", http.StatusConflict},
+		{"application/dicom+json;q=0, application/dicom+xml", http.StatusConflict},
+		{"text/html", http.StatusNotAcceptable},
+		{"application/dicom+json;q=0, application/dicom+xml;q=0", http.StatusNotAcceptable},
 	} {
 		accept = c.accept
 		store("dev", related, c.want)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,9 +141,10 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 		return problem(http.StatusBadRequest, "malformed-request",
 			"the study in /dicom-web/studies/{study} is not a UID (digits and dots, at most 64 characters)")
 	}
-	if !acceptsDICOMJSON(c.Request().Header.Values(echo.HeaderAccept)) {
+	answerAs := stowAnswerType(c.Request().Header.Values(echo.HeaderAccept))
+	if answerAs == "" {
 		return problem(http.StatusNotAcceptable, "not-acceptable",
-			"a STOW-RS answer is given as application/dicom+json only (the Accept header allows neither it nor application/json)")
+			"a STOW-RS answer is given as application/dicom+json or application/dicom+xml; the Accept header allows neither")
 	}
 	mediaType, params, err := parseContentType(c.Request().Header.Get(echo.HeaderContentType))
 	if err != nil || mediaType != "multipart/related" || params["boundary"] == "" ||
@@ -224,11 +228,17 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	default:
 		code = http.StatusConflict
 	}
-	b, err := json.Marshal(stowAnswer(results, retrieveBase(c)))
+	answer := stowAnswer(results, retrieveBase(c))
+	var b []byte
+	if answerAs == mediaDICOMXML {
+		b, err = nativeDICOMModel(answer)
+	} else {
+		b, err = json.Marshal(answer)
+	}
 	if err != nil {
 		return err
 	}
-	return c.Blob(code, "application/dicom+json", b)
+	return c.Blob(code, answerAs, b)
 }
 
 // receiveInstance spools one part as sent; a part that is not
@@ -423,28 +433,98 @@ func parseContentType(v string) (string, map[string]string, error) {
 	return mime.ParseMediaType(strings.Join(fields, ";"))
 }
 
-// acceptsDICOMJSON says whether Accept headers allow the answer octflow
-// gives, application/dicom+json: no Accept, or a media range that covers
-// it (or application/json) with a quality above 0. A client that asks
-// only for application/dicom+xml is answered 406.
-func acceptsDICOMJSON(accept []string) bool {
-	if len(accept) == 0 {
-		return true
-	}
+// The media types a STOW-RS answer is given in (PS3.18 §10.5.3).
+const (
+	mediaDICOMJSON = "application/dicom+json"
+	mediaDICOMXML  = "application/dicom+xml"
+)
+
+// stowAnswerType is the media type the answer is given in, by the Accept
+// headers: application/dicom+json where they allow it (no Accept, an
+// empty one, application/json, application/*, */*), else
+// application/dicom+xml where they allow that (dcm4che's stowrs asks for
+// it by default), else "" (406). A range with q=0, or a q that is not a
+// number, allows nothing.
+func stowAnswerType(accept []string) string {
+	var ranges []string
 	for _, header := range accept {
 		for _, r := range strings.Split(header, ",") {
-			mediaType, params, err := mime.ParseMediaType(strings.TrimSpace(r))
-			if err != nil {
-				continue
-			}
-			if q, ok := params["q"]; ok && strings.Trim(q, "0.") == "" {
-				continue // q=0: not acceptable
-			}
-			switch mediaType {
-			case "application/dicom+json", "application/json", "application/*", "*/*":
-				return true
+			if r = strings.TrimSpace(r); r != "" {
+				ranges = append(ranges, r)
 			}
 		}
 	}
-	return false
+	if len(ranges) == 0 {
+		return mediaDICOMJSON
+	}
+	allowed := map[string]bool{}
+	for _, r := range ranges {
+		mediaType, params, err := mime.ParseMediaType(r)
+		if err != nil {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			if v, err := strconv.ParseFloat(q, 64); err != nil || v <= 0 || v > 1 {
+				continue
+			}
+		}
+		allowed[mediaType] = true
+	}
+	switch {
+	case allowed[mediaDICOMJSON] || allowed["application/json"] || allowed["application/*"] || allowed["*/*"]:
+		return mediaDICOMJSON
+	case allowed[mediaDICOMXML]:
+		return mediaDICOMXML
+	}
+	return ""
+}
+
+// nativeDICOMModel is the answer in the Native DICOM Model (PS3.19
+// Annex A), as application/dicom+xml gives it: attributes in tag order,
+// sequences as numbered items, values numbered from 1.
+func nativeDICOMModel(answer map[string]dicomJSON) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(xml.Header)
+	b.WriteString(`<NativeDicomModel xmlns="http://dicom.nema.org/PS3.19/models/NativeDICOM">`)
+	if err := writeNativeAttributes(&b, answer); err != nil {
+		return nil, err
+	}
+	b.WriteString("</NativeDicomModel>\n")
+	return []byte(b.String()), nil
+}
+
+// writeNativeAttributes writes attrs in the Native DICOM Model.
+func writeNativeAttributes(b *strings.Builder, attrs map[string]dicomJSON) error {
+	tags := make([]string, 0, len(attrs))
+	for t := range attrs {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	for _, t := range tags {
+		a := attrs[t]
+		fmt.Fprintf(b, `<DicomAttribute tag="%s" vr="%s"`, t, a.VR)
+		if group, err := strconv.ParseUint(t[:4], 16, 16); err == nil && group%2 == 1 && t[4:6] == "10" {
+			// A private attribute of the (gggg,10xx) block: its creator.
+			fmt.Fprintf(b, ` privateCreator="%s"`, privateCreator)
+		}
+		b.WriteString(">")
+		for i, v := range a.Value {
+			switch v := v.(type) {
+			case map[string]dicomJSON:
+				fmt.Fprintf(b, `<Item number="%d">`, i+1)
+				if err := writeNativeAttributes(b, v); err != nil {
+					return err
+				}
+				b.WriteString("</Item>")
+			default:
+				fmt.Fprintf(b, `<Value number="%d">`, i+1)
+				if err := xml.EscapeText(b, []byte(fmt.Sprint(v))); err != nil {
+					return err
+				}
+				b.WriteString("</Value>")
+			}
+		}
+		b.WriteString("</DicomAttribute>")
+	}
+	return nil
 }
