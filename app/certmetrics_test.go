@@ -7,8 +7,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +81,11 @@ func TestCertificateExpiryIsExported(t *testing.T) {
 	}
 	defer ln.Close()
 	go func() {
-		if conn, err := ln.Accept(); err == nil {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
 			_ = conn.(*tls.Conn).Handshake()
 			conn.Close()
 		}
@@ -96,6 +102,21 @@ func TestCertificateExpiryIsExported(t *testing.T) {
 		t.Error("checking changed the caller's configuration")
 	}
 	check(map[string]*x509.Certificate{"temporal-client": myLeaf, "temporal-server": theirLeaf})
+
+	// The caller's own check still runs, and refuses; so does the
+	// chain's against a server no CA of the pool signed.
+	refusing := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1",
+		VerifyConnection: func(tls.ConnectionState) error { return errors.New("refused by the caller's check") }}
+	if conn, err := tls.Dial("tcp", ln.Addr().String(), c.checking("temporal-server", refusing)); err == nil || !strings.Contains(err.Error(), "refused by the caller's check") {
+		if conn != nil {
+			conn.Close()
+		}
+		t.Errorf("a handshake the caller's check refuses: %v", err)
+	}
+	if conn, err := tls.Dial("tcp", ln.Addr().String(), c.checking("temporal-server", &tls.Config{RootCAs: x509.NewCertPool(), ServerName: "127.0.0.1"})); err == nil {
+		conn.Close()
+		t.Error("a handshake with a server no trusted CA signed succeeded")
+	}
 }
 
 // testPair is a self-signed certificate for 127.0.0.1 named cn, valid

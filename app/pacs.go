@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -19,8 +20,9 @@ import (
 // file; none: the system's) and how to sign in, each secret read from a
 // file of its own so that the settings file holds none: a bearer token,
 // or a username and a password, or nothing for a PACS on a trusted
-// network. A plain http URL is refused unless AllowPlainHTTP waives it
-// (a PACS on the same host, a test).
+// network. A plain http URL is refused unless AllowPlainHTTP waives it,
+// and with credentials unless it is this host's loopback (a PACS on the
+// same host, a test).
 type PACSEntry struct {
 	URL            string `json:"url"`
 	CAFile         string `json:"caFile,omitempty"`
@@ -96,13 +98,26 @@ func (e PACSEntry) check(campus string) error {
 		return err
 	}
 	u, err := url.Parse(e.URL)
+	if err != nil {
+		// The parser's error quotes the URL, which may hold a password.
+		return errors.New("url: not a URL")
+	}
+	credentials := e.TokenFile != "" || e.UsernameFile != ""
+	// What a refusal may quote of the URL: no user, query or fragment,
+	// where a secret could be.
+	shown := *u
+	shown.User, shown.RawQuery, shown.Fragment, shown.ForceQuery = nil, "", "", false
 	switch {
-	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-		return fmt.Errorf("url %q: want the PACS's DICOMweb base URL, https://…", e.URL)
 	case u.User != nil:
 		return errors.New("url: credentials go in usernameFile and passwordFile, not in the URL")
+	case u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return fmt.Errorf("url %q: want the PACS's DICOMweb base URL, https://…", shown.String())
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("url %q: a base URL has no query or fragment (octflow appends /studies to it)", shown.String())
 	case u.Scheme == "http" && !e.AllowPlainHTTP:
-		return fmt.Errorf("url %q is plain http: patients' results would cross the network in clear; use https, or set allowPlainHTTP for a PACS on this host", e.URL)
+		return fmt.Errorf("url %q is plain http: patients' results would cross the network in clear; use https, or set allowPlainHTTP for a PACS on this host", shown.String())
+	case u.Scheme == "http" && credentials && !loopback(u.Hostname()):
+		return fmt.Errorf("url %q is plain http to another host: its credentials would cross the network in clear; use https", shown.String())
 	case u.Scheme == "http" && e.CAFile != "":
 		return errors.New("caFile is set for a plain http URL")
 	case e.TokenFile != "" && (e.UsernameFile != "" || e.PasswordFile != ""):
@@ -111,6 +126,16 @@ func (e PACSEntry) check(campus string) error {
 		return errors.New("usernameFile and passwordFile go together")
 	}
 	return nil
+}
+
+// loopback reports whether host is this host's loopback: localhost or a
+// loopback address.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // target is the entry as the export's target, its files read.

@@ -41,6 +41,10 @@ func TestThePACSFileNamesEachCampussPACS(t *testing.T) {
 		{"http not waived", `{"north": {"url": "http://pacs.north.example/dicom-web"}}`, "plain http"},
 		{"not a URL", `{"north": {"url": "pacs.north.example"}}`, "DICOMweb base URL"},
 		{"credentials in the URL", `{"north": {"url": "https://u:p@pacs.north.example/dicom-web"}}`, "not in the URL"},
+		{"credentials in a URL of another scheme", `{"north": {"url": "ftp://u:hunter2@pacs.north.example/"}}`, "not in the URL"},
+		{"a query", `{"north": {"url": "https://pacs.north.example/dicom-web?token=t0k"}}`, "no query or fragment"},
+		{"http with credentials to another host", `{"north": {"url": "http://pacs.north.example/dicom-web", "allowPlainHTTP": true, "tokenFile": "` + token + `"}}`, "to another host"},
+		{"http with credentials on loopback", `{"north": {"url": "http://127.0.0.1:8042/dicom-web", "allowPlainHTTP": true, "tokenFile": "` + token + `"}}`, ""},
 		{"CA for http", `{"north": {"url": "http://127.0.0.1/dicom-web", "allowPlainHTTP": true, "caFile": "` + ca + `"}}`, "caFile is set for a plain http URL"},
 		{"token and basic", `{"north": {"url": "https://p.example", "tokenFile": "` + token + `", "usernameFile": "` + user + `", "passwordFile": "` + pass + `"}}`, "sign in one way"},
 		{"username alone", `{"north": {"url": "https://p.example", "usernameFile": "` + user + `"}}`, "go together"},
@@ -68,8 +72,12 @@ func TestThePACSFileNamesEachCampussPACS(t *testing.T) {
 				t.Errorf("refused: %v", err)
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Errorf("error %v, want one saying %q", err, c.want)
-			case c.want != "" && !strings.Contains(err.Error(), "campus"):
+			case c.want != "" && !strings.Contains(err.Error(), `campus "north"`) && !strings.Contains(err.Error(), `campus "North Campus"`):
 				t.Errorf("error %v does not name the campus", err)
+			}
+			// No refusal repeats a secret the file or its URL holds.
+			if err != nil && (strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "t0k") || strings.Contains(err.Error(), "s3cret")) {
+				t.Errorf("the refusal quotes a secret: %v", err)
 			}
 		})
 	}

@@ -86,6 +86,8 @@ trap 'rm -f "$tmp"' EXIT
 		echo "              capabilities: [gpu, utility]"
 	done
 } >"$tmp"
+# Read by every admin who runs docker compose here, as docker-compose.yml is.
+chmod 644 "$tmp"
 mv "$tmp" "$out"
 trap - EXIT
 echo "gpu-override: wrote $out: $(printf '%s\n' "$indexes" | wc -l | tr -d ' ') GPU node(s), gpu-$(printf '%s' "$indexes" | head -n1)…" >&2

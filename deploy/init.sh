@@ -59,26 +59,41 @@ fail() {
 }
 [ -n "$public" ] && [ -n "$oncall" ] && [ -n "$ticket" ] && [ -n "$heartbeat" ] || usage
 
-# placeholder URL: the example domains (RFC 2606), which reach no one.
+# placeholder URL: the example domains (RFC 2606), which reach no one,
+# in any case.
 placeholder() {
-	case "$1" in
+	case "$(printf '%s' "$1" | tr '[:upper:]' '[:lower:]')" in
 	*://example.org* | *://*.example.org* | *://example.com* | *://*.example.com* | *://example.net* | *://*.example.net*) return 0 ;;
 	esac
 	return 1
 }
+# plain: a URL of the characters a URL may hold unescaped, and none that
+# a shell, sed, YAML or .env would read as its own (no space, quote,
+# backslash, |, $ or backquote).
+plain() {
+	case "$1" in
+	*[!A-Za-z0-9._~:/?#@!\&\(\)*+,\;=%\[\]-]*) return 1 ;;
+	esac
+	return 0
+}
+# sed_escaped: $1 as a sed replacement between | delimiters.
+sed_escaped() { printf '%s' "$1" | sed -e 's/[&|\\]/\\&/g'; }
 host_of() { printf '%s\n' "$1" | sed -E 's|^[a-z]+://([^/:]+).*|\1|'; }
 case "$public" in
 https://?*) ;;
 *) fail "--public-url $public: want https://…, the address devices and browsers reach the api by" ;;
 esac
 placeholder "$public" && fail "--public-url $public is a placeholder: give the name your devices and browsers use"
+plain "$public" || fail "--public-url: a URL of plain URL characters only (percent-encode the rest)"
 for u in "$oncall" "$ticket" "$heartbeat"; do
 	case "$u" in
 	http://?* | https://?*) ;;
 	*) fail "receiver URL $u: want an http(s) URL that takes Alertmanager's webhook" ;;
 	esac
 	placeholder "$u" && fail "receiver URL $u is a placeholder: alerts would reach no one"
+	plain "$u" || fail "receiver URL: a URL of plain URL characters only (percent-encode the rest)"
 done
+command -v sha256sum >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1 || fail "needs openssl and sha256sum"
 [ ! -e "$ROOT/.env" ] || $force || fail "$ROOT/.env exists: the stack is set up (--force writes it again; secrets and certificates that exist are kept)"
 
 hosts=${hosts:-$(host_of "$public")}
@@ -92,8 +107,14 @@ OCTFLOW_API_HOSTS=$hosts "$HERE/make-certs.sh" "$HERE/secrets" >/dev/null
 secrets=$HERE/secrets
 
 # The receivers, by name, in the shipped example.
-sed -E -e "s|https://oncall\.example\.org/[^ ]*|$oncall|" -e "s|https://tickets\.example\.org/[^ ]*|$ticket|" \
-	-e "s|https://heartbeat\.example\.org/[^ ]*|$heartbeat|" "$HERE/alertmanager/alertmanager.example.yml" >"$secrets/alertmanager.yml.new"
+sed -E -e "s|https://oncall\.example\.org/[^ ]*|'$(sed_escaped "$oncall")'|" -e "s|https://tickets\.example\.org/[^ ]*|'$(sed_escaped "$ticket")'|" \
+	-e "s|https://heartbeat\.example\.org/[^ ]*|'$(sed_escaped "$heartbeat")'|" "$HERE/alertmanager/alertmanager.example.yml" >"$secrets/alertmanager.yml.new"
+for u in "$oncall" "$ticket" "$heartbeat"; do
+	grep -qF "url: '$u'" "$secrets/alertmanager.yml.new" || {
+		rm -f "$secrets/alertmanager.yml.new"
+		fail "the receiver $u did not land in alertmanager.yml; nothing written"
+	}
+done
 if grep -q 'url: .*example\.org' "$secrets/alertmanager.yml.new"; then
 	rm -f "$secrets/alertmanager.yml.new"
 	fail "deploy/alertmanager/alertmanager.example.yml has a receiver this script does not know; nothing written"
@@ -120,11 +141,12 @@ fi
 tmp=$ROOT/.env.new
 {
 	echo "# Written by deploy/init.sh; every docker compose run in this directory reads it."
-	echo "OCTFLOW_PUBLIC_URL=$public"
-	echo "OCTFLOW_API_HOSTS=$hosts"
-	echo "OCTFLOW_TEMPORAL_BIND=$bind"
-	echo "OCTFLOW_S3_BIND=$bind"
-	[ -z "$compose_file" ] || echo "COMPOSE_FILE=$compose_file"
+	# Single quotes: Compose takes the values as they are.
+	echo "OCTFLOW_PUBLIC_URL='$public'"
+	echo "OCTFLOW_API_HOSTS='$hosts'"
+	echo "OCTFLOW_TEMPORAL_BIND='$bind'"
+	echo "OCTFLOW_S3_BIND='$bind'"
+	[ -z "$compose_file" ] || echo "COMPOSE_FILE='$compose_file'"
 } >"$tmp"
 mv "$tmp" "$ROOT/.env"
 echo "init: wrote .env, deploy/secrets (secrets, certificates, alertmanager.yml, tokens.json); next: docker compose up -d --wait" >&2

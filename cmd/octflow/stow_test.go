@@ -441,6 +441,23 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 			break
 		}
 	}
+	// An instance that came another way than a device's C-STORE (here
+	// Orthanc's REST API: an Orthanc that is an archive too) is
+	// forwarded, and kept.
+	var uploaded bytes.Buffer
+	if err := octdicom.WriteDICOM(&uploaded, imaging.NewPhantom(tiny(257)).Volume, octdicom.Header{SOPInstanceUID: "2.25.2571",
+		StudyInstanceUID: "2.25.2572", SeriesInstanceUID: "2.25.2573", PatientID: "ROUTER-REST-1"}); err != nil {
+		t.Fatal(err)
+	}
+	orthanc.call(http.MethodPost, "/instances", bytes.NewReader(uploaded.Bytes()), nil)
+	st := waitExam(t, h.clin, h.ref("sop:2.25.2571").ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+	if st.State != lifecycle.Completed {
+		t.Fatalf("the instance uploaded to the router's REST API ended %s", st.State)
+	}
+	time.Sleep(2 * time.Second) // OnJobSuccess has run
+	if orthanc.call(http.MethodGet, "/instances", nil, &held); len(held) != 1 {
+		t.Errorf("the router holds %d instances after forwarding one uploaded by REST, want it kept", len(held))
+	}
 
 	// A refusal no try can mend (a wrong token) is not retried.
 	wrong := startOrthanc(t, devices(), routerEnv("not-a-token", "1"), recipe("octflow.json"), recipe("octflow-forward.lua"))

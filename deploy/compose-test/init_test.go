@@ -54,19 +54,23 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	receivers := []string{"--oncall-url", "https://pager.hospital.test/hook", "--ticket-url", "https://queue.hospital.test/hook",
+	receivers := []string{"--oncall-url", "https://pager.hospital.test/hook?team=eye&route=1", "--ticket-url", "https://queue.hospital.test/hook",
 		"--heartbeat-url", "https://beat.hospital.test/ping"}
 	for _, bad := range [][]string{
 		append([]string{"--public-url", "https://octflow.example.org"}, receivers...),
 		append([]string{"--public-url", "http://octflow.hospital.test"}, receivers...),
-		{"--public-url", "https://octflow.hospital.test", "--oncall-url", "https://oncall.example.org/hooks/octflow",
+		{"--public-url", "https://octflow.hospital.test", "--oncall-url", "https://oncall.EXAMPLE.org/hooks/octflow",
+			"--ticket-url", "https://queue.hospital.test/hook", "--heartbeat-url", "https://beat.hospital.test/ping"},
+		{"--public-url", "https://octflow.hospital.test", "--oncall-url", "https://x|w /tmp/f",
 			"--ticket-url", "https://queue.hospital.test/hook", "--heartbeat-url", "https://beat.hospital.test/ping"},
 	} {
 		if out, err := init(bad...); err == nil || !strings.Contains(out, "init: ") {
 			t.Errorf("init.sh %v: %v %s, want a refusal", bad, err, out)
 		}
-		if _, err := os.Stat(filepath.Join(root, ".env")); err == nil {
-			t.Fatalf("init.sh %v wrote .env", bad)
+		for _, f := range []string{".env", "deploy/secrets/alertmanager.yml", "deploy/secrets/tokens.json"} {
+			if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+				t.Fatalf("init.sh %v wrote %s", bad, f)
+			}
 		}
 	}
 	out, err := init(append([]string{"--public-url", "https://octflow.hospital.test", "--remote-nodes"}, receivers...)...)
@@ -74,8 +78,8 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 		t.Fatalf("init.sh: %v: %s", err, out)
 	}
 	env := readFile(t, filepath.Join(root, ".env"))
-	for _, want := range []string{"OCTFLOW_PUBLIC_URL=https://octflow.hospital.test", "OCTFLOW_TEMPORAL_BIND=0.0.0.0", "OCTFLOW_S3_BIND=0.0.0.0",
-		"OCTFLOW_API_HOSTS=octflow.hospital.test"} {
+	for _, want := range []string{"OCTFLOW_PUBLIC_URL='https://octflow.hospital.test'", "OCTFLOW_TEMPORAL_BIND='0.0.0.0'", "OCTFLOW_S3_BIND='0.0.0.0'",
+		"OCTFLOW_API_HOSTS='octflow.hospital.test'"} {
 		if !strings.Contains(env, want+"\n") {
 			t.Errorf(".env lacks %s:\n%s", want, env)
 		}
@@ -97,7 +101,8 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 	}
 	secrets := filepath.Join(root, "deploy", "secrets")
 	am := readFile(t, filepath.Join(secrets, "alertmanager.yml"))
-	for _, want := range []string{"https://pager.hospital.test/hook", "https://queue.hospital.test/hook", "https://beat.hospital.test/ping"} {
+	for _, want := range []string{"url: 'https://pager.hospital.test/hook?team=eye&route=1'", "url: 'https://queue.hospital.test/hook'",
+		"url: 'https://beat.hospital.test/ping'"} {
 		if !strings.Contains(am, want) {
 			t.Errorf("alertmanager.yml lacks the receiver %s", want)
 		}

@@ -25,11 +25,15 @@
 -- instead. A restart of Orthanc forgets what it was retrying: send such instances
 -- again with POST /dicom-web/servers/octflow/stow.
 --
--- Once octflow answered an instance stored, Orthanc deletes its copy: a
--- router keeps no identified scan it no longer needs. Set
--- OCTFLOW_KEEP_FORWARDED=true to keep them (a holding period is then the
--- site's to enforce, e.g. Orthanc's MaximumStorageSize with recycling).
--- What octflow refused, or what failed every try, stays for a person.
+-- Once octflow answered an instance stored, Orthanc deletes its copy if
+-- a device sent it by DICOM (C-STORE): a router keeps no identified scan
+-- it no longer needs. What came another way (Orthanc's REST API, a
+-- C-MOVE, a plugin) is forwarded and kept: such an Orthanc may be an
+-- archive too. Set OCTFLOW_KEEP_FORWARDED=true to keep everything (a
+-- holding period is then the site's to enforce, e.g. Orthanc's
+-- MaximumStorageSize with recycling). What octflow refused, or what
+-- failed every try, stays for a person. octflow.json pins
+-- OverwriteInstances off, so the copy deleted is the one forwarded.
 
 local OCT = '1.2.840.10008.5.1.4.1.1.77.1.5.4'
 local pause = tonumber(os.getenv('OCTFLOW_RETRY_PAUSE_S') or '5')
@@ -38,17 +42,18 @@ local keepForwarded = os.getenv('OCTFLOW_KEEP_FORWARDED') == 'true'
 -- pending maps a STOW-RS job of this script to its instance and its try.
 local pending = {}
 
--- forward starts a STOW-RS job that sends the instance to octflow.
-local function forward(instanceId, try)
+-- forward starts a STOW-RS job that sends the instance to octflow;
+-- fromDevice: it came by C-STORE, and goes once octflow stored it.
+local function forward(instanceId, try, fromDevice)
   local job = ParseJson(RestApiPost('/dicom-web/servers/octflow/stow',
     DumpJson({ Resources = { instanceId }, Synchronous = false }, true)))
-  pending[job['ID']] = { instance = instanceId, try = try }
+  pending[job['ID']] = { instance = instanceId, try = try, fromDevice = fromDevice }
   print('octflow: forwarding instance ' .. instanceId .. ' as job ' .. job['ID'] .. ' (try ' .. try .. ')')
 end
 
 function OnStoredInstance(instanceId, tags, metadata, origin)
   if tags['SOPClassUID'] == OCT then
-    forward(instanceId, 1)
+    forward(instanceId, 1, origin ~= nil and origin['RequestOrigin'] == 'DicomProtocol')
   end
 end
 
@@ -87,15 +92,15 @@ function OnJobFailure(jobId)
     return
   end
   os.execute('sleep ' .. pause)
-  forward(p.instance, p.try + 1)
+  forward(p.instance, p.try + 1, p.fromDevice)
 end
 
--- octflow answered the instance stored: the router's copy goes, unless
--- OCTFLOW_KEEP_FORWARDED keeps it.
+-- octflow answered the instance stored: the router's copy of what a
+-- device sent goes, unless OCTFLOW_KEEP_FORWARDED keeps it.
 function OnJobSuccess(jobId)
   local p = pending[jobId]
   pending[jobId] = nil
-  if p == nil or keepForwarded then
+  if p == nil or keepForwarded or not p.fromDevice then
     return
   end
   RestApiDelete('/instances/' .. p.instance)
