@@ -208,8 +208,12 @@ func TestResultsGoToACampussPACSOverTLSWithItsCredentials(t *testing.T) {
 		}
 	}
 	pacsFile := filepath.Join(dir, "pacs.json")
+	// The second campus names the same PACS without the site's CA: its
+	// export must not get through on the system's CAs.
 	writePACSFile(t, pacsFile, map[string]any{devsystem.FirstCampus: map[string]any{"url": front.URL + "/dicom-web",
-		"caFile": filepath.Join(dir, "ca.pem"), "usernameFile": filepath.Join(dir, "user"), "passwordFile": filepath.Join(dir, "password")}})
+		"caFile": filepath.Join(dir, "ca.pem"), "usernameFile": filepath.Join(dir, "user"), "passwordFile": filepath.Join(dir, "password")},
+		devsystem.SecondCampus: map[string]any{"url": front.URL + "/dicom-web",
+			"usernameFile": filepath.Join(dir, "user"), "passwordFile": filepath.Join(dir, "password")}})
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.PACSFile = pacsFile })
 	if h.sys.Secrets.Campus != devsystem.FirstCampus {
 		t.Fatalf("the dev system's campus is %q, the PACS file names %q", h.sys.Secrets.Campus, devsystem.FirstCampus)
@@ -234,6 +238,25 @@ func TestResultsGoToACampussPACSOverTLSWithItsCredentials(t *testing.T) {
 	orthanc.call(http.MethodPost, "/tools/find", strings.NewReader(fmt.Sprintf(`{"Level":"Instance","Query":{"StudyInstanceUID":%q}}`, study)), &ids)
 	if len(ids) != 2 {
 		t.Errorf("Orthanc holds %d instances in the patient's study, want the report and the SR", len(ids))
+	}
+
+	// The campus without the CA: the export is tried and not delivered,
+	// saying why.
+	north := &api.Client{Base: h.sys.App.APIURL(), Token: h.sys.Secrets.Devices[1].Token}
+	var other bytes.Buffer
+	if err := octdicom.WriteDICOM(&other, imaging.NewPhantom(small(296)).Volume, octdicom.Header{
+		SOPInstanceUID: "2.25.29112", StudyInstanceUID: "2.25.29111", SeriesInstanceUID: "2.25.29113", PatientID: "TLS-PATIENT-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := north.Submit(ctx, api.SubmitMeta{ExamID: "export-untrusted", Priority: "urgent"}, other.Bytes()); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit to the second campus: %d %v", code, err)
+	}
+	northClin := &api.Client{Base: h.sys.App.APIURL(), Token: h.sys.Secrets.Clinicians[1].Token}
+	st = waitExam(t, northClin, "export-untrusted", 3*time.Minute, func(s *api.ExamStatus) bool {
+		return s.Export != nil && s.Export.Failure != ""
+	})
+	if st.Export.Status == contract.ExportDelivered || !strings.Contains(st.Export.Failure, "TLS certificate is not trusted") {
+		t.Errorf("an export to a PACS whose CA the campus does not name: %+v, want it not delivered for the certificate", st.Export)
 	}
 }
 
