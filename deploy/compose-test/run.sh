@@ -615,6 +615,15 @@ days=$(jq -r 'map(.value[1] | tonumber / 86400 | floor) | unique | length' <<<"$
 [ "$days" = "$(jq length <<<"$stack")" ] || logs_and_fail "the stack's certificates expire on the same day: $stack"
 step "PASS: $(jq length <<<"$certs") certificates watched; the stack's $(jq length <<<"$stack") expire each on a day of its own"
 
+# --- hardened by default, as Docker runs them ------------------------------
+for svc in api worker gpu-0 gpu-1; do
+	hc=$(docker inspect "$(compose ps -q "$svc")" | jq -c '.[0].HostConfig | {CapDrop, SecurityOpt, Memory, PidsLimit, LogConfig}')
+	jq -e '(.CapDrop // [] | index("ALL")) != null and (.SecurityOpt // [] | index("no-new-privileges:true")) != null
+		and .Memory > 0 and .PidsLimit > 0 and .LogConfig.Type == "json-file" and (.LogConfig.Config["max-size"] // "") != ""' <<<"$hc" >/dev/null ||
+		logs_and_fail "$svc is not run hardened: $hc"
+done
+step "PASS: api, worker, gpu-0 and gpu-1 run with every capability dropped, no new privileges, bounded memory and processes, rotated logs"
+
 # --- the Web UI decodes payloads through the api's codec -------------------
 # As a browser on the UI does: the UI's settings name the codec endpoint
 # (with credentials); the UI's API gives an exam's history, its payloads
