@@ -1,7 +1,6 @@
 package composetest
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
@@ -60,15 +58,7 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gpu-override.sh: %v: %s", err, out)
 	}
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir: dir,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, "docker-compose.yml")},
-			{Filename: filepath.Join(dir, "docker-compose.gpu.yml")}},
-		Environment: siteSettings(),
-	}, func(o *loader.Options) {
-		o.SetProjectName("octflow", true)
-		o.SkipResolveEnvironment = true
-	})
+	p, err := loadStack(dir, siteSettings(), "docker-compose.yml", "docker-compose.gpu.yml")
 	if err != nil {
 		t.Fatalf("load docker-compose.yml with docker-compose.gpu.yml: %v", err)
 	}

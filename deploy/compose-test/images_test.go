@@ -136,18 +136,25 @@ func siteSettings() types.Mapping {
 
 func shipped(t *testing.T) *types.Project {
 	t.Helper()
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  repoRoot,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
-		Environment: siteSettings(),
-	}, func(o *loader.Options) {
-		o.SetProjectName("octflow", true)
-		o.SkipResolveEnvironment = true
-	})
+	p, err := loadStack(repoRoot, siteSettings(), "docker-compose.yml")
 	if err != nil {
 		t.Fatalf("load docker-compose.yml: %v", err)
 	}
 	return p
+}
+
+// loadStack loads the compose files of dir, in order, as `docker
+// compose` there would with env for its variables.
+func loadStack(dir string, env types.Mapping, files ...string) (*types.Project, error) {
+	var configs []types.ConfigFile
+	for _, f := range files {
+		configs = append(configs, types.ConfigFile{Filename: filepath.Join(dir, f)})
+	}
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{WorkingDir: dir, ConfigFiles: configs, Environment: env},
+		func(o *loader.Options) {
+			o.SetProjectName("octflow", true)
+			o.SkipResolveEnvironment = true
+		})
 }
 
 func TestByDefaultOnlyTheApiIsPublishedBeyondLoopbackAndOverHTTPS(t *testing.T) {

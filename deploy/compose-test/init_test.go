@@ -1,7 +1,6 @@
 package composetest
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
@@ -17,11 +15,7 @@ import (
 // compose up` stops and names each one and how to set it, instead of
 // falling back to a placeholder URL or loopback binds.
 func TestTheStackDoesNotStartWithoutItsSettings(t *testing.T) {
-	_, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  repoRoot,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(repoRoot, "docker-compose.yml")}},
-		Environment: types.Mapping{},
-	}, func(o *loader.Options) { o.SetProjectName("octflow", true) })
+	_, err := loadStack(repoRoot, types.Mapping{}, "docker-compose.yml")
 	if err == nil {
 		t.Fatal("docker-compose.yml loads without OCTFLOW_PUBLIC_URL and the binds")
 	}
@@ -90,9 +84,7 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir: root, ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(root, "docker-compose.yml")}}, Environment: envFile,
-	}, func(o *loader.Options) { o.SetProjectName("octflow", true); o.SkipResolveEnvironment = true })
+	p, err := loadStack(root, envFile, "docker-compose.yml")
 	if err != nil {
 		t.Fatalf("the shipped file with init.sh's .env: %v", err)
 	}
