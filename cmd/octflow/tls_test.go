@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -58,6 +59,24 @@ func TestTheGatewayServesHTTPSWithItsCertificate(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"state": "COMPLETED"`) {
 		t.Fatalf("octflow submit over HTTPS: %v\n%s", err, out)
+	}
+
+	// The gateway's certificate is watched: its expiry on /metrics.
+	resp, err := http.Get(h.sys.App.MetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	expiry := metricSamples(metrics, "octflow_certificate_expiry_timestamp_seconds", `use="api-server"`, `subject="octflow test"`)
+	if len(expiry) != 1 {
+		t.Errorf("/metrics: the api-server certificate's expiry %v, want one sample", expiry)
+	}
+	for _, v := range expiry {
+		if int64(v) != leaf.NotAfter.Unix() {
+			t.Errorf("/metrics: the api-server certificate expires at %v, want %d", v, leaf.NotAfter.Unix())
+		}
 	}
 
 	// A client without the CA does not get through.
