@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"octflow/api/apitest"
 	"octflow/audit"
 	"octflow/exam"
+	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // STOW-RS refusals, answered before anything is stored, held to
@@ -129,4 +132,62 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 	store("dev", related, http.StatusConflict)
 	path = "/dicom-web/studies/not-a-uid"
 	store("dev", related, http.StatusBadRequest)
+}
+
+// A scan too large ever to validate (its header asks for more memory
+// than the gateway validates at once) is refused with C000H, a refusal
+// no resend mends, never A700H (out of resources), which senders send
+// again and again.
+func TestAScanTooLargeEverToValidateIsRefusedForGood(t *testing.T) {
+	tokens, err := api.NewTokens([]api.TokenEntry{
+		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := api.New(api.Config{
+		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(),
+		Uploads:       api.UploadLimits{ValidationBytes: 64 << 10},
+		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	var scan bytes.Buffer
+	if err := octdicom.WriteDICOM(&scan, imaging.NewPhantom(imaging.PhantomOptions{Seed: 1, Frames: 3, Rows: 128, Cols: 128}).Volume,
+		octdicom.Header{SOPInstanceUID: "2.25.4242", PatientID: "BIG-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"application/dicom"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(scan.Bytes())
+	mw.Close()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/dicom-web/studies", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer dev")
+	req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=`+mw.Boundary())
+	resp, err := apitest.Client(t, srv.Client()).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer map[string]struct {
+		Value []map[string]struct{ Value []any }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		t.Fatal(err)
+	}
+	failed := answer["00081198"].Value
+	if resp.StatusCode != http.StatusConflict || len(failed) != 1 || fmt.Sprint(failed[0]["00081197"].Value) != "[49152]" {
+		t.Errorf("a scan too large to validate: %d %+v, want 409 with C000H (49152)", resp.StatusCode, answer)
+	}
 }

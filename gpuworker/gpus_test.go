@@ -260,6 +260,18 @@ func TestAGPUHostWhoseNVMLFailsRefusesToStart(t *testing.T) {
 	}
 }
 
+// A node without a GPU and without slots has nothing to offer: it
+// refuses to start, whatever the host's NVML.
+func TestACPUNodeWithoutSlotsRefusesToStart(t *testing.T) {
+	inv, source, err := Discover(fakeNVML([]*fakeGPU{{}}, make(chan nvml.EventData)), SourceCPU, SimulatedGPUs{Count: 0})
+	if err == nil || !strings.Contains(err.Error(), "no CPU slots") {
+		t.Errorf("source %q, err %v; want a refusal for want of slots", source, err)
+	}
+	if inv != nil {
+		inv.Close()
+	}
+}
+
 func TestASimulatedGPUWithAFaultGetsNoSlotUntilItClears(t *testing.T) {
 	s, inv, _, _ := newSlots(1)
 	for _, f := range []exam.GPUFault{exam.FaultXid, exam.FaultThermal, exam.FaultECC} {

@@ -57,6 +57,10 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 			"--ticket-url", "https://queue.hospital.test/hook", "--heartbeat-url", "https://beat.hospital.test/ping"},
 		{"--public-url", "https://octflow.hospital.test", "--oncall-url", "https://x|w /tmp/f",
 			"--ticket-url", "https://queue.hospital.test/hook", "--heartbeat-url", "https://beat.hospital.test/ping"},
+		// A character .env or a shell would read as its own.
+		append([]string{"--public-url", "https://octflow.hospital.test/$HOME"}, receivers...),
+		{"--public-url", "https://octflow.hospital.test", "--oncall-url", "https://pager.hospital.test/hook?k=$HOME",
+			"--ticket-url", "https://queue.hospital.test/hook", "--heartbeat-url", "https://beat.hospital.test/ping"},
 	} {
 		if out, err := init(bad...); err == nil || !strings.Contains(out, "init: ") {
 			t.Errorf("init.sh %v: %v %s, want a refusal", bad, err, out)
