@@ -1,11 +1,11 @@
 package app
 
-// Wiring: config parses and checks each setting on its own and knows no
-// octflow type; here the settings become the parts they configure. A
-// check that is a part's own rule (the codec's keys, the callback
-// allow-list's syntax, the policy's consistency, the spool's room for
-// the largest upload) runs here, once, at start, through that part's
-// own code, and its error names the variable, as config's do.
+// Wiring: config declares and parses every setting, into octflow's own
+// vocabulary where one exists (exam.Policy, audit.Config); here the
+// settings become the parts they configure. A check that is a part's own
+// rule (the codec's keys, the callback allow-list's syntax, the spool's
+// room for the largest upload) runs here, once, at start, through that
+// part's own code, and its error names the variable, as config's do.
 
 import (
 	"bytes"
@@ -28,51 +28,10 @@ import (
 	"octflow/codec"
 	"octflow/config"
 	"octflow/exam"
+	"octflow/gpuworker"
 	"octflow/inference"
 	"octflow/storage"
 )
-
-// PolicySettings are the settings of p, the defaults config.BindPolicy
-// starts from.
-func PolicySettings(p exam.Policy) config.Policy {
-	return config.Policy{
-		MaxAttempts: int(p.MaxAttempts), LostAttempts: int(p.LostAttempts),
-		RetryBase: p.RetryBase, RetryCap: p.RetryCap, StageTimeout: p.StageTimeout, HeartbeatTimeout: p.HeartbeatTimeout,
-		Weights:     config.Weights{Urgent: p.Weights[exam.Urgent], Normal: p.Weights[exam.Normal], Low: p.Weights[exam.Low]},
-		AgingNormal: p.Aging[exam.Normal], AgingLow: p.Aging[exam.Low],
-		UrgentSLA: p.UrgentSLA, ReviewWindow: p.ReviewWindow, ReviewReminder: p.ReviewReminder,
-		InfraRetryFor: p.InfraRetryFor, NodeAffinityWait: p.NodeAffinityWait,
-		CampusWeights: p.CampusWeights, OwnGPUs: p.OwnGPUs,
-	}
-}
-
-// Policy is def with the settings s, checked by the policy's own rule
-// (exam.Policy.Validate); each error names its variable. What has no
-// setting (the export's retry time) stays def's.
-func Policy(s config.Policy, def exam.Policy) (exam.Policy, error) {
-	p := def
-	p.MaxAttempts, p.LostAttempts = int32(s.MaxAttempts), int32(s.LostAttempts)
-	p.RetryBase, p.RetryCap, p.StageTimeout, p.HeartbeatTimeout = s.RetryBase, s.RetryCap, s.StageTimeout, s.HeartbeatTimeout
-	p.Weights = map[exam.Priority]float32{exam.Urgent: s.Weights.Urgent, exam.Normal: s.Weights.Normal, exam.Low: s.Weights.Low}
-	p.Aging = map[exam.Priority]time.Duration{exam.Normal: s.AgingNormal, exam.Low: s.AgingLow}
-	p.UrgentSLA, p.ReviewWindow, p.ReviewReminder = s.UrgentSLA, s.ReviewWindow, s.ReviewReminder
-	p.InfraRetryFor, p.NodeAffinityWait = s.InfraRetryFor, s.NodeAffinityWait
-	p.CampusWeights, p.OwnGPUs = s.CampusWeights, s.OwnGPUs
-	err := p.Validate()
-	if err == nil {
-		return p, nil
-	}
-	var out []error
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var pe *exam.PolicyError
-		if errors.As(e, &pe) && config.PolicyVar(pe.Field) != "" {
-			out = append(out, fmt.Errorf("%s: %s", config.PolicyVar(pe.Field), pe.Reason))
-		} else {
-			out = append(out, e)
-		}
-	}
-	return exam.Policy{}, errors.Join(out...)
-}
 
 // Codec opens the codec that seals Temporal payloads with the keys k.
 func Codec(k config.CodecKeys) (*codec.Codec, error) {
@@ -198,6 +157,14 @@ func UploadDefaults() config.Uploads {
 		Idle: 30 * time.Second, MinRate: 16 << 10}
 }
 
+// GPUNodeDefaults are a GPU node's settings unless configured: named
+// after its host, its GPUs found where NVML is (gpuworker.SourceAuto),
+// serving the shared GPU queue.
+func GPUNodeDefaults(host string) config.GPUNode {
+	return config.GPUNode{ID: "gpu@" + host, Source: gpuworker.SourceAuto, GPUs: 1, Model: "simulated GPU", MemoryGiB: 24,
+		Queue: exam.GPUQueue, ReportEvery: 10 * time.Second, CacheMiB: 1024, Slowdown: 1}
+}
+
 // ServingDefaults are how the gateway serves unless configured.
 func ServingDefaults() config.Serving {
 	return config.Serving{HTTP: config.DefaultHTTPLimits(), Streams: config.Streams{Total: 256, PerToken: 8},
@@ -227,9 +194,7 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 func AuditTrail(a config.Audit, src audit.Source, log *zap.Logger) (audit.Sink, io.Closer, error) {
 	if a.Collector != "" {
 		src.Site = a.Site
-		t, err := audit.Open(audit.Config{Collector: a.Collector, Protocol: a.Protocol, CAFile: a.CAFile, CertFile: a.CertFile, KeyFile: a.KeyFile,
-			ServerName: a.ServerName, SpoolDir: a.SpoolDir, SpoolBytes: a.SpoolBytes, AppName: a.AppName, Site: a.Site},
-			src, log.Named("audit"))
+		t, err := audit.Open(a.Config, src, log.Named("audit"))
 		if err != nil {
 			return nil, nil, fmt.Errorf("OCTFLOW_AUDIT_COLLECTOR: %w", err)
 		}

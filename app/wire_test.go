@@ -3,14 +3,11 @@ package app
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 
@@ -33,84 +30,6 @@ func parse(t *testing.T, vars map[string]string, bind func(*config.Set)) {
 	bind(s)
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestThePolicysSettingsAreThePolicy(t *testing.T) {
-	for _, def := range []exam.Policy{exam.DefaultPolicy(), {MaxAttempts: 1, RetryBase: 1, RetryCap: 1, StageTimeout: 2, HeartbeatTimeout: 1,
-		Weights: map[exam.Priority]float32{exam.Urgent: 1, exam.Normal: 1, exam.Low: 1}, ReviewWindow: 1, ExportRetryFor: 7, CampusShare: 1,
-		CampusWeights: map[string]float32{"north": 2, "south": 0.5}}} {
-		var p *config.Policy
-		parse(t, nil, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(def)) })
-		got, err := Policy(*p, def)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if def.Aging == nil {
-			def.Aging = map[exam.Priority]time.Duration{exam.Normal: 0, exam.Low: 0}
-		}
-		if !reflect.DeepEqual(got, def) {
-			t.Errorf("policy through its settings %+v, want %+v", got, def)
-		}
-	}
-}
-
-func TestAPolicyThatCannotWorkIsRefusedNamingItsVariable(t *testing.T) {
-	cases := []struct {
-		vars map[string]string
-		want []string // what the error must name
-	}{
-		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "0"}, []string{"OCTFLOW_MAX_ATTEMPTS", "at least 1"}},
-		{map[string]string{"OCTFLOW_RETRY_BASE": "10m", "OCTFLOW_RETRY_CAP": "1m"}, []string{"OCTFLOW_RETRY_CAP", "at least the retry base"}},
-		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "20m"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "below the stage timeout"}},
-		{map[string]string{"OCTFLOW_MAX_LOST_ATTEMPTS": "-1", "OCTFLOW_REVIEW_WINDOW": "0s"},
-			[]string{"OCTFLOW_MAX_LOST_ATTEMPTS", "OCTFLOW_REVIEW_WINDOW"}},
-	}
-	for _, c := range cases {
-		t.Run(strings.Join(slices.Sorted(mapsKeys(c.vars)), ","), func(t *testing.T) {
-			var p *config.Policy
-			parse(t, c.vars, func(s *config.Set) { p = config.BindPolicy(s, PolicySettings(exam.DefaultPolicy())) })
-			_, err := Policy(*p, exam.DefaultPolicy())
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-		})
-	}
-}
-
-// Every setting the policy's check can refuse has a variable to name,
-// but the export's retry time and the campus's share, which are no
-// settings (the gateway resolves the share for each exam).
-func TestEveryPolicyCheckNamesAVariable(t *testing.T) {
-	bad := exam.Policy{LostAttempts: -1, RetryCap: -1, Aging: map[exam.Priority]time.Duration{exam.Low: -1},
-		UrgentSLA: -1, ReviewReminder: -1, InfraRetryFor: -1, ExportRetryFor: -1, NodeAffinityWait: -1}
-	err := bad.Validate()
-	if err == nil {
-		t.Fatal("accepted")
-	}
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var pe *exam.PolicyError
-		if !errors.As(e, &pe) {
-			t.Fatalf("%v is no PolicyError", e)
-		}
-		if v := config.PolicyVar(pe.Field); (v == "") != (pe.Field == "exportRetryFor" || pe.Field == "campusShare") {
-			t.Errorf("policy field %s: variable %q", pe.Field, v)
-		}
-	}
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"octflow/audit"
 )
 
 // uploads are the api's upload defaults (app.UploadDefaults).
@@ -27,8 +29,8 @@ func TestTheGatewaysAuditAndValidationSettings(t *testing.T) {
 			map[string]string{"OCTFLOW_AUDIT_COLLECTOR": "audit.example:6514", "OCTFLOW_AUDIT_SPOOL": "/var/spool/octflow",
 				"OCTFLOW_AUDIT_SPOOL_MIB": "16", "OCTFLOW_AUDIT_CA": "/etc/octflow/audit-ca.pem", "OCTFLOW_AUDIT_SITE": "North Eye Hospital"}, "",
 			func(t *testing.T, g *Gateway) {
-				want := Audit{Collector: "audit.example:6514", Protocol: "relp", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
-					CAFile: "/etc/octflow/audit-ca.pem", AppName: "octflow", Site: "North Eye Hospital"}
+				want := Audit{Config: audit.Config{Collector: "audit.example:6514", Protocol: "relp", SpoolDir: "/var/spool/octflow", SpoolBytes: 16 << 20,
+					CAFile: "/etc/octflow/audit-ca.pem", AppName: "octflow", Site: "North Eye Hospital"}}
 				if g.Audit != want {
 					t.Errorf("audit config %+v, want %+v", g.Audit, want)
 				}

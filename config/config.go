@@ -6,13 +6,16 @@
 // with the variable's name and the reason: nothing falls back to a
 // default silently.
 //
-// The groups of settings (Stack, Policy, Webhooks, …) bind themselves to
-// a Set and are ready to use once Set.Parse returned without error. They
-// are plain values: config imports no other octflow package. Package app
-// turns them into the parts they configure (a codec, the callback guard,
-// model backends, the audit trail, …); where a value's check is that
-// part's own rule (the codec's keys, the allow-list's syntax, the
-// policy's consistency), app runs it at start, naming the variable.
+// Every OCTFLOW_* setting of every command is declared here, once: the
+// groups of settings (Stack, the policy, Webhooks, GPUNode, …) bind
+// themselves to a Set and are ready to use once Set.Parse returned
+// without error. Where octflow has a type for what is set, config binds
+// into it (exam.Policy, checked by its own Validate; audit.Config): config
+// imports those vocabulary packages and no part that runs. Package app
+// turns the settings into the parts they configure (a codec, the
+// callback guard, model backends, the audit trail, …); where a value's
+// check is that part's own rule (the codec's keys, the allow-list's
+// syntax), app runs it at start, naming the variable.
 package config
 
 import (

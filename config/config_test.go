@@ -9,18 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"octflow/exam"
 )
 
 func rate60() DeviceRate { return DeviceRate{PerMinute: 60, Burst: 20} }
 
-// production is the production policy as settings (app.PolicySettings
-// of exam.DefaultPolicy; app's tests check the two agree).
-func production() Policy {
-	return Policy{MaxAttempts: 3, LostAttempts: 3, RetryBase: 5 * time.Minute, RetryCap: 30 * time.Minute,
-		StageTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second, Weights: Weights{Urgent: 60, Normal: 35, Low: 5},
-		AgingNormal: 30 * time.Minute, AgingLow: 30 * time.Minute, UrgentSLA: 15 * time.Minute, ReviewWindow: 7 * 24 * time.Hour,
-		ReviewReminder: 30 * time.Minute, InfraRetryFor: time.Hour, NodeAffinityWait: 30 * time.Second}
-}
+func production() exam.Policy { return exam.DefaultPolicy() }
 
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
@@ -35,14 +30,14 @@ func TestPolicyReadsOverridesFromTheEnvironmentAndFlags(t *testing.T) {
 	if err := s.Parse([]string{"--retry-cap", "40m", "--aging-normal", "0s"}); err != nil {
 		t.Fatal(err)
 	}
-	if p.Weights != (Weights{Urgent: 70, Normal: 25, Low: 5}) {
+	if !maps.Equal(p.Weights, map[exam.Priority]float32{exam.Urgent: 70, exam.Normal: 25, exam.Low: 5}) {
 		t.Errorf("weights = %v", p.Weights)
 	}
 	if !maps.Equal(p.CampusWeights, map[string]float32{"north": 2, "south": 0.5}) {
 		t.Errorf("campus weights = %v", p.CampusWeights)
 	}
-	if p.AgingLow != 10*time.Minute || p.AgingNormal != 0 {
-		t.Errorf("aging = %v low, %v normal (0 for normal was asked for: never promoted)", p.AgingLow, p.AgingNormal)
+	if p.Aging[exam.Low] != 10*time.Minute || p.Aging[exam.Normal] != 0 {
+		t.Errorf("aging = %v (0 for normal was asked for: never promoted)", p.Aging)
 	}
 	if p.RetryBase != time.Minute || p.RetryCap != 40*time.Minute || p.MaxAttempts != 3 {
 		t.Errorf("retry = %v…%v, %d attempts (the flag wins over the variable)", p.RetryBase, p.RetryCap, p.MaxAttempts)

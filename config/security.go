@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"octflow/audit"
 )
 
 // CodecKeys are the key set that seals Temporal payloads, as JSON
@@ -61,9 +63,13 @@ func BindIdentityKeys(s *Set, required bool) *CodecKeys {
 // which campuses export; the worker exports. Empty: no campus exports.
 func BindPACSFile(s *Set) *string {
 	var path string
-	s.String(&path, "pacs-file", "OCTFLOW_PACS_FILE", "",
-		"JSON file naming each campus's PACS (DICOMweb base URL, CA and credential files); empty: no campus exports")
+	bindPACSFile(s, &path)
 	return &path
+}
+
+func bindPACSFile(s *Set, p *string) {
+	s.String(p, "pacs-file", "OCTFLOW_PACS_FILE", "",
+		"JSON file naming each campus's PACS (DICOMweb base URL, CA and credential files); empty: no campus exports")
 }
 
 // ClientTLS is how a process reaches a TLS service, optionally with a
@@ -229,20 +235,10 @@ type Uploads struct {
 }
 
 // Audit is where the api's audit trail goes: to a syslog collector
-// through a local journal, or else as JSON lines to LogFile ("":
-// stderr). app opens it (app.AuditTrail).
+// through a local journal (audit.Config, which app opens with
+// audit.Open), or else as JSON lines to LogFile ("": stderr).
 type Audit struct {
-	Collector string
-	// Protocol is relp (the collector answers for each message) or
-	// syslog-tls (RFC 5425, for a collector without RELP).
-	Protocol          string
-	CAFile            string
-	CertFile, KeyFile string
-	ServerName        string
-	SpoolDir          string
-	SpoolBytes        int64
-	AppName           string
-	Site              string
+	audit.Config
 	// LogFile, without a collector, is the file the trail is appended
 	// to ("": stderr).
 	LogFile string
@@ -276,7 +272,7 @@ func BindGateway(s *Set, def Uploads) *Gateway {
 	var spoolMiB int
 	s.String(&a.LogFile, "audit-log", "OCTFLOW_AUDIT_LOG", "", "without a collector: file the audit trail is appended to as JSON lines (default: stderr)")
 	s.String(&a.Collector, "audit-collector", "OCTFLOW_AUDIT_COLLECTOR", "", "host:port of the syslog collector (IHE ATNA audit record repository) the audit trail goes to over TLS")
-	s.String(&a.Protocol, "audit-protocol", "OCTFLOW_AUDIT_PROTOCOL", "relp", "how the audit trail reaches the collector: relp (RELP over TLS: the collector answers for each message) or syslog-tls (RFC 5425, for a collector without RELP)")
+	s.String(&a.Protocol, "audit-protocol", "OCTFLOW_AUDIT_PROTOCOL", audit.ProtocolRELP, "how the audit trail reaches the collector: relp (RELP over TLS: the collector answers for each message) or syslog-tls (RFC 5425, for a collector without RELP)")
 	s.String(&a.CAFile, "audit-ca", "OCTFLOW_AUDIT_CA", "", "PEM CA certificates the collector's certificate must chain to (default: the system's)")
 	s.String(&a.CertFile, "audit-cert", "OCTFLOW_AUDIT_CERT", "", "client certificate (PEM) for the collector")
 	s.String(&a.KeyFile, "audit-key", "OCTFLOW_AUDIT_KEY", "", "client certificate's key (PEM)")
@@ -304,7 +300,7 @@ func BindGateway(s *Set, def Uploads) *Gateway {
 			return errors.New("OCTFLOW_AUDIT_LOG and OCTFLOW_AUDIT_COLLECTOR: set one")
 		case spoolMiB < 1:
 			return errors.New("OCTFLOW_AUDIT_SPOOL_MIB must be positive")
-		case a.Protocol != "relp" && a.Protocol != "syslog-tls":
+		case a.Protocol != audit.ProtocolRELP && a.Protocol != audit.ProtocolSyslogTLS:
 			return errors.New("OCTFLOW_AUDIT_PROTOCOL: want relp or syslog-tls")
 		}
 		return nil

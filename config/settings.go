@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"octflow/exam"
 )
 
 // Stack is how a process finds the shared services.
@@ -42,8 +44,8 @@ type S3 struct {
 // BindStack binds the settings every api, worker and gpuworker shares.
 func BindStack(s *Set) *Stack {
 	c := &Stack{}
-	s.String(&c.TemporalAddr, "temporal-addr", "OCTFLOW_TEMPORAL_ADDR", "127.0.0.1:7233", "Temporal frontend host:port")
-	s.String(&c.Namespace, "namespace", "OCTFLOW_NAMESPACE", "default", "Temporal namespace")
+	bindTemporalAddr(s, &c.TemporalAddr)
+	bindNamespace(s, &c.Namespace, "default")
 	s.String(&c.TemporalCompression, "temporal-compression", "OCTFLOW_TEMPORAL_COMPRESSION", "auto",
 		"gzip the calls to Temporal: gzip, none, or auto (none where Temporal is on this machine's loopback, gzip elsewhere)")
 	s.Check(func() error {
@@ -64,96 +66,115 @@ func BindStack(s *Set) *Stack {
 	return c
 }
 
-// Policy is the scheduling policy new exams run under, as set. Each
-// value here parsed; whether they work together (a retry cap under the
-// retry base, a heartbeat timeout over the stage timeout, …) is the
-// policy's own rule, which app checks at start (exam.Policy.Validate),
-// naming the variable.
-type Policy struct {
-	MaxAttempts, LostAttempts                           int
-	RetryBase, RetryCap, StageTimeout, HeartbeatTimeout time.Duration
-	Weights                                             Weights
-	// AgingNormal and AgingLow: how long a stage waits in its bucket
-	// before it moves one up (0: never).
-	AgingNormal, AgingLow                                                    time.Duration
-	UrgentSLA, ReviewWindow, ReviewReminder, InfraRetryFor, NodeAffinityWait time.Duration
-	// CampusWeights weigh campuses inside the normal and low buckets
-	// (unlisted: 1).
-	CampusWeights map[string]float32
-	// OwnGPUs are the campuses whose GPU stages run only on nodes bound
-	// to them.
-	OwnGPUs []string
-}
-
 // BindPolicy binds the scheduling policy new exams run under, starting
-// from def (app.PolicySettings of the command's exam.Policy).
-func BindPolicy(s *Set, def Policy) *Policy {
-	p := &Policy{}
-	s.Int(&p.MaxAttempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", def.MaxAttempts, "attempts per stage that its own failures may spend")
-	s.Int(&p.LostAttempts, "max-lost-attempts", "OCTFLOW_MAX_LOST_ATTEMPTS", def.LostAttempts, "attempts per stage that may end with their node lost, on top of --max-attempts")
+// from def (the command's exam.Policy). Each value is parsed here; whether
+// they work together (a retry cap under the retry base, a heartbeat
+// timeout over the stage timeout, …) is the policy's own rule
+// (exam.Policy.Validate), checked at parse and naming the variable. What
+// has no setting (the export's retry time, the campus's share) stays
+// def's.
+func BindPolicy(s *Set, def exam.Policy) *exam.Policy {
+	p := def
+	p.Weights, p.Aging = maps.Clone(def.Weights), maps.Clone(def.Aging)
+	p.CampusWeights, p.OwnGPUs = maps.Clone(def.CampusWeights), slices.Clone(def.OwnGPUs)
+	var agingNormal, agingLow time.Duration
+	bind(s, &p.MaxAttempts, "max-attempts", "OCTFLOW_MAX_ATTEMPTS", def.MaxAttempts, "attempts per stage that its own failures may spend", parseInt32)
+	bind(s, &p.LostAttempts, "max-lost-attempts", "OCTFLOW_MAX_LOST_ATTEMPTS", def.LostAttempts, "attempts per stage that may end with their node lost, on top of --max-attempts", parseInt32)
 	s.Duration(&p.RetryBase, "retry-base", "OCTFLOW_RETRY_BASE", def.RetryBase, "ceiling of the first retry delay (full jitter, doubling)")
 	s.Duration(&p.RetryCap, "retry-cap", "OCTFLOW_RETRY_CAP", def.RetryCap, "ceiling of any retry delay")
 	s.Duration(&p.StageTimeout, "stage-timeout", "OCTFLOW_STAGE_TIMEOUT", def.StageTimeout, "start-to-close limit of a stage")
 	s.Duration(&p.HeartbeatTimeout, "heartbeat-timeout", "OCTFLOW_HEARTBEAT_TIMEOUT", def.HeartbeatTimeout, "a stage silent this long is retried elsewhere")
-	s.Duration(&p.AgingNormal, "aging-normal", "OCTFLOW_AGING_NORMAL", def.AgingNormal, "a normal stage waiting this long moves to urgent (0: never)")
-	s.Duration(&p.AgingLow, "aging-low", "OCTFLOW_AGING_LOW", def.AgingLow, "a low stage waiting this long moves to normal (0: never)")
+	s.Duration(&agingNormal, "aging-normal", "OCTFLOW_AGING_NORMAL", def.Aging[exam.Normal], "a normal stage waiting this long moves to urgent (0: never)")
+	s.Duration(&agingLow, "aging-low", "OCTFLOW_AGING_LOW", def.Aging[exam.Low], "a low stage waiting this long moves to normal (0: never)")
 	s.Duration(&p.UrgentSLA, "urgent-sla", "OCTFLOW_URGENT_SLA", def.UrgentSLA, "an urgent exam without a report after this is an SLA breach (0: not watched)")
 	s.Duration(&p.ReviewWindow, "review-window", "OCTFLOW_REVIEW_WINDOW", def.ReviewWindow, "how long a report accepts review decisions")
 	s.Duration(&p.ReviewReminder, "review-reminder", "OCTFLOW_REVIEW_REMINDER", def.ReviewReminder, "reminder interval for an urgent exam awaiting review (0: none)")
 	s.Duration(&p.InfraRetryFor, "infra-retry-for", "OCTFLOW_INFRA_RETRY_FOR", def.InfraRetryFor, "how long a stage is rescheduled while the object store is unreachable")
 	s.Duration(&p.NodeAffinityWait, "node-affinity-wait", "OCTFLOW_NODE_AFFINITY_WAIT", def.NodeAffinityWait, "how long a GPU stage waits for the node holding the exam's previous output before any node may take it (0: no affinity)")
-	bind(s, &p.Weights, "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", def.Weights, "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
-	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", def.CampusWeights, "campuses' weights inside the normal and low buckets, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
-	bind(s, &p.OwnGPUs, "campus-own-gpus", "OCTFLOW_CAMPUS_OWN_GPUS", def.OwnGPUs, "campuses whose GPU stages run only on GPU nodes bound to them (their queue oct-gpu-campus-<campus>), comma-separated", ParseCampuses)
-	return p
+	bind(s, (*Weights)(&p.Weights), "bucket-weights", "OCTFLOW_BUCKET_WEIGHTS", Weights(p.Weights), "urgent/normal/low fairness weights, e.g. 60/35/5", ParseWeights)
+	bind(s, &p.CampusWeights, "campus-weights", "OCTFLOW_CAMPUS_WEIGHTS", p.CampusWeights, "campuses' weights inside the normal and low buckets, e.g. north=2,south=0.5 (unlisted: 1; each 0.1 to 10)", ParseCampusWeights)
+	bind(s, &p.OwnGPUs, "campus-own-gpus", "OCTFLOW_CAMPUS_OWN_GPUS", p.OwnGPUs, "campuses whose GPU stages run only on GPU nodes bound to them (their queue oct-gpu-campus-<campus>), comma-separated", ParseCampuses)
+	s.Check(func() error {
+		p.Aging = map[exam.Priority]time.Duration{exam.Normal: agingNormal, exam.Low: agingLow}
+		return policyErrors(p.Validate())
+	})
+	return &p
 }
 
-// PolicyVar is the variable of the policy setting whose JSON name is
-// field (exam.PolicyError.Field), for the errors of the policy's own
-// check; "" for a setting without one.
-func PolicyVar(field string) string { return policyVars[field] }
-
-var policyVars = map[string]string{
-	"maxAttempts":      "OCTFLOW_MAX_ATTEMPTS",
-	"retryBase":        "OCTFLOW_RETRY_BASE",
-	"retryCap":         "OCTFLOW_RETRY_CAP",
-	"stageTimeout":     "OCTFLOW_STAGE_TIMEOUT",
-	"heartbeatTimeout": "OCTFLOW_HEARTBEAT_TIMEOUT",
-	"weights":          "OCTFLOW_BUCKET_WEIGHTS",
-	"aging":            "OCTFLOW_AGING_NORMAL/OCTFLOW_AGING_LOW",
-	"urgentSla":        "OCTFLOW_URGENT_SLA",
-	"reviewWindow":     "OCTFLOW_REVIEW_WINDOW",
-	"reviewReminder":   "OCTFLOW_REVIEW_REMINDER",
-	"infraRetryFor":    "OCTFLOW_INFRA_RETRY_FOR",
-	"lostAttempts":     "OCTFLOW_MAX_LOST_ATTEMPTS",
-	"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
-	"campusWeights":    "OCTFLOW_CAMPUS_WEIGHTS",
-	"ownGpus":          "OCTFLOW_CAMPUS_OWN_GPUS",
+// policyErrors names the variable of each of the policy's own errors.
+func policyErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var pe *exam.PolicyError
+		if errors.As(e, &pe) && policyVar(pe.Field) != "" {
+			e = fmt.Errorf("%s: %s", policyVar(pe.Field), pe.Reason)
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
 }
 
-// Weights are the fairness weights of the urgent, normal and low
-// buckets.
-type Weights struct{ Urgent, Normal, Low float32 }
+// policyVar is the variable of the policy setting whose JSON name is
+// field (exam.PolicyError.Field); "" for a field without one.
+func policyVar(field string) string {
+	return map[string]string{
+		"maxAttempts":      "OCTFLOW_MAX_ATTEMPTS",
+		"retryBase":        "OCTFLOW_RETRY_BASE",
+		"retryCap":         "OCTFLOW_RETRY_CAP",
+		"stageTimeout":     "OCTFLOW_STAGE_TIMEOUT",
+		"heartbeatTimeout": "OCTFLOW_HEARTBEAT_TIMEOUT",
+		"weights":          "OCTFLOW_BUCKET_WEIGHTS",
+		"aging":            "OCTFLOW_AGING_NORMAL/OCTFLOW_AGING_LOW",
+		"urgentSla":        "OCTFLOW_URGENT_SLA",
+		"reviewWindow":     "OCTFLOW_REVIEW_WINDOW",
+		"reviewReminder":   "OCTFLOW_REVIEW_REMINDER",
+		"infraRetryFor":    "OCTFLOW_INFRA_RETRY_FOR",
+		"lostAttempts":     "OCTFLOW_MAX_LOST_ATTEMPTS",
+		"nodeAffinityWait": "OCTFLOW_NODE_AFFINITY_WAIT",
+		"campusWeights":    "OCTFLOW_CAMPUS_WEIGHTS",
+		"ownGpus":          "OCTFLOW_CAMPUS_OWN_GPUS",
+	}[field]
+}
+
+// parseInt32 reads a whole number that fits 32 bits.
+func parseInt32(v string) (int32, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, errors.New("not a whole number")
+	}
+	return int32(n), nil
+}
+
+// Weights are the fairness weights of the buckets, as
+// OCTFLOW_BUCKET_WEIGHTS writes them: in exam.Buckets' order,
+// urgent/normal/low.
+type Weights map[exam.Priority]float32
 
 // String writes the weights as they are set: urgent/normal/low.
-func (w Weights) String() string { return fmt.Sprintf("%v/%v/%v", w.Urgent, w.Normal, w.Low) }
+func (w Weights) String() string {
+	var parts []string
+	for _, b := range exam.Buckets() {
+		parts = append(parts, fmt.Sprint(w[b]))
+	}
+	return strings.Join(parts, "/")
+}
 
 // ParseWeights reads "urgent/normal/low" fairness weights such as "60/35/5".
 func ParseWeights(s string) (Weights, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 {
-		return Weights{}, errors.New("want urgent/normal/low weights, e.g. 60/35/5")
+	parts, buckets := strings.Split(s, "/"), exam.Buckets()
+	if len(parts) != len(buckets) {
+		return nil, errors.New("want urgent/normal/low weights, e.g. 60/35/5")
 	}
-	var w Weights
-	for i, b := range []struct {
-		name string
-		p    *float32
-	}{{"urgent", &w.Urgent}, {"normal", &w.Normal}, {"low", &w.Low}} {
+	w := Weights{}
+	for i, b := range buckets {
 		f, err := strconv.ParseFloat(strings.TrimSpace(parts[i]), 32)
 		if err != nil || f <= 0 {
-			return Weights{}, fmt.Errorf("the %s weight must be a positive number", b.name)
+			return nil, fmt.Errorf("the %s weight must be a positive number", b)
 		}
-		*b.p = float32(f)
+		w[b] = float32(f)
 	}
 	return w, nil
 }
@@ -236,7 +257,7 @@ func BindWebhooks(s *Set) *Webhooks {
 		if secret != "" {
 			w.Secrets["*"] = secret
 		}
-		if u, err := url.Parse(w.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !httpURL(w.PublicURL) {
 			return fmt.Errorf("OCTFLOW_PUBLIC_URL=%q: want an http(s) URL", w.PublicURL)
 		}
 		return nil
@@ -273,7 +294,7 @@ func BindModels(s *Set) *Models {
 			if raw == "" {
 				continue
 			}
-			if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if !httpURL(raw) {
 				return fmt.Errorf("OCTFLOW_MODEL_%s=%q: not an http(s) model URL", st.name, raw)
 			}
 		}
@@ -419,7 +440,7 @@ func BindServing(s *Set, def Serving) *Serving {
 	s.Int(&v.Streams.Total, "sse-streams", "OCTFLOW_SSE_STREAMS", def.Streams.Total, "event streams (GET /v1/notifications) open at once (over it: 429)")
 	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", def.Streams.PerToken, "event streams one token may hold open (over it: 429)")
 	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", int(def.SpoolMaxBytes>>20), "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
-	s.String(&v.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", def.MetricsAddr, "serve Prometheus /metrics here, a listener of its own off the public api port (off: nowhere)")
+	bindMetricsAddr(s, &v.MetricsAddr, def.MetricsAddr)
 	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", def.StatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")
 	s.Check(func() error {
 		h := v.HTTP

@@ -5,8 +5,9 @@
 // It runs as the official image runs its server, `temporal-server start`,
 // with the configuration the server renders from the environment (its
 // embedded template: database, TLS, ports), and is installed under that
-// name (deploy/temporal/Dockerfile). OCTFLOW_NAMESPACE (default octflow)
-// is the namespace every role but the operators' acts in;
+// name (deploy/temporal/Dockerfile). Its own settings are octflow's
+// (config.BindTemporalServer): OCTFLOW_NAMESPACE (default octflow) is
+// the namespace every role but the operators' acts in;
 // OCTFLOW_TEMPORAL_REVOKED_FILE lists the serial numbers of revoked
 // client certificates (deploy/revoke-node.sh), read again as it changes.
 // The activity task tokens GPU nodes get are bound to their certificates
@@ -17,7 +18,6 @@
 package main
 
 import (
-	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/temporal"
 
+	settings "octflow/config"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/temporalauth"
@@ -80,13 +81,18 @@ func run() error {
 			cfg.Services[name] = svc
 		}
 	}
+	own := settings.New("octflow-temporal", nil)
+	octflowCfg := settings.BindTemporalServer(own)
+	if err := own.Parse(nil); err != nil {
+		return err
+	}
 	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
-	authz := temporalauth.Authorizer{Namespace: cmp.Or(os.Getenv("OCTFLOW_NAMESPACE"), "octflow"),
+	authz := temporalauth.Authorizer{Namespace: octflowCfg.Namespace,
 		FleetWorkflowID: contract.FleetWorkflowID, FleetWorkflowType: contract.FleetWorkflow, FleetSignal: contract.NodeReportSignal,
 		FleetQueue: exam.WorkflowQueue, FleetNodeQuery: contract.NodeStateQuery, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}
 	var revoked *temporalauth.Revoked
-	if path := os.Getenv("OCTFLOW_TEMPORAL_REVOKED_FILE"); path != "" {
-		revoked = temporalauth.NewRevoked(path)
+	if octflowCfg.RevokedFile != "" {
+		revoked = temporalauth.NewRevoked(octflowCfg.RevokedFile)
 	}
 	logger.Info("octflow authorization: roles from the client certificate's OU; namespace " + authz.Namespace)
 	binder, err := tokenBinder(cfg)

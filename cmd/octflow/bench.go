@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"octflow/api"
-	"octflow/app"
 	"octflow/bench"
 	"octflow/config"
 	"octflow/devstack"
@@ -27,7 +26,7 @@ import (
 // system, GPU nodes as processes of this binary.
 func runBench(ctx context.Context, args []string) error {
 	s := config.New("bench", nil)
-	policy := config.BindPolicy(s, app.PolicySettings(bench.Policy()))
+	policy := config.BindPolicy(s, bench.Policy())
 	c := bench.Config{}
 	var mix, campusMix, out string
 	fs := s.FlagSet()
@@ -54,14 +53,10 @@ func runBench(ctx context.Context, args []string) error {
 	if err := s.Parse(args); err != nil {
 		return err
 	}
-	pol, err := app.Policy(*policy, bench.Policy())
-	if err != nil {
-		return err
-	}
 	// The embedded S3 endpoint moves the process into its own directory
 	// (versitygw's posix backend), which is gone when the result is
 	// written: name the file from where the command was started.
-	out, err = filepath.Abs(out)
+	out, err := filepath.Abs(out)
 	if err != nil {
 		return err
 	}
@@ -106,7 +101,7 @@ func runBench(ctx context.Context, args []string) error {
 		defer f.Close()
 		c.HeapProfile = f
 	}
-	res, err := runBenchOnDevSystem(ctx, c, pol, os.Stdout)
+	res, err := runBenchOnDevSystem(ctx, c, *policy, os.Stdout)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -29,58 +27,27 @@ func devPolicy() exam.Policy {
 func runDev(ctx context.Context, args []string) error {
 	s := config.New("dev", nil)
 	logc := config.BindLog(s, "console")
-	policy := config.BindPolicy(s, app.PolicySettings(devPolicy()))
+	policy := config.BindPolicy(s, devPolicy())
 	models := config.BindModels(s)
 	serverTLS := config.BindServerTLS(s)
-	var cfg devsystem.Config
-	s.String(&cfg.DataDir, "data-dir", "OCTFLOW_DATA_DIR", ".data", "where exams, objects and dev secrets are kept")
-	s.String(&cfg.APIAddr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "API listen address")
-	s.String(&cfg.TemporalAddr, "temporal-addr", "OCTFLOW_TEMPORAL_ADDR", "127.0.0.1:7233", "Temporal frontend address")
-	s.String(&cfg.UIAddr, "ui-addr", "OCTFLOW_UI_ADDR", "127.0.0.1:8233", "Temporal Web UI address, or off")
-	s.String(&cfg.S3Addr, "s3-addr", "OCTFLOW_S3_ADDR", "127.0.0.1:9000", "S3 endpoint address")
-	s.String(&cfg.MetricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "127.0.0.1:9464", "Prometheus /metrics address, off the API's port, or off")
-	s.Int(&cfg.GPUNodes, "gpu-nodes", "OCTFLOW_GPU_NODES", 2, "simulated GPU nodes in this process")
-	s.Duration(&cfg.StopTimeout, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
-	s.String(&cfg.PACSURL, "pacs-url", "OCTFLOW_PACS_URL", "",
-		"DICOMweb base URL of the PACS the demo campus's results go to (octflow posts to its /studies); empty: no export")
-	s.String(&cfg.PACSFile, "pacs-file", "OCTFLOW_PACS_FILE", "",
-		"JSON file naming each campus's PACS as in production (URL, CA and credential files); replaces --pacs-url")
-	var pgURL, pgPassword string
-	s.String(&pgURL, "temporal-postgres", "OCTFLOW_TEMPORAL_POSTGRES", "",
-		"keep Temporal's state in PostgreSQL instead of SQLite: postgres://user@host:port/database (database and database_visibility are created)")
-	s.Secret(&pgPassword, "OCTFLOW_TEMPORAL_POSTGRES_PASSWORD")
-	s.Check(func() error {
-		if cfg.GPUNodes < 0 {
-			return fmt.Errorf("OCTFLOW_GPU_NODES (--gpu-nodes) %d: want 0 or more", cfg.GPUNodes)
-		}
-		if cfg.PACSURL != "" && cfg.PACSFile != "" {
-			return errors.New("OCTFLOW_PACS_URL (--pacs-url) and OCTFLOW_PACS_FILE (--pacs-file): name the PACS one way")
-		}
-		if cfg.PACSURL != "" {
-			if u, err := url.Parse(cfg.PACSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("OCTFLOW_PACS_URL (--pacs-url) %q: want an http or https URL", cfg.PACSURL)
-			}
-		}
-		if pgURL == "" {
-			return nil
-		}
-		pg, err := devstack.ParsePostgresURL(pgURL)
-		if err != nil {
-			return fmt.Errorf("OCTFLOW_TEMPORAL_POSTGRES (--temporal-postgres): %w", err)
-		}
-		if pgPassword != "" {
-			pg.Password = pgPassword
-		}
-		cfg.Postgres = &pg
-		return nil
-	})
+	dev := config.BindDev(s)
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	if cfg.Policy, err = app.Policy(*policy, devPolicy()); err != nil {
-		return err
+	cfg := devsystem.Config{DataDir: dev.DataDir, APIAddr: dev.APIAddr, TemporalAddr: dev.TemporalAddr, UIAddr: dev.UIAddr,
+		S3Addr: dev.S3Addr, MetricsAddr: dev.MetricsAddr, GPUNodes: dev.GPUNodes, StopTimeout: dev.Drain,
+		PACSURL: dev.PACSURL, PACSFile: dev.PACSFile, Policy: *policy}
+	if dev.Postgres != "" {
+		pg, err := devstack.ParsePostgresURL(dev.Postgres)
+		if err != nil {
+			return fmt.Errorf("OCTFLOW_TEMPORAL_POSTGRES (--temporal-postgres): %w", err)
+		}
+		if dev.PostgresPassword != "" {
+			pg.Password = dev.PostgresPassword
+		}
+		cfg.Postgres = &pg
 	}
 	cfg.Backends, cfg.APITLS = app.Backends(*models), serverTLS.Config()
 	tuneEmbeddedGC(os.Getenv)

@@ -34,7 +34,7 @@ func runAPI(ctx context.Context, args []string) error {
 	s := config.New("api", nil)
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
-	policy := config.BindPolicy(s, app.PolicySettings(exam.DefaultPolicy()))
+	policy := config.BindPolicy(s, exam.DefaultPolicy())
 	hooks := config.BindWebhooks(s)
 	rate := config.BindDeviceRate(s, config.DeviceRate{PerMinute: 60, Burst: 20})
 	key := config.BindPseudonymKey(s)
@@ -45,30 +45,21 @@ func runAPI(ctx context.Context, args []string) error {
 	gateway := config.BindGateway(s, app.UploadDefaults())
 	serving := config.BindServing(s, app.ServingDefaults())
 	pacsFile := config.BindPACSFile(s)
-	var addr, tokensFile string
-	s.String(&addr, "api-addr", "OCTFLOW_API_ADDR", "127.0.0.1:8080", "listen address")
-	s.String(&tokensFile, "tokens-file", "OCTFLOW_TOKENS_FILE", "", "JSON file of token hashes and roles")
-	s.Check(func() error {
-		if tokensFile == "" {
-			return fmt.Errorf("OCTFLOW_TOKENS_FILE (--tokens-file) is required")
-		}
-		return nil
-	})
+	listen := config.BindAPI(s)
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	pol, errPolicy := app.Policy(*policy, exam.DefaultPolicy())
 	sealer, errCodec := app.Codec(*keys)
 	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
 	opts := app.Options{
-		Stack: *stack, Identity: "api@" + hostname(), Logger: log, APIAddr: addr, Pseudonymizer: api.NewPseudonymizer(*key),
-		Policy: pol, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, Identities: identities,
+		Stack: *stack, Identity: "api@" + hostname(), Logger: log, APIAddr: listen.Addr, Pseudonymizer: api.NewPseudonymizer(*key),
+		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, Identities: identities,
 		TemporalTLS: temporalTLS.Config(), APITLS: serverTLS.Config(),
 	}
-	if err := errors.Join(errPolicy, errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
+	if err := errors.Join(errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
 		return err
 	}
 	if *pacsFile != "" {
@@ -82,7 +73,7 @@ func runAPI(ctx context.Context, args []string) error {
 			opts.ExportCampuses = append(opts.ExportCampuses, campus)
 		}
 	}
-	if opts.Tokens, err = api.LoadTokens(tokensFile); err != nil {
+	if opts.Tokens, err = api.LoadTokens(listen.TokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
 	trail, closeTrail, err := app.AuditTrail(gateway.Audit, audit.Source{ID: opts.Identity, Host: hostname()}, log)
@@ -107,10 +98,7 @@ func runWorker(ctx context.Context, args []string) error {
 	pacsFile := config.BindPACSFile(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
-	var drain time.Duration
-	var metricsAddr string
-	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on shutdown")
-	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
+	proc := config.BindProcess(s)
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
@@ -123,8 +111,8 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := app.Options{
-		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: drain,
-		MetricsAddr: metricsAddr, Webhooks: app.Webhooks(*hooks, guard), Backends: app.Backends(*models),
+		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: proc.Drain,
+		MetricsAddr: proc.MetricsAddr, Webhooks: app.Webhooks(*hooks, guard), Backends: app.Backends(*models),
 		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
 		Identities: identities,
 	}
@@ -153,46 +141,8 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	models := config.BindModels(s)
 	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
-	var (
-		nodeID, model, queue, metricsAddr string
-		gpus                              int
-		memGiB, failRate, slowdown        float64
-		drain, stageTime, reportEvery     time.Duration
-		cacheMiB                          int
-		takesDir, gpuSource, faultsFile   string
-		campus                            string
-	)
-	s.String(&nodeID, "node-id", "OCTFLOW_NODE_ID", "gpu@"+hostname(), "node identity")
-	s.String(&gpuSource, "gpu-source", "OCTFLOW_GPU_SOURCE", gpuworker.SourceAuto, "where the GPUs come from: nvml (a GPU host: refuse to start when NVML fails), simulated, cpu (no GPU: the stages run on the CPU, in --gpus slots), or auto (NVML where its library is, simulated GPUs where it is not)")
-	s.Int(&gpus, "gpus", "OCTFLOW_GPUS", 1, "simulated GPUs (or CPU slots), used only where NVML finds none")
-	s.String(&model, "gpu-model", "OCTFLOW_GPU_MODEL", "simulated GPU", "model name of the simulated GPUs")
-	s.Float(&memGiB, "gpu-memory-gib", "OCTFLOW_GPU_MEMORY_GIB", 24, "memory of each simulated GPU in GiB")
-	s.String(&queue, "task-queue", "OCTFLOW_GPU_QUEUE", exam.GPUQueue, "GPU task queue to serve")
-	s.String(&campus, "campus", "OCTFLOW_NODE_CAMPUS", "", "the one campus this node serves, on the campus's own queue oct-gpu-campus-<campus> (the api's OCTFLOW_CAMPUS_OWN_GPUS names it), with that campus's payload keys only (octflow node-keys); empty: every campus, on --task-queue")
-	s.Duration(&drain, "drain-timeout", "OCTFLOW_DRAIN_TIMEOUT", 90*time.Second, "how long running stages may finish on SIGTERM")
-	s.Float(&failRate, "sim-failure-rate", "OCTFLOW_SIM_FAILURE_RATE", 0, "simulated GPUs only: fail this fraction of stages (0..1), to watch retries and the breaker")
-	s.Duration(&stageTime, "sim-stage-time", "OCTFLOW_SIM_STAGE_TIME", 0, "simulated GPUs only: each GPU stage also sleeps about this long (simulated GPU time, for octflow bench)")
-	s.Float(&slowdown, "sim-slowdown", "OCTFLOW_SIM_SLOWDOWN", 1, "simulated GPUs only: the node's simulated GPU time and its probe take this many times as long (a gray node, for octflow bench)")
-	s.String(&faultsFile, "sim-faults-file", "OCTFLOW_SIM_FAULTS_FILE", "", "simulated GPUs only: take the GPUs' faults from this file, read every 250 ms (lines such as \"0 thermal\" or \"1 xid,ecc\"; for octflow bench and drills)")
-	s.Duration(&reportEvery, "report-every", "OCTFLOW_REPORT_EVERY", 10*time.Second, "how often the node reports to the fleet view")
-	s.String(&metricsAddr, "metrics-addr", "OCTFLOW_METRICS_ADDR", "", "serve Prometheus /metrics here, e.g. :9464")
-	s.Int(&cacheMiB, "cache-mib", "OCTFLOW_NODE_CACHE_MIB", 1024, "memory for the node's recent stage outputs, read by the exam's next stage here (0: no cache)")
-	s.String(&takesDir, "takes-dir", "OCTFLOW_NODE_TAKES_DIR", "", "where the node notes the stages it holds, so that after a crash its next start hands them back at once (default: a directory for the node ID under the system's temporary directory; off: no notes)")
-	s.Check(func() error {
-		switch {
-		case cacheMiB < 0:
-			return fmt.Errorf("OCTFLOW_NODE_CACHE_MIB (--cache-mib) %d: want 0 (no cache) or more", cacheMiB)
-		case gpus < 1:
-			return fmt.Errorf("OCTFLOW_GPUS (--gpus) %d: want at least 1", gpus)
-		case slowdown < 1:
-			return fmt.Errorf("OCTFLOW_SIM_SLOWDOWN (--sim-slowdown) %v: want 1 (as fast as the others) or more", slowdown)
-		case failRate < 0 || failRate > 1:
-			return fmt.Errorf("OCTFLOW_SIM_FAILURE_RATE (--sim-failure-rate) %v: want a fraction in [0, 1]", failRate)
-		case reportEvery <= 0:
-			return fmt.Errorf("OCTFLOW_REPORT_EVERY (--report-every) must be positive")
-		}
-		return nil
-	})
+	proc := config.BindProcess(s)
+	node := config.BindGPUNode(s, app.GPUNodeDefaults(hostname()))
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
@@ -202,15 +152,16 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if queue, err = app.NodeQueue(sealer, campus, queue); err != nil {
+	queue, err := app.NodeQueue(sealer, node.Campus, node.Queue)
+	if err != nil {
 		return err
 	}
 	// A bound node's own queue is named by its certificate's CN, which
 	// the stack's Temporal lets it poll: its ID must be that name.
-	if cn := temporalTLS.ClientCommonName(); campus != "" && cn != "" && cn != nodeID {
-		return fmt.Errorf("OCTFLOW_NODE_ID (--node-id) %s: a node bound to a campus is named as its certificate is (CN=%s)", nodeID, cn)
+	if cn := temporalTLS.ClientCommonName(); node.Campus != "" && cn != "" && cn != node.ID {
+		return fmt.Errorf("OCTFLOW_NODE_ID (--node-id) %s: a node bound to a campus is named as its certificate is (CN=%s)", node.ID, cn)
 	}
-	inv, source, err := gpuworker.Discover(nvml.New(), gpuSource, gpuworker.SimulatedGPUs{Count: gpus, Model: model, MemoryGiB: memGiB})
+	inv, source, err := gpuworker.Discover(nvml.New(), node.Source, gpuworker.SimulatedGPUs{Count: node.GPUs, Model: node.Model, MemoryGiB: node.MemoryGiB})
 	if err != nil {
 		return err
 	}
@@ -223,9 +174,10 @@ func runGPUWorker(ctx context.Context, args []string) error {
 			zap.String("uuid", g.UUID), zap.Uint64("memoryTotalMiB", g.MemoryTotalMiB),
 			zap.Uint64("memoryFreeMiB", g.MemoryFreeMiB), zap.Uint32("utilizationPct", g.UtilizationPct), zap.Bool("healthy", g.Healthy), zap.Any("faults", g.Faults))
 	}
+	takesDir := node.TakesDir
 	switch takesDir {
 	case "":
-		takesDir = gpuworker.DefaultTakesDir(nodeID)
+		takesDir = gpuworker.DefaultTakesDir(node.ID)
 	case "off":
 		takesDir = ""
 	}
@@ -233,27 +185,27 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		simulated activities.SimulatedComputeFunc
 		probe     func(context.Context) error
 	)
-	if failRate > 0 || stageTime > 0 || slowdown > 1 {
+	if node.FailRate > 0 || node.StageTime > 0 || node.Slowdown > 1 {
 		if source != gpuworker.SourceSimulated {
 			return fmt.Errorf("--sim-failure-rate, --sim-stage-time and --sim-slowdown need simulated GPUs; this node has real ones")
 		}
-		simulated = simulatedGPU(time.Duration(float64(stageTime)*slowdown), failRate)
+		simulated = simulatedGPU(time.Duration(float64(node.StageTime)*node.Slowdown), node.FailRate)
 	}
-	if slowdown > 1 {
-		probe = slowedProbe(gpuworker.DenoiseProbe(), slowdown)
+	if node.Slowdown > 1 {
+		probe = slowedProbe(gpuworker.DenoiseProbe(), node.Slowdown)
 	}
-	if faultsFile != "" {
+	if node.FaultsFile != "" {
 		sim, ok := inv.(*gpuworker.SimulatedInventory)
 		if !ok {
 			return fmt.Errorf("--sim-faults-file needs simulated GPUs; this node has real ones")
 		}
-		sim.FollowFaults(faultsFile)
+		sim.FollowFaults(node.FaultsFile)
 	}
 	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: nodeID, Logger: log, StopTimeout: drain, SimulatedCompute: simulated, MetricsAddr: metricsAddr,
+		Stack: *stack, Identity: node.ID, Logger: log, StopTimeout: proc.Drain, SimulatedCompute: simulated, MetricsAddr: proc.MetricsAddr,
 		Backends: app.Backends(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
-		GPUNodes: []gpuworker.Config{{NodeID: nodeID, GPUs: inv, TaskQueue: queue, DrainTimeout: drain, ReportEvery: reportEvery,
-			CacheMiB: cmp.Or(cacheMiB, -1), TakesDir: takesDir, Probe: probe}},
+		GPUNodes: []gpuworker.Config{{NodeID: node.ID, GPUs: inv, TaskQueue: queue, DrainTimeout: proc.Drain, ReportEvery: node.ReportEvery,
+			CacheMiB: cmp.Or(node.CacheMiB, -1), TakesDir: takesDir, Probe: probe}},
 	})
 }
 

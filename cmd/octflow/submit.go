@@ -22,13 +22,11 @@ import (
 // 1 on any error, 3 when the exam ended DEAD.
 func runSubmit(ctx context.Context, args []string) error {
 	s := config.New("submit", nil)
-	var apiURL, tokenValue string
-	s.String(&apiURL, "api", "OCTFLOW_API_URL", "http://127.0.0.1:8080", "API base URL")
-	s.Secret(&tokenValue, "OCTFLOW_TOKEN")
-	token := &tokenValue
+	client := config.BindClient(s)
+	token := &client.Token
 	apiTLS := config.BindAPITLS(s)
 	fs := s.FlagSet()
-	fs.StringVar(token, "token", tokenValue, "device bearer token (better: OCTFLOW_TOKEN, which ps does not show)")
+	fs.StringVar(token, "token", client.Token, "device bearer token (better: OCTFLOW_TOKEN, which ps does not show)")
 	devTokens := fs.String("dev-tokens", "", "read the device token from octflow dev's dev-tokens.json instead")
 	file := fs.String("file", "", "DICOM Ophthalmic Tomography file to submit (required)")
 	examID := fs.String("exam-id", "", "exam ID (default: derived from the file's digest, so a resend is idempotent)")
@@ -41,6 +39,7 @@ func runSubmit(ctx context.Context, args []string) error {
 	if err := s.Parse(args); err != nil {
 		return err
 	}
+	apiURL := client.APIURL
 	if *file == "" {
 		return fmt.Errorf("--file is required")
 	}
