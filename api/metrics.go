@@ -180,7 +180,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.exams, float64(n), string(st))
 	}
-	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+	for _, b := range exam.Buckets() {
 		n, oldest, err := c.s.waitingExams(ctx, b)
 		if err != nil {
 			warn("waiting", err)

@@ -93,7 +93,7 @@ func (s *Server) listQueues(c echo.Context) error {
 		view.Queues = append(view.Queues, QueueView{Queue: q.name, Kind: q.kind, Backlog: q.backlog,
 			OldestWait: q.age.Round(time.Millisecond).String(), AddRate: q.add, Dispatch: q.dispatch, Pollers: q.pollers})
 	}
-	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+	for _, b := range exam.Buckets() {
 		resp, err := s.cfg.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("%s = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
 				exam.AttrState, lifecycle.Queued, exam.AttrPriority, b),

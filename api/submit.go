@@ -44,10 +44,13 @@ type SubmitMeta struct {
 // upload is a submission received: its metadata, and the scan as sent,
 // spooled encrypted while it is checked.
 type upload struct {
-	meta   SubmitMeta
-	scan   *spool
-	size   int64
-	digest string // of the instance sent (octdicom.NewInstanceHash): a resend, direct or through a router, is the same exam
+	meta SubmitMeta
+	// priority is the bucket the exam runs in: meta's, parsed once at
+	// intake (validateMeta) and allowed (allowedPriority).
+	priority exam.Priority
+	scan     *spool
+	size     int64
+	digest   string // of the instance sent (octdicom.NewInstanceHash): a resend, direct or through a router, is the same exam
 }
 
 func (u *upload) close() {
@@ -147,13 +150,12 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		}
 	}
 
-	prio, _ := exam.ParsePriority(up.meta.Priority)
 	eye, _ := exam.ParseEye(up.meta.Eye)
 	if eye == "" {
 		eye = exam.Eye(clean.laterality)
 	}
 	sub := exam.Submission{
-		ExamID: ref.ID, Priority: prio, Eye: eye, CallbackURL: up.meta.CallbackURL,
+		ExamID: ref.ID, Priority: up.priority, Eye: eye, CallbackURL: up.meta.CallbackURL,
 		PatientRef: clean.patientRef, DeviceID: deviceID, Campus: ref.Campus,
 		ScanKey: exam.ScanKey(ref, up.digest), ScanDigest: up.digest,
 		SubmittedAt: time.Now().UTC(), ScanType: string(clean.pattern),
@@ -197,8 +199,8 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		// runs the workflow worker, its first workflow task comes back
 		// with the start and runs here, skipping a queue that may hold a
 		// burst (the upload's answer waits for it, so only urgent ones).
-		Priority:         contract.TaskPriority(pol, prio, ref.Campus),
-		EnableEagerStart: prio == exam.Urgent,
+		Priority:         contract.TaskPriority(pol, sub.Priority, ref.Campus),
+		EnableEagerStart: sub.Priority == exam.Urgent,
 	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: pol, Export: s.cfg.ExportCampuses[sub.Campus]})
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil {
@@ -225,7 +227,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 			return s.admitKnown(ctx, &examFound{ref: ref, desc: desc}, up, clean)
 		}
 	}
-	if err := s.recordExam(ctx, exam.Record{Exam: ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: sub.SubmittedAt}); err != nil {
+	if err := s.recordExam(ctx, exam.Record{Exam: ref, ScanDigest: up.digest, Priority: sub.Priority, AcceptedAt: sub.SubmittedAt}); err != nil {
 		// The exam runs; a resend finds it and writes the record.
 		return nil, err
 	}
@@ -240,14 +242,14 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 		}
 	}
 	s.cfg.Logger.Info("exam accepted", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
-		zap.String("priority", string(prio)), zap.String("deviceId", deviceID))
+		zap.String("priority", string(sub.Priority)), zap.String("deviceId", deviceID))
 	// Labelled by the token's device (a router's own ID): the instance's
 	// serial number, which a router passes on, could mint a series each.
 	s.arrivals.WithLabelValues(ref.Campus, who.DeviceID).Inc()
 	// The answer is what this request made: the exam, created. Its
 	// moves from here are the status's to tell; reading them back now
 	// would cost a history read per upload.
-	st := &ExamStatus{ExamID: ref.ID, Campus: ref.Campus, State: lifecycle.Created, Priority: prio, EffectivePriority: prio,
+	st := &ExamStatus{ExamID: ref.ID, Campus: ref.Campus, State: lifecycle.Created, Priority: sub.Priority, EffectivePriority: sub.Priority,
 		CreatedAt: sub.SubmittedAt, UpdatedAt: sub.SubmittedAt, Runs: 1}
 	return &admission{ref: ref, code: http.StatusAccepted, status: st}, nil
 }
@@ -262,8 +264,7 @@ func (s *Server) admitKnown(ctx context.Context, f *examFound, up *upload, clean
 		return nil, p
 	}
 	created := f.desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()
-	prio, _ := exam.ParsePriority(up.meta.Priority)
-	if err := s.ensureRecord(ctx, exam.Record{Exam: f.ref, ScanDigest: up.digest, Priority: prio, AcceptedAt: created}); err != nil {
+	if err := s.ensureRecord(ctx, exam.Record{Exam: f.ref, ScanDigest: up.digest, Priority: up.priority, AcceptedAt: created}); err != nil {
 		return nil, err
 	}
 	if err := s.ensureIdentity(ctx, f.ref, up); err != nil {
@@ -472,11 +473,11 @@ func (s *Server) receive(c echo.Context) (*upload, error) {
 	if up.scan == nil || up.size == 0 {
 		return up, problem(http.StatusBadRequest, "malformed-request", "missing scan part")
 	}
-	if err := validateMeta(up.meta); err != nil {
+	prio, err := validateMeta(up.meta)
+	if err != nil {
 		return up, err
 	}
-	prio, _ := exam.ParsePriority(up.meta.Priority)
-	up.meta.Priority = string(allowedPriority(c, prio))
+	up.priority = allowedPriority(c, prio)
 	if up.meta.CallbackURL != "" {
 		if s.cfg.Callbacks == nil {
 			return up, problem(http.StatusUnprocessableEntity, "invalid-callback", "this gateway accepts no callback URLs")
@@ -529,27 +530,30 @@ func (s *Server) storeClean(ctx context.Context, key string, clean *cleanScan) e
 	return nil
 }
 
-func validateMeta(m SubmitMeta) error {
+// validateMeta checks a submission's meta part and returns its priority,
+// parsed here once.
+func validateMeta(m SubmitMeta) (exam.Priority, error) {
 	bad := func(detail string) error { return problem(http.StatusBadRequest, "invalid-meta", detail) }
 	if err := exam.ValidateID(m.ExamID); err != nil {
-		return bad(err.Error())
+		return "", bad(err.Error())
 	}
 	if exam.IsReference(m.ExamID) {
-		return bad("exam id: ex- and 24 hex digits is the form of octflow's own exam references; a device's exam ID cannot take it")
+		return "", bad("exam id: ex- and 24 hex digits is the form of octflow's own exam references; a device's exam ID cannot take it")
 	}
-	if _, err := exam.ParsePriority(m.Priority); err != nil {
-		return bad(err.Error())
+	prio, err := exam.ParsePriority(m.Priority)
+	if err != nil {
+		return "", bad(err.Error())
 	}
 	if _, err := exam.ParseEye(m.Eye); err != nil {
-		return bad(err.Error())
+		return "", bad(err.Error())
 	}
 	if _, err := imaging.ParsePattern(m.ScanType); err != nil {
-		return bad("scanType: not a scan pattern octflow reads (see the API reference)")
+		return "", bad("scanType: not a scan pattern octflow reads (see the API reference)")
 	}
 	if len(m.PatientRef) > 256 || len(m.CallbackURL) > 2048 {
-		return bad("patientRef or callbackUrl is too long")
+		return "", bad("patientRef or callbackUrl is too long")
 	}
-	return nil
+	return prio, nil
 }
 
 // readProblem is the problem for a body that could not be read: too

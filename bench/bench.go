@@ -913,7 +913,7 @@ func printBench(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "  killed %s at +%.2f s\n", k.Node, k.At.Sub(r.StartedAt).Seconds())
 	}
 	fmt.Fprintf(w, "queue wait to the first GPU stage, seconds:\n")
-	for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+	for _, b := range exam.Buckets() {
 		s := r.QueueWaitS[string(b)]
 		fmt.Fprintf(w, "  %-7s n=%-4d p50 %7.1f  p99 %7.1f  max %7.1f  (first attempt failed or lost with its node: %d)\n",
 			b, s.N, s.P50, s.P99, s.Max, r.FirstStageRetried[string(b)])
@@ -922,7 +922,7 @@ func printBench(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "queue wait to the first GPU stage per campus, p50 / p99 seconds (urgent, normal, low):\n")
 		for _, campus := range slices.Sorted(maps.Keys(r.CampusQueueWaitS)) {
 			fmt.Fprintf(w, "  %-14s", campus)
-			for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+			for _, b := range exam.Buckets() {
 				s := r.CampusQueueWaitS[campus][string(b)]
 				fmt.Fprintf(w, "  n=%-4d %6.1f / %6.1f", s.N, s.P50, s.P99)
 			}
@@ -945,7 +945,7 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "wait of each stage, p99 seconds (urgent / normal / low):\n")
 	for _, stage := range exam.Pipeline {
 		fmt.Fprintf(w, "  %-8s", stage)
-		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
+		for _, b := range exam.Buckets() {
 			fmt.Fprintf(w, " %7.1f", r.StageWaitS[string(b)][string(stage)].P99)
 		}
 		fmt.Fprintln(w)

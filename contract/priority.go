@@ -75,8 +75,7 @@ func FairnessKey(bucket exam.Priority, campus string) string {
 // campuses shared the buckets) reads as that bucket.
 func BucketOfKey(key string) exam.Priority {
 	bucket, _, _ := strings.Cut(key, "/")
-	switch b := exam.Priority(bucket); b {
-	case exam.Urgent, exam.Normal, exam.Low:
+	if b := exam.Priority(bucket); b.Known() {
 		return b
 	}
 	return ""

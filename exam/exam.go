@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -17,13 +18,19 @@ const (
 	Low    Priority = "low"
 )
 
+// Buckets are the three buckets, most urgent first.
+func Buckets() []Priority { return []Priority{Urgent, Normal, Low} }
+
+// Known says whether p is one of the three buckets.
+func (p Priority) Known() bool { return slices.Contains(Buckets(), p) }
+
 // ParsePriority accepts "urgent", "normal" or "low"; "" means normal.
 func ParsePriority(s string) (Priority, error) {
-	switch p := Priority(s); p {
-	case Urgent, Normal, Low:
-		return p, nil
-	case "":
+	if s == "" {
 		return Normal, nil
+	}
+	if p := Priority(s); p.Known() {
+		return p, nil
 	}
 	return "", errors.New("priority: want urgent, normal or low")
 }

@@ -159,7 +159,7 @@ func (p Policy) Validate() error {
 	if p.HeartbeatTimeout <= 0 || p.HeartbeatTimeout >= p.StageTimeout {
 		bad("heartbeatTimeout", "%s: want a positive duration below the stage timeout %s", p.HeartbeatTimeout, p.StageTimeout)
 	}
-	for _, b := range []Priority{Urgent, Normal, Low} {
+	for _, b := range Buckets() {
 		if w := p.Weights[b]; !(w > 0) {
 			bad("weights", "%s bucket weight %v: want a positive number", b, w)
 		}
@@ -247,7 +247,7 @@ func (p Policy) Weight(bucket Priority) float32 { return p.Weights[bucket] }
 // 60/35/5).
 func (p Policy) Share(bucket Priority) float32 {
 	var total float32
-	for _, b := range []Priority{Urgent, Normal, Low} {
+	for _, b := range Buckets() {
 		total += p.Weights[b]
 	}
 	if !(total > 0) {
