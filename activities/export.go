@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,14 +55,6 @@ type Exporter struct {
 	mu      sync.Mutex
 	clients map[string]*http.Client // by campus
 }
-
-// stowFailedSOPSequence and stowFailureReason are the STOW-RS response's
-// attributes, as DICOM JSON names them.
-const (
-	stowFailedSOPSequence = "00081198"
-	stowFailureReason     = "00081197"
-	stowReferencedSOPUID  = "00081155"
-)
 
 // ExportToPACS builds an exam's results as DICOM objects, filed in the
 // patient's own study (package octdicom: the report as Encapsulated PDF,
@@ -141,7 +132,7 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	// what an earlier try, whose answer was lost, stored. Each object is
 	// asked for by WADO-RS; a refusal stands only for what it lacks.
 	var refusal error
-	if failed := stowFailures(answer); resp.StatusCode != http.StatusOK || len(failed) > 0 {
+	if failed := octdicom.StoreFailures(answer); resp.StatusCode != http.StatusOK || len(failed) > 0 {
 		msg := fmt.Sprintf("the PACS refused the results (%d)", resp.StatusCode)
 		if len(failed) > 0 {
 			msg += ": " + strings.Join(failed, "; ")
@@ -262,31 +253,6 @@ func (x *Exporter) client(campus string, target PACSTarget) *http.Client {
 
 // exportHTTPTimeout bounds one request to the PACS.
 const exportHTTPTimeout = 2 * time.Minute
-
-// stowFailures lists what a STOW-RS response's Failed SOP Sequence says:
-// each refused instance's UID and failure reason.
-func stowFailures(answer []byte) []string {
-	var ds map[string]struct {
-		Value []map[string]struct {
-			Value []any `json:"Value"`
-		} `json:"Value"`
-	}
-	if json.Unmarshal(answer, &ds) != nil {
-		return nil
-	}
-	var out []string
-	for _, item := range ds[stowFailedSOPSequence].Value {
-		uid, reason := "an instance", "no reason given"
-		if v := item[stowReferencedSOPUID].Value; len(v) > 0 {
-			uid = fmt.Sprint(v[0])
-		}
-		if v := item[stowFailureReason].Value; len(v) > 0 {
-			reason = fmt.Sprintf("reason %v", v[0])
-		}
-		out = append(out, uid+": "+reason)
-	}
-	return out
-}
 
 func refused(msg string) error {
 	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeExportRefused, nil)

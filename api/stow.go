@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,16 +57,6 @@ const (
 // stored: Coercion of Data Elements (PS3.18 Table I.2-1). octflow keeps a
 // de-identified copy, never the instance as sent (docs/conformance.md).
 const stowCoerced = 0xB000
-
-// Private attributes of a STOW-RS answer's items (creator "OCTFLOW"):
-// the absolute URL of a stored instance's exam status in octflow's API.
-// The standard's Retrieve URL (0008,1190) is for WADO-RS, which octflow
-// does not serve: it is present and empty.
-const (
-	privateCreatorTag = "00090010"
-	privateCreator    = "OCTFLOW"
-	examStatusURLTag  = "00091001"
-)
 
 // maxInstances is how many instances one STOW-RS request may carry; a
 // router sends more in further requests. A request with more is refused
@@ -231,7 +219,7 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	answer := stowAnswer(results, retrieveBase(c))
 	var b []byte
 	if answerAs == mediaDICOMXML {
-		b, err = nativeDICOMModel(answer)
+		b, err = answer.NativeXML()
 	} else {
 		b, err = json.Marshal(answer)
 	}
@@ -265,7 +253,7 @@ func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority
 		res.reason = stowCannotUnderstand
 		return res, nil
 	}
-	up.meta = SubmitMeta{Priority: string(prio)}
+	up.priority = prio
 	clean, err := s.cleanUpload(c, up)
 	defer clean.close()
 	if err != nil {
@@ -352,12 +340,6 @@ func routedDevice(who Principal, serial string) string {
 	return who.DeviceID + "." + serial
 }
 
-// dicomJSON is an attribute in the DICOM JSON model (PS3.18 Annex F).
-type dicomJSON struct {
-	VR    string `json:"vr"`
-	Value []any  `json:"Value,omitempty"`
-}
-
 // retrieveBase is the scheme and host the request reached the api by:
 // the api has no public address configured of its own, and a Retrieve
 // URL must be absolute. Behind a TLS proxy, X-Forwarded-Proto says https.
@@ -380,33 +362,33 @@ func retrieveBase(c echo.Context) string {
 // (0008,1197). Every item names its instance (Referenced SOP Class and
 // Instance UIDs) where the instance could be read that far; a part that
 // is not DICOM has neither.
-func stowAnswer(results []stowResult, base string) map[string]dicomJSON {
+func stowAnswer(results []stowResult, base string) octdicom.JSONDataset {
 	var referenced, failed []any
 	for _, r := range results {
-		item := map[string]dicomJSON{}
+		item := octdicom.JSONDataset{}
 		if r.sopClass != "" {
-			item["00081150"] = dicomJSON{VR: "UI", Value: []any{r.sopClass}}
+			item[octdicom.TagReferencedSOPClassUID] = octdicom.JSONAttribute{VR: "UI", Value: []any{r.sopClass}}
 		}
 		if r.sopInstance != "" {
-			item["00081155"] = dicomJSON{VR: "UI", Value: []any{r.sopInstance}}
+			item[octdicom.TagReferencedSOPInstanceUID] = octdicom.JSONAttribute{VR: "UI", Value: []any{r.sopInstance}}
 		}
 		if r.reason == 0 {
-			item["00081190"] = dicomJSON{VR: "UR"}
-			item["00081196"] = dicomJSON{VR: "US", Value: []any{stowCoerced}}
-			item[privateCreatorTag] = dicomJSON{VR: "LO", Value: []any{privateCreator}}
-			item[examStatusURLTag] = dicomJSON{VR: "UR", Value: []any{base + r.status}}
+			item[octdicom.TagRetrieveURL] = octdicom.JSONAttribute{VR: "UR"}
+			item[octdicom.TagWarningReason] = octdicom.JSONAttribute{VR: "US", Value: []any{stowCoerced}}
+			item[octdicom.TagPrivateCreator] = octdicom.JSONAttribute{VR: "LO", Value: []any{octdicom.PrivateCreator}}
+			item[octdicom.TagExamStatusURL] = octdicom.JSONAttribute{VR: "UR", Value: []any{base + r.status}}
 			referenced = append(referenced, item)
 			continue
 		}
-		item["00081197"] = dicomJSON{VR: "US", Value: []any{r.reason}}
+		item[octdicom.TagFailureReason] = octdicom.JSONAttribute{VR: "US", Value: []any{r.reason}}
 		failed = append(failed, item)
 	}
-	out := map[string]dicomJSON{"00081190": {VR: "UR"}}
+	out := octdicom.JSONDataset{octdicom.TagRetrieveURL: {VR: "UR"}}
 	if len(referenced) > 0 {
-		out["00081199"] = dicomJSON{VR: "SQ", Value: referenced}
+		out[octdicom.TagReferencedSOPSequence] = octdicom.JSONAttribute{VR: "SQ", Value: referenced}
 	}
 	if len(failed) > 0 {
-		out["00081198"] = dicomJSON{VR: "SQ", Value: failed}
+		out[octdicom.TagFailedSOPSequence] = octdicom.JSONAttribute{VR: "SQ", Value: failed}
 	}
 	return out
 }
@@ -477,54 +459,4 @@ func stowAnswerType(accept []string) string {
 		return mediaDICOMXML
 	}
 	return ""
-}
-
-// nativeDICOMModel is the answer in the Native DICOM Model (PS3.19
-// Annex A), as application/dicom+xml gives it: attributes in tag order,
-// sequences as numbered items, values numbered from 1.
-func nativeDICOMModel(answer map[string]dicomJSON) ([]byte, error) {
-	var b strings.Builder
-	b.WriteString(xml.Header)
-	b.WriteString(`<NativeDicomModel xmlns="http://dicom.nema.org/PS3.19/models/NativeDICOM">`)
-	if err := writeNativeAttributes(&b, answer); err != nil {
-		return nil, err
-	}
-	b.WriteString("</NativeDicomModel>\n")
-	return []byte(b.String()), nil
-}
-
-// writeNativeAttributes writes attrs in the Native DICOM Model.
-func writeNativeAttributes(b *strings.Builder, attrs map[string]dicomJSON) error {
-	tags := make([]string, 0, len(attrs))
-	for t := range attrs {
-		tags = append(tags, t)
-	}
-	slices.Sort(tags)
-	for _, t := range tags {
-		a := attrs[t]
-		fmt.Fprintf(b, `<DicomAttribute tag="%s" vr="%s"`, t, a.VR)
-		if group, err := strconv.ParseUint(t[:4], 16, 16); err == nil && group%2 == 1 && t[4:6] == "10" {
-			// A private attribute of the (gggg,10xx) block: its creator.
-			fmt.Fprintf(b, ` privateCreator="%s"`, privateCreator)
-		}
-		b.WriteString(">")
-		for i, v := range a.Value {
-			switch v := v.(type) {
-			case map[string]dicomJSON:
-				fmt.Fprintf(b, `<Item number="%d">`, i+1)
-				if err := writeNativeAttributes(b, v); err != nil {
-					return err
-				}
-				b.WriteString("</Item>")
-			default:
-				fmt.Fprintf(b, `<Value number="%d">`, i+1)
-				if err := xml.EscapeText(b, []byte(fmt.Sprint(v))); err != nil {
-					return err
-				}
-				b.WriteString("</Value>")
-			}
-		}
-		b.WriteString("</DicomAttribute>")
-	}
-	return nil
 }

@@ -70,7 +70,7 @@ func TestTheXMLAnswerIsTheJSONAnswerInTheNativeModel(t *testing.T) {
 		{sopClass: "1.2.840.10008.5.1.4.1.1.77.1.5.4", sopInstance: "2.25.1", status: "/v1/exams/x?campus=a&b"},
 		{sopInstance: "2.25.2", reason: stowOtherStudy},
 	}, "https://octflow.test")
-	b, err := nativeDICOMModel(answer)
+	b, err := answer.NativeXML()
 	if err != nil {
 		t.Fatal(err)
 	}
