@@ -1,9 +1,9 @@
 // Package api is octflow's HTTP gateway (Echo) and the client of it.
 // Devices and DICOM routers submit exams; clinicians read status,
 // timelines and reports, review them and follow report-ready events;
-// admins see queues and GPU nodes and rerun dead exams. The routes are
-// in server.go (New), the contract in openapi.yaml, served at
-// /openapi.yaml; docs/api.md is its prose.
+// admins see queues and GPU nodes, rerun dead exams and send a failed
+// export again. The routes are in server.go (New), the contract in
+// openapi.yaml, served at /openapi.yaml; docs/api.md is its prose.
 //
 // A tour, in the order a request meets it:
 //
@@ -22,18 +22,24 @@
 //   - Naming the exam: pseudonym.go turns a device's exam ID into the
 //     exam's reference (a keyed hash within its campus) and a patient
 //     ID into a pseudonym; the reference names the workflow
-//     (contract.ExamWorkflowID), whose start with use-existing on
-//     conflict makes a resend idempotent. examrecord.go writes the
-//     exam's own record next to its objects.
+//     (contract.ExamWorkflowID). Temporal's one workflow per ID is the
+//     lock that makes a resend idempotent: submit.go (admit) looks the
+//     exam up first, and starts a new one with the conflict policy
+//     FAIL, so a start that succeeds is the request's own (202) and one
+//     refused because another request won is answered as a repeat (200,
+//     or 409 for another scan; decision 0019). priority.go decides the
+//     bucket an upload may have and its campus's share. examrecord.go
+//     writes the exam's own record next to its objects.
 //   - Reading it back: status.go and timeline.go answer GET
 //     /v1/exams/{id} and its /events from lifecycle's fold of the
 //     workflows' histories; exams.go serves the report; review.go
 //     delivers a clinician's decision as an Update to the review
-//     workflow; rerun.go starts a dead exam again; notifications.go is
+//     workflow; rerun.go starts a dead exam again and export.go a
+//     failed export to the campus's PACS; notifications.go is
 //     the Server-Sent Events stream read from the campus's inbox
 //     workflow.
 //   - Operating it: queues.go and nodes.go (GET /v1/queues, /v1/nodes,
-//     breaker reset), metrics.go (the gauges read from Temporal at
+//     breaker reset, an operator's health mark), metrics.go (the gauges read from Temporal at
 //     scrape), codec.go and codec_session.go (the Web UI's codec
 //     endpoint, opening a payload only for a caller of its campus).
 //   - Every answer: problem.go writes RFC 9457 problem+json with a

@@ -1,9 +1,3 @@
-// Package api is octflow's HTTP gateway (Echo): devices submit exams,
-// clinicians and admins read them. It authenticates bearer tokens by
-// role, validates every upload before anything is stored, pseudonymises
-// patient identifiers, stores the scan and starts the exam's workflow
-// with the exam ID as workflow ID, which makes submission idempotent.
-// Errors are RFC 9457 problem+json.
 package api
 
 import (

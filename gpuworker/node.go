@@ -1,9 +1,3 @@
-// Package gpuworker is a GPU node: a Temporal worker on a GPU task queue
-// that runs the image stages. It discovers its GPUs (NVML, or simulated
-// ones where there is no NVIDIA driver), grants one stage per free,
-// healthy GPU with enough memory (Slots), stops taking work when its
-// recent stages fail too often (Breaker), and drains on shutdown so a
-// deploy never loses a stage.
 package gpuworker
 
 import (
