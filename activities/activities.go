@@ -3,6 +3,13 @@
 // output under the exam's deterministic keys, so a re-executed stage
 // overwrites instead of duplicating. Volumes travel through the object
 // store, never through Temporal.
+//
+// Each stage is a file of its own (denoise.go, layers.go, lesions.go,
+// measure.go, report.go, notify.go): what it reads and writes, its
+// computation (the Go reference, and a served model where the stage may
+// have one) and its activity. Their declaration, the pipeline's order,
+// is exam's (exam.StageSpec). This file holds what every stage runs
+// through: the heartbeats, the node's cache and the object store.
 package activities
 
 import (
@@ -26,7 +33,6 @@ import (
 	"octflow/imaging"
 	"octflow/inference"
 	"octflow/octdicom"
-	"octflow/report"
 	"octflow/storage"
 )
 
@@ -62,9 +68,10 @@ type Activities struct {
 	// every heartbeat so that a stage lost with its node still names the
 	// node in the exam's timeline.
 	Node string
-	// Backends run the image stages: the pure-Go reference algorithms,
-	// unless a stage is pointed at a served model.
-	Backends inference.Backends
+	// Models are the served models of the stages a site points at one
+	// (exam.StageSpec.Model); every other stage runs its Go reference
+	// implementation.
+	Models map[exam.Stage]inference.Model
 	// Exporter sends results to the campuses' PACS (CPU workers only;
 	// nil: no campus has one).
 	Exporter *Exporter
@@ -104,288 +111,6 @@ type ReviewOpener interface {
 // Inbox is where report-ready events wait for the clinicians' stream.
 type Inbox interface {
 	Publish(ctx context.Context, e contract.ReportReadyEvent) error
-}
-
-// algorithms names what ran each image stage, recorded in every report.
-func (a *Activities) algorithms() map[string]string {
-	b := a.Backends.WithDefaults()
-	return map[string]string{
-		string(exam.Denoise): b.Denoise.Name(),
-		string(exam.Layers):  b.Layers.Name(),
-		string(exam.Lesions): b.Lesions.Name(),
-		string(exam.Measure): inference.MeasureAlgorithm,
-	}
-}
-
-// Denoise reads the uploaded scan and writes the denoised volume.
-func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-	var out contract.StageOutput
-	err := a.run(ctx, exam.Denoise, &out, func(ctx context.Context) error {
-		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
-		if err != nil {
-			return err
-		}
-		// Whatever the device's encoding, the stages work on one scale.
-		v, intensity := imaging.Normalize(v)
-		if err := a.putJSON(ctx, exam.IntensityKey(in.Exam.Ref()), intensity); err != nil {
-			return err
-		}
-		var den *imaging.Volume
-		if err := a.onGPU(ctx, exam.Denoise, func(ctx context.Context) (err error) {
-			den, err = a.Backends.WithDefaults().Denoise.Denoise(ctx, v)
-			return err
-		}); err != nil {
-			return permanentIfInvalid(err)
-		}
-		key := exam.DenoisedKey(in.Exam.Ref())
-		var buf bytes.Buffer
-		// The derived volume carries no patient identifier.
-		if err := octdicom.WriteDICOM(&buf, den, octdicom.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
-			return err
-		}
-		out.Keys = []string{key}
-		return a.put(ctx, key, buf.Bytes(), "application/dicom")
-	})
-	return out, err
-}
-
-// SegmentLayers finds the retinal boundaries in the denoised volume.
-func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-	var out contract.StageOutput
-	err := a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
-		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
-		if err != nil {
-			return err
-		}
-		var layers *imaging.Layers
-		if err := a.onGPU(ctx, exam.Layers, func(ctx context.Context) (err error) {
-			layers, err = a.Backends.WithDefaults().Layers.SegmentLayers(ctx, v)
-			return err
-		}); err != nil {
-			return permanentIfInvalid(err)
-		}
-		out.Keys = []string{exam.LayersKey(in.Exam.Ref())}
-		return a.putJSON(ctx, out.Keys[0], layers)
-	})
-	return out, err
-}
-
-// MarkLesions finds fluid and drusen in the segmented retina: their masks
-// as a label volume (NRRD) and the list of lesions (JSON).
-func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-	var out contract.StageOutput
-	err := a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
-		if err != nil {
-			return err
-		}
-		var masks *imaging.LesionMasks
-		var lesions []imaging.Lesion
-		if err := a.onGPU(ctx, exam.Lesions, func(ctx context.Context) (err error) {
-			if masks, err = a.Backends.WithDefaults().Lesions.LesionMasks(ctx, v, layers); err != nil {
-				return err
-			}
-			lesions, err = masks.Lesions(v, layers)
-			return err
-		}); err != nil {
-			return permanentIfInvalid(err)
-		}
-		if lesions == nil {
-			lesions = []imaging.Lesion{}
-		}
-		var labels bytes.Buffer
-		if err := imaging.WriteLabelsNRRD(&labels, v, masks.Labels()); err != nil {
-			return err
-		}
-		out.Keys = []string{exam.LesionsKey(in.Exam.Ref()), exam.LesionLabelsKey(in.Exam.Ref())}
-		if err := a.put(ctx, out.Keys[1], labels.Bytes(), "application/octet-stream"); err != nil {
-			return err
-		}
-		return a.putJSON(ctx, out.Keys[0], lesions)
-	})
-	return out, err
-}
-
-// measurementsFile is what the measure stage stores.
-type measurementsFile struct {
-	Volume   report.VolumeInfo `json:"volume"`
-	Eye      string            `json:"eye"`
-	Analysis *imaging.Analysis `json:"analysis"`
-}
-
-// Measure runs the quality gate and measures what the scan's pattern
-// allows over its gradable part: the ETDRS grid and volume of a cube, the
-// central thickness of a line, the RNFL of a circle. A scan that cannot
-// be measured is no failure: its analysis says why, and the exam goes on
-// to a report that says so.
-func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-	var out contract.StageOutput
-	err := a.run(ctx, exam.Measure, &out, func(ctx context.Context) error {
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
-		if err != nil {
-			return err
-		}
-		if v.Laterality == "" {
-			v.Laterality = string(in.Exam.Eye)
-		}
-		var an *imaging.Analysis
-		if err := a.onGPU(ctx, exam.Measure, func(ctx context.Context) (err error) {
-			an, err = imaging.Analyze(ctx, v, layers)
-			return err
-		}); err != nil {
-			return permanentIfInvalid(err)
-		}
-		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
-		out.Summary = summarize(an, 0, "")
-		return a.putJSON(ctx, out.Keys[0], measurementsFile{
-			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
-			Eye:    v.Laterality, Analysis: an})
-	})
-	return out, err
-}
-
-// summarize is the headline of an analysis: what status and events show,
-// with the figures it withholds named (the report gives the reasons) and
-// the report's lesion finding ("" before the report).
-func summarize(an *imaging.Analysis, lesions int, finding string) *exam.Summary {
-	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
-		Lesions: lesions, LesionFinding: finding}
-	if an.Figures != nil {
-		an.Figures.Summarize(s)
-	}
-	for _, w := range an.Withheld {
-		s.Withheld = append(s.Withheld, w.Figure)
-		if s.WithheldReasons == nil {
-			s.WithheldReasons = map[string]string{}
-		}
-		s.WithheldReasons[w.Figure] = w.Reason
-	}
-	if an.Measurable() && an.LesionsWithheld() != "" {
-		s.LesionsWithheld, s.Lesions = true, 0
-	}
-	return s
-}
-
-// RenderReport writes report.json and report.pdf from the stage outputs.
-func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-	var out contract.StageOutput
-	err := a.run(ctx, exam.Render, &out, func(ctx context.Context) error {
-		var mf measurementsFile
-		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
-			return err
-		}
-		var lesions []imaging.Lesion
-		if err := a.getJSON(ctx, exam.LesionsKey(in.Exam.Ref()), &lesions); err != nil {
-			return err
-		}
-		if mf.Analysis == nil {
-			return temporal.NewNonRetryableApplicationError("measurements missing", contract.ErrTypeInvalidVolume, nil)
-		}
-		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
-		if err != nil {
-			return err
-		}
-		// The mask does not travel in measurements.json; the gate is
-		// deterministic, so it is asked again.
-		mf.Analysis.Quality.Mask = imaging.Assess(v, layers).Mask
-		var intensity imaging.Intensity
-		switch err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); {
-		case errors.Is(err, storage.ErrNotFound): // an exam denoised before normalisation was recorded
-		case err != nil:
-			return err
-		}
-		info := activity.GetInfo(ctx)
-		rep := &report.Report{
-			SchemaVersion: report.SchemaVersion,
-			ExamID:        in.Exam.ExamID,
-			PatientRef:    in.Exam.PatientRef,
-			DeviceID:      in.Exam.DeviceID,
-			Campus:        in.Exam.Campus,
-			Eye:           mf.Eye,
-			Priority:      string(in.Exam.Priority),
-			SubmittedAt:   in.Exam.SubmittedAt,
-			// The stage's scheduled time, not the wall clock, so that a
-			// re-run writes the same report.
-			GeneratedAt: info.ScheduledTime.UTC().Truncate(time.Second),
-			Volume:      mf.Volume,
-			Algorithms:  a.algorithms(),
-		}
-		if intensity.Encoding != "" {
-			rep.Intensity = &intensity
-		}
-		rep.FromAnalysis(mf.Analysis, lesions, v.Cols)
-		figs := reportFigures(v, layers, mf.Analysis)
-		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
-		// A report stands once written: a retry of the same run rewrites
-		// the same report, another run never replaces it.
-		rep.Run = info.WorkflowExecution.RunID
-		var existing report.Report
-		switch err := a.getJSON(ctx, jsonKey, &existing); {
-		case err == nil && existing.Run != "" && existing.Run != rep.Run:
-			a.Metrics.duplicate("refused")
-			return temporal.NewNonRetryableApplicationError("the exam already has a report, from another run; it is not overwritten",
-				contract.ErrTypeReportExists, nil)
-		case err == nil:
-			// The same run's report stage completed before (a lost
-			// completion, retried): the same report is written again.
-			a.Metrics.duplicate("rewritten")
-		case err != nil && !errors.Is(err, storage.ErrNotFound):
-			return err
-		}
-		pdf, err := report.PDF(rep, figs)
-		if err != nil {
-			return err
-		}
-		if err := a.putJSON(ctx, jsonKey, rep); err != nil {
-			return err
-		}
-		out.Keys = []string{jsonKey, pdfKey}
-		out.Summary = summarize(mf.Analysis, len(rep.Lesions), rep.LesionFinding)
-		if err := a.put(ctx, pdfKey, pdf, "application/pdf"); err != nil {
-			return err
-		}
-		return a.openReview(ctx, in.Review, *out.Summary, rep.GeneratedAt)
-	})
-	return out, err
-}
-
-// openReview opens the review the report stage was asked to open, once
-// the report it reviews is stored: with the report's summary, its window
-// running from the report's time. A retried stage finds it open.
-func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStart, summary exam.Summary, reportAt time.Time) error {
-	if review == nil {
-		return nil // the stage was not asked to open one
-	}
-	if a.Reviews == nil {
-		return errors.New("this worker cannot open reviews")
-	}
-	start := *review
-	start.Summary, start.ReportAt = summary, reportAt
-	if err := a.Reviews.Open(ctx, start); err != nil {
-		return unavailable(ctx, fmt.Errorf("open review: %w", err))
-	}
-	return nil
-}
-
-// reportFigures takes the B-scan the report shows (through the fovea of
-// a cube, the one B-scan of a line or circle), its boundaries and a
-// cube's thickness map. The report outlines its own lesions on it.
-func reportFigures(v *imaging.Volume, l *imaging.Layers, an *imaging.Analysis) *report.Figures {
-	f, col := 0, v.Cols/2
-	var thickness []float32
-	if m, ok := an.Figures.(*imaging.Measurements); ok {
-		f, col, thickness = min(max(m.FoveaFrame, 0), v.Frames-1), m.FoveaCol, m.ThicknessMapUm
-	} else if v.Frames > 1 {
-		f = v.Frames / 2
-	}
-	figs := &report.Figures{BScan: v.Frame(f), Rows: v.Rows, Cols: v.Cols, Boundaries: map[string][]float32{},
-		Thickness: thickness, Frames: v.Frames, Spacing: v.Spacing, FoveaFrame: f, FoveaCol: col}
-	for name, rows := range l.Boundaries {
-		if len(rows) == v.Frames*v.Cols {
-			figs.Boundaries[name] = rows[f*v.Cols : (f+1)*v.Cols]
-		}
-	}
-	return figs
 }
 
 // run executes a stage body while heartbeating, so a node that dies is

@@ -85,8 +85,9 @@ type Options struct {
 	// each stage's GPU). For tracing; the tests inject faults with them.
 	ClientInterceptors []interceptor.ClientInterceptor
 	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
-	// Backends run the image stages (default: the reference algorithms).
-	Backends inference.Backends
+	// Models are the served models of the stages pointed at one (see
+	// activities.Activities.Models; none: the reference implementations).
+	Models map[exam.Stage]inference.Model
 	// Codec seals what this process sends through Temporal (nil: nothing
 	// is sealed, which only the dev stack allows).
 	Codec *codec.Codec
@@ -198,7 +199,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		}
 	}
 	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
-		Webhooks: opts.Webhooks, Backends: opts.Backends}
+		Webhooks: opts.Webhooks, Models: opts.Models}
 	exportCampuses := map[string]bool{}
 	if len(opts.PACS) > 0 {
 		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities}

@@ -127,23 +127,15 @@ func Webhooks(w config.Webhooks, guard *callback.Guard) *activities.Webhooks {
 	return &activities.Webhooks{Guard: guard, Secrets: w.Secrets, PublicURL: w.PublicURL}
 }
 
-// Backends are the image stages' implementations: a stage with a model
-// URL calls it, any other runs the reference algorithm.
-func Backends(m config.Models) inference.Backends {
-	model := func(s config.Model) inference.Model {
-		return inference.Model{URL: s.URL, Input: s.Input, Output: s.Output, Client: &http.Client{Timeout: 5 * time.Minute}}
+// Models are the served models of the stages pointed at one, by stage
+// (config.BindModels); every other stage runs its Go reference
+// implementation.
+func Models(m config.Models) map[exam.Stage]inference.Model {
+	out := map[exam.Stage]inference.Model{}
+	for stage, s := range m {
+		out[stage] = inference.Model{URL: s.URL, Input: s.Input, Output: s.Output, Client: &http.Client{Timeout: 5 * time.Minute}}
 	}
-	var b inference.Backends
-	if m.Denoise.URL != "" {
-		b.Denoise = inference.ModelDenoiser{Model: model(m.Denoise)}
-	}
-	if m.Layers.URL != "" {
-		b.Layers = inference.ModelSegmenter{Model: model(m.Layers)}
-	}
-	if m.Lesions.URL != "" {
-		b.Lesions = inference.ModelLesionMarker{Model: model(m.Lesions)}
-	}
-	return b
+	return out
 }
 
 // DeviceRate is each device's submission limit.

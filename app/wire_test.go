@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -123,10 +122,9 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 	if hooks := Webhooks(*w, guard); hooks.Guard != guard || hooks.Secrets["*"] != "s3cret" || hooks.PublicURL != "https://octflow.example" {
 		t.Errorf("webhooks %+v", hooks)
 	}
-	b := Backends(*m).WithDefaults()
-	if got := []string{b.Denoise.Name(), b.Layers.Name(), b.Lesions.Name()}; !slices.Equal(got,
-		[]string{"nlm-log/v1", "kserve:http://triton:8000/v2/models/layers", "fluid-drusen/v1"}) {
-		t.Errorf("stages = %v", got)
+	if models := Models(*m); len(models) != 1 || models[exam.Layers].Name() != "kserve:http://triton:8000/v2/models/layers" ||
+		models[exam.Layers].Client == nil || models[exam.Layers].Client.Timeout == 0 {
+		t.Errorf("served models %+v", models)
 	}
 	if got := DeviceRate(*r); got != (api.RateLimit{PerMinute: 60, Burst: 7}) {
 		t.Errorf("device rate %+v", got)

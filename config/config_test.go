@@ -125,8 +125,8 @@ func TestModelsPointStagesAtServedModels(t *testing.T) {
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	want := Models{Layers: Model{URL: "http://triton:8000/v2/models/layers", Output: "retina"}}
-	if *m != want {
+	want := Models{exam.Layers: Model{URL: "http://triton:8000/v2/models/layers", Output: "retina"}}
+	if !maps.Equal(*m, want) {
 		t.Errorf("models = %+v, want %+v", *m, want)
 	}
 }

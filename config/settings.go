@@ -270,33 +270,41 @@ func BindWebhooks(s *Set) *Webhooks {
 // output).
 type Model struct{ URL, Input, Output string }
 
-// Models are the stages pointed at served models; a stage without a URL
-// runs the pure-Go reference (app.Backends).
-type Models struct{ Denoise, Layers, Lesions Model }
+// Models are the stages pointed at served models, by stage; a stage
+// without one runs its Go reference implementation (app.Models).
+type Models map[exam.Stage]Model
 
-// BindModels binds OCTFLOW_MODEL_<STAGE> and its _INPUT and _OUTPUT
-// tensor names for denoise, layers and lesions.
+// BindModels binds, for every stage a served model may run
+// (exam.StageSpec.Model), OCTFLOW_MODEL_<MODEL> and its _INPUT and
+// _OUTPUT tensor names.
 func BindModels(s *Set) *Models {
 	m := &Models{}
-	stages := []struct {
-		name string
+	type setting struct {
+		spec exam.StageSpec
 		m    *Model
-	}{{"DENOISE", &m.Denoise}, {"LAYERS", &m.Layers}, {"LESIONS", &m.Lesions}}
-	for _, st := range stages {
-		flagName := "model-" + strings.ToLower(st.name)
-		s.String(&st.m.URL, flagName, "OCTFLOW_MODEL_"+st.name, "", "KServe v2 model URL for the "+strings.ToLower(st.name)+" stage")
-		s.String(&st.m.Input, flagName+"-input", "OCTFLOW_MODEL_"+st.name+"_INPUT", "", "its input tensor (default input)")
-		s.String(&st.m.Output, flagName+"-output", "OCTFLOW_MODEL_"+st.name+"_OUTPUT", "", "its output tensor (default output)")
+	}
+	var settings []setting
+	for _, spec := range exam.Stages() {
+		if spec.Model == "" {
+			continue
+		}
+		st := setting{spec, &Model{}}
+		settings = append(settings, st)
+		flagName := "model-" + strings.ToLower(spec.Model)
+		s.String(&st.m.URL, flagName, "OCTFLOW_MODEL_"+spec.Model, "", "KServe v2 model URL for the "+string(spec.Stage)+" stage")
+		s.String(&st.m.Input, flagName+"-input", "OCTFLOW_MODEL_"+spec.Model+"_INPUT", "", "its input tensor (default input)")
+		s.String(&st.m.Output, flagName+"-output", "OCTFLOW_MODEL_"+spec.Model+"_OUTPUT", "", "its output tensor (default output)")
 	}
 	s.Check(func() error {
-		for _, st := range stages {
-			raw := st.m.URL
-			if raw == "" {
+		*m = Models{}
+		for _, st := range settings {
+			if st.m.URL == "" {
 				continue
 			}
-			if !httpURL(raw) {
-				return fmt.Errorf("OCTFLOW_MODEL_%s=%q: not an http(s) model URL", st.name, raw)
+			if !httpURL(st.m.URL) {
+				return fmt.Errorf("OCTFLOW_MODEL_%s=%q: not an http(s) model URL", st.spec.Model, st.m.URL)
 			}
+			(*m)[st.spec.Stage] = *st.m
 		}
 		return nil
 	})

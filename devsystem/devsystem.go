@@ -66,8 +66,9 @@ type Config struct {
 	// tests inject faults with them).
 	ClientInterceptors []interceptor.ClientInterceptor
 	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
-	// Backends run the image stages (OCTFLOW_MODEL_*; default: reference).
-	Backends inference.Backends
+	// Models are the served models of the stages pointed at one
+	// (OCTFLOW_MODEL_*; none: the reference implementations).
+	Models map[exam.Stage]inference.Model
 	// DeviceRate limits each device's submissions (zero: the dev
 	// default, 6000 a minute with bursts of 1000, for demos and tests
 	// that submit in bursts from the one demo device).
@@ -247,7 +248,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		DeviceRate: cfg.DeviceRate,
 		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
 		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
-		Backends:        cfg.Backends,
+		Models:          cfg.Models,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 		Codec:           sealer, Identities: identities, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),

@@ -34,15 +34,19 @@ type StageSpec struct {
 	// GPUMemoryMiB is the GPU memory the stage is assumed to need when
 	// a site sets none (GPU stages only).
 	GPUMemoryMiB uint64
+	// Model names the stage's served-model setting: OCTFLOW_MODEL_<Model>
+	// points the stage at a model served over KServe v2 instead of its
+	// Go reference implementation ("": a stage no model runs).
+	Model string
 }
 
 // stages declares the pipeline, in the order ExamWorkflow runs it.
 // Adding a stage is one line here and its implementation (see
 // docs/development.md, "Adding a stage").
 var stages = []StageSpec{
-	{Stage: Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048},
-	{Stage: Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096},
-	{Stage: Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048},
+	{Stage: Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048, Model: "DENOISE"},
+	{Stage: Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096, Model: "LAYERS"},
+	{Stage: Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048, Model: "LESIONS"},
 	{Stage: Measure, Activity: "Measure", GPU: true, GPUMemoryMiB: 1024},
 	{Stage: Render, Activity: "RenderReport"},
 	{Stage: Notify, Activity: "NotifyWorkstation"},

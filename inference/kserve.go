@@ -1,3 +1,9 @@
+// Package inference calls trained models served over the KServe v2
+// (Triton) HTTP inference protocol. A stage a site points at a served
+// model (exam.StageSpec.Model, OCTFLOW_MODEL_<MODEL>) sends it its volume
+// as one tensor and reads one back; what the tensors mean is the stage's
+// own (activities, one file per stage), and its Go reference
+// implementation stays what the model is checked against.
 package inference
 
 import (
@@ -10,11 +16,8 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-
-	"octflow/imaging"
 )
 
 // Model is a model served over the KServe v2 HTTP inference protocol, as
@@ -55,9 +58,12 @@ type inferHeader struct {
 // JSON part before the raw tensor bytes.
 const inferHeaderLength = "Inference-Header-Content-Length"
 
-// infer sends one FP32 tensor and returns the model's output tensor as
-// float32 values with its shape.
-func (m Model) infer(ctx context.Context, shape []int, data []float32) ([]float32, []int, error) {
+// Name names the model in reports: kserve: and its URL.
+func (m Model) Name() string { return "kserve:" + m.URL }
+
+// Infer sends one FP32 tensor of shape and returns the model's output
+// tensor as float32 values with its shape.
+func (m Model) Infer(ctx context.Context, shape []int, data []float32) ([]float32, []int, error) {
 	raw := make([]byte, 4*len(data))
 	for i, x := range data {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
@@ -162,75 +168,4 @@ func decode(datatype string, raw []byte, count int) ([]float32, error) {
 		}
 	}
 	return out, nil
-}
-
-// ModelDenoiser denoises with a model: input FP32 [frames, rows, cols] of
-// linear intensities, output the same shape.
-type ModelDenoiser struct{ Model }
-
-// Name implements Denoiser.
-func (d ModelDenoiser) Name() string { return "kserve:" + d.URL }
-
-// Denoise implements Denoiser.
-func (d ModelDenoiser) Denoise(ctx context.Context, v *imaging.Volume) (*imaging.Volume, error) {
-	out, shape, err := d.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Equal(shape, []int{v.Frames, v.Rows, v.Cols}) {
-		return nil, fmt.Errorf("model %s: output shape %v, want %v", d.URL, shape, []int{v.Frames, v.Rows, v.Cols})
-	}
-	den := imaging.NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
-	den.Laterality, den.Data = v.Laterality, out
-	return den, nil
-}
-
-// ModelSegmenter segments with a model: input FP32 [frames, rows, cols],
-// output FP32 [8, frames, cols], the row of each boundary of
-// imaging.BoundaryNames (in that order) in every A-scan; a ninth channel,
-// if present, is the RPE band's lower edge (imaging.Layers.RPEBottom).
-type ModelSegmenter struct{ Model }
-
-// Name implements Segmenter.
-func (s ModelSegmenter) Name() string { return "kserve:" + s.URL }
-
-// SegmentLayers implements Segmenter.
-func (s ModelSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) (*imaging.Layers, error) {
-	out, shape, err := s.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
-	if err != nil {
-		return nil, err
-	}
-	n := len(imaging.BoundaryNames)
-	if !slices.Equal(shape, []int{n, v.Frames, v.Cols}) && !slices.Equal(shape, []int{n + 1, v.Frames, v.Cols}) {
-		return nil, fmt.Errorf("model %s: output shape %v, want [%d %d %d]", s.URL, shape, n, v.Frames, v.Cols)
-	}
-	per := v.Frames * v.Cols
-	l := &imaging.Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{}}
-	for i, name := range imaging.BoundaryNames {
-		l.Boundaries[name] = out[i*per : (i+1)*per]
-	}
-	if shape[0] == n+1 {
-		l.RPEBottom = out[n*per:]
-	}
-	return l, nil
-}
-
-// ModelLesionMarker marks lesions with a model: input FP32 [frames, rows,
-// cols], output [frames, rows, cols] of labels (imaging.LabelNone,
-// LabelFluid, LabelDrusen; UINT8, FP32 or INT64).
-type ModelLesionMarker struct{ Model }
-
-// Name implements LesionMarker.
-func (m ModelLesionMarker) Name() string { return "kserve:" + m.URL }
-
-// LesionMasks implements LesionMarker.
-func (m ModelLesionMarker) LesionMasks(ctx context.Context, v *imaging.Volume, _ *imaging.Layers) (*imaging.LesionMasks, error) {
-	out, shape, err := m.infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Equal(shape, []int{v.Frames, v.Rows, v.Cols}) {
-		return nil, fmt.Errorf("model %s: output shape %v, want %v", m.URL, shape, []int{v.Frames, v.Rows, v.Cols})
-	}
-	return imaging.MasksFromLabels(out), nil
 }

@@ -49,7 +49,7 @@ func runDev(ctx context.Context, args []string) error {
 		}
 		cfg.Postgres = &pg
 	}
-	cfg.Backends, cfg.APITLS = app.Backends(*models), serverTLS.Config()
+	cfg.Models, cfg.APITLS = app.Models(*models), serverTLS.Config()
 	tuneEmbeddedGC(os.Getenv)
 
 	d, err := devsystem.Start(ctx, cfg, log)

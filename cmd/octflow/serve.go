@@ -112,7 +112,7 @@ func runWorker(ctx context.Context, args []string) error {
 	}
 	opts := app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: proc.Drain,
-		MetricsAddr: proc.MetricsAddr, Webhooks: app.Webhooks(*hooks, guard), Backends: app.Backends(*models),
+		MetricsAddr: proc.MetricsAddr, Webhooks: app.Webhooks(*hooks, guard), Models: app.Models(*models),
 		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
 		Identities: identities,
 	}
@@ -203,7 +203,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: node.ID, Logger: log, StopTimeout: proc.Drain, SimulatedCompute: simulated, MetricsAddr: proc.MetricsAddr,
-		Backends: app.Backends(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
+		Models: app.Models(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		GPUNodes: []gpuworker.Config{{NodeID: node.ID, GPUs: inv, TaskQueue: queue, DrainTimeout: proc.Drain, ReportEvery: node.ReportEvery,
 			CacheMiB: cmp.Or(node.CacheMiB, -1), TakesDir: takesDir, Probe: probe}},
 	})

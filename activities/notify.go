@@ -28,6 +28,12 @@ import (
 	"octflow/lifecycle"
 )
 
+// The notify stage (exam.Notify), on the CPU workers: it tells the
+// clinician's workstation that the exam's report is ready, by a signed
+// POST to the exam's callback URL (Webhooks) and in the campus's event
+// stream (Inbox). A failed push does not fail the exam, whose report
+// stands; the review repeats it for an urgent exam awaiting review.
+
 // Webhook headers. The signature is HMAC-SHA256, keyed with the site's
 // secret, over the timestamp, a dot and the body: a workstation checks it
 // and rejects stale timestamps, so a captured event cannot be replayed.
