@@ -123,7 +123,8 @@ type Inbox interface {
 // workers hand back) into a non-retryable StagePanic error that names
 // the stage, so one bad input fails its exam instead of killing the node
 // and every stage on it.
-func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.StageOutput, body func(context.Context) error) (err error) {
+func (a *Activities) run(ctx context.Context, spec exam.StageSpec, out *contract.StageOutput, body func(context.Context) error) (err error) {
+	stage := spec.Stage
 	start := time.Now()
 	// Deferred first, so it runs last and sees a recovered panic too.
 	defer func() { a.Metrics.observe(ctx, stage, a.Node, start, err) }()
@@ -149,7 +150,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 		every = heartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
 	}
 	beat.quietUntil = start.Add(min(cmp.Or(a.QuietStart, DefaultQuietStart), every))
-	if _, gated := GPUGateFrom(ctx); !gated || !stage.NeedsGPU() {
+	if _, gated := GPUGateFrom(ctx); !gated || !spec.GPU {
 		beat.started(ctx, nil)
 	}
 	// A gated stage starts once it holds its GPU (onGPU). Until then its
@@ -185,7 +186,7 @@ func (a *Activities) run(ctx context.Context, stage exam.Stage, out *contract.St
 			out.ObjectBytesRead = reads.n.Load()
 			out.GPUHeld = beat.gpuHeld()
 			out.Node, out.GPU = a.Node, beat.get().GPU
-			if stage.NeedsGPU() {
+			if spec.GPU {
 				out.NodeQueue = a.NodeQueue
 			}
 			return err

@@ -20,6 +20,12 @@ import (
 // by every later image stage. A served model may denoise instead of the
 // reference (OCTFLOW_MODEL_DENOISE).
 
+// denoiseSpec declares the denoise stage: a GPU stage, 2 GiB of GPU
+// memory unless a site says otherwise, OCTFLOW_MODEL_DENOISE.
+func denoiseSpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048, Model: "DENOISE"}
+}
+
 // denoiser suppresses speckle in a volume.
 type denoiser interface {
 	Name() string
@@ -66,7 +72,7 @@ func (a *Activities) denoising() denoiser {
 // Denoise reads the uploaded scan and writes the denoised volume.
 func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Denoise, &out, func(ctx context.Context) error {
+	err := a.run(ctx, denoiseSpec(), &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, in.Exam.ScanKey)
 		if err != nil {
 			return err

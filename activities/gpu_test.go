@@ -86,7 +86,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				ctx = WithGPUGate(ctx, gate)
 			}
 			var out contract.StageOutput
-			return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+			return out, a.run(ctx, layersSpec(), &out, func(ctx context.Context) error {
 				if _, err := a.get(ctx, "exams/E1/denoised.dcm"); err != nil {
 					return err
 				}
@@ -154,7 +154,7 @@ func TestAFailedStageNamesItsNodeAndKeepsWhatItSaid(t *testing.T) {
 			env, _ := attemptEnv(t, nil)
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Layers, &out, func(context.Context) error { return c.fail })
+				return out, a.run(ctx, layersSpec(), &out, func(context.Context) error { return c.fail })
 			}, activity.RegisterOptions{Name: "Stage"})
 			_, err := env.ExecuteActivity("Stage")
 			var app *temporal.ApplicationError
@@ -243,7 +243,7 @@ func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				ctx = WithGPUGate(ctx, gate)
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
+				return out, a.run(ctx, lesionsSpec(), &out, func(ctx context.Context) error {
 					if _, err := a.get(ctx, "exams/E1/layers.json"); err != nil {
 						return err
 					}

@@ -17,6 +17,12 @@ import (
 // A served model may segment instead of the reference
 // (OCTFLOW_MODEL_LAYERS).
 
+// layersSpec declares the layer segmentation stage: a GPU stage, 4 GiB
+// of GPU memory unless a site says otherwise, OCTFLOW_MODEL_LAYERS.
+func layersSpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096, Model: "LAYERS"}
+}
+
 // segmenter finds the retinal boundaries of a denoised volume.
 type segmenter interface {
 	Name() string
@@ -71,7 +77,7 @@ func (a *Activities) segmenting() segmenter {
 // SegmentLayers finds the retinal boundaries in the denoised volume.
 func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+	err := a.run(ctx, layersSpec(), &out, func(ctx context.Context) error {
 		v, err := a.loadExamVolume(ctx, in.Exam, exam.DenoisedKey(in.Exam.Ref()))
 		if err != nil {
 			return err

@@ -19,6 +19,12 @@ import (
 // outlines. A served model may mark them instead of the reference
 // (OCTFLOW_MODEL_LESIONS); the grouping is always octflow's.
 
+// lesionsSpec declares the lesion stage: a GPU stage, 2 GiB of GPU
+// memory unless a site says otherwise, OCTFLOW_MODEL_LESIONS.
+func lesionsSpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048, Model: "LESIONS"}
+}
+
 // lesionMarker marks fluid and drusen in a denoised, segmented volume;
 // imaging.LesionMasks.Lesions then groups, types and sizes the regions.
 type lesionMarker interface {
@@ -66,7 +72,7 @@ func (a *Activities) lesionMarking() lesionMarker {
 // as a label volume (NRRD) and the list of lesions (JSON).
 func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Lesions, &out, func(ctx context.Context) error {
+	err := a.run(ctx, lesionsSpec(), &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err

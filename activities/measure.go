@@ -16,6 +16,12 @@ import (
 // events show from here on. Measurement is arithmetic over the
 // boundaries and always runs in Go.
 
+// measureSpec declares the measure stage: a GPU stage (it runs beside
+// the exam's other outputs in the node's cache), 1 GiB.
+func measureSpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Measure, Activity: "Measure", GPU: true, GPUMemoryMiB: 1024}
+}
+
 // measureAlgorithm names the measurement in reports.
 const measureAlgorithm = "etdrs-layers/v1"
 
@@ -33,7 +39,7 @@ type measurementsFile struct {
 // to a report that says so.
 func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Measure, &out, func(ctx context.Context) error {
+	err := a.run(ctx, measureSpec(), &out, func(ctx context.Context) error {
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err

@@ -33,8 +33,8 @@ type StageMetrics struct {
 	duplicates *prometheus.CounterVec
 }
 
-// NewStageMetrics registers the stage metrics with reg.
-func NewStageMetrics(reg prometheus.Registerer) (*StageMetrics, error) {
+// NewStageMetrics registers the metrics of stages with reg.
+func NewStageMetrics(reg prometheus.Registerer, stages exam.Pipeline) (*StageMetrics, error) {
 	m := &StageMetrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "octflow_stage_duration_seconds",
@@ -56,7 +56,7 @@ func NewStageMetrics(reg prometheus.Registerer) (*StageMetrics, error) {
 		}
 	}
 	// Every series exists from the start, so a rate is 0 rather than absent.
-	for _, s := range exam.Pipeline {
+	for _, s := range stages.Stages() {
 		for _, r := range []string{ReasonInvalidVolume, ReasonPanic, ReasonInfrastructure, ReasonReportExists, ReasonCanceled, ReasonFailed} {
 			m.failures.WithLabelValues(string(s), r)
 		}

@@ -34,6 +34,11 @@ import (
 // stream (Inbox). A failed push does not fail the exam, whose report
 // stands; the review repeats it for an urgent exam awaiting review.
 
+// notifySpec declares the notify stage, on the CPU workers.
+func notifySpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Notify, Activity: "NotifyWorkstation"}
+}
+
 // Webhook headers. The signature is HMAC-SHA256, keyed with the site's
 // secret, over the timestamp, a dot and the body: a workstation checks it
 // and rejects stale timestamps, so a captured event cannot be replayed.

@@ -46,7 +46,7 @@ func TestAStageBeatsOnlyOnceItsQuietStartIsOver(t *testing.T) {
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				ctx = WithGPUGate(ctx, gate)
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Layers, &out, func(ctx context.Context) error {
+				return out, a.run(ctx, layersSpec(), &out, func(ctx context.Context) error {
 					announceTake(ctx)
 					return a.onGPU(ctx, exam.Layers, func(context.Context) error {
 						time.Sleep(c.runs)

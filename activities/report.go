@@ -22,6 +22,11 @@ import (
 // computed each stage (algorithms), then opens the exam's review. A
 // report stands once written: another run of the exam never replaces it.
 
+// reportSpec declares the report stage, on the CPU workers.
+func reportSpec() exam.StageSpec {
+	return exam.StageSpec{Stage: exam.Render, Activity: "RenderReport"}
+}
+
 // algorithms names what computed each image stage, recorded in every
 // report.
 func (a *Activities) algorithms() map[string]string {
@@ -36,7 +41,7 @@ func (a *Activities) algorithms() map[string]string {
 // RenderReport writes report.json and report.pdf from the stage outputs.
 func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
-	err := a.run(ctx, exam.Render, &out, func(ctx context.Context) error {
+	err := a.run(ctx, reportSpec(), &out, func(ctx context.Context) error {
 		var mf measurementsFile
 		if err := a.getJSON(ctx, exam.MeasurementsKey(in.Exam.Ref()), &mf); err != nil {
 			return err

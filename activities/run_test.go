@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"octflow/contract"
-	"octflow/exam"
 	"octflow/imaging"
 	"octflow/storage"
 )
@@ -34,7 +33,7 @@ func TestAStagePanicBecomesANonRetryableErrorNamingTheStage(t *testing.T) {
 			env := suite.NewTestActivityEnvironment()
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {
 				var out contract.StageOutput
-				return out, a.run(ctx, exam.Layers, &out, c.body)
+				return out, a.run(ctx, layersSpec(), &out, c.body)
 			}, activity.RegisterOptions{Name: "Stage"})
 			_, err := env.ExecuteActivity("Stage")
 			var app *temporal.ApplicationError

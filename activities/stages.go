@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -12,38 +10,49 @@ import (
 	"octflow/exam"
 )
 
-// StageFn is what implements a stage: it runs one try of it for an exam.
-type StageFn = func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error)
-
-// StageFunc returns the implementation of the declared stage s: the
-// method of a named after its activity type (exam.StageSpec.Activity).
-// A stage declared without such a method is an error, which the workers
-// report when they start.
-func (a *Activities) StageFunc(s exam.StageSpec) (StageFn, error) {
-	m := reflect.ValueOf(a).MethodByName(s.Activity)
-	if !m.IsValid() {
-		return nil, fmt.Errorf("stage %s: activities.Activities has no method %s", s.Stage, s.Activity)
-	}
-	fn, ok := m.Interface().(StageFn)
-	if !ok {
-		return nil, fmt.Errorf("stage %s: %s is a %s, not a stage (%T)", s.Stage, s.Activity, m.Type(), StageFn(nil))
-	}
-	return fn, nil
+// Stage is one stage of the pipeline as it runs: its declaration and
+// its activity. Each is made in a file of its own, which holds all of it.
+type Stage struct {
+	Spec exam.StageSpec
+	// Run is the stage's activity, run with a's parts.
+	Run func(a *Activities, ctx context.Context, in contract.StageInput) (contract.StageOutput, error)
 }
 
-// RegisterStages registers on r the implementation of every declared
-// stage that runs on a GPU node (gpu) or on the CPU workers (!gpu), each
-// under its activity type.
-func RegisterStages(r worker.ActivityRegistry, a *Activities, gpu bool) error {
-	for _, s := range exam.Stages() {
-		if s.GPU != gpu {
+// Pipeline is the exam pipeline, in the order ExamWorkflow runs it.
+// Adding a stage is a file of its own and its place here (see
+// docs/development.md, "Adding a stage").
+func Pipeline() []Stage {
+	return []Stage{
+		{denoiseSpec(), (*Activities).Denoise},
+		{layersSpec(), (*Activities).SegmentLayers},
+		{lesionsSpec(), (*Activities).MarkLesions},
+		{measureSpec(), (*Activities).Measure},
+		{reportSpec(), (*Activities).RenderReport},
+		{notifySpec(), (*Activities).NotifyWorkstation},
+	}
+}
+
+// Specs are the declarations of stages, in their order: what the
+// workflows, the GPU nodes and the configuration are handed.
+func Specs(stages []Stage) exam.Pipeline {
+	out := make(exam.Pipeline, len(stages))
+	for i, s := range stages {
+		out[i] = s.Spec
+	}
+	return out
+}
+
+// RegisterStages registers on r each of stages that runs on a GPU node
+// (gpu) or on the CPU workers (!gpu), under its activity type, run with
+// a.
+func RegisterStages(r worker.ActivityRegistry, a *Activities, stages []Stage, gpu bool) {
+	for _, s := range stages {
+		if s.Spec.GPU != gpu {
 			continue
 		}
-		fn, err := a.StageFunc(s)
-		if err != nil {
-			return err
-		}
-		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: s.Activity})
+		run := s.Run
+		r.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+			return run(a, ctx, in)
+		}, activity.RegisterOptions{Name: s.Spec.Activity})
 	}
-	return nil
 }

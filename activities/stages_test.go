@@ -1,36 +1,39 @@
 package activities
 
 import (
-	"strings"
+	"slices"
 	"testing"
 
 	"octflow/exam"
 )
 
-// Every declared stage finds its implementation by its activity type; a
-// declaration naming a method that is missing, or one that is no stage,
-// is an error the workers report at start instead of a stage that never
-// runs.
-func TestEveryDeclaredStageHasItsImplementation(t *testing.T) {
-	a := &Activities{}
-	for _, s := range exam.Stages() {
-		if _, err := a.StageFunc(s); err != nil {
-			t.Errorf("%s: %v", s.Stage, err)
+// The shipped pipeline is one the workers and the workflows can run:
+// every stage named once and run as an activity of its own, a GPU stage
+// with the GPU memory a node reserves for it, a CPU stage with none, and
+// the report and notify stages, which the pipeline and the review speak
+// of, among them.
+func TestThePipelineIsOneTheWorkflowsCanRun(t *testing.T) {
+	var names []exam.Stage
+	var activities []string
+	for _, s := range Pipeline() {
+		spec := s.Spec
+		if s.Run == nil {
+			t.Errorf("stage %s has no activity", spec.Stage)
+		}
+		if slices.Contains(names, spec.Stage) || slices.Contains(activities, spec.Activity) || spec.Stage == "" || spec.Activity == "" {
+			t.Errorf("stage %q (activity %q) is unnamed or named twice", spec.Stage, spec.Activity)
+		}
+		names, activities = append(names, spec.Stage), append(activities, spec.Activity)
+		if spec.GPU != (spec.GPUMemoryMiB > 0) {
+			t.Errorf("stage %s: GPU %t with %d MiB of GPU memory", spec.Stage, spec.GPU, spec.GPUMemoryMiB)
+		}
+		if spec.Model != "" && !spec.GPU {
+			t.Errorf("stage %s has a model setting but runs on the CPU workers", spec.Stage)
 		}
 	}
-	for _, tc := range []struct {
-		name string
-		spec exam.StageSpec
-		want string
-	}{
-		{"missing method", exam.StageSpec{Stage: "vessels", Activity: "MapVessels", GPU: true}, "no method MapVessels"},
-		{"not a stage", exam.StageSpec{Stage: "sweep", Activity: "SweepScans"}, "not a stage"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := a.StageFunc(tc.spec)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("StageFunc(%+v) = %v, want an error saying %q", tc.spec, err, tc.want)
-			}
-		})
+	for _, needed := range []exam.Stage{exam.Render, exam.Notify} {
+		if !slices.Contains(names, needed) {
+			t.Errorf("the pipeline %v has no %s stage", names, needed)
+		}
 	}
 }

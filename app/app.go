@@ -53,6 +53,9 @@ type Options struct {
 	Workers bool
 	// GPUNodes runs these GPU nodes in this process.
 	GPUNodes []gpuworker.Config
+	// Stages are the pipeline the workers and GPU nodes run (nil:
+	// activities.Pipeline(), the shipped one).
+	Stages []activities.Stage
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
 	// Webhooks deliver report-ready events (workers); Callbacks checks
@@ -192,9 +195,12 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 		go a.mhttp.Serve(ln)
 	}
+	if opts.Stages == nil {
+		opts.Stages = activities.Pipeline()
+	}
 	var stageMetrics *activities.StageMetrics
 	if opts.Workers || len(opts.GPUNodes) > 0 {
-		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry); err != nil {
+		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry, activities.Specs(opts.Stages)); err != nil {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}
@@ -214,7 +220,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if opts.Workers {
 		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
 			Interceptors: opts.workerInterceptors(opts.Identity),
-			Converters:   conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
+			Converters:   conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace, Stages: opts.Stages}); err != nil {
 			return nil, err
 		}
 	}
@@ -226,6 +232,9 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			nc.ReportEvery = opts.NodeReportEvery
 		}
 		nc.Logger = opts.Logger.Named("gpu-node")
+		if nc.Stages == nil {
+			nc.Stages = opts.Stages
+		}
 		nc.Interceptors = append(nc.Interceptors, opts.workerInterceptors(nc.NodeID)...)
 		n, err := gpuworker.Start(a.client, acts, nc)
 		if err != nil {

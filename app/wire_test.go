@@ -99,7 +99,7 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 		v *config.Serving
 	)
 	parse(t, vars, func(s *config.Set) {
-		k, w, m = config.BindCodec(s), config.BindWebhooks(s), config.BindModels(s)
+		k, w, m = config.BindCodec(s), config.BindWebhooks(s), config.BindModels(s, exam.Pipeline{{Stage: exam.Layers, Activity: "SegmentLayers", GPU: true, Model: "LAYERS"}})
 		r = config.BindDeviceRate(s, config.DeviceRate{PerMinute: 60, Burst: 20})
 		g, v = config.BindGateway(s, UploadDefaults()), config.BindServing(s, ServingDefaults())
 	})

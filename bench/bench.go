@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/contract"
 	"octflow/cost"
@@ -634,9 +635,9 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	}
 	// The same engine with nothing of octflow on it: the bound that
 	// settings and hardware set.
-	fmt.Fprintf(w, "running %d bare workflows of %d no-op activities on the same engine\n", c.Exams, len(exam.Pipeline))
+	fmt.Fprintf(w, "running %d bare workflows of %d no-op activities on the same engine\n", c.Exams, len(shipped()))
 	bareCPU0 := selfCPU()
-	bare, err := runBare(ctx, sys.Temporal(), workers.WorkflowWorkerOptions("bench-bare", 0), c.Exams, len(exam.Pipeline),
+	bare, err := runBare(ctx, sys.Temporal(), workers.WorkflowWorkerOptions("bench-bare", 0), c.Exams, len(shipped()),
 		res.StartedAt.Format("150405"))
 	if err != nil {
 		return nil, err
@@ -933,7 +934,7 @@ func printBench(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "slowest urgent exam %s, submitted at +%.2f s, %.1f s to its first GPU stage:",
 			s.ExamID, s.CreatedAt.Sub(r.StartedAt).Seconds(), s.WaitS)
 		for _, e := range s.Timeline {
-			if e.Stage == "" || e.Stage == exam.Pipeline[0] {
+			if e.Stage == "" || e.Stage == shipped()[0].Stage {
 				fmt.Fprintf(w, " +%.2fs %s %s %s;", e.At.Sub(s.CreatedAt).Seconds(), e.To, e.Stage, e.Actor)
 			}
 		}
@@ -943,7 +944,7 @@ func printBench(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "low max wait %.1f s; aging bound %.0f s\n", r.QueueWaitS[string(exam.Low)].Max, r.AgingBoundS)
 	}
 	fmt.Fprintf(w, "wait of each stage, p99 seconds (urgent / normal / low):\n")
-	for _, stage := range exam.Pipeline {
+	for _, stage := range shipped().Stages() {
 		fmt.Fprintf(w, "  %-8s", stage)
 		for _, b := range exam.Buckets() {
 			fmt.Fprintf(w, " %7.1f", r.StageWaitS[string(b)][string(stage)].P99)
@@ -958,16 +959,16 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "\n  held %.0f GPU-s (%.1f s of the %d GPUs), %.0f %% of them over the makespan\n",
 		r.HeldGPUS, r.HeldGPUS/float64(max(gpus, 1)), gpus, 100*r.HeldGPUS/max(float64(gpus)*r.MakespanS, 1e-9))
 	fmt.Fprintf(w, "dispatch latency to an idle GPU: p50 %.0f ms, max %.0f ms\n", r.DispatchLatencyIdleMs.P50, r.DispatchLatencyIdleMs.Max)
-	fmt.Fprintf(w, "GPU nodes, median compute per stage in ms (%s), and the fleet's judgement:\n", stageNames(exam.Pipeline))
+	fmt.Fprintf(w, "GPU nodes, median compute per stage in ms (%s), and the fleet's judgement:\n", stageNames(shipped()))
 	for _, n := range r.Nodes {
 		mark := " "
 		if n.Gray {
 			mark = "*"
 		}
 		fmt.Fprintf(w, " %s%-12s probe %5.0f ms, stages", mark, n.Node, n.ProbeMs)
-		for _, stage := range exam.Pipeline {
-			if stage.NeedsGPU() {
-				fmt.Fprintf(w, " %6.0f", n.StageMs[stage])
+		for _, spec := range shipped() {
+			if spec.GPU {
+				fmt.Fprintf(w, " %6.0f", n.StageMs[spec.Stage])
 			}
 		}
 		if n.UnhealthyGPUS > 0 {
@@ -995,7 +996,7 @@ func printBench(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "makespan %.1f s vs GPU-time limit %.1f s (×%.2f); %.2f exams/s\n",
 		r.MakespanS, r.GPUTimeLimitS, r.MakespanS/max(r.GPUTimeLimitS, 1e-9), r.ExamsPerS)
 	fmt.Fprintf(w, "bare engine, same burst of %d-activity workflows: %.1f s; makespan ×%.2f of it, ×%.2f of max(GPU-time limit, bare engine)\n",
-		len(exam.Pipeline), r.BareEngineS, r.MakespanVsBare, r.MakespanVsBound)
+		len(shipped()), r.BareEngineS, r.MakespanVsBare, r.MakespanVsBound)
 	fmt.Fprintln(w, r.CPU)
 	fmt.Fprintln(w, r.Requests)
 }
@@ -1040,12 +1041,22 @@ func newFleet(c Config, env []string, logDir string) *fleet {
 	return &fleet{c: c, logDir: logDir, running: map[int]*exec.Cmd{}, env: env, metrics: map[int]string{}}
 }
 
+// shipped is the pipeline octflow ships (activities.Pipeline), which the
+// benchmark's system runs.
+func shipped() exam.Pipeline { return activities.Specs(activities.Pipeline()) }
+
+// gpuStage says whether stage is a GPU stage of the shipped pipeline.
+func gpuStage(stage exam.Stage) bool {
+	spec, ok := shipped().Spec(stage)
+	return ok && spec.GPU
+}
+
 // stageNames are the GPU stages of stages, comma-separated.
-func stageNames(stages []exam.Stage) string {
+func stageNames(stages exam.Pipeline) string {
 	var names []string
 	for _, s := range stages {
-		if s.NeedsGPU() {
-			names = append(names, string(s))
+		if s.GPU {
+			names = append(names, string(s.Stage))
 		}
 	}
 	return strings.Join(names, ", ")

@@ -17,6 +17,13 @@ func rate60() DeviceRate { return DeviceRate{PerMinute: 60, Burst: 20} }
 
 func production() exam.Policy { return exam.DefaultPolicy() }
 
+// testPipeline declares stages as the pipeline does: two a served model
+// may run, one it may not.
+func testPipeline() exam.Pipeline {
+	return exam.Pipeline{{Stage: exam.Denoise, Activity: "Denoise", GPU: true, Model: "DENOISE"},
+		{Stage: exam.Layers, Activity: "SegmentLayers", GPU: true, Model: "LAYERS"}, {Stage: exam.Render, Activity: "RenderReport"}}
+}
+
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 }
@@ -80,7 +87,7 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 			s := New("api", env(vars))
 			BindStack(s)
 			BindPolicy(s, production())
-			BindModels(s)
+			BindModels(s, testPipeline())
 			BindWebhooks(s)
 			BindLog(s, "json")
 			BindPseudonymKey(s)
@@ -103,7 +110,7 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 	s := New("api", env(nil))
 	BindStack(s)
 	BindPolicy(s, production())
-	BindModels(s)
+	BindModels(s, testPipeline())
 	BindWebhooks(s)
 	BindLog(s, "json")
 	BindDeviceRate(s, rate60())
@@ -121,7 +128,7 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 func TestModelsPointStagesAtServedModels(t *testing.T) {
 	s := New("gpuworker", env(map[string]string{"OCTFLOW_MODEL_LAYERS": "http://triton:8000/v2/models/layers",
 		"OCTFLOW_MODEL_LAYERS_OUTPUT": "retina"}))
-	m := BindModels(s)
+	m := BindModels(s, testPipeline())
 	if err := s.Parse(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -274,17 +274,17 @@ type Model struct{ URL, Input, Output string }
 // without one runs its Go reference implementation (app.Models).
 type Models map[exam.Stage]Model
 
-// BindModels binds, for every stage a served model may run
+// BindModels binds, for every one of stages a served model may run
 // (exam.StageSpec.Model), OCTFLOW_MODEL_<MODEL> and its _INPUT and
 // _OUTPUT tensor names.
-func BindModels(s *Set) *Models {
+func BindModels(s *Set, stages exam.Pipeline) *Models {
 	m := &Models{}
 	type setting struct {
 		spec exam.StageSpec
 		m    *Model
 	}
 	var settings []setting
-	for _, spec := range exam.Stages() {
+	for _, spec := range stages {
 		if spec.Model == "" {
 			continue
 		}

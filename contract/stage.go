@@ -72,16 +72,26 @@ func ActivityID(stage exam.Stage, try int32) string {
 	return string(stage) + "-" + strconv.Itoa(int(try))
 }
 
-// TryOf is the try an activity ID names (see ActivityID); 1 for an ID of
-// another shape, as every activity that is not a stage's try has.
-func TryOf(activityID string) int32 {
+// ParseActivityID reads the stage and the try out of an activity ID made
+// by ActivityID; false for an ID of another shape, as every activity
+// that is not a stage's try has.
+func ParseActivityID(activityID string) (exam.Stage, int32, bool) {
 	i := strings.LastIndexByte(activityID, '-')
-	if i < 0 {
-		return 1
+	if i < 1 {
+		return "", 0, false
 	}
 	n, err := strconv.ParseInt(activityID[i+1:], 10, 32)
-	if err != nil || n < 1 || exam.Stage(activityID[:i]).ActivityName() == "" {
-		return 1
+	if err != nil || n < 1 {
+		return "", 0, false
 	}
-	return int32(n)
+	return exam.Stage(activityID[:i]), int32(n), true
+}
+
+// TryOf is the try an activity ID names (see ActivityID); 1 for an ID of
+// another shape.
+func TryOf(activityID string) int32 {
+	if _, try, ok := ParseActivityID(activityID); ok {
+		return try
+	}
+	return 1
 }

@@ -46,9 +46,12 @@ type Config struct {
 	S3Addr       string
 	// Postgres, when set, keeps Temporal's state in PostgreSQL instead
 	// of the SQLite file in DataDir.
-	Postgres    *devstack.Postgres
-	GPUNodes    int
-	Policy      exam.Policy
+	Postgres *devstack.Postgres
+	GPUNodes int
+	Policy   exam.Policy
+	// Stages are the pipeline the system runs (nil: activities.Pipeline(),
+	// the shipped one).
+	Stages      []activities.Stage
 	StopTimeout time.Duration
 	// GPUsPerNode is the GPUs of each simulated node (default 1).
 	GPUsPerNode int
@@ -248,7 +251,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		DeviceRate: cfg.DeviceRate,
 		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
 		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
-		Models:          cfg.Models,
+		Models: cfg.Models, Stages: cfg.Stages,
 		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 		Codec:           sealer, Identities: identities, CodecOrigins: []string{stack.UIURL()},
 		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),

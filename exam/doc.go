@@ -12,13 +12,16 @@
 // when a waiting stage moves one bucket up ([Policy.AgingAfter]), and
 // the retry, timeout and review rules; [DefaultPolicy] is production's.
 //
-// [Stages] is the pipeline, declared once: each [StageSpec] names its
-// [Stage], its activity and whether it needs a GPU and how much of one.
-// The workflow's loop, the task queues ([Stage.Queue], [NodeQueue]), the
-// workers' registration and the metrics all read it; the Example
-// "pipeline" prints it. The object keys every stage reads and writes are
-// in keys.go ([ScanKey], [DenoisedKey], …, [ReportJSONKey]), all under
-// the exam's campus, and none holds a patient identifier.
+// A [StageSpec] declares a stage: its [Stage] name, its activity, whether
+// it needs a GPU and how much of one, and its served-model setting. Each
+// stage declares its own where it is implemented (package activities,
+// whose Pipeline is their order); a [Pipeline] of them is what the
+// workflow's loop, the task queues ([StageSpec.Queue],
+// [Policy.StageQueue], [NodeQueue]), the workers' registration, the
+// configuration and the metrics are handed. The object keys every stage
+// reads and writes are in keys.go ([ObjectKey], [ScanKey],
+// [DenoisedKey], …, [ReportJSONKey]), all under the exam's campus, and
+// none holds a patient identifier.
 //
 // The clinician's review ([Decision], [ReviewStatus]) and the GPU
 // node's view of its GPUs ([GPU], [BreakerStatus]) are here too, since

@@ -98,19 +98,20 @@ func TestACampusWithItsOwnGPUsHasItsGPUStagesOnItsOwnQueue(t *testing.T) {
 	if north.OwnGPUs != nil || south.OwnGPUs != nil {
 		t.Errorf("an exam's policy carries the campuses' list: %v %v", north.OwnGPUs, south.OwnGPUs)
 	}
+	gpu, cpu := StageSpec{Stage: Denoise, GPU: true, GPUMemoryMiB: 1}, StageSpec{Stage: Render}
 	for _, tc := range []struct {
 		pol   Policy
-		stage Stage
+		stage StageSpec
 		want  string
 	}{
-		{north, Denoise, CampusGPUQueue("north")},
-		{north, Measure, CampusGPUQueue("north")},
-		{north, Render, CPUQueue},
-		{south, Denoise, GPUQueue},
-		{DefaultPolicy(), Layers, GPUQueue},
+		{north, gpu, CampusGPUQueue("north")},
+		{north, cpu, CPUQueue},
+		{south, gpu, GPUQueue},
+		{DefaultPolicy(), gpu, GPUQueue},
+		{DefaultPolicy(), cpu, CPUQueue},
 	} {
 		if got := tc.pol.StageQueue(tc.stage); got != tc.want {
-			t.Errorf("%s under %q: %s, want %s", tc.stage, tc.pol.GPUQueue, got, tc.want)
+			t.Errorf("%s under %q: %s, want %s", tc.stage.Stage, tc.pol.GPUQueue, got, tc.want)
 		}
 	}
 	if err := north.Validate(); err != nil {

@@ -9,22 +9,6 @@ import (
 	"octflow/exam"
 )
 
-// The pipeline every exam runs, in order, and where each stage runs: the
-// four image stages on the GPU nodes' queue, report and notify on CPU
-// workers.
-func Example_pipeline() {
-	for _, s := range exam.Pipeline {
-		fmt.Printf("%-8s queue %-7s GPU %t\n", s, s.Queue(), s.NeedsGPU())
-	}
-	// Output:
-	// denoise  queue oct-gpu GPU true
-	// layers   queue oct-gpu GPU true
-	// lesions  queue oct-gpu GPU true
-	// measure  queue oct-gpu GPU true
-	// report   queue oct-cpu GPU false
-	// notify   queue oct-cpu GPU false
-}
-
 // A device may leave the priority out: it means normal. Anything but the
 // three buckets is refused.
 func ExampleParsePriority() {

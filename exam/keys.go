@@ -36,30 +36,34 @@ func shortDigest(digest string) string {
 	return digest
 }
 
+// ObjectKey is the key of the exam's object name: what every stage's
+// output keys are made of.
+func ObjectKey(r Ref, name string) string { return r.prefix() + name }
+
 // DenoisedKey is the denoised volume (DICOM, without patient identifier).
-func DenoisedKey(r Ref) string { return r.prefix() + "denoised.dcm" }
+func DenoisedKey(r Ref) string { return ObjectKey(r, "denoised.dcm") }
 
 // IntensityKey holds what normalisation found of the scan's intensity
 // encoding.
-func IntensityKey(r Ref) string { return r.prefix() + "intensity.json" }
+func IntensityKey(r Ref) string { return ObjectKey(r, "intensity.json") }
 
 // LayersKey is the layer boundaries (JSON).
-func LayersKey(r Ref) string { return r.prefix() + "layers.json" }
+func LayersKey(r Ref) string { return ObjectKey(r, "layers.json") }
 
 // LesionsKey is the lesion list (JSON).
-func LesionsKey(r Ref) string { return r.prefix() + "lesions.json" }
+func LesionsKey(r Ref) string { return ObjectKey(r, "lesions.json") }
 
 // LesionLabelsKey is the lesion masks as a label volume (gzip NRRD).
-func LesionLabelsKey(r Ref) string { return r.prefix() + "lesion-labels.nrrd" }
+func LesionLabelsKey(r Ref) string { return ObjectKey(r, "lesion-labels.nrrd") }
 
 // MeasurementsKey is the measurements (JSON).
-func MeasurementsKey(r Ref) string { return r.prefix() + "measurements.json" }
+func MeasurementsKey(r Ref) string { return ObjectKey(r, "measurements.json") }
 
 // ReportJSONKey is the structured report.
-func ReportJSONKey(r Ref) string { return r.prefix() + "report.json" }
+func ReportJSONKey(r Ref) string { return ObjectKey(r, "report.json") }
 
 // ReportPDFKey is the printable report.
-func ReportPDFKey(r Ref) string { return r.prefix() + "report.pdf" }
+func ReportPDFKey(r Ref) string { return ObjectKey(r, "report.pdf") }
 
 // ReviewKey is the clinician's review: every decision, kept beyond
 // Temporal's retention.

@@ -214,8 +214,8 @@ func (p Policy) Validate() error {
 // StageQueue is the task queue stage runs on under this policy: the
 // exam's own GPU queue for a GPU stage where it has one (GPUQueue), the
 // stage's queue otherwise.
-func (p Policy) StageQueue(s Stage) string {
-	if s.NeedsGPU() {
+func (p Policy) StageQueue(s StageSpec) string {
+	if s.GPU {
 		return p.GPUStageQueue()
 	}
 	return s.Queue()

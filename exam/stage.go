@@ -8,7 +8,10 @@ import (
 // Stage is one step of the exam pipeline.
 type Stage string
 
-// The pipeline's stages.
+// The names of octflow's stages. Each is declared where it is
+// implemented (package activities); the names are vocabulary, for what
+// a stage means to the pipeline (the report stage opens the review, a
+// failed notification fails no exam) and for the API.
 const (
 	Denoise Stage = "denoise"
 	Layers  Stage = "layers"
@@ -21,12 +24,11 @@ const (
 // StageSpec declares a stage: everything octflow needs to know of it
 // besides its implementation. The queue it runs on, the activity type the
 // workflow schedules and the workers register, the GPU memory a node
-// reserves for it and its place in the pipeline all derive from here.
+// reserves for it and its model setting all derive from here. Each stage
+// declares its own, beside its implementation (package activities).
 type StageSpec struct {
 	Stage Stage
-	// Activity is the Temporal activity type the stage runs as. Its
-	// implementation is the method of the same name on
-	// activities.Activities (see activities.StageFunc).
+	// Activity is the Temporal activity type the stage runs as.
 	Activity string
 	// GPU says the stage runs on a GPU node and holds one of its GPUs
 	// while it computes; other stages run on the CPU workers.
@@ -40,33 +42,24 @@ type StageSpec struct {
 	Model string
 }
 
-// stages declares the pipeline, in the order ExamWorkflow runs it.
-// Adding a stage is one line here and its implementation (see
-// docs/development.md, "Adding a stage").
-var stages = []StageSpec{
-	{Stage: Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048, Model: "DENOISE"},
-	{Stage: Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096, Model: "LAYERS"},
-	{Stage: Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048, Model: "LESIONS"},
-	{Stage: Measure, Activity: "Measure", GPU: true, GPUMemoryMiB: 1024},
-	{Stage: Render, Activity: "RenderReport"},
-	{Stage: Notify, Activity: "NotifyWorkstation"},
+// Queue is the task queue the stage's activity is scheduled on: the
+// shared GPU queue for a GPU stage, the CPU workers' queue otherwise
+// (Policy.StageQueue gives an exam's own).
+func (s StageSpec) Queue() string {
+	if s.GPU {
+		return GPUQueue
+	}
+	return CPUQueue
 }
 
-// Stages returns every stage's declaration, in pipeline order.
-func Stages() []StageSpec { return append([]StageSpec(nil), stages...) }
+// Pipeline is the stages an exam runs through, in their order. Its
+// declarations are the stages' own (package activities, a file each);
+// the workflows, the GPU nodes and the configuration are handed it.
+type Pipeline []StageSpec
 
-// Pipeline lists the stages in the order ExamWorkflow runs them.
-var Pipeline = func() []Stage {
-	p := make([]Stage, len(stages))
-	for i, s := range stages {
-		p[i] = s.Stage
-	}
-	return p
-}()
-
-// Spec returns the stage's declaration; false for a name no stage has.
-func (s Stage) Spec() (StageSpec, bool) {
-	for _, d := range stages {
+// Spec is the declaration of stage s; false for a stage not in p.
+func (p Pipeline) Spec(s Stage) (StageSpec, bool) {
+	for _, d := range p {
 		if d.Stage == s {
 			return d, true
 		}
@@ -74,18 +67,24 @@ func (s Stage) Spec() (StageSpec, bool) {
 	return StageSpec{}, false
 }
 
-// NeedsGPU reports whether the stage runs on a GPU node.
-func (s Stage) NeedsGPU() bool {
-	d, _ := s.Spec()
-	return d.GPU
+// OfActivity is the declaration of the stage that runs as the activity
+// type name; false for an activity of no stage in p.
+func (p Pipeline) OfActivity(name string) (StageSpec, bool) {
+	for _, d := range p {
+		if d.Activity == name {
+			return d, true
+		}
+	}
+	return StageSpec{}, false
 }
 
-// Queue is the task queue the stage's activity is scheduled on.
-func (s Stage) Queue() string {
-	if s.NeedsGPU() {
-		return GPUQueue
+// Stages lists the stages' names in order.
+func (p Pipeline) Stages() []Stage {
+	out := make([]Stage, len(p))
+	for i, d := range p {
+		out[i] = d.Stage
 	}
-	return CPUQueue
+	return out
 }
 
 // NodeQueue is the task queue of one GPU node of the shared GPU queue:
@@ -114,23 +113,6 @@ func NodeQueueOf(queue, node string) string {
 func IsNodeQueueOf(queue, q string) bool {
 	node, ok := strings.CutPrefix(q, NodeQueueOf(queue, ""))
 	return ok && node != ""
-}
-
-// ActivityName is the registered Temporal activity type of the stage
-// ("" for a name no stage has).
-func (s Stage) ActivityName() string {
-	d, _ := s.Spec()
-	return d.Activity
-}
-
-// StageOfActivity maps an activity type back to its stage ("" if none).
-func StageOfActivity(name string) Stage {
-	for _, d := range stages {
-		if d.Activity == name {
-			return d.Stage
-		}
-	}
-	return ""
 }
 
 type gpuKey struct{}

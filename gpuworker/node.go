@@ -28,7 +28,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Breaker tunes the node's circuit breaker.
 	Breaker BreakerConfig
-	// StageMemoryMiB is the GPU memory each stage needs (nil: defaults).
+	// Stages are the pipeline's stages; the node runs its GPU stages
+	// (nil: activities.Pipeline()).
+	Stages []activities.Stage
+	// StageMemoryMiB is the GPU memory each stage needs (nil: each
+	// stage's declared GPUMemoryMiB).
 	StageMemoryMiB map[exam.Stage]uint64
 	// ReportEvery is how often the node reports to the fleet (default 10 s).
 	ReportEvery time.Duration
@@ -89,8 +93,11 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.Stages == nil {
+		cfg.Stages = activities.Pipeline()
+	}
 	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
-	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.StageMemoryMiB)
+	n.slots = NewSlots(cfg.GPUs, n.breaker, activities.Specs(cfg.Stages), cfg.StageMemoryMiB)
 	n.slots.prefetch = max(0, cmp.Or(cfg.Prefetch, 1))
 	n.pace = NewPace(cfg.Probe)
 	n.slots.pace = n.pace
@@ -168,9 +175,7 @@ func newStageWorker(c client.Client, cfg Config, queue string, supplier worker.S
 		// Bind the GPU, and judge the outcome for the node's breaker.
 		Interceptors: append([]interceptor.WorkerInterceptor{binder}, cfg.Interceptors...),
 	})
-	if err := activities.RegisterStages(w, acts, true); err != nil {
-		return nil, fmt.Errorf("gpu node %s: %w", cfg.NodeID, err)
-	}
+	activities.RegisterStages(w, acts, cfg.Stages, true)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start gpu node %s on %s: %w", cfg.NodeID, queue, err)
 	}

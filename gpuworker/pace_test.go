@@ -43,10 +43,10 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 			return errors.New("CUDA error")
 		}
 		return nil
-	}, activity.RegisterOptions{Name: exam.Layers.ActivityName()})
+	}, activity.RegisterOptions{Name: "SegmentLayers"})
 
 	for _, mode := range []string{"ok", "fail", "ok"} {
-		_, _ = env.ExecuteActivity(exam.Layers.ActivityName(), mode)
+		_, _ = env.ExecuteActivity("SegmentLayers", mode)
 	}
 	if len(running) != 1 || running[0].Stage != exam.Layers || running[0].Computing <= 0 || running[0].Held < running[0].Computing {
 		t.Errorf("while it computed, the node listed %+v; want the layers stage, computing", running)
@@ -92,7 +92,7 @@ func TestANodeMeasuresItsStagesAndADegradedOneTakesNone(t *testing.T) {
 	} else {
 		s.release(p)
 	}
-	_, err := env.ExecuteActivity(exam.Layers.ActivityName(), "ok")
+	_, err := env.ExecuteActivity("SegmentLayers", "ok")
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != contract.ErrTypeNodeDegraded ||
 		contract.Classify(err, false, true) != contract.Unclaimed {

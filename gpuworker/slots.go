@@ -18,12 +18,12 @@ import (
 	"octflow/exam"
 )
 
-// DefaultStageMemoryMiB is the GPU memory each GPU stage is assumed to
-// need (its declaration's GPUMemoryMiB); a site overrides it with what
-// its models really use.
-func DefaultStageMemoryMiB() map[exam.Stage]uint64 {
+// DefaultStageMemoryMiB is the GPU memory each GPU stage of stages is
+// assumed to need (its declaration's GPUMemoryMiB); a site overrides it
+// with what its models really use.
+func DefaultStageMemoryMiB(stages exam.Pipeline) map[exam.Stage]uint64 {
 	need := map[exam.Stage]uint64{}
-	for _, s := range exam.Stages() {
+	for _, s := range stages {
 		if s.GPU {
 			need[s.Stage] = s.GPUMemoryMiB
 		}
@@ -47,6 +47,7 @@ func DefaultStageMemoryMiB() map[exam.Stage]uint64 {
 type Slots struct {
 	inv     Inventory
 	breaker *Breaker
+	stages  exam.Pipeline
 	need    map[exam.Stage]uint64
 	minNeed uint64
 	recheck time.Duration
@@ -103,13 +104,13 @@ func (w *bindWaiter) effectiveRank(now time.Time, aging time.Duration) int {
 	return w.rank
 }
 
-// NewSlots builds the supplier over inv. need gives each stage's GPU
-// memory in MiB (nil: DefaultStageMemoryMiB).
-func NewSlots(inv Inventory, breaker *Breaker, need map[exam.Stage]uint64) *Slots {
+// NewSlots builds the supplier over inv for the stages of the pipeline.
+// need gives each stage's GPU memory in MiB (nil: DefaultStageMemoryMiB).
+func NewSlots(inv Inventory, breaker *Breaker, stages exam.Pipeline, need map[exam.Stage]uint64) *Slots {
 	if need == nil {
-		need = DefaultStageMemoryMiB()
+		need = DefaultStageMemoryMiB(stages)
 	}
-	s := &Slots{inv: inv, breaker: breaker, need: need, recheck: time.Second, bindAging: defaultBindAging,
+	s := &Slots{inv: inv, breaker: breaker, stages: stages, need: need, recheck: time.Second, bindAging: defaultBindAging,
 		changed: make(chan struct{}), bound: map[int]bool{}}
 	for _, m := range need {
 		if s.minNeed == 0 || m < s.minNeed {
@@ -418,7 +419,8 @@ func (b *bindInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 	rank := bindRank(bucket, b.pinned)
 	computing, end := func(bool) {}, func(bool, time.Duration) {}
 	if b.slots.pace != nil {
-		computing, end = b.slots.pace.take(ctx, exam.StageOfActivity(info.ActivityType.Name), bucket)
+		spec, _ := b.slots.stages.OfActivity(info.ActivityType.Name)
+		computing, end = b.slots.pace.take(ctx, spec.Stage, bucket)
 	}
 	var (
 		heldMu sync.Mutex

@@ -23,7 +23,7 @@ import (
 func newSlots(gpus int) (*Slots, *SimulatedInventory, *Breaker, *fakeClock) {
 	inv := NewSimulatedInventory(SimulatedGPUs{Count: gpus, MemoryGiB: 16})
 	b, clock := newTestBreaker()
-	s := NewSlots(inv, b, nil)
+	s := NewSlots(inv, b, activities.Specs(activities.Pipeline()), nil)
 	s.recheck = 10 * time.Millisecond
 	return s, inv, b, clock
 }
@@ -158,11 +158,11 @@ func TestGPUComesBackAfterPanicsErrorsAndCancellationAndOnlyNodeFaultsCount(t *t
 			return temporal.NewApplicationError("unavailable: dial tcp: connection refused", contract.ErrTypeInfrastructure)
 		}
 		return nil
-	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
+	}, activity.RegisterOptions{Name: "Denoise"})
 
 	modes := []string{"panic", "fail", "fail again", "panicked", "store down", "ok"}
 	for _, mode := range modes {
-		_, err := env.ExecuteActivity(exam.Denoise.ActivityName(), mode)
+		_, err := env.ExecuteActivity("Denoise", mode)
 		if (err == nil) != (mode == "ok") {
 			t.Errorf("%s: err = %v", mode, err)
 		}
@@ -207,8 +207,8 @@ func TestAProbeThatProvesNothingDoesNotWedgeTheBreaker(t *testing.T) {
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{s.Interceptor("gpu-test")}})
 	env.RegisterActivityWithOptions(func(context.Context) error {
 		return temporal.NewNonRetryableApplicationError("not an OCT volume", "InvalidVolume", nil)
-	}, activity.RegisterOptions{Name: exam.Denoise.ActivityName()})
-	if _, err := env.ExecuteActivity(exam.Denoise.ActivityName()); err == nil {
+	}, activity.RegisterOptions{Name: "Denoise"})
+	if _, err := env.ExecuteActivity("Denoise"); err == nil {
 		t.Fatal("stage succeeded")
 	}
 	if st := b.Status(); st.State != BreakerHalfOpen || !b.Allow() {

@@ -184,7 +184,7 @@ func (f *folder) pipelineRun(n int, run Run) {
 			f.add(at, Created, "", in.Rerun.By, map[string]any{"rerun": n + 1, "previousRunId": in.Rerun.PreviousRunID})
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
-			stage := exam.StageOfActivity(a.GetActivityType().GetName())
+			stage := stageOf(a.GetActivityId())
 			f.stages[ev.GetEventId()] = stage
 			activityIDs[ev.GetEventId()] = a.GetActivityId()
 			f.open[a.GetActivityId()] = true
@@ -355,7 +355,7 @@ func (f *folder) pending(p *workflowpb.PendingActivityInfo) {
 	if p.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
 		return
 	}
-	stage := exam.StageOfActivity(p.GetActivityType().GetName())
+	stage := stageOf(p.GetActivityId())
 	to := Claimed
 	if f.running(p) {
 		to = Executing
@@ -395,7 +395,7 @@ func (f *folder) reviewRun(run Run) {
 				ClosesAt: in.ReportAt.Add(in.Policy.ReviewWindow).UTC()}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
-			f.reminder(at, exam.StageOfActivity(a.GetActivityType().GetName()), a.GetInput())
+			f.reminder(at, stageOf(a.GetActivityId()), a.GetInput())
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 			f.decision(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput())
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -459,6 +459,13 @@ func (f *folder) exportRun(run Run) {
 }
 
 // reminder records a repeated report-ready push for an urgent exam.
+// stageOf is the stage whose try an activity ID names
+// (contract.ActivityID), "" for another activity's.
+func stageOf(activityID string) exam.Stage {
+	stage, _, _ := contract.ParseActivityID(activityID)
+	return stage
+}
+
 func (f *folder) reminder(at time.Time, stage exam.Stage, input *commonpb.Payloads) {
 	var in contract.StageInput
 	if stage != exam.Notify || f.decode(input, &in) != nil || in.Reminder == 0 {

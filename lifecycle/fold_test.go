@@ -51,9 +51,11 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 				stage exam.Stage
 			}
 			want := []step{{Created, ""}}
-			for _, s := range exam.Pipeline {
+			// The pipeline the corpus was recorded with.
+			for _, s := range []exam.Stage{exam.Denoise, exam.Layers, exam.Lesions, exam.Measure, exam.Render, exam.Notify} {
 				want = append(want, step{Queued, s}, step{Executing, s})
 			}
+			gpu := map[exam.Stage]bool{exam.Denoise: true, exam.Layers: true, exam.Lesions: true, exam.Measure: true}
 			want = append(want, step{Completed, ""})
 			if len(got) != len(want) {
 				t.Fatalf("timeline has %d entries, want %d: %+v", len(got), len(want), got)
@@ -66,7 +68,7 @@ func TestFoldTimelineOfARecordedExamFollowsThePipeline(t *testing.T) {
 				if i > 0 && (e.From != got[i-1].To || e.At.Before(got[i-1].At)) {
 					t.Errorf("entry %d does not follow entry %d: %+v after %+v", i, i-1, e, got[i-1])
 				}
-				if e.To == Executing && e.Stage.NeedsGPU() && !strings.HasPrefix(e.Actor, "sim-gpu-node-") {
+				if e.To == Executing && gpu[e.Stage] && !strings.HasPrefix(e.Actor, "sim-gpu-node-") {
 					t.Errorf("GPU stage %s ran by %q, want a GPU node", e.Stage, e.Actor)
 				}
 			}
@@ -89,7 +91,7 @@ func tries(t *testing.T, t0 time.Time, upTo int64) []*historypb.HistoryEvent {
 	scheduled := func(id int64, s int, try int32) *historypb.HistoryEvent {
 		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
 			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-				ActivityType: &commonpb.ActivityType{Name: exam.Layers.ActivityName()}, ActivityId: contract.ActivityID(exam.Layers, try)}}}
+				ActivityType: &commonpb.ActivityType{Name: "SegmentLayers"}, ActivityId: contract.ActivityID(exam.Layers, try)}}}
 	}
 	summary, err := corpusCodec(t).Data.ToPayload(contract.RetrySummary(contract.Attempt{Stage: exam.Layers, Try: 1, Number: 1,
 		Node: "gpu-a", Outcome: contract.Failed, Failure: "CUDA out of memory", FailureType: "StageFailed", RetryAfter: 30 * time.Second}))
@@ -243,7 +245,7 @@ func TestFoldTimelineShowsAnAgingPromotion(t *testing.T) {
 	scheduled := func(id int64, s int, bucket string) *historypb.HistoryEvent {
 		return &historypb.HistoryEvent{EventId: id, EventTime: at(s), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
 			Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-				ActivityType: &commonpb.ActivityType{Name: exam.Denoise.ActivityName()}, Priority: &commonpb.Priority{FairnessKey: bucket}}}}
+				ActivityType: &commonpb.ActivityType{Name: "Denoise"}, Priority: &commonpb.Priority{FairnessKey: bucket}}}}
 	}
 	// The keys as recorded histories hold them (the bucket alone) and as
 	// exams carry them now (bucket and campus, decision 0023).
@@ -373,7 +375,7 @@ func TestFoldRecordedHistoriesOfEveryPath(t *testing.T) {
 			// in the window depends on the recording machine's load).
 			sent := 0
 			for _, ev := range history(t, "review_reminders.json") {
-				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == exam.Notify.ActivityName() {
+				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "NotifyWorkstation" {
 					sent++
 				}
 			}
@@ -442,7 +444,7 @@ func TestFoldPendingStageStates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.pending != nil {
-				c.pending.ActivityType = &commonpb.ActivityType{Name: exam.Layers.ActivityName()}
+				c.pending.ActivityType = &commonpb.ActivityType{Name: "SegmentLayers"}
 				c.pending.ActivityId = contract.ActivityID(exam.Layers, 1)
 				if c.upTo >= 16 {
 					c.pending.ActivityId = contract.ActivityID(exam.Layers, 2)

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
+	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -38,19 +39,20 @@ type Metrics struct {
 // at 0 when it is made: tally's Prometheus reporter would otherwise
 // create a series only at its first increment, with the value 1, and an
 // increase() over it would never see the first breach or illegal
-// transition after a worker starts.
+// transition after a worker starts. The hedges are those of the shipped
+// pipeline's GPU stages (activities.Pipeline).
 func WorkflowCounters() map[string][]map[string]string {
 	promotions := []map[string]string{}
 	for _, from := range []exam.Priority{exam.Low, exam.Normal} {
 		promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
 	}
 	hedges := []map[string]string{}
-	for _, stage := range exam.Pipeline {
-		if !stage.NeedsGPU() {
+	for _, spec := range activities.Pipeline() {
+		if !spec.Spec.GPU {
 			continue
 		}
 		for _, won := range []string{"hedge", "original", "neither"} {
-			hedges = append(hedges, map[string]string{"stage": string(stage), "won": won})
+			hedges = append(hedges, map[string]string{"stage": string(spec.Spec.Stage), "won": won})
 		}
 	}
 	health := []map[string]string{}

@@ -115,6 +115,9 @@ type Options struct {
 	// SweepEvery is how often the scan sweep runs (0: no schedule is
 	// made); SweepGrace how old a scan must be before it may go.
 	SweepEvery, SweepGrace time.Duration
+	// Stages are the pipeline the exams run through; the workers run its
+	// CPU stages (nil: activities.Pipeline()).
+	Stages []activities.Stage
 }
 
 // Start runs the workflow worker and the CPU stage worker until Stop.
@@ -122,8 +125,13 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = 90 * time.Second
 	}
+	if opts.Stages == nil {
+		opts.Stages = activities.Pipeline()
+	}
 	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(opts.Identity, opts.StopTimeout))
-	workflows.Register(wf)
+	if err := workflows.Register(wf, activities.Specs(opts.Stages)); err != nil {
+		return nil, err
+	}
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
 		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: opts.Interceptors})
@@ -132,9 +140,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs.Inbox = InboxPublisher{Client: c}
 	cpuActs.Reviews = ReviewOpener{Client: c}
 	cpuActs.Index = ScanIndex{Client: c, Converters: opts.Converters}
-	if err := activities.RegisterStages(cpu, &cpuActs, false); err != nil {
-		return nil, err
-	}
+	activities.RegisterStages(cpu, &cpuActs, opts.Stages, false)
 	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
 	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
 	cpu.RegisterActivityWithOptions(cpuActs.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})

@@ -37,8 +37,10 @@ const (
 	infraBackoffCap  = time.Minute
 )
 
-// ExamWorkflow is one exam's pipeline: denoise → layers → lesions →
-// measure on GPU nodes, then report and notify on CPU workers. Stages
+// ExamWorkflow is the workflow of one exam's pipeline through stages, in
+// their order (the workers register it over activities.Pipeline:
+// denoise → layers → lesions → measure on GPU nodes, then report and
+// notify on CPU workers). Stages
 // exchange object keys, never volume bytes. A GPU stage that waits too
 // long in its bucket is promoted one bucket up (aging); a stage that
 // cannot reach the object store is rescheduled after a backoff without
@@ -48,7 +50,14 @@ const (
 // opens the exam's ReviewWorkflow once the report is stored, and the
 // pipeline ends after the notification, so a pipeline change never has
 // to replay against week-old reviews.
-func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
+func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInput) (contract.ExamResult, error) {
+	return func(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
+		return runPipeline(ctx, stages, in)
+	}
+}
+
+// runPipeline runs the exam in through stages, in their order.
+func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInput) (contract.ExamResult, error) {
 	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
 		EffectivePriority: in.Submission.Priority}}
 	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
@@ -57,8 +66,9 @@ func ExamWorkflow(ctx workflow.Context, in contract.ExamInput) (contract.ExamRes
 	p.watchUrgentSLA(ctx)
 
 	result := contract.ExamResult{ExamID: in.Submission.ExamID}
-	for _, stage := range exam.Pipeline {
-		out, err := p.stage(ctx, stage)
+	for _, spec := range stages {
+		stage := spec.Stage
+		out, err := p.stage(ctx, spec)
 		if err != nil && stage == exam.Notify {
 			result.NotifyFailure = p.lastAttempt()
 			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", failureMessage(err))
@@ -138,7 +148,8 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 // backoff while the policy's attempts last; one that could not reach a
 // backing service, after its own backoff for at most the policy's
 // InfraRetryFor, without spending attempts.
-func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.StageOutput, error) {
+func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.StageOutput, error) {
+	stage := spec.Stage
 	p.move(ctx, lifecycle.Queued, stage)
 	var failed, lost, try int32
 	var infraTries int
@@ -147,8 +158,8 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 	for {
 		try++
 		bucket := p.progress.EffectivePriority
-		queue, wait := pol.StageQueue(stage), pol.AgingAfter(bucket)
-		pinned := stage.NeedsGPU() && p.node != "" && pol.NodeAffinityWait > 0
+		queue, wait := pol.StageQueue(spec), pol.AgingAfter(bucket)
+		pinned := spec.GPU && p.node != "" && pol.NodeAffinityWait > 0
 		if pinned {
 			queue, wait = p.node, pol.NodeAffinityWait
 		}
@@ -160,7 +171,7 @@ func (p *pipeline) stage(ctx workflow.Context, stage exam.Stage) (contract.Stage
 			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
 		}
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
-		first := p.startTry(ctx, att, in, wait, pinned)
+		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
 		att, out, pinned = decided.att, decided.out, decided.pinned
 		err := decided.err
@@ -251,6 +262,7 @@ const maxHandedHedges = 3
 
 // tryRun is one try of a stage in flight, or ended.
 type tryRun struct {
+	spec    exam.StageSpec
 	att     contract.Attempt
 	pinned  bool
 	future  workflow.Future
@@ -263,10 +275,10 @@ type tryRun struct {
 
 // startTry schedules the try att describes, waiting at most wait to
 // start (0: no limit).
-func (p *pipeline) startTry(ctx workflow.Context, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
+func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
 	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, p.in.Submission.Campus, att.Bucket, wait, att.Try))
-	return &tryRun{att: att, pinned: pinned, cancel: cancel,
-		future: workflow.ExecuteActivity(tctx, att.Stage.ActivityName(), in)}
+	return &tryRun{spec: spec, att: att, pinned: pinned, cancel: cancel,
+		future: workflow.ExecuteActivity(tctx, spec.Activity, in)}
 }
 
 // await waits for the try to end and returns the try that decides the
@@ -288,7 +300,7 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 			r.done, r.endedAt = true, workflow.Now(ctx)
 		}
 	}
-	if !stage.NeedsGPU() {
+	if !first.spec.GPU {
 		wait(first)(first.future)
 		return first
 	}
@@ -303,13 +315,13 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 	// as for the node that holds an exam's data; then to the shared queue.
 	startHedge := func(queue string) *tryRun {
 		*try++
-		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: p.in.Policy.StageQueue(stage),
+		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: p.in.Policy.StageQueue(first.spec),
 			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
 		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
 			att.Queue = queue
-			return p.startTry(ctx, att, in, p.in.Policy.NodeAffinityWait, true)
+			return p.startTry(ctx, first.spec, att, in, p.in.Policy.NodeAffinityWait, true)
 		}
-		return p.startTry(ctx, att, in, 0, false)
+		return p.startTry(ctx, first.spec, att, in, 0, false)
 	}
 	for {
 		sel := workflow.NewSelector(ctx)

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
@@ -80,7 +81,8 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 		r.archives = append(r.archives, a)
 		return nil
 	}, activity.RegisterOptions{Name: contract.ArchiveReview})
-	for _, stage := range exam.Pipeline {
+	for _, spec := range shipped() {
+		stage := spec.Stage
 		env.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 			r.mu.Lock()
 			r.calls = append(r.calls, stage)
@@ -108,7 +110,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				return contract.StageOutput{}, err
 			}
 			out := contract.StageOutput{Keys: []string{string(stage)}, Node: "worker-1"}
-			if stage.NeedsGPU() {
+			if spec.GPU {
 				gpu := 2
 				out.NodeQueue, out.Node, out.GPU = r.nodeQueue, "gpu-node", &gpu
 			}
@@ -119,7 +121,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				out.Delivered = true
 			}
 			return out, nil
-		}, activity.RegisterOptions{Name: stage.ActivityName()})
+		}, activity.RegisterOptions{Name: spec.Activity})
 	}
 }
 
@@ -145,10 +147,11 @@ type scheduleOutbound struct {
 
 func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	opts := workflow.GetActivityOptions(ctx)
+	spec, _ := shipped().OfActivity(activityType)
 	s.r.mu.Lock()
-	s.r.scheduled[exam.StageOfActivity(activityType)] = opts
+	s.r.scheduled[spec.Stage] = opts
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
-	s.r.queueLog[exam.StageOfActivity(activityType)] = append(s.r.queueLog[exam.StageOfActivity(activityType)], opts.TaskQueue)
+	s.r.queueLog[spec.Stage] = append(s.r.queueLog[spec.Stage], opts.TaskQueue)
 	s.r.mu.Unlock()
 	// The workflow cancels a try by its context: note which.
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -164,8 +167,8 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(ExamWorkflow, workflow.RegisterOptions{Name: contract.ExamWorkflow})
-	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
+	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
+	env.RegisterWorkflowWithOptions(ReviewWorkflow(notifyStage()), workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
 		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
 		inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
@@ -175,16 +178,16 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 
 func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	env, rec := newEnv(t, nil)
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rec.calls, exam.Pipeline) {
-		t.Fatalf("stages ran %v, want %v", rec.calls, exam.Pipeline)
+	if !slices.Equal(rec.calls, shipped().Stages()) {
+		t.Fatalf("stages ran %v, want %v", rec.calls, shipped().Stages())
 	}
-	for _, s := range exam.Pipeline {
+	for _, s := range shipped().Stages() {
 		want := exam.CPUQueue
-		if s.NeedsGPU() {
+		if gpuStage(s) {
 			want = exam.GPUQueue
 		}
 		if rec.queues[s] != want {
@@ -216,7 +219,7 @@ func TestTheReportStageIsAskedToOpenTheReviewAndThePipelineEnds(t *testing.T) {
 			return contract.ReviewState{Status: exam.ReviewExpired}, nil
 		})
 	in := testInput()
-	env.ExecuteWorkflow(ExamWorkflow, in)
+	env.ExecuteWorkflow(contract.ExamWorkflow, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +230,7 @@ func TestTheReportStageIsAskedToOpenTheReviewAndThePipelineEnds(t *testing.T) {
 	if review.Submission.ExamID != "E1" || review.Policy.ReviewWindow != in.Policy.ReviewWindow {
 		t.Errorf("the report stage opens the review with %+v", review)
 	}
-	for _, s := range exam.Pipeline {
+	for _, s := range shipped().Stages() {
 		if s != exam.Render && rec.inputs[s].Review != nil {
 			t.Errorf("stage %s was asked to open the review", s)
 		}
@@ -241,7 +244,7 @@ func TestTheReportStageIsAskedToOpenTheReviewAndThePipelineEnds(t *testing.T) {
 func TestInvalidVolumeMakesTheExamDeadWithoutRetry(t *testing.T) {
 	bad := temporal.NewNonRetryableApplicationError("SOP class is not OCT", contract.ErrTypeInvalidVolume, nil)
 	env, rec := newEnv(t, map[exam.Stage]error{exam.Denoise: bad})
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	err := env.GetWorkflowError()
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != contract.ErrTypeInvalidVolume {
@@ -259,7 +262,7 @@ func TestAPanickedStageIsNotRetriedAndNamesTheStage(t *testing.T) {
 	// What activities.Activities.run makes of a panic.
 	panicked := temporal.NewNonRetryableApplicationError("layers panicked: index out of range [7] with length 3", contract.ErrTypeStagePanic, nil)
 	env, rec := newEnv(t, map[exam.Stage]error{exam.Layers: panicked})
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	var app *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != contract.ErrTypeStagePanic {
 		t.Fatalf("workflow error = %v, want a %s", err, contract.ErrTypeStagePanic)
@@ -297,7 +300,7 @@ func TestFailedAndLostAttemptsAreRetriedWithinTheirBudgetsThenDead(t *testing.T)
 			}
 			in := testInput()
 			in.Policy.LostAttempts = c.lost
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err == nil {
 				t.Fatal("workflow succeeded, want failure")
 			}
@@ -339,7 +342,7 @@ func TestWithoutAnInfrastructureBudgetAnOutageSpendsAttempts(t *testing.T) {
 	}
 	in := testInput()
 	in.Policy.InfraRetryFor = 0
-	env.ExecuteWorkflow(ExamWorkflow, in)
+	env.ExecuteWorkflow(contract.ExamWorkflow, in)
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatal("the exam completed through five outages with no budget for them")
 	}
@@ -360,7 +363,7 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 		temporal.ApplicationErrorOptions{Details: []any{contract.FailureDetails{Node: "gpu-a"}}})}
 	in := testInput()
 	in.Policy.NodeAffinityWait = 30 * time.Second
-	env.ExecuteWorkflow(ExamWorkflow, in)
+	env.ExecuteWorkflow(contract.ExamWorkflow, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -379,15 +382,16 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	node := exam.NodeQueue("gpu-a")
 	var want []string
 	pinned := false
-	for _, s := range exam.Pipeline {
-		queue := s.Queue()
-		if s.NeedsGPU() && pinned {
+	for _, spec := range shipped() {
+		s := spec.Stage
+		queue := spec.Queue()
+		if spec.GPU && pinned {
 			queue = node
 		}
 		// A completed attempt names the node and GPU its output gives;
 		// a failed one the node its failure names.
 		ran := "worker-1 -"
-		if s.NeedsGPU() {
+		if spec.GPU {
 			ran = "gpu-node 2"
 		}
 		if s == exam.Layers {
@@ -395,7 +399,7 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 		} else {
 			want = append(want, fmt.Sprintf("%s/1 done %s %s", s, queue, ran))
 		}
-		pinned = pinned || s.NeedsGPU()
+		pinned = pinned || spec.GPU
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("attempts\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -415,7 +419,7 @@ func TestALostAttemptSendsTheNextTryToTheSharedQueue(t *testing.T) {
 	rec.failNext[exam.Layers] = []error{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)}
 	in := testInput()
 	in.Policy.NodeAffinityWait = 30 * time.Second
-	env.ExecuteWorkflow(ExamWorkflow, in)
+	env.ExecuteWorkflow(contract.ExamWorkflow, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +464,7 @@ func TestAStageThatCannotReachTheStoreIsRescheduledWithoutSpendingAttempts(t *te
 	env, rec := newEnv(t, nil)
 	// Five outages in a row: more than the stage's three attempts.
 	rec.failNext[exam.Layers] = []error{infraDown(), infraDown(), infraDown(), infraDown(), infraDown()}
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("exam failed: %v", err)
 	}
@@ -505,7 +509,7 @@ func TestAnOutageLongerThanTheInfrastructureBudgetEndsTheExam(t *testing.T) {
 	env, _ := newEnv(t, map[exam.Stage]error{exam.Denoise: infraDown()})
 	in := testInput()
 	in.Policy.InfraRetryFor = 5 * time.Minute
-	env.ExecuteWorkflow(ExamWorkflow, in)
+	env.ExecuteWorkflow(contract.ExamWorkflow, in)
 	var app *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != contract.ErrTypeInfrastructure {
 		t.Fatalf("workflow error = %v, want the infrastructure failure", err)
@@ -515,7 +519,7 @@ func TestAnOutageLongerThanTheInfrastructureBudgetEndsTheExam(t *testing.T) {
 func TestFailedNotificationStillCompletesTheExam(t *testing.T) {
 	refused := temporal.NewNonRetryableApplicationError("workstation refused", "CallbackRejected", nil)
 	env, _ := newEnv(t, map[exam.Stage]error{exam.Notify: refused})
-	env.ExecuteWorkflow(ExamWorkflow, testInput())
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("workflow failed: %v", err)
 	}
@@ -564,7 +568,7 @@ func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
 			rec.saturated[exam.Denoise] = 5 // more than it takes to reach urgent
 			in := testInput()               // a low-priority exam
 			in.Policy.Aging = c.aging
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -615,7 +619,7 @@ func TestLaterGPUStagesGoToTheNodeThatRanTheFirstAndBackWhenItIsGone(t *testing.
 			maps.Copy(rec.saturated, c.gone)
 			in := testInput() // low: 30 min aging
 			in.Policy.NodeAffinityWait = c.wait
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -655,7 +659,7 @@ func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
 			in := testInput()
 			in.Submission.Priority = exam.Urgent
 			in.Policy.RetryBase, in.Policy.RetryCap, in.Policy.UrgentSLA = time.Second, time.Hour, 15*time.Minute
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -716,7 +720,7 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 				env.SignalWorkflow(contract.HedgeSignal, contract.Hedge{ActivityID: c.hedge, Node: "gpu-a", Reason: "node gpu-a is degraded",
 					Queue: c.queue})
 			}, 100*time.Millisecond)
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -778,7 +782,7 @@ func TestAnExamPinsItsStagesOnlyToANodeQueueOfItsOwnGPUQueue(t *testing.T) {
 			in := testInput()
 			in.Policy.NodeAffinityWait = 30 * time.Second
 			in.Policy.GPUQueue = tc.gpuQueue
-			env.ExecuteWorkflow(ExamWorkflow, in)
+			env.ExecuteWorkflow(contract.ExamWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -789,4 +793,20 @@ func TestAnExamPinsItsStagesOnlyToANodeQueueOfItsOwnGPUQueue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shipped is the pipeline the workers register the workflows over.
+func shipped() exam.Pipeline { return activities.Specs(activities.Pipeline()) }
+
+// gpuStage says whether s is one of shipped's GPU stages.
+func gpuStage(s exam.Stage) bool {
+	spec, ok := shipped().Spec(s)
+	return ok && spec.GPU
+}
+
+// notifyStage is shipped's notify stage, which the review reminds
+// through.
+func notifyStage() exam.StageSpec {
+	spec, _ := shipped().Spec(exam.Notify)
+	return spec
 }

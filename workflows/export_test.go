@@ -104,7 +104,7 @@ func TestThePipelineStartsTheExportOnceTheReportExistsOnlyForACampusWithAPACS(t 
 		}, activity.RegisterOptions{Name: contract.ExportToPACS})
 		in := testInput()
 		in.Export = export
-		env.ExecuteWorkflow(ExamWorkflow, in)
+		env.ExecuteWorkflow(contract.ExamWorkflow, in)
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}

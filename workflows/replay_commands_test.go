@@ -105,7 +105,9 @@ func TestReplayedCommandsKeepTheirTimersAndRetryClassification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			Register(r)
+			if err := Register(r, shipped()); err != nil {
+				t.Fatal(err)
+			}
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replaying %s: %v", f, err)
 			}

@@ -70,7 +70,7 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	}
 	// Start, six stages: at least seven workflow tasks and a history of
 	// scheduled, started and completed events for each.
-	if res.WorkflowTasksPerExam < 7 || res.EventsPerExam < 3*float64(len(exam.Pipeline)) {
+	if res.WorkflowTasksPerExam < 7 || res.EventsPerExam < 3*float64(len(shipped())) {
 		t.Errorf("per exam: %.1f workflow tasks, %.1f history events", res.WorkflowTasksPerExam, res.EventsPerExam)
 	}
 	// The engine's cost per exam, from the same histories: one pipeline
@@ -78,7 +78,7 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	// and the inbox and fleet counted.
 	pipe, total := res.CostPerExam[cost.Pipeline], res.CostPerExam["total"]
 	if res.Cost.Sources[cost.Pipeline].Runs != c.Exams || res.Cost.Sources[cost.Review].Runs != c.Exams ||
-		pipe.Events != res.EventsPerExam || pipe.ActivityAttempts < float64(len(exam.Pipeline)) ||
+		pipe.Events != res.EventsPerExam || pipe.ActivityAttempts < float64(len(shipped())) ||
 		pipe.Actions < 1+pipe.ActivityAttempts+pipe.Upserts || res.Cost.Sources[cost.Inbox].Signals == 0 ||
 		res.Cost.Sources[cost.Fleet].Runs == 0 || total.Actions <= pipe.Actions {
 		t.Errorf("engine cost %+v, per exam %+v", res.Cost, res.CostPerExam)
@@ -89,10 +89,10 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	// A killed node's counters go with it (its successor counts from 0),
 	// so with a kill only the CPU stages, which the system process that
 	// is never killed completes, are sure to be counted for every exam.
-	completed := float64(len(exam.Pipeline) - 1)
+	completed := float64(len(shipped()) - 1)
 	if res.NodeKills > 0 {
 		completed = 0
-		for _, st := range exam.Stages() {
+		for _, st := range shipped() {
 			if !st.GPU {
 				completed++
 			}

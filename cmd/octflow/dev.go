@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"octflow/activities"
 	"octflow/app"
 	"octflow/config"
 	"octflow/devstack"
@@ -28,7 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	s := config.New("dev", nil)
 	logc := config.BindLog(s, "console")
 	policy := config.BindPolicy(s, devPolicy())
-	models := config.BindModels(s)
+	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
 	serverTLS := config.BindServerTLS(s)
 	dev := config.BindDev(s)
 	log, err := parseWithLogger(s, logc, args)

@@ -237,7 +237,7 @@ func stageEventsOf(t *testing.T, c client.Client, workflowID string, stage exam.
 		if s := scheduledEventID(ev); s != 0 {
 			id = s
 		}
-		if scheduled[id] == stage.ActivityName() && !fn(ev) {
+		if scheduled[id] == activityOf(stage) && !fn(ev) {
 			return
 		}
 	}

@@ -47,12 +47,12 @@ type faultActivity struct {
 // (the node's own interceptor, which comes first, put the gate in ctx),
 // or before any other stage.
 func (f *faultActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	stage := exam.StageOfActivity(activity.GetInfo(ctx).ActivityType.Name)
+	stage := stageOfActivity(activity.GetInfo(ctx).ActivityType.Name)
 	if stage == "" {
 		return f.Next.ExecuteActivity(ctx, in)
 	}
 	gate, gated := activities.GPUGateFrom(ctx)
-	if !gated || !stage.NeedsGPU() {
+	if !gated || !gpuStage(stage) {
 		if err := f.fn(ctx, f.node, stage); err != nil {
 			return nil, err
 		}

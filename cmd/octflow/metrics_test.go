@@ -103,10 +103,10 @@ func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 		{"octflow_object_store_bytes_total", "direction=written", func(v float64) bool { return v >= 4<<10 }, "≥ 4 KiB"},
 		{"octflow_object_store_bytes_total", "direction=read", atLeastOne, "≥ 1"},
 	}
-	for _, s := range exam.Pipeline {
+	for _, s := range shipped().Stages() {
 		// The node runs GPU stages; the CPU stages run on the dev worker.
 		n := node
-		if !s.NeedsGPU() {
+		if !gpuStage(s) {
 			n = "octflow-dev"
 		}
 		checks = append(checks, check{"octflow_stage_duration_seconds", "node=" + n + ",outcome=ok,stage=" + string(s), one, "1 stage run"})

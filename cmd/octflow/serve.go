@@ -92,7 +92,7 @@ func runWorker(ctx context.Context, args []string) error {
 	logc := config.BindLog(s, "json")
 	hooks := config.BindWebhooks(s)
 	// The worker renders reports, which name the model of each stage.
-	models := config.BindModels(s)
+	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
 	keys := config.BindCodec(s)
 	identityKeys := config.BindIdentityKeys(s, false)
 	pacsFile := config.BindPACSFile(s)
@@ -138,7 +138,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s := config.New("gpuworker", nil)
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
-	models := config.BindModels(s)
+	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
 	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	proc := config.BindProcess(s)
@@ -234,7 +234,7 @@ func slowedProbe(probe func(context.Context) error, factor float64) func(context
 // fails the given fraction of stages as a sick GPU would.
 func simulatedGPU(stageTime time.Duration, failRate float64) activities.SimulatedComputeFunc {
 	return func(ctx context.Context, _ string, stage exam.Stage) error {
-		if stageTime > 0 && stage.NeedsGPU() {
+		if stageTime > 0 {
 			sleep := time.Duration((0.5 + rand.Float64()) * float64(stageTime))
 			select {
 			case <-time.After(sleep): // simulated GPU time, not real work
