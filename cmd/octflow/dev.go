@@ -10,9 +10,9 @@ import (
 
 	"octflow/app"
 	"octflow/config"
-	"octflow/devstack"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/devstack"
+	"octflow/internal/devsystem"
 )
 
 // devPolicy is the production policy with retries and lost-node

@@ -28,9 +28,9 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/cost"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/internal/cost"
 	"octflow/lifecycle"
 	"octflow/octdicom"
 	"octflow/workers"
