@@ -9,7 +9,7 @@ DATA    ?= .data
 
 # Packages that do not link the embedded Temporal server: their tests run
 # under the race detector.
-UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /devstack -e /devsystem)
+UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /internal/devstack -e /internal/devsystem)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
 .PHONY: dev test build vet workflowcheck deploy-check fmt-check fuzz accuracy bench phantom submit clean
@@ -42,7 +42,7 @@ test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# allocates, which the race detector would inflate.
 	$(GO) test -count=1 -run 'Accuracy|PreScanPeak' ./imaging
 	@# One package at a time, so nothing starves the end-to-end timing.
-	$(GO) test -p 1 -count=1 -timeout 30m ./devstack ./cmd/octflow
+	$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow
 	@# Counted executions, not seconds: Go 1.26's fuzz coordinator can fail
 	@# a target with "context deadline exceeded" when a -fuzztime duration
 	@# runs out under load (go.dev/issue/75804, fixed in Go 1.27).

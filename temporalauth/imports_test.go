@@ -11,7 +11,7 @@ import (
 // (docs/architecture.md): every other package talks to Temporal through
 // the SDK and its API types.
 func TestOnlyTheServerBuildsImportTheServer(t *testing.T) {
-	allowed := []string{"octflow/devstack", "octflow/cmd/octflow-temporal", "octflow/temporalauth"}
+	allowed := []string{"octflow/internal/devstack", "octflow/cmd/octflow-temporal", "octflow/temporalauth"}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "octflow/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -14,7 +14,7 @@
 // (temporalauth.TokenBinder), under a key derived from the frontend's TLS
 // key.
 //
-// This and octflow/devstack are the only places that link the server.
+// This and octflow/internal/devstack are the only places that link the server.
 package main
 
 import (

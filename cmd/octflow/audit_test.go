@@ -15,7 +15,7 @@ import (
 	"octflow/api/apitest"
 	"octflow/audit"
 	"octflow/audit/audittest"
-	"octflow/devsystem"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

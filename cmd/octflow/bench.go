@@ -14,11 +14,11 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"octflow/api"
-	"octflow/bench"
 	"octflow/config"
-	"octflow/devstack"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/bench"
+	"octflow/internal/devstack"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"octflow/bench"
-	"octflow/cost"
 	"octflow/exam"
+	"octflow/internal/bench"
+	"octflow/internal/cost"
 )
 
 // TestBenchRunsASmallScenario runs `octflow bench` end to end on a small

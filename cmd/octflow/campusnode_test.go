@@ -17,8 +17,8 @@ import (
 	"octflow/api"
 	"octflow/codec"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"gopkg.in/yaml.v3"
 
-	"octflow/devstack"
+	"octflow/internal/devstack"
 )
 
 // roles are the compose services that run octflow: the command each runs.

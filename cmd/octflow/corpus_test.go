@@ -33,10 +33,10 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 	"octflow/octdicom"
 )

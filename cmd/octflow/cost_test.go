@@ -8,7 +8,7 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/cost"
+	"octflow/internal/cost"
 	"octflow/lifecycle"
 )
 

@@ -11,9 +11,9 @@ import (
 	"octflow/activities"
 	"octflow/app"
 	"octflow/config"
-	"octflow/devstack"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/devstack"
+	"octflow/internal/devsystem"
 )
 
 // devPolicy is the production policy with retries and lost-node

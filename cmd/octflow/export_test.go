@@ -19,8 +19,8 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/imaging"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 	"octflow/octdicom"
 )

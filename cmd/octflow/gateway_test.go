@@ -24,8 +24,8 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/gpuworker"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 	"octflow/octdicom/hostile"
 )

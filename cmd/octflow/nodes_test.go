@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"octflow/api"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -20,9 +20,9 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -11,8 +11,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"octflow/api"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -25,9 +25,9 @@ import (
 	"octflow/api"
 	"octflow/config"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

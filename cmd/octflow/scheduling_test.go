@@ -23,10 +23,10 @@ import (
 
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/imaging"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"octflow/api"
-	"octflow/devstack"
-	"octflow/devsystem"
+	"octflow/internal/devstack"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 	"octflow/octdicom/hostile"
 )

@@ -13,7 +13,7 @@ import (
 
 	"octflow/api"
 	"octflow/config"
-	"octflow/devsystem"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

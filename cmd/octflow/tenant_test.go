@@ -24,8 +24,8 @@ import (
 	"octflow/api"
 	"octflow/api/apitest"
 	"octflow/codec"
-	"octflow/devsystem"
 	"octflow/imaging"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 	"octflow/octdicom"
 )

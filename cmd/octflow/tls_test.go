@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"octflow/api"
-	"octflow/devsystem"
+	"octflow/internal/devsystem"
 )
 
 // TestTheGatewayServesHTTPSWithItsCertificate gives the gateway a

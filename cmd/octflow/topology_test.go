@@ -31,10 +31,10 @@ import (
 	"octflow/api"
 	"octflow/config"
 	"octflow/contract"
-	"octflow/devstack"
-	"octflow/devsystem"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/internal/devstack"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

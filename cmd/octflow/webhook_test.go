@@ -14,7 +14,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
-	"octflow/devsystem"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 

@@ -23,7 +23,7 @@
 //     the summary.
 //   - Result is what a run measured, with the Build that ran it; `octflow
 //     bench --out FILE` writes it as JSON. Results worth keeping go to
-//     bench/results/<date>-<commit>.json (see bench/results/README.md),
+//     internal/bench/results/<date>-<commit>.json (see its README.md),
 //     and docs/benchmark.md keeps one current baseline table read from
 //     them.
 //

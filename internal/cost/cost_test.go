@@ -63,7 +63,7 @@ func TestOfCountsWhatEachEventCosts(t *testing.T) {
 
 func TestARetryInARecordedHistoryCostsAnAttemptATimerAndItsUpserts(t *testing.T) {
 	load := func(name string) Counts {
-		h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join("..", "workflows", "testdata", name)), client.HistoryJSONOptions{})
+		h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join("..", "..", "workflows", "testdata", name)), client.HistoryJSONOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

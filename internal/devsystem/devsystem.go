@@ -31,10 +31,10 @@ import (
 	"octflow/callback"
 	"octflow/codec"
 	"octflow/config"
-	"octflow/devstack"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
+	"octflow/internal/devstack"
 )
 
 // Config is what the dev system is told.
