@@ -13,8 +13,8 @@ import (
 	"octflow/activities"
 	"octflow/api"
 	"octflow/contract"
-	"octflow/devsystem"
 	"octflow/exam"
+	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
 
