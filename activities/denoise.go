@@ -3,8 +3,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"slices"
 
 	"octflow/contract"
 	"octflow/exam"
@@ -47,13 +45,10 @@ func (referenceDenoiser) Denoise(ctx context.Context, v *imaging.Volume) (*imagi
 type servedDenoiser struct{ inference.Model }
 
 func (d servedDenoiser) Denoise(ctx context.Context, v *imaging.Volume) (*imaging.Volume, error) {
-	want := []int{v.Frames, v.Rows, v.Cols}
-	out, shape, err := d.Infer(ctx, want, v.Data)
+	shape := []int{v.Frames, v.Rows, v.Cols}
+	out, _, err := d.InferAs(ctx, shape, v.Data, shape)
 	if err != nil {
 		return nil, err
-	}
-	if !slices.Equal(shape, want) {
-		return nil, fmt.Errorf("model %s: output shape %v, want %v", d.URL, shape, want)
 	}
 	den := imaging.NewVolume(v.Frames, v.Rows, v.Cols, v.Spacing)
 	den.Laterality, den.Data = v.Laterality, out

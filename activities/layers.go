@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"fmt"
-	"slices"
 
 	"octflow/contract"
 	"octflow/exam"
@@ -46,13 +44,10 @@ func (referenceSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) 
 type servedSegmenter struct{ inference.Model }
 
 func (s servedSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) (*imaging.Layers, error) {
-	out, shape, err := s.Infer(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data)
+	n := len(imaging.BoundaryNames)
+	out, shape, err := s.InferAs(ctx, []int{v.Frames, v.Rows, v.Cols}, v.Data, []int{n, v.Frames, v.Cols}, []int{n + 1, v.Frames, v.Cols})
 	if err != nil {
 		return nil, err
-	}
-	n := len(imaging.BoundaryNames)
-	if !slices.Equal(shape, []int{n, v.Frames, v.Cols}) && !slices.Equal(shape, []int{n + 1, v.Frames, v.Cols}) {
-		return nil, fmt.Errorf("model %s: output shape %v, want [%d %d %d]", s.URL, shape, n, v.Frames, v.Cols)
 	}
 	per := v.Frames * v.Cols
 	l := &imaging.Layers{Frames: v.Frames, Cols: v.Cols, Boundaries: map[string][]float32{}}

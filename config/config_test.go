@@ -71,6 +71,13 @@ func TestABadValueIsRefusedNamingItsVariable(t *testing.T) {
 		{map[string]string{"OCTFLOW_LOG_LEVEL": "chatty"}, []string{"OCTFLOW_LOG_LEVEL"}},
 		{map[string]string{"OCTFLOW_PSEUDONYM_KEY": "short"}, []string{"OCTFLOW_PSEUDONYM_KEY"}},
 		{map[string]string{"OCTFLOW_DEVICE_BURST": "0"}, []string{"OCTFLOW_DEVICE_BURST"}},
+		// A policy that parses but cannot work: its own rule refuses it.
+		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "0"}, []string{"OCTFLOW_MAX_ATTEMPTS", "at least 1"}},
+		{map[string]string{"OCTFLOW_MAX_ATTEMPTS": "4294967297"}, []string{"OCTFLOW_MAX_ATTEMPTS", "not a whole number"}},
+		{map[string]string{"OCTFLOW_RETRY_BASE": "10m", "OCTFLOW_RETRY_CAP": "1m"}, []string{"OCTFLOW_RETRY_CAP", "at least the retry base"}},
+		{map[string]string{"OCTFLOW_HEARTBEAT_TIMEOUT": "20m"}, []string{"OCTFLOW_HEARTBEAT_TIMEOUT", "below the stage timeout"}},
+		{map[string]string{"OCTFLOW_MAX_LOST_ATTEMPTS": "-1", "OCTFLOW_REVIEW_WINDOW": "0s"},
+			[]string{"OCTFLOW_MAX_LOST_ATTEMPTS", "OCTFLOW_REVIEW_WINDOW"}},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(slices.Sorted(func(yield func(string) bool) {

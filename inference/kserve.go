@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -57,6 +58,21 @@ type inferHeader struct {
 // inferHeaderLength is the binary extension's header: the length of the
 // JSON part before the raw tensor bytes.
 const inferHeaderLength = "Inference-Header-Content-Length"
+
+// InferAs is Infer for a model whose output must have one of the shapes
+// want: any other is an error naming the model and the shape it gave.
+func (m Model) InferAs(ctx context.Context, shape []int, data []float32, want ...[]int) ([]float32, []int, error) {
+	out, got, err := m.Infer(ctx, shape, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range want {
+		if slices.Equal(got, w) {
+			return out, got, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("model %s: output shape %v, want %v", m.URL, got, want[0])
+}
 
 // Name names the model in reports: kserve: and its URL.
 func (m Model) Name() string { return "kserve:" + m.URL }
