@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"octflow/cmd/octflow/internal/cli"
 	"octflow/exam"
 	"octflow/internal/bench"
 	"octflow/internal/cost"
@@ -34,7 +35,7 @@ func TestBenchRunsASmallScenario(t *testing.T) {
 	// DEAD path has tests of its own.
 	pol := bench.Policy()
 	pol.MaxAttempts = 5
-	res, err := runBenchOnDevSystem(context.Background(), c, pol, io.Discard)
+	res, err := cli.RunBenchOnDevSystem(context.Background(), c, pol, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"octflow/api"
+	"octflow/cmd/octflow/internal/cli"
 	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
@@ -32,7 +29,7 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 	ctx := context.Background()
 	s := h.sys.Secrets
 	a, b := s.Campus, devsystem.SecondCampus
-	keys, err := nodeKeys(s.CodecKeysFile, b, nil)
+	keys, err := cli.NodeKeys(s.CodecKeysFile, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,46 +117,5 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 	}
 	if ok, failed := opened(wfA); ok != 0 || failed == 0 {
 		t.Errorf("the bound node opened %d of campus %s's stage inputs (failed %d), want none", ok, a, failed)
-	}
-}
-
-func TestNodeKeysAreTheNamedCampusesAndNothingElse(t *testing.T) {
-	payloadKeys, err := codec.NewKeys("k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(payloadKeys)
-	scoped, _ := json.Marshal(codec.Keys{Active: "k", Scoped: map[string]map[string]string{"system": payloadKeys.Keys}})
-	for _, tc := range []struct {
-		name, campuses string
-		in             []byte
-		want           []string // scopes; nil: refused
-	}{
-		{"one campus", "north", raw, []string{"campus/north", "system"}},
-		{"two campuses", "north, south", raw, []string{"campus/north", "campus/south", "system"}},
-		{"no campus", " , ", raw, nil},
-		{"a campus that is no name", "North Wing", raw, nil},
-		{"from a node's own keys", "north", scoped, nil},
-		{"not keys", "north", []byte("{"), nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, err := nodeKeys("-", tc.campuses, bytes.NewReader(tc.in))
-			if tc.want == nil {
-				if err == nil {
-					t.Errorf("wrote %s, want a refusal", out)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := codec.ParseKeys(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := slices.Sorted(maps.Keys(k.Scoped)); len(k.Keys) != 0 || !slices.Equal(got, tc.want) {
-				t.Errorf("scopes %v and payload keys %v, want %v and none", got, k.Keys, tc.want)
-			}
-		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"octflow/api"
+	"octflow/cmd/octflow/internal/cli"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -26,13 +27,12 @@ import (
 	"octflow/lifecycle"
 )
 
-// TestMain runs main() instead of the tests when asked to act as the
-// octflow command.
+// TestMain runs the octflow command (cli.Main) instead of the tests when
+// asked to act as it, with os.Args as the command's own would be.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("OCTFLOW_TEST_AS_MAIN"); args != "" {
 		os.Args = append([]string{"octflow"}, strings.Fields(args)...)
-		main()
-		os.Exit(0)
+		os.Exit(cli.Main(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

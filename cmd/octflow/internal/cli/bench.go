@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func runBench(ctx context.Context, args []string) error {
 		defer f.Close()
 		c.HeapProfile = f
 	}
-	res, err := runBenchOnDevSystem(ctx, c, *policy, os.Stdout)
+	res, err := RunBenchOnDevSystem(ctx, c, *policy, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -112,9 +112,9 @@ func runBench(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runBenchOnDevSystem starts a fresh embedded system and runs the
+// RunBenchOnDevSystem starts a fresh embedded system and runs the
 // benchmark on it.
-func runBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy, w io.Writer) (*bench.Result, error) {
+func RunBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy, w io.Writer) (*bench.Result, error) {
 	dataDir, err := os.MkdirTemp("", "octflow-bench-")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func runNodeKeys(_ context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	out, err := nodeKeys(*in, *campuses, os.Stdin)
+	out, err := NodeKeys(*in, *campuses, os.Stdin)
 	if err != nil {
 		return err
 	}
@@ -32,9 +32,9 @@ func runNodeKeys(_ context.Context, args []string) error {
 	return err
 }
 
-// nodeKeys derives the key file of a node serving campuses (a comma
+// NodeKeys derives the key file of a node serving campuses (a comma
 // list) from the payload keys at path (or r).
-func nodeKeys(path, campuses string, r io.Reader) ([]byte, error) {
+func NodeKeys(path, campuses string, r io.Reader) ([]byte, error) {
 	var scopes []codec.Scope
 	for c := range strings.SplitSeq(campuses, ",") {
 		if c = strings.TrimSpace(c); c == "" {
