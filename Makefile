@@ -42,7 +42,9 @@ test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# allocates, which the race detector would inflate.
 	$(GO) test -count=1 -run 'Accuracy|PreScanPeak' ./imaging
 	@# One package at a time, so nothing starves the end-to-end timing.
-	$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow
+	@# ./cmd/octflow/... is the end-to-end tests (e2e) and the commands'
+	@# own tests (internal/cli), which link the embedded server too.
+	$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/...
 	@# Counted executions, not seconds: Go 1.26's fuzz coordinator can fail
 	@# a target with "context deadline exceeded" when a -fuzztime duration
 	@# runs out under load (go.dev/issue/75804, fixed in Go 1.27).

@@ -18,7 +18,7 @@ import (
 
 // These cases are all refused before the gateway touches Temporal or the
 // object store, which is why the server here has neither: reaching them
-// would panic and show up as a 500. The end-to-end tests in cmd/octflow
+// would panic and show up as a 500. The end-to-end tests in cmd/octflow/e2e
 // cover the same refusals against the real stack.
 func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	tokens, err := NewTokens([]TokenEntry{

@@ -2,7 +2,8 @@
 // to Temporal and the object store, and starts whichever of the HTTP
 // gateway, the workflow and CPU workers and the GPU nodes the process
 // runs. It stops them in dependency order, draining running stages. The
-// command (cmd/octflow) only reads the configuration and calls it.
+// command (cmd/octflow/internal/cli) only reads the configuration and
+// calls it.
 package app
 
 import (

@@ -67,10 +67,11 @@ func TestTheBreakerOpensExactlyAtTheThresholdAndNotOneFailureBefore(t *testing.T
 	}
 }
 
-// The production nodes take the zero BreakerConfig (cmd/octflow/serve.go
-// sets none), so its defaults are the production breaker, as the README
-// documents them: the last 20 outcomes, at least 5 of them, a 50 %
-// failure rate, and 30 s before a probe.
+// The production nodes take the zero BreakerConfig
+// (cmd/octflow/internal/cli/serve.go sets none), so its defaults are the
+// production breaker, as the README documents them: the last 20
+// outcomes, at least 5 of them, a 50 % failure rate, and 30 s before a
+// probe.
 func TestTheProductionBreakerDefaultsArePinned(t *testing.T) {
 	got := NewBreaker(BreakerConfig{}).cfg
 	if got.Window != 20 || got.MinSamples != 5 || got.FailureRate != 0.5 || got.Cooldown != 30*time.Second || got.Now == nil {

@@ -15,8 +15,9 @@
 //     detection in seconds.
 //   - System is what the benchmark needs of the system under test: the
 //     gateway's URL and tokens, a Temporal client, the environment a GPU
-//     node needs to join. cmd/octflow gives it a fresh embedded dev
-//     system; the benchmark starts and kills the nodes itself.
+//     node needs to join. The command (RunBenchOnDevSystem in
+//     cmd/octflow/internal/cli) gives it a fresh embedded dev system;
+//     the benchmark starts and kills the nodes itself.
 //   - Run submits the burst, kills and restarts nodes, waits for every
 //     exam, reads each exam's timeline and history, runs the bare engine
 //     (BareWorkflow: as many workflows of no-op activities) and prints
@@ -29,5 +30,5 @@
 //
 // The package measures; it does not judge. Its tests pin the parsing of
 // the mix and how the GPUs' load is split over the windows; the end-to-end
-// run is cmd/octflow's TestBenchRunsASmallScenario.
+// run is cmd/octflow/e2e's TestBenchRunsASmallScenario.
 package bench
