@@ -5,11 +5,12 @@
 // store, never through Temporal.
 //
 // Each stage is a file of its own (denoise.go, layers.go, lesions.go,
-// measure.go, report.go, notify.go): what it reads and writes, its
-// computation (the Go reference, and a served model where the stage may
-// have one) and its activity. Their declaration, the pipeline's order,
-// is exam's (exam.StageSpec). This file holds what every stage runs
-// through: the heartbeats, the node's cache and the object store.
+// measure.go, report.go, notify.go): its declaration (an
+// exam.StageSpec), what it reads and writes, its computation (the Go
+// reference, and a served model where the stage may have one) and its
+// activity. Pipeline (stages.go) is their order. This file holds what
+// every stage runs through: the heartbeats, the node's cache and the
+// object store.
 package activities
 
 import (

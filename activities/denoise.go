@@ -19,7 +19,8 @@ import (
 // reference (OCTFLOW_MODEL_DENOISE).
 
 // denoiseSpec declares the denoise stage: a GPU stage, 2 GiB of GPU
-// memory unless a site says otherwise, OCTFLOW_MODEL_DENOISE.
+// memory unless the node is told otherwise
+// (gpuworker.Config.StageMemoryMiB), OCTFLOW_MODEL_DENOISE.
 func denoiseSpec() exam.StageSpec {
 	return exam.StageSpec{Stage: exam.Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048, Model: "DENOISE"}
 }
@@ -58,7 +59,7 @@ func (d servedDenoiser) Denoise(ctx context.Context, v *imaging.Volume) (*imagin
 // denoising is what denoises here: the stage's served model, if it has
 // one, else the reference.
 func (a *Activities) denoising() denoiser {
-	if m, ok := a.Models[exam.Denoise]; ok {
+	if m, ok := a.Models[denoiseSpec().Stage]; ok {
 		return servedDenoiser{m}
 	}
 	return referenceDenoiser{}
@@ -78,7 +79,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 			return err
 		}
 		var den *imaging.Volume
-		if err := a.onGPU(ctx, exam.Denoise, func(ctx context.Context) (err error) {
+		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
 			den, err = a.denoising().Denoise(ctx, v)
 			return err
 		}); err != nil {

@@ -161,7 +161,13 @@ func BeatWaiting(ctx context.Context, node string, stage exam.Stage) {
 // it waits for the GPU (the gate may refuse it), reports the start, runs the simulated GPU time (benchmark) and compute with the
 // GPU's index in ctx, then frees the GPU. Without a gate it runs the
 // simulated GPU time and compute.
-func (a *Activities) onGPU(ctx context.Context, stage exam.Stage, compute func(context.Context) error) error {
+//
+// The stage is the one a.run runs (its beat in ctx).
+func (a *Activities) onGPU(ctx context.Context, compute func(context.Context) error) error {
+	var stage exam.Stage
+	if b, ok := ctx.Value(stageBeatKey{}).(*stageBeat); ok {
+		stage = b.beat.Stage
+	}
 	gate, ok := GPUGateFrom(ctx)
 	if !ok {
 		if err := a.simulate(ctx, stage); err != nil {

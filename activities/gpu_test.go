@@ -91,7 +91,7 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 					return err
 				}
 				step("load")
-				if err := a.onGPU(ctx, exam.Layers, func(ctx context.Context) error {
+				if err := a.onGPU(ctx, func(ctx context.Context) error {
 					if gpu, ok := exam.GPUFrom(ctx); gated && (!ok || gpu != 3) {
 						t.Errorf("compute sees GPU %d (%v), want 3", gpu, ok)
 					}
@@ -247,7 +247,7 @@ func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 					if _, err := a.get(ctx, "exams/E1/layers.json"); err != nil {
 						return err
 					}
-					return a.onGPU(ctx, exam.Lesions, func(context.Context) error { return c.fail })
+					return a.onGPU(ctx, func(context.Context) error { return c.fail })
 				})
 			}, activity.RegisterOptions{Name: "Stage"})
 			_, err := env.ExecuteActivity("Stage")

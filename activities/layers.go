@@ -16,7 +16,8 @@ import (
 // (OCTFLOW_MODEL_LAYERS).
 
 // layersSpec declares the layer segmentation stage: a GPU stage, 4 GiB
-// of GPU memory unless a site says otherwise, OCTFLOW_MODEL_LAYERS.
+// of GPU memory unless the node is told otherwise
+// (gpuworker.Config.StageMemoryMiB), OCTFLOW_MODEL_LAYERS.
 func layersSpec() exam.StageSpec {
 	return exam.StageSpec{Stage: exam.Layers, Activity: "SegmentLayers", GPU: true, GPUMemoryMiB: 4096, Model: "LAYERS"}
 }
@@ -63,7 +64,7 @@ func (s servedSegmenter) SegmentLayers(ctx context.Context, v *imaging.Volume) (
 // segmenting is what segments here: the stage's served model, if it has
 // one, else the reference.
 func (a *Activities) segmenting() segmenter {
-	if m, ok := a.Models[exam.Layers]; ok {
+	if m, ok := a.Models[layersSpec().Stage]; ok {
 		return servedSegmenter{m}
 	}
 	return referenceSegmenter{}
@@ -78,7 +79,7 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 			return err
 		}
 		var layers *imaging.Layers
-		if err := a.onGPU(ctx, exam.Layers, func(ctx context.Context) (err error) {
+		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
 			layers, err = a.segmenting().SegmentLayers(ctx, v)
 			return err
 		}); err != nil {

@@ -18,7 +18,8 @@ import (
 // (OCTFLOW_MODEL_LESIONS); the grouping is always octflow's.
 
 // lesionsSpec declares the lesion stage: a GPU stage, 2 GiB of GPU
-// memory unless a site says otherwise, OCTFLOW_MODEL_LESIONS.
+// memory unless the node is told otherwise
+// (gpuworker.Config.StageMemoryMiB), OCTFLOW_MODEL_LESIONS.
 func lesionsSpec() exam.StageSpec {
 	return exam.StageSpec{Stage: exam.Lesions, Activity: "MarkLesions", GPU: true, GPUMemoryMiB: 2048, Model: "LESIONS"}
 }
@@ -57,7 +58,7 @@ func (m servedLesionMarker) LesionMasks(ctx context.Context, v *imaging.Volume, 
 // lesionMarking is what marks lesions here: the stage's served model, if
 // it has one, else the reference.
 func (a *Activities) lesionMarking() lesionMarker {
-	if m, ok := a.Models[exam.Lesions]; ok {
+	if m, ok := a.Models[lesionsSpec().Stage]; ok {
 		return servedLesionMarker{m}
 	}
 	return referenceLesionMarker{}
@@ -74,7 +75,7 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 		}
 		var masks *imaging.LesionMasks
 		var lesions []imaging.Lesion
-		if err := a.onGPU(ctx, exam.Lesions, func(ctx context.Context) (err error) {
+		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
 			if masks, err = a.lesionMarking().LesionMasks(ctx, v, layers); err != nil {
 				return err
 			}

@@ -48,7 +48,7 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 			v.Laterality = string(in.Exam.Eye)
 		}
 		var an *imaging.Analysis
-		if err := a.onGPU(ctx, exam.Measure, func(ctx context.Context) (err error) {
+		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
 			an, err = imaging.Analyze(ctx, v, layers)
 			return err
 		}); err != nil {

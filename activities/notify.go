@@ -36,7 +36,7 @@ import (
 
 // notifySpec declares the notify stage, on the CPU workers.
 func notifySpec() exam.StageSpec {
-	return exam.StageSpec{Stage: exam.Notify, Activity: "NotifyWorkstation"}
+	return exam.StageSpec{Stage: exam.Notify, Activity: contract.NotifyWorkstation}
 }
 
 // Webhook headers. The signature is HMAC-SHA256, keyed with the site's

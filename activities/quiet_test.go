@@ -48,7 +48,7 @@ func TestAStageBeatsOnlyOnceItsQuietStartIsOver(t *testing.T) {
 				var out contract.StageOutput
 				return out, a.run(ctx, layersSpec(), &out, func(ctx context.Context) error {
 					announceTake(ctx)
-					return a.onGPU(ctx, exam.Layers, func(context.Context) error {
+					return a.onGPU(ctx, func(context.Context) error {
 						time.Sleep(c.runs)
 						return nil
 					})

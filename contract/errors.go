@@ -43,3 +43,12 @@ const ErrTypeNodeLost = "NodeLost"
 // The stage spends nothing (Unclaimed) and goes back to the shared queue
 // at once; the node's breaker does not count it.
 const ErrTypeNodeDegraded = "NodeDegraded"
+
+// ErrTypeActivityNotRegistered is the SDK's failure of a task whose
+// activity type the worker that polled it does not run: during a
+// deploy, a worker of an older build took a stage a newer pipeline added.
+// It is no failure of the stage: the workflow treats it as an
+// unreachable backing service, scheduling the stage again after a
+// backoff without spending its attempts, until a worker that runs it
+// takes it.
+const ErrTypeActivityNotRegistered = "ActivityNotRegisteredError"

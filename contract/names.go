@@ -17,8 +17,13 @@ const (
 	ScanSweepWorkflow = "ScanSweepWorkflow"
 )
 
-// Activities other than the stages (whose names are exam.Stage's).
+// Activities other than the stages' (each stage declares its own,
+// activities.Pipeline), and the notify stage's, which the review
+// schedules too, for its reminders, whatever pipeline an exam ran.
 const (
+	// NotifyWorkstation pushes an exam's report-ready event: the notify
+	// stage's activity, and the review's reminder.
+	NotifyWorkstation = "NotifyWorkstation"
 	// ArchiveReview writes a review to the exam's objects.
 	ArchiveReview = "ArchiveReview"
 	// SweepScans removes stored scans no exam references.

@@ -16,9 +16,10 @@ import (
 // (Unclaimed), as is a stage a degraded node handed back unstarted; one
 // in a shared queue is aging (Aged). A stage that ended
 // without an answer, or that its node handed back on restart, was Lost.
-// An unreachable backing service is Unreachable only when the policy
-// waits outages out (infraWaits); otherwise it is a failure like any
-// other.
+// An unreachable backing service, or a worker that does not run the
+// stage (ErrTypeActivityNotRegistered), is Unreachable only when the
+// policy waits outages out (infraWaits); otherwise it is a failure like
+// any other.
 func Classify(err error, pinned, infraWaits bool) Outcome {
 	if err == nil {
 		return Done
@@ -49,7 +50,7 @@ func Classify(err error, pinned, infraWaits bool) Outcome {
 		return Lost
 	case ErrTypeNodeDegraded:
 		return Unclaimed
-	case ErrTypeInfrastructure:
+	case ErrTypeInfrastructure, ErrTypeActivityNotRegistered:
 		if infraWaits {
 			return Unreachable
 		}

@@ -34,6 +34,8 @@ func TestClassifySaysHowAnAttemptEnded(t *testing.T) {
 		{"panic", app(ErrTypeStagePanic), false, false, Refused},
 		{"report exists", app(ErrTypeReportExists), false, false, Refused},
 		{"non-retryable", temporal.NewNonRetryableApplicationError("x", "Other", nil), false, false, Refused},
+		{"a worker that does not run the stage, waited out", notRegistered(), false, true, Unreachable},
+		{"a worker that does not run the stage, no outage budget", notRegistered(), false, false, Failed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,4 +72,19 @@ func TestARetrySummaryCutsItsFreeTextWithoutBreakingARune(t *testing.T) {
 	if _, ok := AttemptOfRetrySummary("urgent SLA"); ok {
 		t.Error("another timer's summary read as an attempt")
 	}
+}
+
+// ActivityNotRegisteredError stands for the SDK's error of that name
+// (internal, not exported): the failure converter names a Go error's
+// failure by its type's name, as it does the SDK's.
+type ActivityNotRegisteredError struct{}
+
+func (ActivityNotRegisteredError) Error() string { return "unable to find activityType=MapVessels" }
+
+// notRegistered is the error a workflow gets back when a worker without
+// the stage's activity took its task: the SDK's error, through the
+// failure converter, as Temporal carries it.
+func notRegistered() error {
+	fc := temporal.GetDefaultFailureConverter()
+	return fc.FailureToError(fc.ErrorToFailure(&ActivityNotRegisteredError{}))
 }

@@ -33,8 +33,9 @@ type StageSpec struct {
 	// GPU says the stage runs on a GPU node and holds one of its GPUs
 	// while it computes; other stages run on the CPU workers.
 	GPU bool
-	// GPUMemoryMiB is the GPU memory the stage is assumed to need when
-	// a site sets none (GPU stages only).
+	// GPUMemoryMiB is the GPU memory a node reserves for the stage unless
+	// it is told otherwise (gpuworker.Config.StageMemoryMiB; GPU stages
+	// only).
 	GPUMemoryMiB uint64
 	// Model names the stage's served-model setting: OCTFLOW_MODEL_<Model>
 	// points the stage at a model served over KServe v2 instead of its

@@ -43,8 +43,10 @@ type Metrics struct {
 // pipeline's GPU stages (activities.Pipeline).
 func WorkflowCounters() map[string][]map[string]string {
 	promotions := []map[string]string{}
-	for _, from := range []exam.Priority{exam.Low, exam.Normal} {
-		promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
+	for _, from := range exam.Buckets() {
+		if from.Up() != from {
+			promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
+		}
 	}
 	hedges := []map[string]string{}
 	for _, spec := range activities.Pipeline() {

@@ -81,7 +81,7 @@ func TestTwoExamsFailingTogetherDoNotRetryInLockstep(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
-	env.RegisterWorkflowWithOptions(ReviewWorkflow(notifyStage()), workflow.RegisterOptions{Name: contract.ReviewWorkflow})
+	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	env.RegisterWorkflow(twoExams)
 	rec := &stages{queues: map[exam.Stage]string{}, fail: map[exam.Stage]error{exam.Layers: infraDown()},
 		failNext: map[exam.Stage][]error{}, saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{},

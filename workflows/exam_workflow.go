@@ -1,7 +1,10 @@
 // Package workflows holds octflow's Temporal workflows: ExamWorkflow, the
-// pipeline of one exam; ReviewWorkflow, the clinician's review that
-// outlives it; FleetWorkflow, what the GPU nodes last reported; and
-// InboxWorkflow, a campus's report-ready events. Workflow code here is
+// pipeline of one exam over the stages it is registered with (Register);
+// ReviewWorkflow, the clinician's review that outlives it;
+// ExportWorkflow, the sending of an exam's results to its campus's PACS;
+// FleetWorkflow, what the GPU nodes last reported; InboxWorkflow, a
+// campus's report-ready events; and ScanSweepWorkflow, the removal of
+// stored scans no exam took. Workflow code here is
 // deterministic: time, randomness and I/O come only from the SDK or from
 // activities. Names, inputs and outputs are in contract/.
 package workflows

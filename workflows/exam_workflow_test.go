@@ -168,7 +168,7 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
-	env.RegisterWorkflowWithOptions(ReviewWorkflow(notifyStage()), workflow.RegisterOptions{Name: contract.ReviewWorkflow})
+	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
 		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
 		inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
@@ -804,9 +804,39 @@ func gpuStage(s exam.Stage) bool {
 	return ok && spec.GPU
 }
 
-// notifyStage is shipped's notify stage, which the review reminds
-// through.
-func notifyStage() exam.StageSpec {
-	spec, _ := shipped().Spec(exam.Notify)
-	return spec
+func TestAPipelineTheWorkflowsCannotRunIsRefused(t *testing.T) {
+	without := func(stage exam.Stage) exam.Pipeline {
+		var out exam.Pipeline
+		for _, s := range shipped() {
+			if s.Stage != stage {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	twice := append(shipped(), shipped()[0])
+	gpuNotify := shipped()
+	for i := range gpuNotify {
+		if gpuNotify[i].Stage == exam.Notify {
+			gpuNotify[i].GPU = true
+		}
+	}
+	for name, tc := range map[string]struct {
+		stages exam.Pipeline
+		want   string
+	}{
+		"no report stage":      {without(exam.Render), "no report stage"},
+		"no notify stage":      {without(exam.Notify), "notify stage must run NotifyWorkstation"},
+		"notify on a GPU":      {gpuNotify, "notify stage must run NotifyWorkstation"},
+		"a stage named twice":  {twice, "named twice"},
+		"the shipped pipeline": {shipped(), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			err := Register(suite.NewTestWorkflowEnvironment(), tc.stages)
+			if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Register = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
 }

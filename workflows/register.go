@@ -11,18 +11,41 @@ import (
 )
 
 // Register registers every octflow workflow under its contract name, on
-// a worker or on a replayer: the exam pipeline over stages, in their
-// order, and the review reminding through stages' notify stage.
+// a worker or on a replayer, the exam pipeline over stages, in their
+// order. The pipeline is code, not configuration: every worker of a
+// namespace must be handed the same one (a worker of a new build with
+// another is a new version, Worker Versioning's to route). A pipeline
+// the workflows cannot run is refused: it must have a report stage,
+// which opens the review and after which the export starts, and a
+// notify stage on the CPU workers whose activity is the review's
+// reminder.
 func Register(r worker.WorkflowRegistry, stages exam.Pipeline) error {
-	notify, ok := stages.Spec(exam.Notify)
-	if !ok {
-		return fmt.Errorf("the pipeline %v has no %s stage, which the review reminds through", stages.Stages(), exam.Notify)
+	if err := runnable(stages); err != nil {
+		return err
 	}
 	r.RegisterWorkflowWithOptions(ExamWorkflow(stages), workflow.RegisterOptions{Name: contract.ExamWorkflow})
-	r.RegisterWorkflowWithOptions(ReviewWorkflow(notify), workflow.RegisterOptions{Name: contract.ReviewWorkflow})
+	r.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	r.RegisterWorkflowWithOptions(FleetWorkflow, workflow.RegisterOptions{Name: contract.FleetWorkflow})
 	r.RegisterWorkflowWithOptions(InboxWorkflow, workflow.RegisterOptions{Name: contract.InboxWorkflow})
 	r.RegisterWorkflowWithOptions(ScanSweepWorkflow, workflow.RegisterOptions{Name: contract.ScanSweepWorkflow})
 	r.RegisterWorkflowWithOptions(ExportWorkflow, workflow.RegisterOptions{Name: contract.ExportWorkflow})
+	return nil
+}
+
+// runnable says why the workflows cannot run stages, if they cannot.
+func runnable(stages exam.Pipeline) error {
+	seen := map[string]bool{}
+	for _, s := range stages {
+		if s.Stage == "" || s.Activity == "" || seen[string(s.Stage)] || seen["activity "+s.Activity] {
+			return fmt.Errorf("pipeline %v: stage %q (activity %q) is unnamed or named twice", stages.Stages(), s.Stage, s.Activity)
+		}
+		seen[string(s.Stage)], seen["activity "+s.Activity] = true, true
+	}
+	if _, ok := stages.Spec(exam.Render); !ok {
+		return fmt.Errorf("pipeline %v has no %s stage", stages.Stages(), exam.Render)
+	}
+	if n, ok := stages.Spec(exam.Notify); !ok || n.Activity != contract.NotifyWorkstation || n.GPU {
+		return fmt.Errorf("pipeline %v: its %s stage must run %s on the CPU workers, as the review's reminders do", stages.Stages(), exam.Notify, contract.NotifyWorkstation)
+	}
 	return nil
 }

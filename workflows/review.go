@@ -21,18 +21,13 @@ var ErrReviewRefused = errors.New("review refused")
 // ReviewWorkflow holds the clinician's review of one exam's report: it
 // takes decisions through ReviewUpdate for the review window, reminds the
 // workstation of an urgent exam nobody has decided on, and ends when the
-// window closes; notify is the stage whose activity reminds. The report
-// stage opens it once the report exists, and it outlives the pipeline.
-func ReviewWorkflow(notify exam.StageSpec) func(workflow.Context, contract.ReviewStart) (contract.ReviewState, error) {
-	return func(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
-		return runReview(ctx, notify, in)
-	}
-}
-
-// runReview holds the review in, reminding through the notify stage.
-func runReview(ctx workflow.Context, notify exam.StageSpec, in contract.ReviewStart) (contract.ReviewState, error) {
+// window closes. It reminds through the notify stage's activity
+// (contract.NotifyWorkstation), whatever pipeline the exam ran, so a
+// change of the pipeline never replays against week-old reviews. The
+// report stage opens it once the report exists, and it outlives the
+// pipeline.
+func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
 	b := newReviewBook(in.Submission, in.Policy, in.Summary)
-	b.notify = notify
 	b.archive, b.archiving = true, workflow.NewMutex(ctx)
 	if err := workflow.SetQueryHandler(ctx, contract.ReviewQuery, func() (contract.ReviewState, error) { return b.state(), nil }); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register query: %w", err)
@@ -54,7 +49,6 @@ func runReview(ctx workflow.Context, notify exam.StageSpec, in contract.ReviewSt
 type reviewBook struct {
 	sub       exam.Submission
 	pol       exam.Policy
-	notify    exam.StageSpec // the stage that reminds
 	summary   exam.Summary
 	status    exam.ReviewStatus
 	reviews   []exam.Review
@@ -161,9 +155,9 @@ func (b *reviewBook) await(ctx workflow.Context) {
 		var out contract.StageOutput
 		// A reminder is no pipeline stage: Temporal retries it, within
 		// the policy's attempts and backoff.
-		remind := workflow.WithRetryPolicy(stageContext(ctx, b.notify.Stage, pol, b.notify.Queue(), b.sub.Campus, b.sub.Priority, 0, int32(b.reminders+1)),
+		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, int32(b.reminders+1)),
 			temporal.RetryPolicy{InitialInterval: pol.RetryBase, BackoffCoefficient: 2, MaximumInterval: pol.RetryCap, MaximumAttempts: pol.MaxAttempts})
-		err := workflow.ExecuteActivity(remind, b.notify.Activity, contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
+		err := workflow.ExecuteActivity(remind, contract.NotifyWorkstation, contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}

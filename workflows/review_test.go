@@ -37,7 +37,7 @@ func TestReviewAcceptsOneFinalDecisionThenOnlyAmendments(t *testing.T) {
 		review("reject-after-approve", exam.Reject)
 		review("amend", exam.Amend)
 	}, time.Minute)
-	env.ExecuteWorkflow(ReviewWorkflow(notifyStage()), in)
+	env.ExecuteWorkflow(ReviewWorkflow, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestUrgentExamAwaitingReviewIsRemindedUntilTheWindowCloses(t *testing.T) {
 			env, rec := newEnv(t, nil)
 			in := reviewStart(c.priority, time.Hour, 20*time.Minute)
 			env.SetStartTime(in.ReportAt)
-			env.ExecuteWorkflow(ReviewWorkflow(notifyStage()), in)
+			env.ExecuteWorkflow(ReviewWorkflow, in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestADecisionStopsTheReminders(t *testing.T) {
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("approve refused: %v", err) }, OnComplete: func(any, error) {},
 		}, contract.ReviewRequest{Decision: exam.Approve, By: "dr test"})
 	}, 30*time.Minute)
-	env.ExecuteWorkflow(ReviewWorkflow(notifyStage()), in)
+	env.ExecuteWorkflow(ReviewWorkflow, in)
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
