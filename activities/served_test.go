@@ -144,7 +144,7 @@ func TestTheReportNamesEachStagesComputation(t *testing.T) {
 // Every stage declared with a model setting runs its served model when
 // pointed at one, and the report says so.
 func TestEveryStageWithAModelSettingRunsTheModel(t *testing.T) {
-	for _, spec := range Specs(Pipeline()) {
+	for _, spec := range Pipeline().Specs() {
 		if spec.Model == "" {
 			continue
 		}

@@ -21,8 +21,8 @@ type Stage struct {
 // Pipeline is the exam pipeline, in the order ExamWorkflow runs it.
 // Adding a stage is a file of its own and its place here (see
 // docs/development.md, "Adding a stage").
-func Pipeline() []Stage {
-	return []Stage{
+func Pipeline() Stages {
+	return Stages{
 		{denoiseSpec(), (*Activities).Denoise},
 		{layersSpec(), (*Activities).SegmentLayers},
 		{lesionsSpec(), (*Activities).MarkLesions},
@@ -32,9 +32,12 @@ func Pipeline() []Stage {
 	}
 }
 
-// Specs are the declarations of stages, in their order: what the
+// Stages are a pipeline's stages, in their order.
+type Stages []Stage
+
+// Specs are the stages' declarations, in their order: what the
 // workflows, the GPU nodes and the configuration are handed.
-func Specs(stages []Stage) exam.Pipeline {
+func (stages Stages) Specs() exam.Pipeline {
 	out := make(exam.Pipeline, len(stages))
 	for i, s := range stages {
 		out[i] = s.Spec
@@ -45,7 +48,7 @@ func Specs(stages []Stage) exam.Pipeline {
 // RegisterStages registers on r each of stages that runs on a GPU node
 // (gpu) or on the CPU workers (!gpu), under its activity type, run with
 // a.
-func RegisterStages(r worker.ActivityRegistry, a *Activities, stages []Stage, gpu bool) {
+func RegisterStages(r worker.ActivityRegistry, a *Activities, stages Stages, gpu bool) {
 	for _, s := range stages {
 		if s.Spec.GPU != gpu {
 			continue

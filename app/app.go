@@ -56,7 +56,7 @@ type Options struct {
 	GPUNodes []gpuworker.Config
 	// Stages are the pipeline the workers and GPU nodes run (nil:
 	// activities.Pipeline(), the shipped one).
-	Stages []activities.Stage
+	Stages activities.Stages
 	// StopTimeout bounds the drain of workers and nodes (default 90 s).
 	StopTimeout time.Duration
 	// Webhooks deliver report-ready events (workers); Callbacks checks
@@ -201,7 +201,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	var stageMetrics *activities.StageMetrics
 	if opts.Workers || len(opts.GPUNodes) > 0 {
-		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry, activities.Specs(opts.Stages)); err != nil {
+		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry, opts.Stages.Specs()); err != nil {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}

@@ -210,3 +210,18 @@ func TestANodeQueueBelongsToOneGPUQueue(t *testing.T) {
 		}
 	}
 }
+
+func TestAPipelineSaysWhichOfItsStagesRunOnAGPU(t *testing.T) {
+	p := Pipeline{{Stage: Denoise, Activity: "Denoise", GPU: true, GPUMemoryMiB: 2048}, {Stage: Render, Activity: "RenderReport"}}
+	for stage, want := range map[Stage]bool{Denoise: true, Render: false, "vessels": false} {
+		if got := p.GPU(stage); got != want {
+			t.Errorf("GPU(%s) = %t, want %t", stage, got, want)
+		}
+	}
+	if spec, ok := p.OfActivity("RenderReport"); !ok || spec.Stage != Render {
+		t.Errorf("OfActivity(RenderReport) = %+v, %t", spec, ok)
+	}
+	if _, ok := p.OfActivity("SweepScans"); ok {
+		t.Error("an activity of no stage was found in the pipeline")
+	}
+}

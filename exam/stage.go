@@ -79,6 +79,12 @@ func (p Pipeline) OfActivity(name string) (StageSpec, bool) {
 	return StageSpec{}, false
 }
 
+// GPU says whether s is a GPU stage of p.
+func (p Pipeline) GPU(s Stage) bool {
+	d, ok := p.Spec(s)
+	return ok && d.GPU
+}
+
 // Stages lists the stages' names in order.
 func (p Pipeline) Stages() []Stage {
 	out := make([]Stage, len(p))

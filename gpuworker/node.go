@@ -30,7 +30,7 @@ type Config struct {
 	Breaker BreakerConfig
 	// Stages are the pipeline's stages; the node runs its GPU stages
 	// (nil: activities.Pipeline()).
-	Stages []activities.Stage
+	Stages activities.Stages
 	// StageMemoryMiB is the GPU memory each stage needs (nil: each
 	// stage's declared GPUMemoryMiB).
 	StageMemoryMiB map[exam.Stage]uint64
@@ -97,7 +97,7 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 		cfg.Stages = activities.Pipeline()
 	}
 	n := &Node{cfg: cfg, breaker: NewBreaker(cfg.Breaker)}
-	n.slots = NewSlots(cfg.GPUs, n.breaker, activities.Specs(cfg.Stages), cfg.StageMemoryMiB)
+	n.slots = NewSlots(cfg.GPUs, n.breaker, cfg.Stages.Specs(), cfg.StageMemoryMiB)
 	n.slots.prefetch = max(0, cmp.Or(cfg.Prefetch, 1))
 	n.pace = NewPace(cfg.Probe)
 	n.slots.pace = n.pace

@@ -23,7 +23,7 @@ import (
 func newSlots(gpus int) (*Slots, *SimulatedInventory, *Breaker, *fakeClock) {
 	inv := NewSimulatedInventory(SimulatedGPUs{Count: gpus, MemoryGiB: 16})
 	b, clock := newTestBreaker()
-	s := NewSlots(inv, b, activities.Specs(activities.Pipeline()), nil)
+	s := NewSlots(inv, b, activities.Pipeline().Specs(), nil)
 	s.recheck = 10 * time.Millisecond
 	return s, inv, b, clock
 }

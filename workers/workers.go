@@ -117,7 +117,7 @@ type Options struct {
 	SweepEvery, SweepGrace time.Duration
 	// Stages are the pipeline the exams run through; the workers run its
 	// CPU stages (nil: activities.Pipeline()).
-	Stages []activities.Stage
+	Stages activities.Stages
 }
 
 // Start runs the workflow worker and the CPU stage worker until Stop.
@@ -129,7 +129,7 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		opts.Stages = activities.Pipeline()
 	}
 	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(opts.Identity, opts.StopTimeout))
-	if err := workflows.Register(wf, activities.Specs(opts.Stages)); err != nil {
+	if err := workflows.Register(wf, opts.Stages.Specs()); err != nil {
 		return nil, err
 	}
 

@@ -187,7 +187,7 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	}
 	for _, s := range shipped().Stages() {
 		want := exam.CPUQueue
-		if gpuStage(s) {
+		if shipped().GPU(s) {
 			want = exam.GPUQueue
 		}
 		if rec.queues[s] != want {
@@ -796,13 +796,7 @@ func TestAnExamPinsItsStagesOnlyToANodeQueueOfItsOwnGPUQueue(t *testing.T) {
 }
 
 // shipped is the pipeline the workers register the workflows over.
-func shipped() exam.Pipeline { return activities.Specs(activities.Pipeline()) }
-
-// gpuStage says whether s is one of shipped's GPU stages.
-func gpuStage(s exam.Stage) bool {
-	spec, ok := shipped().Spec(s)
-	return ok && spec.GPU
-}
+func shipped() exam.Pipeline { return activities.Pipeline().Specs() }
 
 func TestAPipelineTheWorkflowsCannotRunIsRefused(t *testing.T) {
 	without := func(stage exam.Stage) exam.Pipeline {

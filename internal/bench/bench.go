@@ -1043,13 +1043,7 @@ func newFleet(c Config, env []string, logDir string) *fleet {
 
 // shipped is the pipeline octflow ships (activities.Pipeline), which the
 // benchmark's system runs.
-func shipped() exam.Pipeline { return activities.Specs(activities.Pipeline()) }
-
-// gpuStage says whether stage is a GPU stage of the shipped pipeline.
-func gpuStage(stage exam.Stage) bool {
-	spec, ok := shipped().Spec(stage)
-	return ok && spec.GPU
-}
+func shipped() exam.Pipeline { return activities.Pipeline().Specs() }
 
 // stageNames are the GPU stages of stages, comma-separated.
 func stageNames(stages exam.Pipeline) string {

@@ -48,7 +48,7 @@ func gpuLoad(load []StageLoad, start time.Time, held []contract.Span, tl []lifec
 		load = addSpan(load, start, s.From, s.To, busy)
 	}
 	for i := 0; i+1 < len(tl); i++ {
-		if e := tl[i]; gpuStage(e.Stage) && (e.To == lifecycle.Queued || e.To == lifecycle.Claimed) {
+		if e := tl[i]; shipped().GPU(e.Stage) && (e.To == lifecycle.Queued || e.To == lifecycle.Claimed) {
 			load = addSpan(load, start, e.At, tl[i+1].At, waiting)
 		}
 	}

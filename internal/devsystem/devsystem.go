@@ -51,7 +51,7 @@ type Config struct {
 	Policy   exam.Policy
 	// Stages are the pipeline the system runs (nil: activities.Pipeline(),
 	// the shipped one).
-	Stages      []activities.Stage
+	Stages      activities.Stages
 	StopTimeout time.Duration
 	// GPUsPerNode is the GPUs of each simulated node (default 1).
 	GPUsPerNode int

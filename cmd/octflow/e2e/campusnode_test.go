@@ -72,7 +72,7 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 		}
 		nodes := map[string]bool{}
 		for _, at := range p.Attempts {
-			if gpuStage(at.Stage) && at.Outcome == contract.Done {
+			if shipped().GPU(at.Stage) && at.Outcome == contract.Done {
 				nodes[at.Node] = true
 				if wf == wfB && at.Queue != exam.CampusGPUQueue(b) && at.Queue != exam.NodeQueueOf(exam.CampusGPUQueue(b), "gpu-b-1") {
 					t.Errorf("campus %s's %s was scheduled on %s", b, at.Stage, at.Queue)

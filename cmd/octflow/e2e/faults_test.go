@@ -52,7 +52,7 @@ func (f *faultActivity) ExecuteActivity(ctx context.Context, in *interceptor.Exe
 		return f.Next.ExecuteActivity(ctx, in)
 	}
 	gate, gated := activities.GPUGateFrom(ctx)
-	if !gated || !gpuStage(stage) {
+	if !gated || !shipped().GPU(stage) {
 		if err := f.fn(ctx, f.node, stage); err != nil {
 			return nil, err
 		}

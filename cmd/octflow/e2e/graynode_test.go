@@ -112,7 +112,7 @@ func TestASlowNodeIsDegradedItsStagesRunElsewhereAndItComesBackWhenReleased(t *t
 	}
 	alone := time.Since(start)
 	for _, a := range h.progress("gray-alone").Attempts {
-		if gpuStage(a.Stage) && a.Node != "gpu-fast" {
+		if shipped().GPU(a.Stage) && a.Node != "gpu-fast" {
 			t.Errorf("a node marked degraded ran %s: %+v", a.Stage, a)
 		}
 	}

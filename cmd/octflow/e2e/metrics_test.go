@@ -106,7 +106,7 @@ func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 	for _, s := range shipped().Stages() {
 		// The node runs GPU stages; the CPU stages run on the dev worker.
 		n := node
-		if !gpuStage(s) {
+		if !shipped().GPU(s) {
 			n = "octflow-dev"
 		}
 		checks = append(checks, check{"octflow_stage_duration_seconds", "node=" + n + ",outcome=ok,stage=" + string(s), one, "1 stage run"})

@@ -90,7 +90,7 @@ func TestAStageAddedToThePipelineRunsOnTheEmbeddedStack(t *testing.T) {
 		t.Errorf("stages executed %v, want %v", order, want)
 	}
 	// The shipped pipeline is left as it was.
-	if got, want := fmt.Sprint(activities.Specs(activities.Pipeline()).Stages()), fmt.Sprint(activities.Specs(shippedStages).Stages()); got != want {
+	if got, want := fmt.Sprint(activities.Pipeline().Specs().Stages()), fmt.Sprint(shippedStages.Specs().Stages()); got != want {
 		t.Errorf("the shipped pipeline changed to %s", got)
 	}
 }

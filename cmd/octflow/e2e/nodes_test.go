@@ -77,7 +77,7 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.Policy.MaxAttempts = 5 // the bad node fails at most 3 before it trips
 		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
-			if !gpuStage(stage) {
+			if !shipped().GPU(stage) {
 				return nil
 			}
 			starts.add(node)

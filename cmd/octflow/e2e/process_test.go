@@ -109,7 +109,7 @@ func (h *harness) spawnNode(id string, drain time.Duration, env ...string) *chil
 func (h *harness) runningOn(examID string, nodes ...*childProcess) (*childProcess, *api.ExamStatus) {
 	h.t.Helper()
 	st := h.waitFor(examID, time.Minute, func(s *api.ExamStatus) bool {
-		return s.State == lifecycle.Executing && gpuStage(s.Stage)
+		return s.State == lifecycle.Executing && shipped().GPU(s.Stage)
 	})
 	for _, n := range nodes {
 		if n.id == st.Node {

@@ -197,7 +197,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	enough := make(chan struct{})
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
-			if !gpuStage(stage) {
+			if !shipped().GPU(stage) {
 				return nil
 			}
 			mu.Lock()
@@ -381,7 +381,7 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 					c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: threshold, exam.Normal: threshold}
 				}
 				c.WorkerInterceptors = withFaults(func(ctx context.Context, _ string, stage exam.Stage) error {
-					if gpuStage(stage) {
+					if shipped().GPU(stage) {
 						// Simulated GPU time (this test's stages only sleep
 						// on top of their real work), so the one GPU stays
 						// saturated by the stream.
@@ -517,7 +517,7 @@ func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
 	const backlog, urgent = 16, 4
 	h := newHarness(t, 0, func(c *devsystem.Config) {
 		c.WorkerInterceptors = withFaults(func(_ context.Context, _ string, stage exam.Stage) error {
-			if gpuStage(stage) {
+			if shipped().GPU(stage) {
 				time.Sleep(150 * time.Millisecond) // simulated GPU time: one GPU stays saturated
 			}
 			return nil
@@ -561,7 +561,7 @@ func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
 		var events []lifecycle.Entry
 		h.getJSON(h.sys.Secrets.Clinician, "/v1/exams/"+id+"/events", http.StatusOK, &events)
 		for _, e := range events {
-			if e.To == lifecycle.Executing && gpuStage(e.Stage) && firstGPU[id].IsZero() {
+			if e.To == lifecycle.Executing && shipped().GPU(e.Stage) && firstGPU[id].IsZero() {
 				firstGPU[id] = e.At
 			}
 			if e.To == lifecycle.Completed && reported[id].IsZero() {

@@ -6,13 +6,7 @@ import (
 )
 
 // shipped is the pipeline octflow ships, which the tests' systems run.
-func shipped() exam.Pipeline { return activities.Specs(activities.Pipeline()) }
-
-// gpuStage says whether s is one of shipped's GPU stages.
-func gpuStage(s exam.Stage) bool {
-	spec, ok := shipped().Spec(s)
-	return ok && spec.GPU
-}
+func shipped() exam.Pipeline { return activities.Pipeline().Specs() }
 
 // activityOf is the activity type shipped's stage s runs as.
 func activityOf(s exam.Stage) string {

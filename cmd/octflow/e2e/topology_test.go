@@ -106,7 +106,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 			t.Fatalf("submit %s: %d %v", examID, code, err)
 		}
 		st := waitExam(t, clin, examID, 2*time.Minute, func(s *api.ExamStatus) bool {
-			return s.State == lifecycle.Executing && gpuStage(s.Stage)
+			return s.State == lifecycle.Executing && shipped().GPU(s.Stage)
 		})
 		t.Logf("%s: %s during %s on %s", examID, outage.name, st.Stage, st.Node)
 		began := time.Now()

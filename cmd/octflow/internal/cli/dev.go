@@ -29,7 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	s := config.New("dev", nil)
 	logc := config.BindLog(s, "console")
 	policy := config.BindPolicy(s, devPolicy())
-	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
+	models := config.BindModels(s, activities.Pipeline().Specs())
 	serverTLS := config.BindServerTLS(s)
 	dev := config.BindDev(s)
 	log, err := parseWithLogger(s, logc, args)

@@ -92,7 +92,7 @@ func runWorker(ctx context.Context, args []string) error {
 	logc := config.BindLog(s, "json")
 	hooks := config.BindWebhooks(s)
 	// The worker renders reports, which name the model of each stage.
-	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
+	models := config.BindModels(s, activities.Pipeline().Specs())
 	keys := config.BindCodec(s)
 	identityKeys := config.BindIdentityKeys(s, false)
 	pacsFile := config.BindPACSFile(s)
@@ -138,7 +138,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	s := config.New("gpuworker", nil)
 	stack := config.BindStack(s)
 	logc := config.BindLog(s, "json")
-	models := config.BindModels(s, activities.Specs(activities.Pipeline()))
+	models := config.BindModels(s, activities.Pipeline().Specs())
 	keys := config.BindCodec(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	proc := config.BindProcess(s)
