@@ -95,12 +95,7 @@ func exportRetryable(err error) bool {
 // export already started under the exam's ID (a rerun of an exam whose
 // results went out) is left as it is.
 func (p *pipeline) startExport(ctx workflow.Context) {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            contract.ExportWorkflowID(p.in.Submission.Ref()),
-		TaskQueue:             exam.WorkflowQueue,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-	})
+	cctx := workflow.WithChildOptions(ctx, contract.ExportStartOptions(p.in.Submission, p.in.Policy).Child())
 	f := workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("the export was not started", "error", err)
