@@ -61,9 +61,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		// deterministic, so it is asked again.
 		mf.Analysis.Quality.Mask = imaging.Assess(v, layers).Mask
 		var intensity imaging.Intensity
-		switch err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); {
-		case errors.Is(err, storage.ErrNotFound): // an exam denoised before normalisation was recorded
-		case err != nil:
+		if err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); err != nil {
 			return err
 		}
 		info := activity.GetInfo(ctx)
@@ -81,9 +79,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			GeneratedAt: info.ScheduledTime.UTC().Truncate(time.Second),
 			Volume:      mf.Volume,
 			Algorithms:  a.algorithms(),
-		}
-		if intensity.Encoding != "" {
-			rep.Intensity = &intensity
+			Intensity:   &intensity,
 		}
 		rep.FromAnalysis(mf.Analysis, lesions, v.Cols)
 		figs := reportFigures(v, layers, mf.Analysis)

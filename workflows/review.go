@@ -28,12 +28,12 @@ var ErrReviewRefused = errors.New("review refused")
 // pipeline.
 func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
 	b := newReviewBook(in.Submission, in.Policy, in.Summary)
-	b.archive, b.archiving = true, workflow.NewMutex(ctx)
+	b.archiving = workflow.NewMutex(ctx)
 	if err := workflow.SetQueryHandler(ctx, contract.ReviewQuery, func() (contract.ReviewState, error) { return b.state(), nil }); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register query: %w", err)
 	}
 	b.closesAt = in.ReportAt.Add(in.Policy.ReviewWindow)
-	if err := b.register(ctx, func() error { return nil }); err != nil {
+	if err := b.register(ctx); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register review: %w", err)
 	}
 	b.await(ctx)
@@ -55,11 +55,10 @@ type reviewBook struct {
 	reminders int
 	closesAt  time.Time
 	closed    bool
-	// archive writes every decision to the exam's review.json; runs from
-	// before the review had its own workflow did not, and replay so.
-	// Writes go one at a time (archiving), each with the review as it
-	// stands then, so the last one written holds every decision.
-	archive   bool
+	// archiving makes the writes of the exam's review.json, one for
+	// every decision and one at the close, go one at a time, each with
+	// the review as it stands then, so the last one written holds every
+	// decision.
 	archiving workflow.Mutex
 }
 
@@ -72,33 +71,27 @@ func (b *reviewBook) state() contract.ReviewState {
 }
 
 // register installs the review update. Its validator holds the rules:
-// only once ready says the report exists, only while the window is
-// open, and after a final decision (approve, reject) only amendments.
-func (b *reviewBook) register(ctx workflow.Context, ready func() error) error {
+// only while the window is open, and after a final decision (approve,
+// reject) only amendments.
+func (b *reviewBook) register(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, contract.ReviewUpdate,
 		func(ctx workflow.Context, req contract.ReviewRequest) (exam.ReviewStatus, error) {
 			b.reviews = append(b.reviews, exam.Review{At: workflow.Now(ctx), Decision: req.Decision, Note: req.Note, By: req.By})
 			b.status = b.status.After(req.Decision)
 			workflow.GetLogger(ctx).Info("review recorded", "decision", req.Decision, "status", b.status)
-			if b.archive {
-				// The decision stands in the workflow either way; if the
-				// store cannot take it now, the archive at the window's
-				// close will.
-				if err := b.archiving.Lock(ctx); err != nil {
-					return b.status, err
-				}
-				err := b.archiveTo(ctx, false)
-				b.archiving.Unlock()
-				if err != nil {
-					workflow.GetLogger(ctx).Warn("review not archived yet", "error", failureMessage(err))
-				}
+			// The decision stands in the workflow either way; if the store
+			// cannot take it now, the archive at the window's close will.
+			if err := b.archiving.Lock(ctx); err != nil {
+				return b.status, err
+			}
+			err := b.archiveTo(ctx, false)
+			b.archiving.Unlock()
+			if err != nil {
+				workflow.GetLogger(ctx).Warn("review not archived yet", "error", failureMessage(err))
 			}
 			return b.status, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.ReviewRequest) error {
-			if err := ready(); err != nil {
-				return err
-			}
 			return b.refuse(req, workflow.Now(ctx))
 		}},
 	)
