@@ -55,8 +55,15 @@ type stages struct {
 	// scheduled holds the options each stage was last scheduled with.
 	scheduled map[exam.Stage]workflow.ActivityOptions
 	timeouts  []time.Duration // every schedule-to-start timeout given, in order
-	// archives are the reviews written to review.json, in order.
-	archives []contract.ReviewArchive
+	// archives are the reviews written to review.json, in order;
+	// archiveIDs every write's activity ID, archiveFail what the next
+	// writes fail with.
+	archives    []contract.ReviewArchive
+	archiveIDs  []string
+	archiveFail []error
+	// notifyOptions holds the options of every try of the notify
+	// activity, in order.
+	notifyOptions []workflow.ActivityOptions
 	// nodeQueue is what GPU stages return as the queue of the node that
 	// ran them ("": none, as a node without affinity).
 	nodeQueue string
@@ -75,9 +82,15 @@ type stages struct {
 
 func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{r}})
-	env.RegisterActivityWithOptions(func(_ context.Context, a contract.ReviewArchive) error {
+	env.RegisterActivityWithOptions(func(ctx context.Context, a contract.ReviewArchive) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.archiveIDs = append(r.archiveIDs, activity.GetInfo(ctx).ActivityID)
+		if len(r.archiveFail) > 0 {
+			err := r.archiveFail[0]
+			r.archiveFail = r.archiveFail[1:]
+			return err
+		}
 		r.archives = append(r.archives, a)
 		return nil
 	}, activity.RegisterOptions{Name: contract.ArchiveReview})
@@ -152,6 +165,9 @@ func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	s.r.scheduled[spec.Stage] = opts
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
 	s.r.queueLog[spec.Stage] = append(s.r.queueLog[spec.Stage], opts.TaskQueue)
+	if activityType == contract.NotifyWorkstation {
+		s.r.notifyOptions = append(s.r.notifyOptions, opts)
+	}
 	s.r.mu.Unlock()
 	// The workflow cancels a try by its context: note which.
 	workflow.Go(ctx, func(ctx workflow.Context) {

@@ -3,9 +3,9 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"octflow/contract"
@@ -23,7 +23,9 @@ var ErrReviewRefused = errors.New("review refused")
 // workstation of an urgent exam nobody has decided on, and ends when the
 // window closes. It reminds through the notify stage's activity
 // (contract.NotifyWorkstation), whatever pipeline the exam ran, so a
-// change of the pipeline never replays against week-old reviews. The
+// change of the pipeline never replays against week-old reviews. A
+// reminder and a write of review.json are retried by the workflow, one
+// try at a time, as the pipeline retries its stages (retries). The
 // report stage opens it once the report exists, and it outlives the
 // pipeline.
 func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
@@ -55,6 +57,10 @@ type reviewBook struct {
 	reminders int
 	closesAt  time.Time
 	closed    bool
+	// pushes and archives count the run's tries of the notify and the
+	// archive activity, which name them.
+	pushes   int32
+	archives int
 	// archiving makes the writes of the exam's review.json, one for
 	// every decision and one at the close, go one at a time, each with
 	// the review as it stands then, so the last one written holds every
@@ -97,22 +103,43 @@ func (b *reviewBook) register(ctx workflow.Context) error {
 	)
 }
 
-// archiveTo writes the review as it stands to the exam's review.json.
-// The last write, when the window has closed, is retried until the
-// store takes it.
+// Retries of the review's writes to review.json: a decision's write is
+// tried up to archiveTries times, the final one (the window has closed)
+// until the store takes it, for up to archiveFinalFor, each after a
+// full-jitter wait under a ceiling doubling from archiveBackoffBase to
+// archiveBackoffCap (archiveFinalCap for the final one, so that a day's
+// outage costs the review's history a few hundred tries, not thousands).
+const (
+	archiveTries       = 5
+	archiveBackoffBase = time.Second
+	archiveBackoffCap  = time.Minute
+	archiveFinalCap    = 10 * time.Minute
+	archiveFinalFor    = 24 * time.Hour
+	// archiveTimeout bounds one write.
+	archiveTimeout = time.Minute
+)
+
+// archiveTo writes the review as it stands to the exam's review.json,
+// each try under its own activity ID (archive-<n>, counted over the
+// run). The last write, when the window has closed, is retried until
+// the store takes it.
 func (b *reviewBook) archiveTo(ctx workflow.Context, final bool) error {
-	opts := workflow.ActivityOptions{
-		TaskQueue:           exam.CPUQueue,
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5},
-	}
+	writes := retries{key: "archive", base: archiveBackoffBase, limit: archiveBackoffCap, floor: time.Millisecond,
+		attempts: archiveTries, retryable: mayPass}
+	opts := workflow.ActivityOptions{TaskQueue: exam.CPUQueue, StartToCloseTimeout: archiveTimeout}
 	if final {
-		opts.ScheduleToCloseTimeout = 24 * time.Hour
-		opts.RetryPolicy.MaximumAttempts = 0
+		writes.key, writes.limit, writes.attempts = "archive-final", archiveFinalCap, 0
+		writes.deadline = workflow.Now(ctx).Add(archiveFinalFor)
+		// A write that waits that long for a worker is given up too.
+		opts.ScheduleToCloseTimeout = archiveFinalFor
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ArchiveReview, contract.ReviewArchive{
-		Exam: b.sub.Ref(), Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Closed: final,
-	}).Get(ctx, nil)
+	return writes.run(ctx, func(int) error {
+		b.archives++
+		opts.ActivityID = "archive-" + strconv.Itoa(b.archives)
+		return workflow.ExecuteActivity(oneTry(ctx, opts), contract.ArchiveReview, contract.ReviewArchive{
+			Exam: b.sub.Ref(), Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Closed: final,
+		}).Get(ctx, nil)
+	})
 }
 
 // refuse says why a decision cannot be taken at now, or nil.
@@ -145,13 +172,7 @@ func (b *reviewBook) await(ctx workflow.Context) {
 		if b.closesAt.Sub(workflow.Now(ctx)) <= 0 {
 			break
 		}
-		var out contract.StageOutput
-		// A reminder is no pipeline stage: Temporal retries it, within
-		// the policy's attempts and backoff.
-		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, int32(b.reminders+1)),
-			temporal.RetryPolicy{InitialInterval: pol.RetryBase, BackoffCoefficient: 2, MaximumInterval: pol.RetryCap, MaximumAttempts: pol.MaxAttempts})
-		err := workflow.ExecuteActivity(remind, contract.NotifyWorkstation, contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
-		if err != nil {
+		if err := b.remind(ctx, b.reminders+1); err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}
 	}
@@ -164,4 +185,23 @@ func (b *reviewBook) await(ctx workflow.Context) {
 	}
 	// Let a decision that arrived at the last moment finish.
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// remind pushes the reminder-th report-ready event again, through the
+// notify stage's activity, retried as the pipeline retries its stages
+// (the policy's attempts, retry base and cap) while the window is open
+// and nobody has decided. Each try is a try of the notify activity in the review's run
+// (notify-<n>, counted over the run).
+func (b *reviewBook) remind(ctx workflow.Context, reminder int) error {
+	pol := b.pol
+	pushes := retries{key: "reminder-" + strconv.Itoa(reminder), base: pol.RetryBase, limit: pol.RetryCap, floor: time.Millisecond,
+		attempts: int(pol.MaxAttempts), deadline: b.closesAt,
+		retryable: func(err error) bool { return mayPass(err) && b.status == exam.ReviewPending }}
+	return pushes.run(ctx, func(int) error {
+		b.pushes++
+		actx := stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, b.pushes)
+		var out contract.StageOutput
+		return workflow.ExecuteActivity(actx, contract.NotifyWorkstation,
+			contract.StageInput{Exam: b.sub, Reminder: reminder, Summary: &b.summary}).Get(ctx, &out)
+	})
 }
