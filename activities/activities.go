@@ -51,9 +51,6 @@ type Activities struct {
 	Webhooks *Webhooks
 	// Inbox keeps report-ready events for the clinicians' event stream.
 	Inbox Inbox
-	// Reviews opens an exam's review once its report is stored (the
-	// report stage, on CPU workers).
-	Reviews ReviewOpener
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default: a third of the stage's heartbeat timeout); it must stay
 	// well under the heartbeat timeout.
@@ -102,12 +99,6 @@ type Activities struct {
 // SimulatedComputeFunc is a simulated node's GPU time for a stage: it
 // waits as the model would and may fail as a GPU does.
 type SimulatedComputeFunc func(ctx context.Context, node string, stage exam.Stage) error
-
-// ReviewOpener starts an exam's review workflow; a review that exists
-// already is left as it is, and is no error.
-type ReviewOpener interface {
-	Open(ctx context.Context, start contract.ReviewStart) error
-}
 
 // Inbox is where report-ready events wait for the clinicians' stream.
 type Inbox interface {

@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -19,8 +18,9 @@ import (
 // The report stage (exam.Render), on the CPU workers. It reads what the
 // image stages stored and writes the report: report.json
 // (exam.ReportJSONKey) and report.pdf (exam.ReportPDFKey), naming what
-// computed each stage (algorithms), then opens the exam's review. A
-// report stands once written: another run of the exam never replaces it.
+// computed each stage (algorithms); its output says when it made the
+// report, from which the exam's review window runs. A report stands
+// once written: another run of the exam never replaces it.
 
 // reportSpec declares the report stage, on the CPU workers.
 func reportSpec() exam.StageSpec {
@@ -109,30 +109,10 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		}
 		out.Keys = []string{jsonKey, pdfKey}
 		out.Summary = summarize(mf.Analysis, len(rep.Lesions), rep.LesionFinding)
-		if err := a.put(ctx, pdfKey, pdf, "application/pdf"); err != nil {
-			return err
-		}
-		return a.openReview(ctx, in.Review, *out.Summary, rep.GeneratedAt)
+		out.ReportAt = &rep.GeneratedAt
+		return a.put(ctx, pdfKey, pdf, "application/pdf")
 	})
 	return out, err
-}
-
-// openReview opens the review the report stage was asked to open, once
-// the report it reviews is stored: with the report's summary, its window
-// running from the report's time. A retried stage finds it open.
-func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStart, summary exam.Summary, reportAt time.Time) error {
-	if review == nil {
-		return nil // the stage was not asked to open one
-	}
-	if a.Reviews == nil {
-		return errors.New("this worker cannot open reviews")
-	}
-	start := *review
-	start.Summary, start.ReportAt = summary, reportAt
-	if err := a.Reviews.Open(ctx, start); err != nil {
-		return unavailable(ctx, fmt.Errorf("open review: %w", err))
-	}
-	return nil
 }
 
 // reportFigures takes the B-scan the report shows (through the fovea of

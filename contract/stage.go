@@ -16,17 +16,16 @@ type StageInput struct {
 	Reminder int `json:"reminder,omitempty"`
 	// Summary is the exam's headline result, for the notify stage.
 	Summary *exam.Summary `json:"summary,omitempty"`
-	// Review, for the report stage, is the review to open once the
-	// report is stored; the stage sets its summary and its ReportAt (the
-	// report's time).
-	Review *ReviewStart `json:"review,omitempty"`
 }
 
 // StageOutput says what a stage wrote.
 type StageOutput struct {
 	Keys    []string      `json:"keys"`
 	Summary *exam.Summary `json:"summary,omitempty"`
-	Note    string        `json:"note,omitempty"`
+	// ReportAt is when the report stage made the report (the report's
+	// generatedAt): the exam's review window runs from it.
+	ReportAt *time.Time `json:"reportAt,omitempty"`
+	Note     string     `json:"note,omitempty"`
 	// Delivered is set by the notify stage once the workstation took the event.
 	Delivered bool `json:"delivered,omitempty"`
 	// NodeQueue is the task queue of the GPU node that ran the stage and

@@ -74,3 +74,11 @@ func examStart(id string, sub exam.Submission, pol exam.Policy, reuse enumspb.Wo
 func ExportStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
 	return examStart(ExportWorkflowID(sub.Ref()), sub, pol, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
 }
+
+// ReviewStartOptions are the start options of an exam's review, started
+// by its pipeline once the report is stored: ReviewWorkflowID, never
+// reused, so an exam has at most one review whichever of its runs gets
+// there first.
+func ReviewStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
+	return examStart(ReviewWorkflowID(sub.Ref()), sub, pol, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}

@@ -22,6 +22,7 @@ func TestAnExamsOwnWorkflowsStartAlikeAsAChildAndThroughTheClient(t *testing.T) 
 		reused enumspb.WorkflowIdReusePolicy
 	}{
 		{"export", ExportStartOptions(sub, pol), "export/north/E1", enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY},
+		{"review", ReviewStartOptions(sub, pol), "review/north/E1", enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			child, cl := c.opts.Child(), c.opts.Client()

@@ -138,7 +138,6 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 	cpuActs := *acts
 	cpuActs.Node = opts.Identity
 	cpuActs.Inbox = InboxPublisher{Client: c}
-	cpuActs.Reviews = ReviewOpener{Client: c}
 	cpuActs.Index = ScanIndex{Client: c, Converters: opts.Converters}
 	activities.RegisterStages(cpu, &cpuActs, opts.Stages, false)
 	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})

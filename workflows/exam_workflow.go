@@ -49,10 +49,11 @@ const (
 // cannot reach the object store is rescheduled after a backoff without
 // spending its attempts. A stage that fails for good (invalid input, a
 // panic, out of attempts) makes the exam DEAD with the reason; a failed
-// notification does not, because the report exists. The report stage
-// opens the exam's ReviewWorkflow once the report is stored, and the
-// pipeline ends after the notification, so a pipeline change never has
-// to replay against week-old reviews.
+// notification does not, because the report exists. Once the report
+// is stored the pipeline starts the exam's ReviewWorkflow (and its
+// ExportWorkflow) as children it does not wait for, and it ends after
+// the notification, so a pipeline change never has to replay against
+// week-old reviews.
 func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInput) (contract.ExamResult, error) {
 	return func(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
 		return runPipeline(ctx, stages, in)
@@ -83,22 +84,48 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
 		p.progress.StagesDone = append(p.progress.StagesDone, stage)
-		if stage == exam.Render && p.in.Export {
-			// The report exists: its export to the PACS goes on its own,
-			// and the report-ready push does not wait for it.
-			p.startExport(ctx)
-		}
 		if out.Summary != nil {
 			result.Summary = *out.Summary
 			p.progress.Summary = result.Summary
 		}
+		if stage == exam.Render {
+			p.afterReport(ctx, out)
+		}
 		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
 	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.Ref()), PDFKey: exam.ReportPDFKey(in.Submission.Ref())}
-	// The review is its own workflow and outlives this one; the report
-	// stage opened it, so a decision finds it once the exam is COMPLETED.
 	p.move(ctx, lifecycle.Completed, "")
 	return result, nil
+}
+
+// afterReport starts what the report's existence starts, each a
+// workflow of its own that outlives the pipeline (a child it abandons):
+// the exam's review, with the report's summary and time, and, for a
+// campus with a PACS, the export of its results. The pipeline waits for
+// their starts, not for them: a workstation told of the report finds
+// its review open, and the report-ready push waits for no PACS. A
+// workflow another run of the exam started already is left as it is:
+// an exam has one review, and results delivered once are not sent
+// again.
+func (p *pipeline) afterReport(ctx workflow.Context, report contract.StageOutput) {
+	type start struct {
+		name   string
+		future workflow.ChildWorkflowFuture
+	}
+	starts := []start{{contract.ReviewWorkflow, p.startReview(ctx, report)}}
+	if p.in.Export {
+		starts = append(starts, start{contract.ExportWorkflow, p.startExport(ctx)})
+	}
+	for _, s := range starts {
+		err := s.future.GetChildWorkflowExecution().Get(ctx, nil)
+		var started *temporal.ChildWorkflowExecutionAlreadyStartedError
+		switch {
+		case errors.As(err, &started):
+			workflow.GetLogger(ctx).Info("another run of the exam started it already", "workflow", s.name)
+		case err != nil:
+			workflow.GetLogger(ctx).Warn("not started", "workflow", s.name, "error", err)
+		}
+	}
 }
 
 // pipeline is the state of one ExamWorkflow run.
@@ -168,11 +195,6 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 		}
 		var out contract.StageOutput
 		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
-		if stage == exam.Render {
-			// The report stage opens the exam's review once the report
-			// is stored.
-			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
-		}
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)

@@ -78,6 +78,19 @@ type stages struct {
 	// cancelled.
 	slow      map[string]time.Duration
 	cancelled []string
+	// commands is what the pipeline asked for, in order: "activity
+	// <stage>" for each try of a stage, "child <type>" for each child
+	// workflow started; children holds each child's options and input.
+	commands []string
+	children map[string]child
+	// started is the ID of every workflow that ran, in order.
+	started []string
+}
+
+// child is a child workflow as the pipeline started it.
+type child struct {
+	opts workflow.ChildWorkflowOptions
+	in   any
 }
 
 func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
@@ -127,8 +140,13 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				gpu := 2
 				out.NodeQueue, out.Node, out.GPU = r.nodeQueue, "gpu-node", &gpu
 			}
-			if stage == exam.Measure {
+			switch stage {
+			case exam.Measure:
 				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: ptr(250.0)}
+			case exam.Render:
+				// The measure stage's summary with the report's lesions.
+				out.Summary = &exam.Summary{CentralSubfieldThicknessUm: ptr(250.0), Lesions: 2}
+				out.ReportAt = ptr(fakeReportAt)
 			}
 			if stage == exam.Notify {
 				out.Delivered = true
@@ -137,6 +155,9 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 		}, activity.RegisterOptions{Name: spec.Activity})
 	}
 }
+
+// fakeReportAt is when the fake report stage says it made the report.
+var fakeReportAt = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 
 // InterceptWorkflow records the options of every activity the workflow
 // schedules.
@@ -147,6 +168,14 @@ func (r *stages) InterceptWorkflow(ctx workflow.Context, next interceptor.Workfl
 type scheduleRecorder struct {
 	interceptor.WorkflowInboundInterceptorBase
 	r *stages
+}
+
+// ExecuteWorkflow notes the workflow's ID: which workflows ran.
+func (s *scheduleRecorder) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	s.r.mu.Lock()
+	s.r.started = append(s.r.started, workflow.GetInfo(ctx).WorkflowExecution.ID)
+	s.r.mu.Unlock()
+	return s.Next.ExecuteWorkflow(ctx, in)
 }
 
 func (s *scheduleRecorder) Init(out interceptor.WorkflowOutboundInterceptor) error {
@@ -168,6 +197,7 @@ func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	if activityType == contract.NotifyWorkstation {
 		s.r.notifyOptions = append(s.r.notifyOptions, opts)
 	}
+	s.r.commands = append(s.r.commands, "activity "+string(spec.Stage))
 	s.r.mu.Unlock()
 	// The workflow cancels a try by its context: note which.
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -177,6 +207,17 @@ func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		s.r.mu.Unlock()
 	})
 	return s.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (s *scheduleOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType string, args ...any) workflow.ChildWorkflowFuture {
+	s.r.mu.Lock()
+	s.r.commands = append(s.r.commands, "child "+childType)
+	if s.r.children == nil {
+		s.r.children = map[string]child{}
+	}
+	s.r.children[childType] = child{opts: workflow.GetChildWorkflowOptions(ctx), in: args[0]}
+	s.r.mu.Unlock()
+	return s.Next.ExecuteChildWorkflow(ctx, childType, args...)
 }
 
 func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *stages) {
@@ -226,12 +267,12 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	}
 }
 
-func TestTheReportStageIsAskedToOpenTheReviewAndThePipelineEnds(t *testing.T) {
+func TestOnceTheReportIsStoredThePipelineStartsItsReviewAndEnds(t *testing.T) {
 	env, rec := newEnv(t, nil)
-	children := 0
+	var reviews []contract.ReviewStart
 	env.OnWorkflow(contract.ReviewWorkflow, mock.Anything, mock.Anything).Return(
 		func(_ workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
-			children++
+			reviews = append(reviews, in)
 			return contract.ReviewState{Status: exam.ReviewExpired}, nil
 		})
 	in := testInput()
@@ -239,22 +280,67 @@ func TestTheReportStageIsAskedToOpenTheReviewAndThePipelineEnds(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	review := rec.inputs[exam.Render].Review
-	if review == nil {
-		t.Fatal("the report stage was not asked to open the review")
+	// After the report stage, before the report-ready push: a
+	// workstation told of the report finds its review open.
+	render, review, notify := slices.Index(rec.commands, "activity report"), slices.Index(rec.commands, "child "+contract.ReviewWorkflow),
+		slices.Index(rec.commands, "activity notify")
+	if render < 0 || review < render || notify < review || slices.Contains(rec.commands[review+1:], "child "+contract.ReviewWorkflow) {
+		t.Fatalf("the pipeline asked for %v, want one review started between the report and the notification", rec.commands)
 	}
-	if review.Submission.ExamID != "E1" || review.Policy.ReviewWindow != in.Policy.ReviewWindow {
-		t.Errorf("the report stage opens the review with %+v", review)
+	// A child it does not wait for, under the options every start of an
+	// exam's review has.
+	opts, want := rec.children[contract.ReviewWorkflow].opts, contract.ReviewStartOptions(in.Submission, in.Policy).Child()
+	if opts.WorkflowID != "review/north/E1" || opts.WorkflowID != want.WorkflowID || opts.TaskQueue != want.TaskQueue ||
+		opts.ParentClosePolicy != enumspb.PARENT_CLOSE_POLICY_ABANDON || opts.WorkflowIDReusePolicy != want.WorkflowIDReusePolicy ||
+		opts.Priority != want.Priority || opts.TypedSearchAttributes.Size() != want.TypedSearchAttributes.Size() {
+		t.Errorf("the review was started with %+v, want %+v", opts, want)
 	}
-	for _, s := range shipped().Stages() {
-		if s != exam.Render && rec.inputs[s].Review != nil {
-			t.Errorf("stage %s was asked to open the review", s)
+	// With the report's summary and time: the window runs from the report.
+	if len(reviews) != 1 {
+		t.Fatalf("%d reviews ran, want one", len(reviews))
+	}
+	r := reviews[0]
+	if r.Submission.ExamID != "E1" || r.Policy.ReviewWindow != in.Policy.ReviewWindow || !r.ReportAt.Equal(fakeReportAt) ||
+		r.Summary.Lesions != 2 || r.Summary.CentralSubfieldThicknessUm == nil {
+		t.Errorf("the review started with %+v, want the report's summary and time", r)
+	}
+}
+
+// Another run of the exam (an admin's rerun) finds the review the first
+// one started: no second review, and no failure of the exam.
+func TestASecondRunOfAnExamStartsNoSecondReview(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	env.RegisterWorkflow(twoRuns)
+	env.ExecuteWorkflow(twoRuns, testInput())
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("the second run failed: %v", err)
+	}
+	starts, reviews := 0, 0
+	for _, c := range rec.commands {
+		if c == "child "+contract.ReviewWorkflow {
+			starts++
 		}
 	}
-	// The report stage opened it: a child would be a second start.
-	if children != 0 {
-		t.Errorf("the pipeline started %d review workflows itself", children)
+	for _, id := range rec.started {
+		if id == "review/north/E1" {
+			reviews++
+		}
 	}
+	if starts != 2 || reviews != 1 {
+		t.Errorf("the two runs asked for %d reviews and %d ran, want 2 asked and 1 run", starts, reviews)
+	}
+}
+
+// twoRuns runs an exam, then runs it again.
+func twoRuns(ctx workflow.Context, in contract.ExamInput) error {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: contract.ExamWorkflowID(in.Submission.Ref()),
+		TaskQueue: exam.WorkflowQueue})
+	for range 2 {
+		if err := workflow.ExecuteChildWorkflow(cctx, contract.ExamWorkflow, in).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func TestInvalidVolumeMakesTheExamDeadWithoutRetry(t *testing.T) {
@@ -727,6 +813,10 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env, rec := newEnv(t, nil)
+			// The review is not what this test watches, and its week of
+			// timers cannot be skipped while the loser of a hedge still
+			// runs in real time.
+			env.OnWorkflow(contract.ReviewWorkflow, mock.Anything, mock.Anything).Return(contract.ReviewState{}, nil)
 			rec.nodeQueue = gpuA
 			maps.Copy(rec.slow, c.slow)
 			rec.failNext[exam.Layers] = c.fail

@@ -86,13 +86,9 @@ func exportRetryable(err error) bool {
 	return true
 }
 
-// startExport starts the exam's export, which outlives the pipeline. An
-// export already started under the exam's ID (a rerun of an exam whose
-// results went out) is left as it is.
-func (p *pipeline) startExport(ctx workflow.Context) {
+// startExport starts the exam's export, which outlives the pipeline
+// (afterReport).
+func (p *pipeline) startExport(ctx workflow.Context) workflow.ChildWorkflowFuture {
 	cctx := workflow.WithChildOptions(ctx, contract.ExportStartOptions(p.in.Submission, p.in.Policy).Child())
-	f := workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
-	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("the export was not started", "error", err)
-	}
+	return workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
 }

@@ -26,8 +26,8 @@ var ErrReviewRefused = errors.New("review refused")
 // change of the pipeline never replays against week-old reviews. A
 // reminder and a write of review.json are retried by the workflow, one
 // try at a time, as the pipeline retries its stages (retries). The
-// report stage opens it once the report exists, and it outlives the
-// pipeline.
+// pipeline starts it once the report is stored, as a child it abandons
+// (startReview), and it outlives the pipeline.
 func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
 	b := newReviewBook(in.Submission, in.Policy, in.Summary)
 	b.archiving = workflow.NewMutex(ctx)
@@ -204,4 +204,19 @@ func (b *reviewBook) remind(ctx workflow.Context, reminder int) error {
 		return workflow.ExecuteActivity(actx, contract.NotifyWorkstation,
 			contract.StageInput{Exam: b.sub, Reminder: reminder, Summary: &b.summary}).Get(ctx, &out)
 	})
+}
+
+// startReview starts the exam's review of the report the report stage
+// made, with its summary and its time (afterReport; a report stage that
+// did not say when, the time the pipeline learned of it).
+func (p *pipeline) startReview(ctx workflow.Context, report contract.StageOutput) workflow.ChildWorkflowFuture {
+	start := contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy, ReportAt: workflow.Now(ctx)}
+	if report.Summary != nil {
+		start.Summary = *report.Summary
+	}
+	if report.ReportAt != nil {
+		start.ReportAt = *report.ReportAt
+	}
+	cctx := workflow.WithChildOptions(ctx, contract.ReviewStartOptions(p.in.Submission, p.in.Policy).Child())
+	return workflow.ExecuteChildWorkflow(cctx, contract.ReviewWorkflow, start)
 }
