@@ -468,7 +468,7 @@ func stageOf(activityID string) exam.Stage {
 // reminder records a repeated report-ready push for an urgent exam,
 // once however often it was tried.
 func (f *folder) reminder(at time.Time, stage exam.Stage, input *commonpb.Payloads) {
-	var in contract.StageInput
+	var in contract.NotifyInput
 	if stage != exam.Notify || f.decode(input, &in) != nil || in.Reminder == 0 || f.reminders[in.Reminder] {
 		return // not a reminder, or a retry of one in the timeline
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -85,7 +86,7 @@ func TestTwoExamsFailingTogetherDoNotRetryInLockstep(t *testing.T) {
 	env.RegisterWorkflow(twoExams)
 	rec := &stages{queues: map[exam.Stage]string{}, fail: map[exam.Stage]error{exam.Layers: infraDown()},
 		failNext: map[exam.Stage][]error{}, saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{},
-		queueLog: map[exam.Stage][]string{}, inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}}
+		queueLog: map[exam.Stage][]string{}, inputs: map[exam.Stage]json.RawMessage{}, activityIDs: map[exam.Stage][]string{}}
 	rec.register(env)
 	sleeps := &sleepRecorder{sleeps: map[string][]time.Duration{}}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec, sleeps}})

@@ -63,7 +63,7 @@ func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInpu
 // runPipeline runs the exam in through stages, in their order.
 func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInput) (contract.ExamResult, error) {
 	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
-		EffectivePriority: in.Submission.Priority}}
+		EffectivePriority: in.Submission.Priority}, algorithms: map[exam.Stage]string{}}
 	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
 		return contract.ExamResult{}, fmt.Errorf("register query: %w", err)
 	}
@@ -87,6 +87,9 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 		if out.Summary != nil {
 			result.Summary = *out.Summary
 			p.progress.Summary = result.Summary
+		}
+		if out.Algorithm != "" {
+			p.algorithms[stage] = out.Algorithm
 		}
 		if stage == exam.Render {
 			p.afterReport(ctx, out)
@@ -136,6 +139,23 @@ type pipeline struct {
 	// GPU stage and holds its output ("": none, or it did not take the
 	// next stage in time).
 	node string
+	// algorithms name what computed each stage done so far, as its
+	// output said: the report records them.
+	algorithms map[exam.Stage]string
+}
+
+// input is what a try of stage is given: the exam, and for the report
+// and notify stages what the stages before them said (the summary, the
+// algorithms), which the pipeline passes on rather than have a stage
+// work it out again.
+func (p *pipeline) input(stage exam.Stage) any {
+	switch stage {
+	case exam.Render:
+		return contract.ReportInput{Exam: p.in.Submission, Summary: p.progress.Summary, Algorithms: p.algorithms}
+	case exam.Notify:
+		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.progress.Summary}
+	}
+	return contract.StageInput{Exam: p.in.Submission}
 }
 
 // query answers ProgressQuery.
@@ -194,7 +214,7 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 			queue, wait = p.node, pol.NodeAffinityWait
 		}
 		var out contract.StageOutput
-		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
+		in := p.input(stage)
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
@@ -300,7 +320,7 @@ type tryRun struct {
 
 // startTry schedules the try att describes, waiting at most wait to
 // start (0: no limit).
-func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
+func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contract.Attempt, in any, wait time.Duration, pinned bool) *tryRun {
 	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, p.in.Submission.Campus, att.Bucket, wait, att.Try))
 	return &tryRun{spec: spec, att: att, pinned: pinned, cancel: cancel,
 		future: workflow.ExecuteActivity(tctx, spec.Activity, in)}
@@ -317,7 +337,7 @@ func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contr
 // the original back unstarted), so a hedged try spends no more attempts
 // than one.
 // Only one try's output goes on, so an exam still has one report.
-func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageInput, try *int32) *tryRun {
+func (p *pipeline) await(ctx workflow.Context, first *tryRun, in any, try *int32) *tryRun {
 	stage := first.att.Stage
 	wait := func(r *tryRun) func(workflow.Future) {
 		return func(f workflow.Future) {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -69,8 +70,8 @@ type stages struct {
 	nodeQueue string
 	// queueLog is every queue each stage was scheduled on, in order.
 	queueLog map[exam.Stage][]string
-	// inputs holds what each stage was last called with.
-	inputs map[exam.Stage]contract.StageInput
+	// inputs holds what each stage was last called with, as it went.
+	inputs map[exam.Stage]json.RawMessage
 	// activityIDs is every activity ID each stage ran under, in order.
 	activityIDs map[exam.Stage][]string
 	// slow holds the activity IDs that run for so long (real time) before
@@ -109,7 +110,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 	}, activity.RegisterOptions{Name: contract.ArchiveReview})
 	for _, spec := range shipped() {
 		stage := spec.Stage
-		env.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+		env.RegisterActivityWithOptions(func(ctx context.Context, in json.RawMessage) (contract.StageOutput, error) {
 			r.mu.Lock()
 			r.calls = append(r.calls, stage)
 			r.queues[stage] = activity.GetInfo(ctx).TaskQueue
@@ -138,7 +139,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 			out := contract.StageOutput{Keys: []string{string(stage)}, Node: "worker-1"}
 			if spec.GPU {
 				gpu := 2
-				out.NodeQueue, out.Node, out.GPU = r.nodeQueue, "gpu-node", &gpu
+				out.NodeQueue, out.Node, out.GPU, out.Algorithm = r.nodeQueue, "gpu-node", &gpu, "fake-"+string(stage)+"/v1"
 			}
 			switch stage {
 			case exam.Measure:
@@ -228,7 +229,7 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
 		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
-		inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
+		inputs: map[exam.Stage]json.RawMessage{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
 	rec.register(env)
 	return env, rec
 }
@@ -341,6 +342,51 @@ func twoRuns(ctx workflow.Context, in contract.ExamInput) error {
 		}
 	}
 	return nil
+}
+
+// Each stage is given its own input: an image stage the exam, the
+// report stage also the measure stage's summary and what computed each
+// stage before it, as the stages' outputs said, the notify stage the
+// exam and the report's summary.
+func TestEachStageIsGivenWhatTheStagesBeforeItSaid(t *testing.T) {
+	env, rec := newEnv(t, nil)
+	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range shipped() {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(rec.inputs[spec.Stage], &fields); err != nil {
+			t.Fatalf("%s's input %s: %v", spec.Stage, rec.inputs[spec.Stage], err)
+		}
+		want := []string{"exam"}
+		switch spec.Stage {
+		case exam.Render:
+			want = []string{"algorithms", "exam", "summary"}
+		case exam.Notify:
+			want = []string{"exam", "summary"}
+		}
+		if got := slices.Sorted(maps.Keys(fields)); !slices.Equal(got, want) {
+			t.Errorf("stage %s is given %v, want %v", spec.Stage, got, want)
+		}
+	}
+	var report contract.ReportInput
+	if err := json.Unmarshal(rec.inputs[exam.Render], &report); err != nil {
+		t.Fatal(err)
+	}
+	want := map[exam.Stage]string{exam.Denoise: "fake-denoise/v1", exam.Layers: "fake-layers/v1", exam.Lesions: "fake-lesions/v1",
+		exam.Measure: "fake-measure/v1"}
+	if report.Exam.ExamID != "E1" || !maps.Equal(report.Algorithms, want) || report.Summary.CentralSubfieldThicknessUm == nil ||
+		report.Summary.Lesions != 0 {
+		t.Errorf("the report stage is given %+v, want the measure stage's summary and the algorithms %v", report, want)
+	}
+	var notify contract.NotifyInput
+	if err := json.Unmarshal(rec.inputs[exam.Notify], &notify); err != nil {
+		t.Fatal(err)
+	}
+	if notify.Exam.ExamID != "E1" || notify.Summary.Lesions != 2 || notify.Reminder != 0 {
+		t.Errorf("the notify stage is given %+v, want the report's summary", notify)
+	}
 }
 
 func TestInvalidVolumeMakesTheExamDeadWithoutRetry(t *testing.T) {

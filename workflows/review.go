@@ -202,7 +202,7 @@ func (b *reviewBook) remind(ctx workflow.Context, reminder int) error {
 		actx := stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, b.pushes)
 		var out contract.StageOutput
 		return workflow.ExecuteActivity(actx, contract.NotifyWorkstation,
-			contract.StageInput{Exam: b.sub, Reminder: reminder, Summary: &b.summary}).Get(ctx, &out)
+			contract.NotifyInput{Exam: b.sub, Reminder: reminder, Summary: b.summary}).Get(ctx, &out)
 	})
 }
 
