@@ -62,11 +62,7 @@ func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInpu
 
 // runPipeline runs the exam in through stages, in their order.
 func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInput) (contract.ExamResult, error) {
-	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
-		EffectivePriority: in.Submission.Priority}, algorithms: map[exam.Stage]string{}}
-	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
-		return contract.ExamResult{}, fmt.Errorf("register query: %w", err)
-	}
+	p := &pipeline{in: in, state: lifecycle.Created, bucket: in.Submission.Priority, algorithms: map[exam.Stage]string{}}
 	p.watchUrgentSLA(ctx)
 
 	result := contract.ExamResult{ExamID: in.Submission.ExamID}
@@ -74,7 +70,7 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 		stage := spec.Stage
 		out, err := p.stage(ctx, spec)
 		if err != nil && stage == exam.Notify {
-			result.NotifyFailure = p.lastAttempt()
+			result.NotifyFailure = p.last
 			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", failureMessage(err))
 			break
 		}
@@ -83,10 +79,8 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 			return contract.ExamResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
-		p.progress.StagesDone = append(p.progress.StagesDone, stage)
 		if out.Summary != nil {
-			result.Summary = *out.Summary
-			p.progress.Summary = result.Summary
+			p.summary = *out.Summary
 		}
 		if out.Algorithm != "" {
 			p.algorithms[stage] = out.Algorithm
@@ -94,8 +88,8 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 		if stage == exam.Render {
 			p.afterReport(ctx, out)
 		}
-		p.progress.Notified = p.progress.Notified || out.Delivered
 	}
+	result.Summary = p.summary
 	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.Ref()), PDFKey: exam.ReportPDFKey(in.Submission.Ref())}
 	p.move(ctx, lifecycle.Completed, "")
 	return result, nil
@@ -131,10 +125,24 @@ func (p *pipeline) afterReport(ctx workflow.Context, report contract.StageOutput
 	}
 }
 
-// pipeline is the state of one ExamWorkflow run.
+// pipeline is the state of one ExamWorkflow run. What it says of the
+// exam is in its history, where the exam's status and timeline read it
+// (lifecycle): its state in the search attributes it upserts, each
+// retried try's record in the timer of the wait after it, a failed
+// notification in its result, a DEAD exam's cause in its failure.
 type pipeline struct {
-	in       contract.ExamInput
-	progress contract.Progress
+	in contract.ExamInput
+	// state is the exam's state as the workflow last moved it, and
+	// atStage the stage it moved it at.
+	state   lifecycle.State
+	atStage exam.Stage
+	// bucket is the bucket the exam's stages are scheduled in: the
+	// submitted one, or above it once aging promoted a stage.
+	bucket exam.Priority
+	// summary is the exam's headline result as the stages said it.
+	summary exam.Summary
+	// last is the latest attempt the workflow recorded (nil: none yet).
+	last *contract.Attempt
 	// node is the task queue of the GPU node that ran the exam's latest
 	// GPU stage and holds its output ("": none, or it did not take the
 	// next stage in time).
@@ -151,16 +159,11 @@ type pipeline struct {
 func (p *pipeline) input(stage exam.Stage) any {
 	switch stage {
 	case exam.Render:
-		return contract.ReportInput{Exam: p.in.Submission, Summary: p.progress.Summary, Algorithms: p.algorithms}
+		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms}
 	case exam.Notify:
-		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.progress.Summary}
+		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.summary}
 	}
 	return contract.StageInput{Exam: p.in.Submission}
-}
-
-// query answers ProgressQuery.
-func (p *pipeline) query() (contract.Progress, error) {
-	return p.progress, nil
 }
 
 // move records a state change the workflow makes itself, after checking
@@ -170,17 +173,15 @@ func (p *pipeline) query() (contract.Progress, error) {
 // The moves only the server sees (CLAIMED, EXECUTING, a retry's
 // RETRY_WAIT) are folded from history by lifecycle.
 func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Stage) {
-	from := lifecycle.State(p.progress.State)
+	from := p.state
 	if err := lifecycle.CheckMove(from, to); err != nil {
 		// Counted and logged, never applied: the exam keeps a state that
 		// its history can explain.
-		p.progress.IllegalMoves++
 		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
 		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", from, "to", to, "stage", stage)
 		return
 	}
-	p.progress.Transitions = append(p.progress.Transitions, contract.Transition{At: workflow.Now(ctx), From: string(from), To: string(to), Stage: stage})
-	p.progress.State, p.progress.Stage = string(to), stage
+	p.state, p.atStage = to, stage
 	// The search attributes change only with the state: each upsert is a
 	// write to the visibility store.
 	if from == to {
@@ -207,7 +208,7 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 	pol := p.in.Policy
 	for {
 		try++
-		bucket := p.progress.EffectivePriority
+		bucket := p.bucket
 		queue, wait := pol.StageQueue(spec), pol.AgingAfter(bucket)
 		pinned := spec.GPU && p.node != "" && pol.NodeAffinityWait > 0
 		if pinned {
@@ -361,7 +362,7 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in any, try *int32
 	startHedge := func(queue string) *tryRun {
 		*try++
 		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: p.in.Policy.StageQueue(first.spec),
-			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
+			Bucket: p.bucket, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
 		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
 			att.Queue = queue
 			return p.startTry(ctx, first.spec, att, in, p.in.Policy.NodeAffinityWait, true)
@@ -481,18 +482,10 @@ func (p *pipeline) settle(ctx workflow.Context, r *tryRun) {
 	p.record(a)
 }
 
-// record appends an attempt to the exam's record.
+// record records how an attempt ended: the latest is the one a failed
+// notification leaves in the result.
 func (p *pipeline) record(a contract.Attempt) {
-	p.progress.Attempts = append(p.progress.Attempts, a)
-}
-
-// lastAttempt is the latest attempt recorded (nil: none yet).
-func (p *pipeline) lastAttempt() *contract.Attempt {
-	if n := len(p.progress.Attempts); n > 0 {
-		a := p.progress.Attempts[n-1]
-		return &a
-	}
-	return nil
+	p.last = &a
 }
 
 // attemptsSpent is the final failure of a stage whose last attempt
@@ -542,8 +535,7 @@ func unitDraw(runID, key string, n int) float64 {
 
 func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
 	to := from.Up()
-	p.progress.EffectivePriority = to
-	p.progress.Promotions = append(p.progress.Promotions, contract.Promotion{At: workflow.Now(ctx), Stage: stage, From: from, To: to, Waited: waited})
+	p.bucket = to
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
 		Counter("octflow_promotions_total").Inc(1)
 	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
@@ -560,11 +552,10 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 		if err := workflow.NewTimer(ctx, p.in.Policy.UrgentSLA).Get(ctx, nil); err != nil {
 			return
 		}
-		if !lifecycle.State(p.progress.State).Terminal() {
-			p.progress.SLABreached = true
+		if !p.state.Terminal() {
 			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
 			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", p.in.Policy.UrgentSLA,
-				"state", p.progress.State, "stage", p.progress.Stage)
+				"state", p.state, "stage", p.atStage)
 		}
 	})
 }

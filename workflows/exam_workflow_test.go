@@ -24,7 +24,6 @@ import (
 	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
-	"octflow/lifecycle"
 )
 
 func testInput() contract.ExamInput {
@@ -86,6 +85,16 @@ type stages struct {
 	children map[string]child
 	// started is the ID of every workflow that ran, in order.
 	started []string
+	// What the history holds (history_test.go): every state and stage
+	// upserted, every timer, each try's ID and bucket as scheduled, and
+	// how each try ended (by activity ID: nil, done); metrics counts what
+	// the workflows count.
+	states  []string
+	waits   []wait
+	tries   map[exam.Stage][]string
+	buckets map[exam.Stage][]exam.Priority
+	ended   map[string]error
+	metrics *counters
 }
 
 // child is a child workflow as the pipeline started it.
@@ -124,7 +133,8 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				r.saturated[stage]--
 				err = temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
-			slow := r.slow[activity.GetInfo(ctx).ActivityID]
+			id := activity.GetInfo(ctx).ActivityID
+			slow := r.slow[id]
 			r.mu.Unlock()
 			if slow > 0 {
 				select {
@@ -133,6 +143,9 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 				case <-time.After(slow):
 				}
 			}
+			r.mu.Lock()
+			r.ended[id] = err
+			r.mu.Unlock()
 			if err != nil {
 				return contract.StageOutput{}, err
 			}
@@ -190,11 +203,15 @@ type scheduleOutbound struct {
 
 func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	opts := workflow.GetActivityOptions(ctx)
-	spec, _ := shipped().OfActivity(activityType)
+	spec, isStage := shipped().OfActivity(activityType)
 	s.r.mu.Lock()
 	s.r.scheduled[spec.Stage] = opts
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
 	s.r.queueLog[spec.Stage] = append(s.r.queueLog[spec.Stage], opts.TaskQueue)
+	if isStage {
+		s.r.tries[spec.Stage] = append(s.r.tries[spec.Stage], opts.ActivityID)
+		s.r.buckets[spec.Stage] = append(s.r.buckets[spec.Stage], bucketOf(opts))
+	}
 	if activityType == contract.NotifyWorkstation {
 		s.r.notifyOptions = append(s.r.notifyOptions, opts)
 	}
@@ -223,15 +240,22 @@ func (s *scheduleOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType 
 
 func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *stages) {
 	t.Helper()
+	rec := newStages(fail)
 	var suite testsuite.WorkflowTestSuite
+	suite.SetMetricsHandler(rec.metrics)
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
-	rec := &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
-		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
-		inputs: map[exam.Stage]json.RawMessage{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{}}
 	rec.register(env)
 	return env, rec
+}
+
+// newStages is a recorder whose stages fail as fail says.
+func newStages(fail map[exam.Stage]error) *stages {
+	return &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
+		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
+		inputs: map[exam.Stage]json.RawMessage{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{},
+		tries: map[exam.Stage][]string{}, buckets: map[exam.Stage][]exam.Priority{}, ended: map[string]error{}, metrics: newCounters()}
 }
 
 func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
@@ -262,9 +286,13 @@ func TestExamWorkflowRunsStagesInPipelineOrderOnTheirQueues(t *testing.T) {
 	if res.Summary.CentralSubfieldThicknessUm == nil || *res.Summary.CentralSubfieldThicknessUm != 250 {
 		t.Errorf("summary = %+v, want the measure stage's", res.Summary)
 	}
-	p := queryProgress(t, env)
-	if p.State != string(lifecycle.Completed) || !p.Notified || p.IllegalMoves != 0 {
-		t.Errorf("progress = %+v", p)
+	// COMPLETED by legal moves only, and the workstation told.
+	if st, bad := rec.lastState(), rec.illegalStates(); st != "COMPLETED/" || len(bad) > 0 ||
+		rec.metrics.get("octflow_illegal_transitions_total") != 0 {
+		t.Errorf("state %s, illegal moves %v (%d counted)", st, bad, rec.metrics.get("octflow_illegal_transitions_total"))
+	}
+	if res.NotifyFailure != nil || rec.ended["notify-1"] != nil || len(rec.tries[exam.Notify]) != 1 {
+		t.Errorf("notification %+v after tries %v, want one delivered", res.NotifyFailure, rec.tries[exam.Notify])
 	}
 }
 
@@ -401,8 +429,8 @@ func TestInvalidVolumeMakesTheExamDeadWithoutRetry(t *testing.T) {
 	if !slices.Equal(rec.calls, []exam.Stage{exam.Denoise}) {
 		t.Errorf("stages ran %v, want only one denoise attempt", rec.calls)
 	}
-	if p := queryProgress(t, env); p.State != string(lifecycle.Dead) || p.Stage != exam.Denoise {
-		t.Errorf("progress = %+v, want DEAD at denoise", p)
+	if st := rec.lastState(); st != "DEAD/denoise" {
+		t.Errorf("state %s, want DEAD at denoise", st)
 	}
 }
 
@@ -459,25 +487,35 @@ func TestFailedAndLostAttemptsAreRetriedWithinTheirBudgetsThenDead(t *testing.T)
 			if !slices.Equal(rec.calls, want) {
 				t.Errorf("stages ran %v, want %v", rec.calls, want)
 			}
-			p := queryProgress(t, env)
-			if p.State != string(lifecycle.Dead) {
-				t.Errorf("state = %s, want DEAD", p.State)
+			if st := rec.lastState(); st != "DEAD/layers" {
+				t.Errorf("state = %s, want DEAD at layers", st)
 			}
-			if len(p.Attempts) != 1+c.wantRuns {
-				t.Fatalf("attempts recorded %+v, want %d", p.Attempts, 1+c.wantRuns)
+			var ids []string
+			for i := range c.wantRuns {
+				ids = append(ids, fmt.Sprintf("layers-%d", i+1))
 			}
-			for i, a := range p.Attempts[1:] {
+			if got := rec.tries[exam.Layers]; !slices.Equal(got, ids) {
+				t.Errorf("layers' tries %v, want %v", got, ids)
+			}
+			// Every try but the last is retried after a wait whose timer
+			// carries its record; the last spends the budget, with no
+			// wait after it, and the exam is DEAD with its failure.
+			retried := rec.retried()
+			if len(retried) != c.wantRuns-1 {
+				t.Fatalf("retry waits %+v, want %d", retried, c.wantRuns-1)
+			}
+			for i, a := range retried {
 				// Failed and lost tries each spend one: try n is attempt n.
-				if a.Stage != exam.Layers || a.Try != int32(i+1) || a.Number != int32(i+1) || a.Outcome != c.want {
-					t.Errorf("attempt %d = %+v, want layers try and attempt %d %s", i+1, a, i+1, c.want)
+				if a.Stage != exam.Layers || a.Number != int32(i+1) || a.Outcome != c.want {
+					t.Errorf("retried try %d = %+v, want layers attempt %d %s", i+1, a, i+1, c.want)
 				}
-				last := i == c.wantRuns-1
-				if max := in.Policy.RetryBase << i; !last && (a.RetryAfter <= 0 || a.RetryAfter > max) {
-					t.Errorf("try %d waited %s, want within (0, %s]", a.Try, a.RetryAfter, max)
+				if max := in.Policy.RetryBase << i; a.RetryAfter <= 0 || a.RetryAfter > max {
+					t.Errorf("try %d waited %s, want within (0, %s]", i+1, a.RetryAfter, max)
 				}
-				if last && a.RetryAfter != 0 {
-					t.Errorf("the last try waited %s for a retry", a.RetryAfter)
-				}
+			}
+			var app *temporal.ApplicationError
+			if err := env.GetWorkflowError(); !errors.As(err, &app) || !strings.Contains(app.Message(), failureMessage(c.fail())) {
+				t.Errorf("the exam failed with %v, want the last try's failure", err)
 			}
 		})
 	}
@@ -494,13 +532,16 @@ func TestWithoutAnInfrastructureBudgetAnOutageSpendsAttempts(t *testing.T) {
 	if err := env.GetWorkflowError(); err == nil {
 		t.Fatal("the exam completed through five outages with no budget for them")
 	}
-	p := queryProgress(t, env)
+	// Two tries retried as failures (spending attempts), the third
+	// spending the last: DEAD.
 	var outcomes []contract.Outcome
-	for _, a := range p.Attempts[1:] {
+	for _, a := range rec.retried() {
 		outcomes = append(outcomes, a.Outcome)
 	}
-	if want := []contract.Outcome{contract.Failed, contract.Failed, contract.Failed}; !slices.Equal(outcomes, want) || p.State != string(lifecycle.Dead) {
-		t.Errorf("layers' tries ended %v (%s), want %v and DEAD", outcomes, p.State, want)
+	if want := []contract.Outcome{contract.Failed, contract.Failed}; !slices.Equal(outcomes, want) || len(rec.tries[exam.Layers]) != 3 ||
+		rec.lastState() != "DEAD/layers" {
+		t.Errorf("layers' tries %v, retried as %v (%s), want three, two retried as %v, and DEAD", rec.tries[exam.Layers], outcomes,
+			rec.lastState(), want)
 	}
 }
 
@@ -515,14 +556,19 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	p := queryProgress(t, env)
+	// Each try as its history holds it: its ID (stage and try) and queue
+	// as scheduled, how it ended, and the node and GPU its output names
+	// or, for a retried try, the record of the wait after it.
+	retried := rec.retried()
 	var got []string
-	for _, a := range p.Attempts {
-		gpu := "-"
-		if a.GPU != nil {
-			gpu = fmt.Sprint(*a.GPU)
+	for _, spec := range shipped() {
+		for i, id := range rec.tries[spec.Stage] {
+			ended := "done"
+			if rec.ended[id] != nil {
+				ended = "ended " + failureMessage(rec.ended[id])
+			}
+			got = append(got, fmt.Sprintf("%s %s %s", id, ended, rec.queueLog[spec.Stage][i]))
 		}
-		got = append(got, fmt.Sprintf("%s/%d %s %s %s %s", a.Stage, a.Try, a.Outcome, a.Queue, a.Node, gpu))
 	}
 	// Every stage once, in the pipeline's order; a GPU stage after the
 	// first goes to the node that ran the one before; layers fails there
@@ -536,25 +582,23 @@ func TestEachAttemptIsRecordedWithWhereItRanAndHowItEnded(t *testing.T) {
 		if spec.GPU && pinned {
 			queue = node
 		}
-		// A completed attempt names the node and GPU its output gives;
-		// a failed one the node its failure names.
-		ran := "worker-1 -"
-		if spec.GPU {
-			ran = "gpu-node 2"
-		}
 		if s == exam.Layers {
-			want = append(want, "layers/1 failed "+queue+" gpu-a -", "layers/2 done "+exam.GPUQueue+" "+ran)
+			want = append(want, "layers-1 ended CUDA out of memory "+queue, "layers-2 done "+exam.GPUQueue)
 		} else {
-			want = append(want, fmt.Sprintf("%s/1 done %s %s", s, queue, ran))
+			want = append(want, fmt.Sprintf("%s-1 done %s", s, queue))
 		}
 		pinned = pinned || spec.GPU
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("attempts\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("tries\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if f := p.Attempts[1]; f.FailureType != contract.ErrTypeStageFailed || f.Failure != "CUDA out of memory" || f.RetryAfter <= 0 ||
-		f.EndedAt.Before(f.ScheduledAt) {
-		t.Errorf("failed attempt %+v", f)
+	// The failed try's record names the node its failure names.
+	if len(retried) != 1 {
+		t.Fatalf("retry waits %+v, want one", retried)
+	}
+	if f := retried[0]; f.Stage != exam.Layers || f.Number != 1 || f.Outcome != contract.Failed || f.FailureType != contract.ErrTypeStageFailed ||
+		f.Node != "gpu-a" || f.RetryAfter <= 0 {
+		t.Errorf("the failed try's record %+v", f)
 	}
 	if ids := rec.activityIDs[exam.Layers]; !slices.Equal(ids, []string{"layers-1", "layers-2"}) {
 		t.Errorf("layers' activity IDs %v, want one per try", ids)
@@ -626,24 +670,20 @@ func TestAStageThatCannotReachTheStoreIsRescheduledWithoutSpendingAttempts(t *te
 		t.Errorf("layers ran %d times, want 5 refused + 1", layers)
 	}
 	// An outage spends no attempt: every try of layers is attempt 1.
-	for _, a := range queryProgress(t, env).Attempts {
-		if a.Stage == exam.Layers && a.Number != 1 {
-			t.Errorf("layers try %d is attempt %d (%s), want 1", a.Try, a.Number, a.Outcome)
-		}
-	}
 	var waits []time.Duration
-	var waitStart time.Time
-	for _, tr := range queryProgress(t, env).Transitions {
-		switch {
-		case tr.To == string(lifecycle.RetryWait):
-			waitStart = tr.At
-		case tr.From == string(lifecycle.RetryWait):
-			waits = append(waits, tr.At.Sub(waitStart))
+	for _, a := range rec.retried() {
+		if a.Stage != exam.Layers || a.Number != 1 || a.Outcome != contract.Unreachable {
+			t.Errorf("a retried try of layers is %+v, want attempt 1, unreachable", a)
 		}
+		waits = append(waits, a.RetryAfter)
+	}
+	// Each wait in RETRY_WAIT, then QUEUED again.
+	if n := strings.Count(strings.Join(rec.states, " "), "RETRY_WAIT/layers QUEUED/layers"); n != 5 {
+		t.Errorf("states %v: RETRY_WAIT then QUEUED %d times, want 5", rec.states, n)
 	}
 	// Ceilings of 2, 4, 8, 16 and 32 s, each delay in its upper half.
 	if len(waits) != 5 {
-		t.Fatalf("RETRY_WAIT recorded %d times (%v), want 5", len(waits), waits)
+		t.Fatalf("retry waits %v, want 5", waits)
 	}
 	for i, w := range waits {
 		ceiling := infraBackoffBase << i
@@ -666,16 +706,15 @@ func TestAnOutageLongerThanTheInfrastructureBudgetEndsTheExam(t *testing.T) {
 
 func TestFailedNotificationStillCompletesTheExam(t *testing.T) {
 	refused := temporal.NewNonRetryableApplicationError("workstation refused", "CallbackRejected", nil)
-	env, _ := newEnv(t, map[exam.Stage]error{exam.Notify: refused})
+	env, rec := newEnv(t, map[exam.Stage]error{exam.Notify: refused})
 	env.ExecuteWorkflow(contract.ExamWorkflow, testInput())
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("workflow failed: %v", err)
 	}
-	p := queryProgress(t, env)
-	if n := len(p.Attempts); p.State != string(lifecycle.Completed) || p.Notified || n == 0 || p.Attempts[n-1].Stage != exam.Notify || p.Attempts[n-1].Failure == "" {
-		t.Errorf("progress = %+v, want COMPLETED, not notified, with the error", p)
+	if st := rec.lastState(); st != "COMPLETED/" {
+		t.Errorf("state %s, want COMPLETED", st)
 	}
-	// The result says so too: the timeline reads it there.
+	// The result says the notification failed: the timeline reads it there.
 	var res contract.ExamResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
@@ -683,19 +722,6 @@ func TestFailedNotificationStillCompletesTheExam(t *testing.T) {
 	if f := res.NotifyFailure; f == nil || f.Stage != exam.Notify || f.Outcome != contract.Refused || f.Failure != "workstation refused" || f.Number != 1 {
 		t.Errorf("result's notification failure = %+v, want the refused try", f)
 	}
-}
-
-func queryProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) contract.Progress {
-	t.Helper()
-	v, err := env.QueryWorkflow(contract.ProgressQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p contract.Progress
-	if err := v.Get(&p); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
@@ -720,13 +746,23 @@ func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			p := queryProgress(t, env)
+			// A promotion is the stage scheduled again in the bucket
+			// above (as its tries' fairness keys say, where the timeline
+			// reads it), and counted.
 			var got []exam.Priority
-			for _, pr := range p.Promotions {
-				if pr.Stage != exam.Denoise {
-					t.Errorf("promotion of %s", pr.Stage)
+			for stage, buckets := range rec.buckets {
+				for i := 1; i < len(buckets); i++ {
+					if buckets[i] == buckets[i-1] {
+						continue
+					}
+					if stage != exam.Denoise {
+						t.Errorf("promotion of %s", stage)
+					}
+					if rec.metrics.get(fmt.Sprintf("octflow_promotions_total{from=%s,to=%s}", buckets[i-1], buckets[i])) != 1 {
+						t.Errorf("the promotion from %s to %s was not counted: %v", buckets[i-1], buckets[i], rec.metrics.named("octflow_promotions"))
+					}
+					got = append(got, buckets[i])
 				}
-				got = append(got, pr.To)
 			}
 			if !slices.Equal(got, c.promotions) {
 				t.Errorf("promotions to %v, want %v", got, c.promotions)
@@ -734,8 +770,8 @@ func TestStageWaitingPastItsAgingThresholdIsPromotedOneBucket(t *testing.T) {
 			if n := len(c.timeouts); !slices.Equal(rec.timeouts[:n], c.timeouts) {
 				t.Errorf("denoise was scheduled with schedule-to-start timeouts %v, want %v", rec.timeouts[:n], c.timeouts)
 			}
-			if p.IllegalMoves != 0 {
-				t.Errorf("%d illegal moves", p.IllegalMoves)
+			if bad, n := rec.illegalStates(), rec.metrics.get("octflow_illegal_transitions_total"); len(bad) > 0 || n != 0 {
+				t.Errorf("illegal moves %v (%d counted)", bad, n)
 			}
 		})
 	}
@@ -779,12 +815,17 @@ func TestLaterGPUStagesGoToTheNodeThatRanTheFirstAndBackWhenItIsGone(t *testing.
 			if got := rec.timeouts[:len(c.timeouts)]; !slices.Equal(got, c.timeouts) {
 				t.Errorf("GPU stages' schedule-to-start timeouts %v, want %v", got, c.timeouts)
 			}
-			p := queryProgress(t, env)
-			if len(p.Promotions) != 0 || p.EffectivePriority != exam.Low {
-				t.Errorf("a fallback from the node was taken for aging: %+v", p.Promotions)
+			for stage, buckets := range rec.buckets {
+				if slices.ContainsFunc(buckets, func(b exam.Priority) bool { return b != exam.Low }) {
+					t.Errorf("%s scheduled in %v: a fallback from the node was taken for aging", stage, buckets)
+				}
 			}
-			if p.State != string(lifecycle.Completed) || p.IllegalMoves != 0 {
-				t.Errorf("progress = %+v", p)
+			if promoted := rec.metrics.named("octflow_promotions"); len(promoted) != 0 {
+				t.Errorf("promotions counted: %v", promoted)
+			}
+			if st, bad := rec.lastState(), rec.illegalStates(); st != "COMPLETED/" || len(bad) > 0 ||
+				rec.metrics.get("octflow_illegal_transitions_total") != 0 {
+				t.Errorf("state %s, illegal moves %v", st, bad)
 			}
 		})
 	}
@@ -811,8 +852,9 @@ func TestUrgentSLAIsFlaggedOnlyWhenTheReportIsLate(t *testing.T) {
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			if p := queryProgress(t, env); p.SLABreached != c.breached || p.State != string(lifecycle.Completed) {
-				t.Errorf("progress = %+v, want COMPLETED with slaBreached %v", p, c.breached)
+			breaches := rec.metrics.get("octflow_urgent_sla_breaches_total")
+			if (breaches == 1) != c.breached || breaches > 1 || rec.lastState() != "COMPLETED/" {
+				t.Errorf("%s with %d SLA breaches counted, want COMPLETED with a breach %v", rec.lastState(), breaches, c.breached)
 			}
 		})
 	}
@@ -828,32 +870,33 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 		// hedge names the try the fleet says is late, queue the node it
 		// chose to run it.
 		hedge, queue string
-		want         []string // layers' attempts: try, outcome, queue
+		want         []string // layers' tries as the history holds them: try, how it ended, queue
+		won          string   // which try the hedge's count says won ("": no hedge)
 		calls        int      // calls of layers
 		cancelled    []string
 		fail         []error // what layers' calls end with, in order (nil: well)
 	}{
 		{"the hedge ends first", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
-			[]string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
+			[]string{"1 cancelled " + gpuA, "2 done " + exam.GPUQueue}, "hedge", 2, []string{"layers-1"}, nil},
 		{"the hedge goes to the node the fleet chose", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", gpuB,
-			[]string{"1 superseded " + gpuA, "2 done " + gpuB}, 2, []string{"layers-1"}, nil},
+			[]string{"1 cancelled " + gpuA, "2 done " + gpuB}, "hedge", 2, []string{"layers-1"}, nil},
 		{"a hedge to a node of another GPU queue goes to the exam's own queue", map[string]time.Duration{"layers-1": time.Minute}, "layers-1",
 			exam.NodeQueueOf(exam.CampusGPUQueue("south"), "gpu-s"),
-			[]string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
+			[]string{"1 cancelled " + gpuA, "2 done " + exam.GPUQueue}, "hedge", 2, []string{"layers-1"}, nil},
 		{"a hedge to a queue that is no node's goes to the exam's own queue", map[string]time.Duration{"layers-1": time.Minute}, "layers-1",
-			exam.CPUQueue, []string{"1 superseded " + gpuA, "2 done " + exam.GPUQueue}, 2, []string{"layers-1"}, nil},
+			exam.CPUQueue, []string{"1 cancelled " + gpuA, "2 done " + exam.GPUQueue}, "hedge", 2, []string{"layers-1"}, nil},
 		{"the original ends first", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": time.Minute}, "layers-1", "",
-			[]string{"2 superseded " + exam.GPUQueue, "1 done " + gpuA}, 2, []string{"layers-2"}, nil},
+			[]string{"1 done " + gpuA, "2 cancelled " + exam.GPUQueue}, "original", 2, []string{"layers-2"}, nil},
 		{"a signal for an earlier try is ignored", map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-0", "",
-			[]string{"1 done " + gpuA}, 1, nil, nil},
+			[]string{"1 done " + gpuA}, "", 1, nil, nil},
 		{"the original fails while the hedge runs", map[string]time.Duration{"layers-1": 300 * time.Millisecond, "layers-2": 600 * time.Millisecond},
-			"layers-1", "", []string{"1 failed " + gpuA, "2 done " + exam.GPUQueue}, 2, nil, []error{errors.New("CUDA error")}},
+			"layers-1", "", []string{"1 failed " + gpuA, "2 done " + exam.GPUQueue}, "hedge", 2, nil, []error{errors.New("CUDA error")}},
 		{"both fail: the original's failure decides, and one attempt is spent",
 			map[string]time.Duration{"layers-1": 300 * time.Millisecond}, "layers-1", "",
-			[]string{"2 failed " + exam.GPUQueue, "1 failed " + gpuA, "3 done " + exam.GPUQueue}, 3, nil,
+			[]string{"1 failed " + gpuA, "2 failed " + exam.GPUQueue, "3 done " + exam.GPUQueue}, "neither", 3, nil,
 			[]error{errors.New("CUDA error"), errors.New("CUDA error on the other node")}},
 		{"a hedge a degraded node hands back is hedged again", map[string]time.Duration{"layers-1": time.Minute}, "layers-1", "",
-			[]string{"2 unclaimed " + exam.GPUQueue, "1 superseded " + gpuA, "3 done " + exam.GPUQueue}, 3, []string{"layers-1"},
+			[]string{"1 cancelled " + gpuA, "2 failed NodeDegraded " + exam.GPUQueue, "3 done " + exam.GPUQueue}, "hedge", 3, []string{"layers-1"},
 			[]error{nil, temporal.NewApplicationError("node gpu-a is degraded", contract.ErrTypeNodeDegraded)}},
 	}
 	for _, c := range cases {
@@ -876,21 +919,39 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			p := queryProgress(t, env)
-			var got []string
-			for _, a := range p.Attempts {
-				if a.Stage == exam.Layers {
-					got = append(got, fmt.Sprintf("%d %s %s", a.Try, a.Outcome, a.Queue))
-					if a.Try == 2 && a.Hedge == "" {
-						t.Errorf("the hedged try does not say why: %+v", a)
-					}
-				}
-			}
-			if !slices.Equal(got, c.want) {
-				t.Errorf("layers' attempts %v, want %v", got, c.want)
-			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
+			var got []string
+			for i, id := range rec.tries[exam.Layers] {
+				ended := "done"
+				var app *temporal.ApplicationError
+				switch err := rec.ended[id]; {
+				case slices.Contains(rec.cancelled, id):
+					ended = "cancelled"
+				case errors.As(err, &app) && app.Type() != "":
+					ended = "failed " + app.Type()
+				case err != nil:
+					ended = "failed"
+				}
+				got = append(got, fmt.Sprintf("%d %s %s", contract.TryOf(id), ended, rec.queueLog[exam.Layers][i]))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("layers' tries %v, want %v", got, c.want)
+			}
+			// The hedge is counted with the try that won.
+			want := map[string]int64{}
+			if c.won != "" {
+				want["octflow_stage_hedges_total{stage=layers,won="+c.won+"}"] = 1
+			}
+			if got := rec.metrics.named("octflow_stage_hedges_total"); !maps.Equal(got, want) {
+				t.Errorf("hedges counted %v, want %v", got, want)
+			}
+			// Both failed: one attempt spent, by the original's failure.
+			if c.won == "neither" {
+				if r := rec.retriedLocked(); len(r) != 1 || r[0].Number != 1 || r[0].Outcome != contract.Failed || r[0].Node != "" && r[0].Node != "gpu-node" {
+					t.Errorf("retried %+v, want attempt 1 failed, once", r)
+				}
+			}
 			calls := 0
 			for _, s := range rec.calls {
 				if s == exam.Layers {
@@ -908,8 +969,8 @@ func TestAHedgedStageTakesTheFirstResultAndCancelsTheOther(t *testing.T) {
 			if renders := slices.Index(rec.calls, exam.Render); renders < 0 || slices.Contains(rec.calls[renders+1:], exam.Render) {
 				t.Errorf("the report stage ran %v, want exactly once", rec.calls)
 			}
-			if p.State != string(lifecycle.Completed) {
-				t.Errorf("state %s", p.State)
+			if st := rec.states[len(rec.states)-1]; st != "COMPLETED/" {
+				t.Errorf("state %s", st)
 			}
 		})
 	}

@@ -93,12 +93,12 @@ func recordHedged(t *testing.T, dir string) {
 		t.Fatalf("exam ended %s", st.State)
 	}
 	var got []string
-	for _, a := range h.progress(examID).Attempts {
+	for _, a := range h.tries(examID) {
 		if a.Stage == exam.Denoise {
-			got = append(got, fmt.Sprintf("%d %s %s", a.Try, a.Outcome, a.Node))
+			got = append(got, fmt.Sprintf("%d %s %s hedge=%v", a.Try, a.Ended, a.Node, a.Hedge))
 		}
 	}
-	if want := []string{"1 superseded gpu-held", "2 done gpu-spare"}; !slices.Equal(got, want) {
+	if want := []string{"1 cancelled gpu-held hedge=false", "2 done gpu-spare hedge=true"}; !slices.Equal(got, want) {
 		t.Fatalf("denoise attempts %v, want %v", got, want)
 	}
 	h.saveRun(h.examWF(examID), "", filepath.Join(dir, "exam_hedged.json"))
