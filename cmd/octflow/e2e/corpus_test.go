@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/contract"
 	"octflow/exam"
@@ -329,9 +331,17 @@ func recordAging(t *testing.T, dir string) {
 }
 
 // recordReview records an urgent exam reminded until its window closed,
+// its first reminder pushed again after the workstation failed it once,
 // and a review with decisions, one of them refused after the window.
 func recordReview(t *testing.T, dir string) {
-	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	var failed sync.Once
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusNoContent
+		if strings.HasSuffix(r.Header.Get(activities.IdempotencyKey), "/reminder-1") {
+			failed.Do(func() { status = http.StatusServiceUnavailable })
+		}
+		w.WriteHeader(status)
+	}))
 	defer ws.Close()
 	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Policy.ReviewWindow, c.Policy.ReviewReminder = 7*time.Second, 2*time.Second
