@@ -230,11 +230,12 @@ func (b *builder) uid(role string) string {
 // characterSet is the Specific Character Set the objects need: none for
 // ASCII, UTF-8 (ISO_IR 192) when any text they carry holds anything else:
 // the identity (the DICOM library decodes a source's character set into
-// UTF-8), or the report's words (reasons, algorithm names) and the
-// version.
+// UTF-8) with its orders, or the report's words (reasons, the lesion
+// finding, the gate's grade, algorithm names) and the version.
 func (b *builder) characterSet() string {
 	texts := []string{b.id.PatientName, b.id.PatientID, b.id.IssuerOfPatientID, b.id.StudyID, b.id.AccessionNumber,
-		b.id.ReferringPhysicianName, b.id.StudyDescription, b.sw.Version, b.rep.Finding()}
+		b.id.ReferringPhysicianName, b.id.StudyDescription, b.sw.Version, b.rep.Finding(), b.rep.Quality.Grade,
+		string(b.rep.Quality.Gradable)}
 	for _, r := range b.id.Requests {
 		texts = append(texts, r.AccessionNumber, r.RequestedProcedureID, r.RequestedProcedureDescription,
 			r.RequestedProcedureCode.Value, r.RequestedProcedureCode.Meaning, r.ScheduledProcedureStepID)

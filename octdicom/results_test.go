@@ -394,6 +394,9 @@ func TestEveryObjectPassesTheValidators(t *testing.T) {
 func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
 	ascii := testIdentity(testRef)
 	ascii.PatientName = "Mueller^Juergen"
+	orderInWords := testIdentity(testRef)
+	orderInWords.PatientName = ascii.PatientName
+	orderInWords.Requests[0].RequestedProcedureDescription = "OCT Makula, Überweisung"
 	withheldInWords := partialCube()
 	withheldInWords.Withheld[0].Reason = "the ILM is reliable in 41 % of subfield OT (≥ 60 % needed)"
 	cases := []struct {
@@ -405,6 +408,7 @@ func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
 		{"an ASCII identity and report", ascii, partialCube(), ""},
 		{"a patient name in UTF-8", testIdentity(testRef), partialCube(), "ISO_IR 192"},
 		{"a reason in UTF-8", ascii, withheldInWords, "ISO_IR 192"},
+		{"an order's description in UTF-8", orderInWords, partialCube(), "ISO_IR 192"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
