@@ -49,6 +49,9 @@ type Exporter struct {
 	// sealed (octdicom.OpenIdentity): keys of their own, not the payload
 	// codec's, which GPU nodes hold.
 	Identities *codec.Codec
+	// Installation names this octflow installation: the device the
+	// results name (octdicom.Software.Installation).
+	Installation string
 	// HTTP is the client the export uses for every campus (default: one
 	// per campus, see client).
 	HTTP    *http.Client
@@ -92,7 +95,9 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	if err != nil {
 		return out, err
 	}
-	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, octdicom.BuildSoftware())
+	sw := octdicom.BuildSoftware()
+	sw.Installation = x.Installation
+	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, sw)
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
 	}

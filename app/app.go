@@ -102,6 +102,9 @@ type Options struct {
 	// PACS names, per campus, the PACS its results are exported to (see
 	// activities.ExportToPACS); a campus not named exports nothing.
 	PACS map[string]activities.PACSTarget
+	// Installation names this octflow installation, the device the
+	// exported results name (OCTFLOW_INSTALLATION).
+	Installation string
 	// ExportCampuses are campuses whose exams export, beside those PACS
 	// names: the gateway's view, which starts each exam knowing whether
 	// it exports but holds no PACS's credentials.
@@ -209,7 +212,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		Webhooks: opts.Webhooks, Models: opts.Models}
 	exportCampuses := map[string]bool{}
 	if len(opts.PACS) > 0 {
-		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities}
+		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities, Installation: opts.Installation}
 		for campus := range opts.PACS {
 			exportCampuses[campus] = true
 		}

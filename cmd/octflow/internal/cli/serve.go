@@ -96,6 +96,7 @@ func runWorker(ctx context.Context, args []string) error {
 	keys := config.BindCodec(s)
 	identityKeys := config.BindIdentityKeys(s, false)
 	pacsFile := config.BindPACSFile(s)
+	installation := config.BindInstallation(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
 	proc := config.BindProcess(s)
@@ -114,7 +115,7 @@ func runWorker(ctx context.Context, args []string) error {
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: proc.Drain,
 		MetricsAddr: proc.MetricsAddr, Webhooks: app.Webhooks(*hooks, guard), Models: app.Models(*models),
 		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
-		Identities: identities,
+		Identities: identities, Installation: *installation,
 	}
 	if *pacsFile != "" {
 		// The worker exports: it reads each campus's CA and credentials,
