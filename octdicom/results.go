@@ -89,8 +89,8 @@ func ResultsFromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.
 
 // Results builds the objects an exam's results are filed as, in the
 // source study of id: the report PDF as an Encapsulated PDF, and for a
-// macular cube that was measured a Macular Grid Thickness and Volume
-// Report (TID 2100). An exam that could not be measured (ungradable, or
+// macular cube that was measured, of an eye the report or the scan
+// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam that could not be measured (ungradable, or
 // nothing the analysis vouches for) gets the PDF only, which says why; a
 // line or circle scan gets the PDF only, with its figures (RNFL thickness
 // for a circle). Each object is in a new series of its own in the source
@@ -114,7 +114,9 @@ func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object
 		return nil, err
 	}
 	out := []Object{p}
-	if WantsMacularGridSR(rep) {
+	// TID 2120 requires the eye: a report that cannot say which eye
+	// its figures are of files the PDF alone, which says so.
+	if WantsMacularGridSR(rep) && b.laterality() != nil {
 		sr, err := b.macularGridSR()
 		if err != nil {
 			return nil, err

@@ -278,6 +278,20 @@ func TestTheMacularGridReportGivesTheReportsFigures(t *testing.T) {
 			t.Errorf("a measured cube's SR has %d figures without a value, want the center point's only:\n%s", n, tree)
 		}
 	})
+	t.Run("of an eye nobody names", func(t *testing.T) {
+		// TID 2120 requires the laterality, and octflow does not guess
+		// it: the PDF alone is filed.
+		rep, unnamed := cubeReport(), id
+		rep.Eye, unnamed.Laterality = "", ""
+		if objs := results(t, unnamed, rep, renderPDF(t, rep)); len(objs) != 1 || objs[0].SOPClassUID != EncapsulatedPDFSOPClass {
+			t.Errorf("a cube of an unnamed eye gave %d objects, want the PDF alone", len(objs))
+		}
+		named := cubeReport()
+		named.Eye = ""
+		if objs := results(t, id, named, renderPDF(t, named)); len(objs) != 2 {
+			t.Errorf("a cube whose scan names the eye gave %d objects, want the PDF and the SR", len(objs))
+		}
+	})
 	t.Run("partly gradable", func(t *testing.T) {
 		rep := partialCube()
 		tree := srItems(t, results(t, id, rep, renderPDF(t, rep))[1])

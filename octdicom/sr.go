@@ -272,9 +272,9 @@ func (b *builder) measurementGroup(m *imaging.Measurements) (*elems, error) {
 	}
 	group = append(group, textItem("CONTAINS", commentCode(), "Computed automatically by octflow, to be reviewed by a clinician."))
 	// No Content Template Sequence names TID 2120 here: dsrdump takes
-	// any as the root's and answers that 2100 was expected. Without the
-	// eye's laterality (neither the report nor the scan names it, and
-	// octflow does not guess) the group lacks TID 2120's mandatory row 3.
+	// any as the root's and answers that 2100 was expected. Results
+	// makes no SR without the eye's laterality (TID 2120's mandatory row
+	// 3; octflow does not guess it).
 	return container("CONTAINS", code("125007", "DCM", "Measurement Group"), group...), nil
 }
 
