@@ -162,9 +162,12 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.store, err = storage.OpenRetrying(ctx, storageConfig(opts.Stack.S3), 30*time.Second); err != nil {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
+	if opts.Stages == nil {
+		opts.Stages = activities.Pipeline()
+	}
 	a.metrics = opts.Metrics
 	if a.metrics == nil {
-		a.metrics = workers.NewMetrics()
+		a.metrics = workers.NewMetrics(opts.Stages.Specs())
 	}
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
@@ -195,9 +198,6 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 		go a.mhttp.Serve(ln)
-	}
-	if opts.Stages == nil {
-		opts.Stages = activities.Pipeline()
 	}
 	var stageMetrics *activities.StageMetrics
 	if opts.Workers || len(opts.GPUNodes) > 0 {

@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
-	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -39,9 +38,9 @@ type Metrics struct {
 // at 0 when it is made: tally's Prometheus reporter would otherwise
 // create a series only at its first increment, with the value 1, and an
 // increase() over it would never see the first breach or illegal
-// transition after a worker starts. The hedges are those of the shipped
-// pipeline's GPU stages (activities.Pipeline).
-func WorkflowCounters() map[string][]map[string]string {
+// transition after a worker starts. The hedges are those of the GPU
+// stages of stages, the pipeline the workflows run.
+func WorkflowCounters(stages exam.Pipeline) map[string][]map[string]string {
 	promotions := []map[string]string{}
 	for _, from := range exam.Buckets() {
 		if from.Up() != from {
@@ -49,12 +48,12 @@ func WorkflowCounters() map[string][]map[string]string {
 		}
 	}
 	hedges := []map[string]string{}
-	for _, spec := range activities.Pipeline() {
-		if !spec.Spec.GPU {
+	for _, spec := range stages {
+		if !spec.GPU {
 			continue
 		}
 		for _, won := range []string{"hedge", "original", "neither"} {
-			hedges = append(hedges, map[string]string{"stage": string(spec.Spec.Stage), "won": won})
+			hedges = append(hedges, map[string]string{"stage": string(spec.Stage), "won": won})
 		}
 	}
 	health := []map[string]string{}
@@ -74,8 +73,9 @@ func WorkflowCounters() map[string][]map[string]string {
 	}
 }
 
-// NewMetrics creates the registry with Go runtime and process metrics.
-func NewMetrics() *Metrics {
+// NewMetrics creates the registry with Go runtime and process metrics,
+// for a process whose workflows run stages (WorkflowCounters).
+func NewMetrics(stages exam.Pipeline) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
@@ -83,7 +83,7 @@ func NewMetrics() *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope)}, scope: closer}
+	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), WorkflowCounters(stages)}, scope: closer}
 }
 
 // zeroingHandler is the SDK's handler until a worker of the workflow
@@ -94,7 +94,10 @@ func NewMetrics() *Metrics {
 // workflow's counters will have, and creating them there (tally's
 // reporter allocates a Prometheus series when a counter is made)
 // exposes them at 0 from the worker's start.
-type zeroingHandler struct{ client.MetricsHandler }
+type zeroingHandler struct {
+	client.MetricsHandler
+	counters map[string][]map[string]string // WorkflowCounters
+}
 
 // taskQueueTag is the tag the SDK gives a worker's metrics handler.
 const taskQueueTag = "task_queue"
@@ -103,10 +106,10 @@ const taskQueueTag = "task_queue"
 func (h zeroingHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	inner := h.MetricsHandler.WithTags(tags)
 	if len(tags) != 1 || tags[taskQueueTag] != exam.WorkflowQueue {
-		return zeroingHandler{inner}
+		return zeroingHandler{inner, h.counters}
 	}
 	wf := inner.WithTags(map[string]string{"workflow_type": contract.ExamWorkflow})
-	for name, tagSets := range WorkflowCounters() {
+	for name, tagSets := range h.counters {
 		for _, t := range tagSets {
 			wf.WithTags(t).Counter(name)
 		}

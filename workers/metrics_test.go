@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"octflow/activities"
 	"octflow/exam"
 )
 
@@ -42,6 +44,9 @@ func labelString(ls []*dto.LabelPair) string {
 	return s
 }
 
+// shipped is the pipeline octflow ships.
+var shipped = activities.Pipeline().Specs()
+
 // newWorker makes (never starts) an SDK worker on queue with m's
 // handler, as workers.Start does: no server is needed to make one.
 func newWorker(t *testing.T, m *Metrics, queue string) {
@@ -55,9 +60,9 @@ func newWorker(t *testing.T, m *Metrics, queue string) {
 }
 
 func TestAWorkflowWorkerExposesTheWorkflowsCountersAtZeroFromItsStart(t *testing.T) {
-	m := NewMetrics()
+	m := NewMetrics(shipped)
 	defer m.Close()
-	for name := range WorkflowCounters() {
+	for name := range WorkflowCounters(shipped) {
 		if got := counters(t, m, name); len(got) != 0 {
 			t.Errorf("%s before any worker: %v, want no series", name, got)
 		}
@@ -71,7 +76,7 @@ func TestAWorkflowWorkerExposesTheWorkflowsCountersAtZeroFromItsStart(t *testing
 	// tags, the worker's task queue (tally's sanitiser writes "_" for "-"),
 	// the workflow's type.
 	want := "activity_type=none,client_name=temporal_go,namespace=octflow,task_queue=oct_workflows,worker_type=none,workflow_type=ExamWorkflow,"
-	for name, tagSets := range WorkflowCounters() {
+	for name, tagSets := range WorkflowCounters(shipped) {
 		got := counters(t, m, name)
 		if len(got) != len(tagSets) {
 			t.Errorf("%s: %v, want %d series", name, got, len(tagSets))
@@ -106,7 +111,7 @@ func TestEveryCounterTheWorkflowsKeepIsMadeAtZero(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no workflow sources: %v", err)
 	}
-	kept := WorkflowCounters()
+	kept := WorkflowCounters(shipped)
 	re := regexp.MustCompile(`Counter\("([a-z_]+)"\)`)
 	found := 0
 	for _, f := range files {
@@ -123,5 +128,37 @@ func TestEveryCounterTheWorkflowsKeepIsMadeAtZero(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("found no counter in the workflows: the pattern no longer matches their code")
+	}
+}
+
+// The hedges counted are those of the GPU stages of the pipeline the
+// workflows run, whichever it is.
+func TestTheHedgesCountedAreThoseOfThePipelineRun(t *testing.T) {
+	gpu := func(stage exam.Stage) exam.StageSpec {
+		return exam.StageSpec{Stage: stage, Activity: string(stage), GPU: true}
+	}
+	cpu := func(stage exam.Stage) exam.StageSpec { return exam.StageSpec{Stage: stage, Activity: string(stage)} }
+	cases := []struct {
+		name   string
+		stages exam.Pipeline
+		want   []exam.Stage
+	}{
+		{"the shipped pipeline", shipped, []exam.Stage{exam.Denoise, exam.Layers, exam.Lesions, exam.Measure}},
+		{"a stage added on a GPU", exam.Pipeline{gpu(exam.Denoise), gpu("vessels"), cpu(exam.Render), cpu(exam.Notify)},
+			[]exam.Stage{exam.Denoise, "vessels"}},
+		{"no GPU stage", exam.Pipeline{cpu(exam.Render), cpu(exam.Notify)}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []exam.Stage
+			for _, tags := range WorkflowCounters(c.stages)["octflow_stage_hedges_total"] {
+				if s := exam.Stage(tags["stage"]); !slices.Contains(got, s) {
+					got = append(got, s)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("hedges counted for %v, want %v", got, c.want)
+			}
+		})
 	}
 }
