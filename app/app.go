@@ -205,23 +205,21 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}
-	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
-		Webhooks: opts.Webhooks, Models: opts.Models}
+	common := activities.Common{Store: a.store, Logger: opts.Logger.Named("stage"), Models: opts.Models, Metrics: stageMetrics}
 	exportCampuses := map[string]bool{}
-	if len(opts.PACS) > 0 {
-		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities}
-		for campus := range opts.PACS {
-			exportCampuses[campus] = true
-		}
+	for campus := range opts.PACS {
+		exportCampuses[campus] = true
 	}
 	for _, campus := range opts.ExportCampuses {
 		exportCampuses[campus] = true
 	}
 
 	if opts.Workers {
-		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
-			Interceptors: opts.workerInterceptors(opts.Identity),
-			Converters:   conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace, Stages: opts.Stages}); err != nil {
+		if a.workers, err = workers.Start(a.client, workers.PipelineOptions{Identity: opts.Identity, Stages: opts.Stages, Common: common,
+			Webhooks: opts.Webhooks, PACS: opts.PACS, Identities: opts.Identities,
+			Interceptors: opts.workerInterceptors(opts.Identity), StopTimeout: opts.StopTimeout},
+			workers.HousekeepingOptions{Store: a.store, Logger: opts.Logger.Named("housekeeping"), Converters: conv,
+				SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace}); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +235,11 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			nc.Stages = opts.Stages
 		}
 		nc.Interceptors = append(nc.Interceptors, opts.workerInterceptors(nc.NodeID)...)
-		n, err := gpuworker.Start(a.client, acts, nc)
+		nc.Common = common
+		if nc.SimulatedCompute == nil {
+			nc.SimulatedCompute = opts.SimulatedCompute
+		}
+		n, err := gpuworker.Start(a.client, nc)
 		if err != nil {
 			return nil, err
 		}
