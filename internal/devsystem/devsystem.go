@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,9 +207,6 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 			GPUs:     gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)}),
 			TakesDir: filepath.Join(stack.DataDir(), "node-takes", id)}
 	}
-	if cfg.APIOnly {
-		nodes = nil
-	}
 	// The dev stack lets callbacks reach this machine (a workstation
 	// simulator on loopback); production refuses that unless allow-listed.
 	guard, err := callback.New("127.0.0.0/8, ::1/128, localhost")
@@ -244,21 +242,25 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	case cfg.PACSURL != "":
 		pacs = map[string]activities.PACSTarget{secrets.Campus: {URL: cfg.PACSURL}}
 	}
-	a, err := app.Start(ctx, app.Options{
-		Webhooks: hooks, Callbacks: guard,
-		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
-		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
-		DeviceRate: cfg.DeviceRate,
-		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
-		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
-		Models: cfg.Models, Stages: cfg.Stages,
-		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
-		Codec:           sealer, Identities: identities, CodecOrigins: []string{stack.UIURL()},
-		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
-		Uploads: cfg.Uploads, AuditTrail: trail, APITLS: cfg.APITLS,
-		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
-		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes, PACS: pacs,
-	})
+	opts := app.Options{
+		Stack: stackCfg, Identity: "octflow-dev", Logger: log, Stages: cfg.Stages, Models: cfg.Models, StopTimeout: cfg.StopTimeout,
+		MetricsAddr: metricsAddr(cfg.MetricsAddr), Codec: sealer,
+		ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
+		Gateway: &app.GatewayOptions{
+			Addr: cfg.APIAddr, TLS: cfg.APITLS, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
+			Policy: cfg.Policy, DeviceRate: cfg.DeviceRate, Callbacks: guard, Identities: identities,
+			ExportCampuses: slices.Collect(maps.Keys(pacs)), CodecOrigins: []string{stack.UIURL()},
+			StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second), Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
+			Uploads: cfg.Uploads, AuditTrail: trail,
+		},
+	}
+	if !cfg.APIOnly {
+		opts.Worker = &app.WorkerOptions{Webhooks: hooks, PACS: pacs, Identities: identities,
+			SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour)}
+		opts.GPU = &app.GPUOptions{Nodes: nodes, ReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+			SimulatedCompute: cfg.SimulatedCompute}
+	}
+	a, err := app.Start(ctx, opts)
 	if err != nil {
 		stack.Stop()
 		if auditFile != nil {
