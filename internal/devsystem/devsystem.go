@@ -207,9 +207,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 			GPUs:     gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)}),
 			TakesDir: filepath.Join(stack.DataDir(), "node-takes", id)}
 	}
-	// The dev stack lets callbacks reach this machine (a workstation
-	// simulator on loopback); production refuses that unless allow-listed.
-	guard, err := callback.New("127.0.0.0/8, ::1/128, localhost")
+	guard, err := callback.New(callbackAllow)
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -409,29 +407,28 @@ func EnsureSecrets(dataDir string, extraCampuses ...string) (Secrets, error) {
 func (d *System) NodeEnv() []string { return JoinEnv(d.StackConfig, d.Secrets) }
 
 // JoinEnv is the OCTFLOW_* environment a process of any role needs to
-// join the stack sc with the secrets s.
-func JoinEnv(sc config.Stack, s Secrets) []string {
-	return []string{
-		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr,
-		"OCTFLOW_NAMESPACE=" + sc.Namespace,
-		"OCTFLOW_S3_ENDPOINT=" + sc.S3.Endpoint,
-		"OCTFLOW_S3_BUCKET=" + sc.S3.Bucket,
-		"OCTFLOW_S3_ACCESS_KEY=" + sc.S3.AccessKey,
-		"OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
-		"OCTFLOW_TOKENS_FILE=" + s.TokensFile,
-		"OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
-		"OCTFLOW_CODEC_KEYS_FILE=" + s.CodecKeysFile,
-		"OCTFLOW_IDENTITY_KEYS_FILE=" + s.IdentityKeysFile,
-		"OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
-		"OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
-	}
+// join the stack sc with the secrets s (config names the variables).
+func JoinEnv(sc config.Stack, s Secrets) []string { return join(sc, s).Env() }
+
+// join is what a process of any role is told to join the stack sc with
+// the secrets s.
+func join(sc config.Stack, s Secrets) config.Join {
+	return config.Join{Stack: sc, TokensFile: s.TokensFile, PseudonymKeyFile: s.PseudonymFile, CodecKeysFile: s.CodecKeysFile,
+		IdentityKeysFile: s.IdentityKeysFile, WebhookSecret: s.WebhookSecret, CallbackAllow: callbackAllow}
 }
+
+// callbackAllow lets the dev stack's callbacks reach this machine (a
+// workstation simulator on loopback); production refuses that unless
+// allow-listed.
+const callbackAllow = "127.0.0.0/8,::1/128,localhost"
 
 // writeDevEnv writes the OCTFLOW_* variables another process needs to
 // join this stack, as a file to source.
 func writeDevEnv(stack *devstack.Stack, sc config.Stack, s Secrets, publicURL string) error {
 	lines := []string{"# Written by octflow dev: source this to run octflow api|worker|gpuworker against the dev stack."}
-	for _, kv := range append(JoinEnv(sc, s), "OCTFLOW_PUBLIC_URL="+publicURL) {
+	j := join(sc, s)
+	j.PublicURL = publicURL
+	for _, kv := range j.Env() {
 		lines = append(lines, "export "+kv)
 	}
 	path := filepath.Join(stack.DataDir(), "dev.env")
