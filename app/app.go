@@ -56,7 +56,7 @@ type Options struct {
 	// Metrics is the process's registry (default: a new one, for
 	// Stages). MetricsAddr serves it at /metrics on a listener of its
 	// own; the gateway's public port never does.
-	Metrics     *workers.Metrics
+	Metrics     *Metrics
 	MetricsAddr string
 	// Codec seals what this process sends through Temporal (nil: nothing
 	// is sealed, which only the dev stack allows).
@@ -174,7 +174,7 @@ type App struct {
 	apiAddr string
 	scheme  string // "https" when the gateway serves TLS
 	served  chan error
-	metrics *workers.Metrics
+	metrics *Metrics
 	mhttp   *http.Server
 	maddr   string // the metrics listener's address
 	conv    lifecycle.Converters
@@ -196,7 +196,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.metrics = opts.Metrics
 	if a.metrics == nil {
-		a.metrics = workers.NewMetrics(opts.Stages.Specs())
+		a.metrics = NewMetrics(opts.Stages.Specs())
 	}
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	dc, fc := codec.Converters(opts.Codec)
 	conv := lifecycle.Converters{Data: dc, Failure: fc}
 	a.conv = conv
-	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
+	if a.client, err = Dial(ctx, DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
 		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv,
 		TLS:         certs.checking("temporal-server", opts.TemporalTLS),
 		Compression: opts.Stack.TemporalCompression, Interceptors: opts.ClientInterceptors}); err != nil {

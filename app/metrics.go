@@ -1,4 +1,4 @@
-package workers
+package app
 
 import (
 	"io"
@@ -15,6 +15,7 @@ import (
 
 	"octflow/contract"
 	"octflow/exam"
+	"octflow/workers"
 )
 
 // Metrics is a process's Prometheus registry. The Temporal SDK reports
@@ -26,55 +27,13 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	// SDK is the handler to give the Temporal client. A worker of the
 	// workflow queue made with it creates the exam workflow's counters
-	// at 0 (WorkflowCounters).
+	// at 0 (workers.WorkflowCounters).
 	SDK   client.MetricsHandler
 	scope io.Closer
 }
 
-// WorkflowCounters are the counters the workflows keep through
-// workflow.GetMetricsHandler, each with the extra tags it sets (one
-// entry per tag set; a workflow_type among them names a workflow other
-// than the exam's). A worker of the workflow queue creates every one
-// at 0 when it is made: tally's Prometheus reporter would otherwise
-// create a series only at its first increment, with the value 1, and an
-// increase() over it would never see the first breach or illegal
-// transition after a worker starts. The hedges are those of the GPU
-// stages of stages, the pipeline the workflows run.
-func WorkflowCounters(stages exam.Pipeline) map[string][]map[string]string {
-	promotions := []map[string]string{}
-	for _, from := range exam.Buckets() {
-		if from.Up() != from {
-			promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
-		}
-	}
-	hedges := []map[string]string{}
-	for _, spec := range stages {
-		if !spec.GPU {
-			continue
-		}
-		for _, won := range []string{"hedge", "original", "neither"} {
-			hedges = append(hedges, map[string]string{"stage": string(spec.Stage), "won": won})
-		}
-	}
-	health := []map[string]string{}
-	for _, to := range []string{contract.Healthy, contract.Degraded} {
-		health = append(health, map[string]string{"workflow_type": contract.FleetWorkflow, "to": to})
-	}
-	return map[string][]map[string]string{
-		"octflow_stage_hedges_total":        hedges,
-		"octflow_node_health_changes_total": health,
-		"octflow_urgent_sla_breaches_total": {nil},
-		"octflow_illegal_transitions_total": {nil},
-		"octflow_promotions_total":          promotions,
-		"octflow_exports_total": {
-			{"workflow_type": contract.ExportWorkflow, "outcome": "delivered"},
-			{"workflow_type": contract.ExportWorkflow, "outcome": "failed"},
-		},
-	}
-}
-
 // NewMetrics creates the registry with Go runtime and process metrics,
-// for a process whose workflows run stages (WorkflowCounters).
+// for a process whose workflows run stages (workers.WorkflowCounters).
 func NewMetrics(stages exam.Pipeline) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -83,7 +42,7 @@ func NewMetrics(stages exam.Pipeline) *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), WorkflowCounters(stages)}, scope: closer}
+	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), workers.WorkflowCounters(stages)}, scope: closer}
 }
 
 // zeroingHandler is the SDK's handler until a worker of the workflow
@@ -96,7 +55,7 @@ func NewMetrics(stages exam.Pipeline) *Metrics {
 // exposes them at 0 from the worker's start.
 type zeroingHandler struct {
 	client.MetricsHandler
-	counters map[string][]map[string]string // WorkflowCounters
+	counters map[string][]map[string]string // workers.WorkflowCounters
 }
 
 // taskQueueTag is the tag the SDK gives a worker's metrics handler.
