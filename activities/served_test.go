@@ -34,7 +34,7 @@ func TestServedModelsMatchTheReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := func(stage exam.Stage, url string) *Activities {
-		return &Activities{Models: map[exam.Stage]inference.Model{stage: {URL: url}}}
+		return &Activities{Common: Common{Models: map[exam.Stage]inference.Model{stage: {URL: url}}}}
 	}
 
 	for _, jsonReply := range []bool{false, true} {
@@ -119,7 +119,7 @@ func TestAServedModelOfTheWrongShapeIsRefused(t *testing.T) {
 	url := inferencetest.Serve(t, v, func(v *imaging.Volume) ([]int, []float32) {
 		return []int{2, 32}, make([]float32, 64)
 	}, false)
-	a := &Activities{Models: map[exam.Stage]inference.Model{exam.Denoise: {URL: url}, exam.Layers: {URL: url}, exam.Lesions: {URL: url}}}
+	a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{exam.Denoise: {URL: url}, exam.Layers: {URL: url}, exam.Lesions: {URL: url}}}}
 	_, errDenoise := a.denoising().Denoise(ctx, v)
 	_, errLayers := a.segmenting().SegmentLayers(ctx, v)
 	_, errLesions := a.lesionMarking().LesionMasks(ctx, v, nil)
@@ -133,7 +133,7 @@ func TestAServedModelOfTheWrongShapeIsRefused(t *testing.T) {
 // The report names what computed each image stage: the served model of
 // a stage pointed at one, the reference of every other.
 func TestTheReportNamesEachStagesComputation(t *testing.T) {
-	a := &Activities{Models: map[exam.Stage]inference.Model{exam.Layers: {URL: "http://triton:8000/v2/models/layers"}}}
+	a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{exam.Layers: {URL: "http://triton:8000/v2/models/layers"}}}}
 	want := map[string]string{"denoise": "nlm-log/v1", "layers": "kserve:http://triton:8000/v2/models/layers",
 		"lesions": "fluid-drusen/v1", "measure": "etdrs-layers/v1"}
 	if got := a.algorithms(); !maps.Equal(got, want) {
@@ -148,7 +148,7 @@ func TestEveryStageWithAModelSettingRunsTheModel(t *testing.T) {
 		if spec.Model == "" {
 			continue
 		}
-		a := &Activities{Models: map[exam.Stage]inference.Model{spec.Stage: {URL: "http://models.test/v2/models/" + string(spec.Stage)}}}
+		a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{spec.Stage: {URL: "http://models.test/v2/models/" + string(spec.Stage)}}}}
 		if got := a.algorithms()[string(spec.Stage)]; got != "kserve:http://models.test/v2/models/"+string(spec.Stage) {
 			t.Errorf("stage %s (OCTFLOW_MODEL_%s) pointed at a model: the report names %q", spec.Stage, spec.Model, got)
 		}
