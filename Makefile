@@ -114,7 +114,8 @@ clean:
 ## compose-test: bring docker-compose.yml up on a real Docker Engine with
 ## stand-in images built on this machine (no registry is needed), submit
 ## exams through the api's published port and see each COMPLETED with one
-## report, then take the stack down (deploy/compose-test/run.sh; installs
+## report; back it up with exams in flight, destroy its volumes, restore
+## it and see them back; then take the stack down (deploy/compose-test/run.sh; installs
 ## Docker Engine, Compose v2 and debootstrap where missing; root)
 compose-test:
 	deploy/compose-test/run.sh
