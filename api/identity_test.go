@@ -11,6 +11,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
+	"octflow/storage/storagetest"
 )
 
 // A scan's original identity is kept for the way back sealed for its
@@ -65,20 +66,20 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("sealed with the exam", func(t *testing.T) {
-		store := &conflictStore{objects: map[string][]byte{}}
+		store := &storagetest.Memory{}
 		srv := newServer(t, Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: sealer})
 		up := upload(t, srv, named)
 		if err := srv.keepIdentity(ctx, ref, up); err != nil {
 			t.Fatal(err)
 		}
 		key := exam.IdentityKey(ref, up.digest)
-		if len(store.puts) != 1 || store.puts[0] != key {
-			t.Fatalf("stored %v, want only %s", store.puts, key)
+		if puts := store.Puts(); len(puts) != 1 || puts[0] != key {
+			t.Fatalf("stored %v, want only %s", puts, key)
 		}
 		if !strings.HasPrefix(key, exam.ScansPrefix+ref.Campus+"/"+ref.ID+"/") {
 			t.Errorf("the identity's key %s is not under the exam's prefix", key)
 		}
-		sealed := store.objects[key]
+		sealed := store.Object(key)
 		for _, v := range identifiers {
 			if bytes.Contains(sealed, []byte(v)) || strings.Contains(key, v) {
 				t.Errorf("the stored identity holds %q in clear", v)
@@ -101,12 +102,12 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 			t.Errorf("the payload codec's keys, a GPU node's, opened the identity: %+v", got.Exam)
 		}
 		// A resend: the identity is there, nothing more is stored.
-		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || len(store.puts) != 1 {
-			t.Errorf("a resend stored %v (%v)", store.puts, err)
+		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || len(store.Puts()) != 1 {
+			t.Errorf("a resend stored %v (%v)", store.Puts(), err)
 		}
 		// An exam accepted before identities were kept gets it on a resend.
-		delete(store.objects, key)
-		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || store.objects[key] == nil {
+		_ = store.Delete(ctx, key)
+		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || store.Object(key) == nil {
 			t.Errorf("a resend did not restore the identity (%v)", err)
 		}
 	})
@@ -121,14 +122,14 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := &conflictStore{objects: map[string][]byte{}}
+			store := &storagetest.Memory{}
 			cfg := Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: c.codec}
 			srv := newServer(t, cfg)
 			if err := srv.keepIdentity(ctx, ref, upload(t, srv, c.scan)); err != nil {
 				t.Fatal(err)
 			}
-			if len(store.puts) != 0 {
-				t.Errorf("stored %v", store.puts)
+			if puts := store.Puts(); len(puts) != 0 {
+				t.Errorf("stored %v", puts)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
+	"octflow/storage/storagetest"
 )
 
 // padded is a multipart body (boundary B) whose preamble, which a
@@ -245,7 +246,7 @@ func TestAnUrgentExamFromADeviceThatMayNotSendItStartsAsNormal(t *testing.T) {
 	}{{"plain", exam.Normal}, {"er", exam.Urgent}} {
 		temporal := &startRecorder{}
 		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20,
-			Temporal: temporal, Store: &conflictStore{objects: map[string][]byte{}}})
+			Temporal: temporal, Store: &storagetest.Memory{}})
 		contentType, body := Multipart(SubmitMeta{ExamID: "E-" + tc.token, Priority: "urgent"}, scan.Bytes())
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 		req.Header.Set("Content-Type", contentType)

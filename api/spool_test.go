@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"octflow/internal/testwait"
 	"os"
 	"strings"
 	"testing"
@@ -86,7 +87,7 @@ func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
 		heldDone <- code
 	}()
 	holdBody.Write(preamble(1_000_000))
-	eventually(t, "the held upload is charged what it sent", func() bool { return srv.spool.inUse() >= 2_000_000 })
+	testwait.Until(t, "the held upload is charged what it sent", func() bool { return srv.spool.inUse() >= 2_000_000 })
 
 	// Refused before its body is read: this body never comes.
 	never, _ := io.Pipe()
@@ -104,7 +105,7 @@ func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
 
 	holdBody.CloseWithError(io.ErrUnexpectedEOF)
 	<-heldDone
-	eventually(t, "an ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	testwait.Until(t, "an ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, bytes.NewReader(big), int64(len(big))); code != http.StatusUnprocessableEntity {
 		t.Errorf("after the held upload ended: %d %s, want 422 (not DICOM)", code, kind)
 	}
@@ -152,7 +153,7 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 			if code != c.status {
 				t.Errorf("%d %s, want %d", code, kind, c.status)
 			}
-			eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+			testwait.Until(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
 			if files, _ := os.ReadDir(dir); len(files) > 0 {
 				t.Errorf("left in the spool: %v", files)
 			}
@@ -167,11 +168,11 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 			sendUpload(t, ctx, ts.URL, "dev-1", ct, r, 1<<20)
 		}()
 		w.Write(notDICOM[:100])
-		eventually(t, "the upload is charged", func() bool { return srv.spool.inUse() > 0 })
+		testwait.Until(t, "the upload is charged", func() bool { return srv.spool.inUse() > 0 })
 		cancel()
 		w.Close()
 		<-done
-		eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+		testwait.Until(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
 	})
 }
 
@@ -218,7 +219,7 @@ func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
 	if _, err := holdBody.Write(preamble(1_040_000)); err != nil {
 		t.Fatalf("north's first upload was cut off within the spool's room: %v", err)
 	}
-	eventually(t, "north's upload holds what it sent", func() bool { return srv.spool.inUse() >= 2_080_000 })
+	testwait.Until(t, "north's upload holds what it sent", func() bool { return srv.spool.inUse() >= 2_080_000 })
 
 	// What is left is south's: north's next upload of 40 KB waits.
 	ct, small := uploadForm("not a dicom file")
@@ -235,7 +236,7 @@ func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
 	}
 	holdBody.CloseWithError(io.ErrUnexpectedEOF)
 	<-heldDone
-	eventually(t, "north's ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	testwait.Until(t, "north's ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "north-2", ct, bytes.NewReader(small), int64(len(small))); code != http.StatusUnprocessableEntity {
 		t.Errorf("north's upload once its first ended: %d %s, want 422", code, kind)
 	}

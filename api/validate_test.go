@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"octflow/imaging"
+	"octflow/internal/testwait"
 	"octflow/octdicom"
 	"octflow/octdicom/hostile"
 )
@@ -53,7 +54,7 @@ func TestTheByteBudget(t *testing.T) {
 			order <- n
 			give()
 		}()
-		waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == i+1 })
+		testwait.Until(t, "a waiter queues", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == i+1 })
 	}
 	select {
 	case n := <-order:
@@ -67,15 +68,6 @@ func TestTheByteBudget(t *testing.T) {
 	}
 	if b.inUse() != 0 {
 		t.Errorf("%d in use after all gave back", b.inUse())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
 	}
 }
 
