@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/exam"
 )
@@ -206,7 +207,7 @@ func (s *Server) recordDecision(c echo.Context, n *auditNote) {
 	}
 	n.cancel()
 	p := problem(http.StatusServiceUnavailable, "unavailable", "the audit trail cannot record this request; retry later")
-	p.Instance = problemInstance(c)
+	p.Instance = problems.Instance(c)
 	body, _ := json.Marshal(p)
 	h := res.Header()
 	h.Del(echo.HeaderContentLength)

@@ -17,6 +17,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/api/problems"
 	"octflow/codec"
 	"octflow/exam"
 )
@@ -201,7 +202,7 @@ func (ce *codecEndpoint) decode(c echo.Context) error {
 	const action = "codec-decode"
 	payloads, err := readPayloads(c)
 	if err != nil {
-		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		ce.s.auditCodec(c, action, nil, problems.StatusOf(err))
 		return err
 	}
 	var scopes []codec.Scope
@@ -248,7 +249,7 @@ func (ce *codecEndpoint) encode(c echo.Context) error {
 	scopes := []codec.Scope{scope}
 	payloads, err := readPayloads(c)
 	if err != nil {
-		ce.s.auditCodec(c, action, scopes, problemStatus(err))
+		ce.s.auditCodec(c, action, scopes, problems.StatusOf(err))
 		return err
 	}
 	out, err := ce.sealer.InScope(scope).Encode(payloads)
@@ -310,15 +311,6 @@ func readBody(c echo.Context, mediaType string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// problemStatus is the status of a Problem (500 for another error).
-func problemStatus(err error) int {
-	var p *Problem
-	if errors.As(err, &p) {
-		return p.Status
-	}
-	return http.StatusInternalServerError
-}
-
 // codecLoginPage is a form to sign a browser in to the codec.
 func codecLoginPage(c echo.Context) error {
 	h := c.Response().Header()
@@ -349,7 +341,7 @@ func (ce *codecEndpoint) login(c echo.Context) error {
 	who, err := ce.signIn(c)
 	settle(err == nil, ce.now())
 	if err != nil {
-		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		ce.s.auditCodec(c, action, nil, problems.StatusOf(err))
 		return err
 	}
 	id, err := ce.sessions.start(who, now)

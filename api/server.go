@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/callback"
 	"octflow/codec"
@@ -226,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.HTTPErrorHandler = problems.Handler(cfg.Logger)
 	e.Use(serverRequestID)
 	e.Use(middleware.Recover())
 	e.Use(s.accessLog)

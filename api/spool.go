@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"octflow/api/problems"
 	"os"
 	"sync"
 	"time"
@@ -250,7 +251,7 @@ const maxMetaBytes = 1 << 20
 func SpoolBytesFor(maxScanBytes int64) int64 { return (maxScanBytes + maxMetaBytes + 1) * spoolCharge }
 
 func (s *Server) spoolFull(c echo.Context) error {
-	c.Response().Header().Set("Retry-After", retryAfter(spoolRetryAfter))
+	c.Response().Header().Set("Retry-After", problems.RetryAfter(spoolRetryAfter))
 	return problem(http.StatusServiceUnavailable, "unavailable",
 		fmt.Sprintf("the uploads in flight fill the gateway's spool (%d bytes); retry shortly", s.spool.max))
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -567,28 +566,6 @@ func readProblem(err error, limit int64) error {
 		return problem(http.StatusRequestTimeout, "too-slow", err.Error())
 	}
 	return problem(http.StatusBadRequest, "malformed-request", "the body is not well-formed multipart")
-}
-
-// jsonProblem is the 400 for a JSON body (what names it) that did not
-// decode: where and what went wrong, never the bytes sent (a field name
-// or value would be the client's text in the answer and the audit
-// trail).
-func jsonProblem(what string, err error) *Problem {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	detail := what + " is not valid JSON"
-	switch {
-	case errors.As(err, &syntax):
-		detail = fmt.Sprintf("%s is not valid JSON (at byte %d)", what, syntax.Offset)
-	case errors.As(err, &typ):
-		// Field is a path of the request type's own fields.
-		detail = fmt.Sprintf("%s: field %s must be a JSON %s", what, typ.Field, typ.Type.Kind())
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		detail = what + " has a field this API does not take"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		detail = what + " is empty or cut short"
-	}
-	return problem(http.StatusBadRequest, "malformed-request", detail)
 }
 
 func isMalformed(err error) bool {

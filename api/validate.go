@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/problems"
 	"octflow/imaging"
 	"octflow/octdicom"
 )
@@ -162,7 +163,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 // unprocessable is the 422 problem of kind for an upload of the exam
 // examID (its reference) that err says is unusable.
 func unprocessable(kind string, err error, examID string) *Problem {
-	p := problem(http.StatusUnprocessableEntity, kind, err.Error())
-	p.ExamID, p.cause = examID, err
+	p := problems.Caused(http.StatusUnprocessableEntity, kind, err)
+	p.ExamID = examID
 	return p
 }
