@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/auth"
 	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/exam"
@@ -174,7 +175,7 @@ func (s *Server) admitAction(c echo.Context) error {
 	// Authentication comes later, in the route; the caller's share of
 	// the trail is judged by the token the request carries.
 	var who audit.User
-	if p, ok := s.cfg.Tokens.bearer(c.Request()); ok {
+	if p, ok := s.cfg.Tokens.Bearer(c.Request()); ok {
 		who = audit.User{ID: p.Name, Role: string(p.Role)}
 	}
 	if err := a.Admit(who, admitNeed(c)); err != nil {
@@ -400,7 +401,7 @@ func remoteIP(r *http.Request) string {
 }
 
 // anonymousRate bounds how many entries without credentials one client
-// (an IPv4 address, an IPv6 /64: clientOf) writes one by one: anyone can
+// (an IPv4 address, an IPv6 /64: auth.ClientOf) writes one by one: anyone can
 // send such requests, and they share one bounded part of the trail's
 // spool (audit.Trail.Record), which one client must not take alone. Past
 // its rate a client's requests are answered as before and counted, and
@@ -408,7 +409,7 @@ func remoteIP(r *http.Request) string {
 // counted, every countEvery after it, and before the client's next entry
 // written one by one.
 type anonymousRate struct {
-	limit *loginFailures
+	limit *auth.Failures
 	trail audit.Sink
 
 	mu      sync.Mutex
@@ -422,17 +423,17 @@ const (
 )
 
 func newAnonymousRate(trail audit.Sink) *anonymousRate {
-	return &anonymousRate{limit: newLoginFailures(anonymousBurst, anonymousEvery, loginClientsMax), trail: trail,
+	return &anonymousRate{limit: auth.NewFailures(anonymousBurst, anonymousEvery, loginClientsMax), trail: trail,
 		counted: map[netip.Prefix]int{}}
 }
 
 // admit says whether ev, an entry without credentials from c's client,
 // is written one by one; if not, it is counted.
 func (a *anonymousRate) admit(c echo.Context, ev audit.Event) bool {
-	client, now := clientOf(c.Request()), time.Now()
-	over := a.limit.wait(client, now) > 0
+	client, now := auth.ClientOf(c.Request()), time.Now()
+	over := a.limit.Wait(client, now) > 0
 	if !over {
-		a.limit.fail(client, now)
+		a.limit.Fail(client, now)
 	}
 	a.mu.Lock()
 	n := a.counted[client]

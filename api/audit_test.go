@@ -73,13 +73,13 @@ func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 		trail.acted++
 		trail.mu.Unlock()
 		return c.String(http.StatusOK, "recorded")
-	}, tokens.require(RoleClinician))
+	}, require(tokens, RoleClinician))
 	// A report read that needs no Temporal: what getReport does.
 	srv.echo.GET("/v1/test/:examId/report", func(c echo.Context) error {
 		s := srv
 		s.audit(c, "read-report", s.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")), http.StatusOK)
 		return c.String(http.StatusOK, "the report")
-	}, tokens.require(RoleClinician))
+	}, require(tokens, RoleClinician))
 	return srv
 }
 

@@ -17,6 +17,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/api/auth"
 	"octflow/api/problems"
 	"octflow/codec"
 	"octflow/exam"
@@ -65,7 +66,7 @@ type codecEndpoint struct {
 	// from one of CodecOrigins (CSRF).
 	sameOrigin *http.CrossOriginProtection
 	sessions   *codecSessions
-	failures   *loginFailures
+	failures   *auth.Failures
 	now        func() time.Time
 }
 
@@ -97,7 +98,7 @@ func (s *Server) codecRoutes(e *echo.Echo) {
 	}
 	ce := &codecEndpoint{s: s, sealer: sealer, sameOrigin: http.NewCrossOriginProtection(),
 		sessions: newCodecSessions(codecSessionTTL, codecSessionsMax, codecSessionsEach),
-		failures: newLoginFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
+		failures: auth.NewFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
 	for _, o := range s.cfg.CodecOrigins {
 		if err := ce.sameOrigin.AddTrustedOrigin(o); err != nil {
 			s.cfg.Logger.Warn("codec: a Web UI origin that cannot be trusted is left out: " + err.Error())
@@ -167,7 +168,7 @@ func (ce *codecEndpoint) auth(action string, roles ...Role) echo.MiddlewareFunc 
 			var p Principal
 			var found bool
 			if token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer "); ok {
-				p, found = ce.s.cfg.Tokens.lookup(strings.TrimSpace(token))
+				p, found = ce.s.cfg.Tokens.Lookup(strings.TrimSpace(token))
 			} else if ck, err := c.Cookie(codecCookie); err == nil {
 				p, found = ce.sessions.lookup(ck.Value, ce.now())
 			}
@@ -177,7 +178,7 @@ func (ce *codecEndpoint) auth(action string, roles ...Role) echo.MiddlewareFunc 
 				return problem(http.StatusUnauthorized, "unauthenticated",
 					"the codec needs an admin's or a clinician's token (bearer, or sign in at /codec/login)")
 			}
-			c.Set(principalKey, p)
+			auth.Set(c, p)
 			if !slices.Contains(roles, p.Role) {
 				ce.s.auditCodec(c, action, nil, http.StatusForbidden)
 				return problem(http.StatusForbidden, "forbidden", "role "+string(p.Role)+" may not use "+c.Path())
@@ -331,8 +332,8 @@ func codecLoginPage(c echo.Context) error {
 func (ce *codecEndpoint) login(c echo.Context) error {
 	const action = "codec-login"
 	now := ce.now()
-	client := clientOf(c.Request())
-	wait, settle := ce.failures.attempt(client, now)
+	client := auth.ClientOf(c.Request())
+	wait, settle := ce.failures.Attempt(client, now)
 	if wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		ce.s.auditCodec(c, action, nil, http.StatusTooManyRequests)
@@ -348,7 +349,7 @@ func (ce *codecEndpoint) login(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Set(principalKey, who)
+	auth.Set(c, who)
 	c.SetCookie(ce.sessionCookie(c, id, int(codecSessionTTL/time.Second)))
 	c.Response().Header().Set("Cache-Control", "no-store")
 	ce.s.auditCodec(c, action, nil, http.StatusOK)
@@ -367,7 +368,7 @@ func (ce *codecEndpoint) signIn(c echo.Context) (Principal, error) {
 		return Principal{}, problem(http.StatusBadRequest, "malformed-request", "the form does not parse")
 	}
 	token := strings.TrimSpace(form.Get("token"))
-	p, ok := ce.s.cfg.Tokens.lookup(token)
+	p, ok := ce.s.cfg.Tokens.Lookup(token)
 	if token == "" || !ok || (p.Role != RoleAdmin && p.Role != RoleClinician) {
 		return Principal{}, problem(http.StatusUnauthorized, "unauthenticated", "not an admin's or a clinician's token")
 	}
@@ -394,7 +395,7 @@ func (ce *codecEndpoint) sessionCookie(c echo.Context, value string, maxAge int)
 func (ce *codecEndpoint) logout(c echo.Context) error {
 	if ck, err := c.Cookie(codecCookie); err == nil {
 		if p, ok := ce.sessions.lookup(ck.Value, ce.now()); ok {
-			c.Set(principalKey, p)
+			auth.Set(c, p)
 		}
 		ce.sessions.end(ck.Value)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auth"
 	"octflow/imaging"
 	"octflow/octdicom"
 	"octflow/octdicom/hostile"
@@ -72,7 +73,7 @@ func FuzzSubmitIntake(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", bytes.NewReader(body))
 		req.Header.Set(echo.HeaderContentType, contentType)
 		c := e.NewContext(req, httptest.NewRecorder())
-		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
+		auth.Set(c, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
 
 		up, clean, err := srv.intake(c)
 		defer up.close()
@@ -131,7 +132,7 @@ func TestTheIntakeResolvesTheScanType(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 		req.Header.Set(echo.HeaderContentType, contentType)
 		ctx := e.NewContext(req, httptest.NewRecorder())
-		ctx.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
+		auth.Set(ctx, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
 		up, clean, err := srv.intake(ctx)
 		var prob *Problem
 		switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auth"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
@@ -70,7 +71,7 @@ func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 		req.Header.Set(echo.HeaderContentType, contentType)
 		c := echo.New().NewContext(req, httptest.NewRecorder())
-		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: campus})
+		auth.Set(c, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: campus})
 		up, clean, err := srv.intake(c)
 		if err != nil {
 			t.Fatal(err)

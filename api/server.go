@@ -159,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	uploading := cfg.Tokens.uploadCampuses()
+	uploading := cfg.Tokens.UploadCampuses()
 	for _, c := range slices.Sorted(maps.Keys(cfg.Policy.CampusWeights)) {
 		if !slices.Contains(uploading, c) {
 			return nil, fmt.Errorf("policy: the campus weights (OCTFLOW_CAMPUS_WEIGHTS) name %s, a campus no device or router token sends for: misspelt?", c)
@@ -240,21 +240,21 @@ func New(cfg Config) (*Server, error) {
 		s.codecRoutes(e)
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
-	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
-	e.POST("/dicom-web/studies/:study", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
+	e.POST("/dicom-web/studies", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
+	e.POST("/dicom-web/studies/:study", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), s.rates.middleware, s.spoolBudget)
-	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
-	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
-	v1.POST("/exams/:examId/rerun", s.rerunExam, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/exams/:examId/export", s.rerunExport, cfg.Tokens.require(RoleAdmin))
-	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
-	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
-	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/nodes/:nodeId/health", s.markNode, cfg.Tokens.require(RoleAdmin))
+	v1.POST("/exams", s.submitExam, require(cfg.Tokens, RoleDevice), s.rates.middleware, s.spoolBudget)
+	v1.GET("/exams/:examId", s.getExam, require(cfg.Tokens, RoleDevice, RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/events", s.getEvents, require(cfg.Tokens, RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/report", s.getReport, require(cfg.Tokens, RoleClinician, RoleAdmin))
+	v1.POST("/exams/:examId/review", s.postReview, require(cfg.Tokens, RoleClinician))
+	v1.POST("/exams/:examId/rerun", s.rerunExam, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/exams/:examId/export", s.rerunExport, require(cfg.Tokens, RoleAdmin))
+	v1.GET("/notifications", s.notifications, require(cfg.Tokens, RoleClinician))
+	v1.GET("/nodes", s.listNodes, require(cfg.Tokens, RoleAdmin))
+	v1.GET("/queues", s.listQueues, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/nodes/:nodeId/health", s.markNode, require(cfg.Tokens, RoleAdmin))
 	return s, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"octflow/api/auth"
 	"octflow/internal/testwait"
 	"os"
 	"strings"
@@ -303,7 +304,7 @@ func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
 	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), Uploads: UploadLimits{Validating: 4, Wait: 50 * time.Millisecond}})
 	turn := func(campus string) (func(), error) {
 		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
-		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
+		auth.Set(c, Principal{Name: campus, Role: RoleDevice, Campus: campus})
 		return srv.takeUploadTurn(c, 1)
 	}
 	var held []func()
@@ -342,7 +343,7 @@ func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
 		Uploads: UploadLimits{Validating: 8, Wait: 50 * time.Millisecond, ValidationBytes: budget}})
 	turn := func(campus string, peak int64) (func(), error) {
 		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
-		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
+		auth.Set(c, Principal{Name: campus, Role: RoleDevice, Campus: campus})
 		return srv.takeUploadTurn(c, peak)
 	}
 	// North validates one scan larger than its half, alone.

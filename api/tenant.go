@@ -85,7 +85,7 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 		}
 		return []string{q}, nil
 	}
-	if scope := who.scope(); scope != nil {
+	if scope := who.Scope(); scope != nil {
 		return scope, nil
 	}
 	if who.Campus != "" {
@@ -103,5 +103,5 @@ func (s *Server) describeExam(ctx context.Context, ref exam.Ref) (*workflowservi
 // campusAllowed checks a ?campus= for a request about a whole campus
 // (the event stream): it must be one the caller may see.
 func campusAllowed(who Principal, campus string) bool {
-	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.scope(), campus))
+	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.Scope(), campus))
 }

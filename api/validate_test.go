@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auth"
 	"octflow/imaging"
 	"octflow/internal/testwait"
 	"octflow/octdicom"
@@ -159,7 +160,7 @@ func submitTo(srv *Server, scan []byte) (*httptest.ResponseRecorder, error) {
 	req.Header.Set(echo.HeaderContentType, contentType)
 	rec := httptest.NewRecorder()
 	c := echo.New().NewContext(req, rec)
-	c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
+	auth.Set(c, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
 	up, clean, err := srv.intake(c)
 	up.close()
 	clean.close()
