@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auditing"
 	"octflow/api/auth"
 )
 
@@ -58,7 +59,7 @@ func require(t *Tokens, roles ...Role) echo.MiddlewareFunc {
 				return problem(http.StatusUnauthorized, "unauthenticated", "unknown token")
 			}
 			if !slices.Contains(roles, p.Role) {
-				auditRefusal(c, "role "+string(p.Role)+" not permitted", &p)
+				auditing.Refused(c, "role "+string(p.Role)+" not permitted", &p)
 				return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not %s %s", p.Role, c.Request().Method, c.Path()))
 			}
 			auth.Set(c, p)

@@ -23,11 +23,12 @@ import (
 
 const webUI = "https://temporal-ui.hospital.example"
 
-// codecHarness is a gateway serving the codec, with its audit log.
+// codecHarness is a gateway serving the codec, with its audit trail.
 type codecHarness struct {
 	t      *testing.T
 	srv    *Server
 	sealer *codec.Codec
+	trail  *codecTrail
 }
 
 func newCodecHarness(t *testing.T) *codecHarness {
@@ -49,8 +50,9 @@ func newCodecHarness(t *testing.T) *codecHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, PayloadCodec: sealer, CodecOrigins: []string{webUI}})
-	return &codecHarness{t: t, srv: srv, sealer: sealer}
+	trail := &codecTrail{}
+	srv := newServer(t, Config{Tokens: tokens, PayloadCodec: sealer, CodecOrigins: []string{webUI}, AuditTrail: trail})
+	return &codecHarness{t: t, srv: srv, sealer: sealer, trail: trail}
 }
 
 // seal is a payload holding data, sealed in scope s.

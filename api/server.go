@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/api/auditing"
 	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/callback"
@@ -51,7 +52,7 @@ type Config struct {
 	Pseudonymizer *Pseudonymizer
 	Logger        *zap.Logger
 	// AuditTrail receives one DICOM audit event per access decision,
-	// allowed or refused (see api/audit.go): audit.Open's trail to a
+	// allowed or refused (see package auditing): audit.Open's trail to a
 	// syslog collector, or audit.NewLogSink's JSON lines (default: on
 	// stderr, unsampled).
 	AuditTrail audit.Sink
@@ -142,9 +143,6 @@ type Server struct {
 	spool *spoolQuota
 	// rates is each device's rate of exams, over both submitting routes.
 	rates *deviceRates
-	// anonymous is each client's rate of audit entries without
-	// credentials.
-	anonymous *anonymousRate
 	// campusSlots is each campus's share of the validation slots.
 	campusSlots map[string]chan struct{}
 	// campusBudgets is each campus's share of the validation memory.
@@ -208,16 +206,16 @@ func New(cfg Config) (*Server, error) {
 			Name: "octflow_exam_arrivals_total",
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
-		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(uploading), SpoolBytesFor(cfg.MaxScanBytes)),
-		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
+		spool:       newSpoolQuota(cfg.SpoolMaxBytes, len(uploading), SpoolBytesFor(cfg.MaxScanBytes)),
+		rates:       newDeviceRates(cfg.DeviceRate),
 		campusSlots: campusSlots(cfg.Uploads.Validating, uploading), campusBudgets: campusBudgets(cfg.Uploads.ValidationBytes, uploading),
 		sharing: newCampusActivity(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
 		collectors := []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)}
-		if t, ok := cfg.AuditTrail.(auditStats); ok {
-			collectors = append(collectors, newAuditCollector(t))
+		if c := auditing.Collector(cfg.AuditTrail); c != nil {
+			collectors = append(collectors, c)
 		}
 		for _, c := range collectors {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -228,10 +226,11 @@ func New(cfg Config) (*Server, error) {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = problems.Handler(cfg.Logger)
-	e.Use(serverRequestID)
+	e.Use(auditing.RequestIDs(randomID))
 	e.Use(middleware.Recover())
 	e.Use(s.accessLog)
-	e.Use(s.auditTrail)
+	e.Use(auditing.New(auditing.Config{Trail: cfg.AuditTrail, Tokens: cfg.Tokens, ExamRef: cfg.Pseudonymizer.ExamRef,
+		MaxExams: maxInstances, Logger: cfg.Logger}).Middleware)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"octflow/api/auditing"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -79,7 +80,7 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	if q := c.QueryParam("campus"); q != "" {
 		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
 			if exam.ValidateCampus(q) == nil && exam.ValidateID(c.Param("examId")) == nil {
-				auditProbe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
+				auditing.Probe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
 			}
 			return nil, problem(http.StatusNotFound, "not-found", "no such exam")
 		}
