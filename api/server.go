@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"octflow/api/auditing"
+	"octflow/api/codecserver"
 	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/callback"
@@ -94,8 +95,8 @@ type Config struct {
 	Identities *codec.Codec
 	// PayloadCodec, when set, is served at /codec/encode and
 	// /codec/decode for admins and clinicians, so the Temporal Web UI
-	// can show sealed payloads; CodecOrigins are the Web UI origins that
-	// may call it from a browser.
+	// can show sealed payloads (package codecserver); CodecOrigins are
+	// the Web UI origins that may call it from a browser.
 	PayloadCodec converter.PayloadCodec
 	CodecOrigins []string
 }
@@ -236,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.yaml", serveOpenAPI)
 	if cfg.PayloadCodec != nil {
-		s.codecRoutes(e)
+		codecserver.Register(e, codecserver.Config{Codec: cfg.PayloadCodec, Origins: cfg.CodecOrigins, Tokens: cfg.Tokens, Logger: cfg.Logger})
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
 	e.POST("/dicom-web/studies", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)

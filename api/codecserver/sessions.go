@@ -1,4 +1,4 @@
-package api
+package codecserver
 
 import (
 	"crypto/rand"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"octflow/api/auth"
 )
 
 // codecSessions are the browsers signed in to the codec. A session ID
@@ -28,7 +30,7 @@ type codecSessions struct {
 }
 
 type codecSession struct {
-	who     Principal
+	who     auth.Principal
 	expires time.Time
 }
 
@@ -37,13 +39,13 @@ func newCodecSessions(ttl time.Duration, max, perPrincipal int) *codecSessions {
 }
 
 // sessionOwner names a principal among sessions.
-func sessionOwner(p Principal) string { return string(p.Role) + "/" + p.Campus + "/" + p.Name }
+func sessionOwner(p auth.Principal) string { return string(p.Role) + "/" + p.Campus + "/" + p.Name }
 
 // start begins a session for who and returns its ID. With perPrincipal
 // sessions of who held, who's own session expiring first is dropped;
 // with max sessions held, expired ones are dropped, then the one
 // expiring first.
-func (s *codecSessions) start(who Principal, now time.Time) (string, error) {
+func (s *codecSessions) start(who auth.Principal, now time.Time) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", fmt.Errorf("codec session: %w", err)
@@ -84,17 +86,17 @@ func (s *codecSessions) start(who Principal, now time.Time) (string, error) {
 }
 
 // lookup is the principal of a session that has not ended.
-func (s *codecSessions) lookup(id string, now time.Time) (Principal, bool) {
+func (s *codecSessions) lookup(id string, now time.Time) (auth.Principal, bool) {
 	h := sha256.Sum256([]byte(id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.byHash[h]
 	if !ok {
-		return Principal{}, false
+		return auth.Principal{}, false
 	}
 	if !now.Before(sess.expires) {
 		delete(s.byHash, h)
-		return Principal{}, false
+		return auth.Principal{}, false
 	}
 	return sess.who, true
 }

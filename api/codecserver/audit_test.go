@@ -1,4 +1,4 @@
-package api
+package codecserver
 
 import (
 	"net/http"

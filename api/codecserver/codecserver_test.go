@@ -1,4 +1,4 @@
-package api
+package codecserver
 
 import (
 	"bytes"
@@ -15,9 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/codec"
 )
 
@@ -26,18 +31,18 @@ const webUI = "https://temporal-ui.hospital.example"
 // codecHarness is a gateway serving the codec, with its audit trail.
 type codecHarness struct {
 	t      *testing.T
-	srv    *Server
+	e      *echo.Echo
 	sealer *codec.Codec
 	trail  *codecTrail
 }
 
 func newCodecHarness(t *testing.T) *codecHarness {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("admin"), Principal: Principal{Name: "a", Role: RoleAdmin}},
-		{SHA256: HashToken("clin-north"), Principal: Principal{Name: "cn", Role: RoleClinician, Campus: "north"}},
-		{SHA256: HashToken("clin-both"), Principal: Principal{Name: "cb", Role: RoleClinician, Campus: "north", Campuses: []string{"south"}}},
-		{SHA256: HashToken("dev-north"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("admin"), Principal: auth.Principal{Name: "a", Role: auth.RoleAdmin}},
+		{SHA256: auth.HashToken("clin-north"), Principal: auth.Principal{Name: "cn", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("clin-both"), Principal: auth.Principal{Name: "cb", Role: auth.RoleClinician, Campus: "north", Campuses: []string{"south"}}},
+		{SHA256: auth.HashToken("dev-north"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +55,14 @@ func newCodecHarness(t *testing.T) *codecHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The endpoint as the gateway serves it: every error a problem, every
+	// decision audited.
 	trail := &codecTrail{}
-	srv := newServer(t, Config{Tokens: tokens, PayloadCodec: sealer, CodecOrigins: []string{webUI}, AuditTrail: trail})
-	return &codecHarness{t: t, srv: srv, sealer: sealer, trail: trail}
+	e := echo.New()
+	e.HTTPErrorHandler = problems.Handler(zap.NewNop())
+	e.Use(auditing.New(auditing.Config{Trail: trail, Tokens: tokens, Logger: zap.NewNop()}).Middleware)
+	Register(e, Config{Codec: sealer, Origins: []string{webUI}, Tokens: tokens, Logger: zap.NewNop()})
+	return &codecHarness{t: t, e: e, sealer: sealer, trail: trail}
 }
 
 // seal is a payload holding data, sealed in scope s.
@@ -81,7 +91,7 @@ func (h *codecHarness) do(method, path string, body io.Reader, edit func(*http.R
 		edit(req)
 	}
 	rec := httptest.NewRecorder()
-	h.srv.ServeHTTP(rec, req)
+	h.e.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -113,7 +123,7 @@ func (h *codecHarness) login(token, addr string, edit func(*http.Request)) *http
 // wantProblem checks an RFC 9457 answer of status and kind.
 func wantProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, kind string) {
 	t.Helper()
-	var p Problem
+	var p problems.Problem
 	if rec.Code != status || rec.Header().Get("Content-Type") != "application/problem+json" ||
 		json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Type != "urn:octflow:problem:"+kind || p.Status != status {
 		t.Errorf("got %d %s %s, want a %d %s problem", rec.Code, rec.Header().Get("Content-Type"), rec.Body, status, kind)
@@ -305,7 +315,7 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 		t.Fatalf("cookies %v", cookies)
 	}
 	ck := cookies[0]
-	if strings.Contains(ck.Value, "clin-north") || ck.Value == HashToken("clin-north") || len(ck.Value) < 43 {
+	if strings.Contains(ck.Value, "clin-north") || ck.Value == auth.HashToken("clin-north") || len(ck.Value) < 43 {
 		t.Errorf("the cookie %q is the token or a function of it, or short", ck.Value)
 	}
 	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/codec" || ck.Secure ||
@@ -347,7 +357,7 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 func TestCodecSessionsEndAndAreBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
 	s := newCodecSessions(time.Hour, 2, 8)
-	who := Principal{Name: "cn", Role: RoleClinician, Campus: "north"}
+	who := auth.Principal{Name: "cn", Role: auth.RoleClinician, Campus: "north"}
 	a, _ := s.start(who, t0)
 	if p, ok := s.lookup(a, t0.Add(59*time.Minute)); !ok || p.Name != "cn" {
 		t.Errorf("within the hour: %v %v", p, ok)
@@ -436,9 +446,9 @@ func TestCodecLoginFailuresAreRateLimitedPerClient(t *testing.T) {
 func TestOnePrincipalCannotSignOthersOut(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
 	s := newCodecSessions(time.Hour, 10, 3)
-	other := Principal{Name: "dr-kim", Role: RoleClinician, Campus: "north"}
+	other := auth.Principal{Name: "dr-kim", Role: auth.RoleClinician, Campus: "north"}
 	kept, _ := s.start(other, t0)
-	flood := Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}
+	flood := auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}
 	var last []string
 	for i := range 50 {
 		id, _ := s.start(flood, t0.Add(time.Duration(i)*time.Second))
