@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/intake"
 	"octflow/audit"
 )
 
@@ -235,6 +236,6 @@ func TestNoActionIsTakenThatTheTrailCouldNotRecord(t *testing.T) {
 	// much: package auditing's tests).
 	call(srv, trail, "POST", "/dicom-web/studies", "dev-north")
 	if n := trail.needs; len(n) != 3 || n[2] <= n[0] {
-		t.Errorf("room asked: %v; want a STOW-RS request to ask for its %d exams too", n, maxInstances)
+		t.Errorf("room asked: %v; want a STOW-RS request to ask for its %d exams too", n, intake.MaxInstances)
 	}
 }

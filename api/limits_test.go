@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -202,9 +203,9 @@ func TestUrgentIsTakenOnlyFromDevicesAllowedToSendIt(t *testing.T) {
 			if rec.Code >= 500 || rec.Code == http.StatusBadRequest {
 				t.Fatalf("%d: %s", rec.Code, rec.Body)
 			}
-			if got := rec.Header().Get(WarningHeader) != ""; got != tc.warned {
+			if got := rec.Header().Get(intake.WarningHeader) != ""; got != tc.warned {
 				t.Errorf("%s %s: warned %v (%q), want %v: urgent is taken only from a device allowed to send it",
-					tc.priority, tc.route, got, rec.Header().Get(WarningHeader), tc.warned)
+					tc.priority, tc.route, got, rec.Header().Get(intake.WarningHeader), tc.warned)
 			}
 		})
 	}

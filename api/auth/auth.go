@@ -46,7 +46,7 @@ type Principal struct {
 	// Campuses are the further campuses a clinician may read and review.
 	Campuses []string `json:"campuses,omitempty"`
 	// Urgent says a device or router may send urgent exams; another's
-	// urgent is taken as normal (see the gateway's allowedPriority).
+	// urgent is taken as normal (see intake.AllowedPriority).
 	Urgent bool `json:"urgent,omitempty"`
 }
 
