@@ -78,7 +78,7 @@ FUZZ_INTAKE ?= $(FUZZTIME)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZ_DICOM) ./octdicom
 	$(GO) test -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $(FUZZ_STAGES) ./imaging
-	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZ_INTAKE) ./api
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZ_INTAKE) ./api/intake
 
 ## bench: time each imaging stage and the whole 49 × 496 × 512 volume (the README's figures)
 ## accuracy: the long accuracy run, ACCURACY_SEEDS full-size phantoms (default
