@@ -78,7 +78,7 @@ FUZZ_INTAKE ?= $(FUZZTIME)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadDICOM$$' -fuzztime $(FUZZ_DICOM) ./octdicom
 	$(GO) test -run '^$$' -fuzz '^FuzzStages$$' -fuzztime $(FUZZ_STAGES) ./imaging
-	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZ_INTAKE) ./api
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmitIntake$$' -fuzztime $(FUZZ_INTAKE) ./api/intake
 
 ## bench: time each imaging stage and the whole 49 × 496 × 512 volume (the README's figures)
 ## accuracy: the long accuracy run, ACCURACY_SEEDS full-size phantoms (default
@@ -114,7 +114,8 @@ clean:
 ## compose-test: bring docker-compose.yml up on a real Docker Engine with
 ## stand-in images built on this machine (no registry is needed), submit
 ## exams through the api's published port and see each COMPLETED with one
-## report, then take the stack down (deploy/compose-test/run.sh; installs
+## report; back it up with exams in flight, destroy its volumes, restore
+## it and see them back; then take the stack down (deploy/compose-test/run.sh; installs
 ## Docker Engine, Compose v2 and debootstrap where missing; root)
 compose-test:
 	deploy/compose-test/run.sh

@@ -11,6 +11,13 @@
 // activity. Pipeline (stages.go) is their order. This file holds what
 // every stage runs through: the heartbeats, the node's cache and the
 // object store.
+//
+// A role that runs stages binds them to an Activities of its own: the
+// process's Common parts, the name of the node or worker, and that
+// role's own part (GPUNode on a GPU node, Workstations on the pipeline
+// worker). The PACS export (Exporter, export.go) and housekeeping
+// (Housekeeping, housekeeping.go) are activities apart, each with its
+// own parts and Register function.
 package activities
 
 import (
@@ -43,14 +50,13 @@ type ObjectStore interface {
 	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
 }
 
-// Activities are the stages, bound to their dependencies.
-type Activities struct {
+// Common are what every stage runs through, whichever role runs it:
+// the object store, the stages' logger, the served models, the stage
+// metrics and the heartbeats' pace. A process makes them once, for each
+// of its roles that runs stages.
+type Common struct {
 	Store  ObjectStore
 	Logger *zap.Logger
-	// Webhooks deliver report-ready events to workstations.
-	Webhooks *Webhooks
-	// Inbox keeps report-ready events for the clinicians' event stream.
-	Inbox Inbox
 	// HeartbeatEvery is how often a running stage reports progress
 	// (default: a third of the stage's heartbeat timeout); it must stay
 	// well under the heartbeat timeout.
@@ -62,38 +68,66 @@ type Activities struct {
 	// take is in the node's take log and its times in its output and
 	// history. Until its first heartbeat a stage shows as CLAIMED.
 	QuietStart time.Duration
-	// Node names the GPU node or worker running the stages; it goes into
-	// every heartbeat so that a stage lost with its node still names the
-	// node in the exam's timeline.
-	Node string
 	// Models are the served models of the stages a site points at one
 	// (exam.StageSpec.Model); every other stage runs its Go reference
 	// implementation.
 	Models map[exam.Stage]inference.Model
-	// Exporter sends results to the campuses' PACS (CPU workers only;
-	// nil: no campus has one).
-	Exporter *Exporter
-	// Scans and Index serve the scan sweep (CPU workers only).
-	Scans ScanStore
-	Index ScanIndex
-	// Cache, on a GPU node, keeps the node's recent outputs so the exam's
-	// next stage there reads them from memory (nil: every read goes to
-	// the store). NodeQueue is the node's own task queue, returned with
-	// each stage's output so the workflow can send the next stage there.
-	Cache     *LocalCache
-	NodeQueue string
 	// Metrics, when set, records each stage's duration and failures.
 	Metrics *StageMetrics
-	// Takes, on a GPU node, notes each attempt the node holds and what
-	// its heartbeats say, so that the node, restarted after a crash,
-	// hands back at once what it held (nil: a lost attempt waits out its
-	// heartbeat timeout).
+}
+
+// Activities are the stages, bound to what they run through: the
+// process's Common parts, the node or worker that runs them, and the
+// part of that role. The role makes its own (a GPU node, the pipeline
+// worker) and sets only its own part; the other is nil.
+type Activities struct {
+	Common
+	// Node names the GPU node or worker running the stages; it goes into
+	// every heartbeat so that a stage lost with its node still names the
+	// node in the exam's timeline.
+	Node string
+	// GPUNode is a GPU node's part (nil on the pipeline worker).
+	GPUNode *GPUNode
+	// Workstations is the pipeline worker's part: how the notify stage
+	// reaches the clinicians (nil on a GPU node).
+	Workstations *Workstations
+}
+
+// GPUNode is a GPU node's part of its stages, which the node
+// (gpuworker) sets.
+type GPUNode struct {
+	// Cache keeps the node's recent outputs so the exam's next stage
+	// there reads them from memory (nil: every read goes to the store).
+	Cache *LocalCache
+	// NodeQueue is the node's own task queue, returned with each GPU
+	// stage's output so the workflow can send the next stage there.
+	NodeQueue string
+	// Takes notes each attempt the node holds and what its heartbeats
+	// say, so that the node, restarted after a crash, hands back at once
+	// what it held (nil: a lost attempt waits out its heartbeat timeout).
 	Takes TakeLog
 	// SimulatedCompute, when set, runs as each GPU stage's computation
 	// begins, once its start is reported: the benchmark's simulated GPU
 	// mode, where it stands for the model's GPU time and may fail as a
 	// GPU does. Nil on nodes with real GPUs.
 	SimulatedCompute SimulatedComputeFunc
+}
+
+// cache is the node's cache (nil: none, or no node).
+func (g *GPUNode) cache() *LocalCache {
+	if g == nil {
+		return nil
+	}
+	return g.Cache
+}
+
+// Workstations is how the pipeline worker's notify stage tells the
+// clinicians that a report is ready, which the worker (workers) sets.
+type Workstations struct {
+	// Webhooks deliver report-ready events to workstations.
+	Webhooks *Webhooks
+	// Inbox keeps report-ready events for the clinicians' event stream.
+	Inbox Inbox
 }
 
 // SimulatedComputeFunc is a simulated node's GPU time for a stage: it
@@ -121,10 +155,10 @@ func (a *Activities) run(ctx context.Context, spec exam.StageSpec, out *contract
 	// Deferred first, so it runs last and sees a recovered panic too.
 	defer func() { a.Metrics.observe(ctx, stage, a.Node, start, err) }()
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: stage, TakenAt: takenAt(ctx)}}
-	if a.Takes != nil {
+	if a.GPUNode != nil && a.GPUNode.Takes != nil {
 		// First, so a node killed from here on leaves a note of the
 		// attempt; dropped last, once the stage has said all it will.
-		beat.note, beat.drop = a.Takes.Hold(ctx, beat.beat)
+		beat.note, beat.drop = a.GPUNode.Takes.Hold(ctx, beat.beat)
 		defer beat.drop()
 	}
 	defer func() {
@@ -178,8 +212,8 @@ func (a *Activities) run(ctx context.Context, spec exam.StageSpec, out *contract
 			out.ObjectBytesRead = reads.n.Load()
 			out.GPUHeld = beat.gpuHeld()
 			out.Node, out.GPU = a.Node, beat.get().GPU
-			if spec.GPU {
-				out.NodeQueue = a.NodeQueue
+			if spec.GPU && a.GPUNode != nil {
+				out.NodeQueue = a.GPUNode.NodeQueue
 			}
 			return err
 		case <-tick.C:
@@ -207,7 +241,7 @@ func (a *Activities) panicked(stage exam.Stage, p any) error {
 func (a *Activities) loadVolume(ctx context.Context, key string) (*imaging.Volume, error) {
 	var rs io.ReadSeeker
 	var size int64
-	if b, ok := a.cached(key); ok {
+	if b, ok := a.objects().cached(key); ok {
 		rs, size = bytes.NewReader(b), int64(len(b))
 	} else {
 		announceTake(ctx)
@@ -250,22 +284,35 @@ func readSized(r io.Reader, size int64) ([]byte, error) {
 	return b, nil
 }
 
+// objects reads and writes objects in a store, through a GPU node's
+// cache when there is one: what the stages, the export and housekeeping
+// share of the object store.
+type objects struct {
+	store ObjectStore
+	cache *LocalCache // nil: none
+}
+
+// objects are the stages' objects: the store, through the node's cache.
+func (a *Activities) objects() objects {
+	return objects{store: a.Store, cache: a.GPUNode.cache()}
+}
+
 // cached returns the object under key from the node's cache, if any.
-func (a *Activities) cached(key string) ([]byte, bool) {
-	if a.Cache == nil {
+func (o objects) cached(key string) ([]byte, bool) {
+	if o.cache == nil {
 		return nil, false
 	}
-	return a.Cache.Get(key)
+	return o.cache.Get(key)
 }
 
 // get reads one object: from the node's cache when it holds it, else
 // from the store, counting the bytes read there.
-func (a *Activities) get(ctx context.Context, key string) ([]byte, error) {
-	if b, ok := a.cached(key); ok {
+func (o objects) get(ctx context.Context, key string) ([]byte, error) {
+	if b, ok := o.cached(key); ok {
 		return b, nil
 	}
 	announceTake(ctx)
-	rc, _, err := a.Store.Get(ctx, key)
+	rc, _, err := o.store.Get(ctx, key)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
@@ -308,26 +355,26 @@ func (a *Activities) loadVolumeAndLayers(ctx context.Context, sub exam.Submissio
 	return v, &layers, nil
 }
 
-func (a *Activities) put(ctx context.Context, key string, b []byte, contentType string) error {
-	if err := a.Store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), contentType); err != nil {
+func (o objects) put(ctx context.Context, key string, b []byte, contentType string) error {
+	if err := o.store.Put(ctx, key, bytes.NewReader(b), int64(len(b)), contentType); err != nil {
 		return unavailable(ctx, err)
 	}
-	if a.Cache != nil {
-		a.Cache.Put(key, b)
+	if o.cache != nil {
+		o.cache.Put(key, b)
 	}
 	return nil
 }
 
-func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
+func (o objects) putJSON(ctx context.Context, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	return a.put(ctx, key, b, "application/json")
+	return o.put(ctx, key, b, "application/json")
 }
 
-func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
-	b, err := a.get(ctx, key)
+func (o objects) getJSON(ctx context.Context, key string, v any) error {
+	b, err := o.get(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -335,6 +382,24 @@ func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
 		return fmt.Errorf("decode %s: %w", key, err)
 	}
 	return nil
+}
+
+// get, put, putJSON and getJSON read and write the stages' objects
+// (objects).
+func (a *Activities) get(ctx context.Context, key string) ([]byte, error) {
+	return a.objects().get(ctx, key)
+}
+
+func (a *Activities) put(ctx context.Context, key string, b []byte, contentType string) error {
+	return a.objects().put(ctx, key, b, contentType)
+}
+
+func (a *Activities) putJSON(ctx context.Context, key string, v any) error {
+	return a.objects().putJSON(ctx, key, v)
+}
+
+func (a *Activities) getJSON(ctx context.Context, key string, v any) error {
+	return a.objects().getJSON(ctx, key, v)
 }
 
 // unavailable marks a backing-service failure as an infrastructure error:

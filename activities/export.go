@@ -17,7 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"octflow/codec"
@@ -41,19 +43,37 @@ type PACSTarget struct {
 	RootCAs  *x509.CertPool `json:"-"`
 }
 
-// Exporter sends results to the campuses' PACS: their targets, the codec
-// that opens the identities kept sealed at intake, and the HTTP client.
+// Exporter is the PACS export's activity (ExportToPACS), which the
+// pipeline worker registers (RegisterExport): it sends results to the
+// campuses' PACS, with their targets, the codec that opens the
+// identities kept sealed at intake, and the HTTP client.
 type Exporter struct {
+	// Store holds each exam's report and sealed identity.
+	Store ObjectStore
+	// Logger receives what the export logs.
+	Logger *zap.Logger
+	// Inbox takes the results-filed event for the clinicians' stream
+	// (nil: none is published).
+	Inbox Inbox
+	// Targets are the campuses' PACS (none: this worker exports nothing).
 	Targets map[string]PACSTarget
 	// Identities holds the identity keys, which open what the gateway
 	// sealed (octdicom.OpenIdentity): keys of their own, not the payload
 	// codec's, which GPU nodes hold.
 	Identities *codec.Codec
+	// Installation names this octflow installation: the device the
+	// results name (octdicom.Software.Installation).
+	Installation string
 	// HTTP is the client the export uses for every campus (default: one
 	// per campus, see client).
 	HTTP    *http.Client
 	mu      sync.Mutex
 	clients map[string]*http.Client // by campus
+}
+
+// RegisterExport registers the export's activity on r, run with x.
+func RegisterExport(r worker.ActivityRegistry, x *Exporter) {
+	r.RegisterActivityWithOptions(x.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})
 }
 
 // ExportToPACS builds an exam's results as DICOM objects, filed in the
@@ -64,11 +84,10 @@ type Exporter struct {
 // every try, so a resend makes no duplicate. A PACS that does not answer, or answers 5xx
 // or 429, is PACSUnavailable (the workflow tries again); one that refuses
 // any object, and results that cannot be built, are ExportRefused.
-func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (contract.ExportOutput, error) {
+func (x *Exporter) ExportToPACS(ctx context.Context, in contract.StageInput) (contract.ExportOutput, error) {
 	ref := in.Exam.Ref()
 	var out contract.ExportOutput
-	x := a.Exporter
-	if x == nil {
+	if len(x.Targets) == 0 {
 		return out, refused("this worker has no PACS configured")
 	}
 	target, ok := x.Targets[ref.Campus]
@@ -78,21 +97,24 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	if x.Identities == nil {
 		return out, refused("this worker has no identity keys (OCTFLOW_IDENTITY_KEYS_FILE) to open the exam's sealed identity")
 	}
-	sealed, err := a.get(ctx, exam.IdentityKey(ref, in.Exam.ScanDigest))
+	store := objects{store: x.Store}
+	sealed, err := store.get(ctx, exam.IdentityKey(ref, in.Exam.ScanDigest))
 	if errors.Is(err, storage.ErrNotFound) {
 		return out, refused("no identity was kept for this exam (its scan named no study): the results cannot be filed")
 	} else if err != nil {
 		return out, err
 	}
 	var rep report.Report
-	if err := a.getJSON(ctx, exam.ReportJSONKey(ref), &rep); err != nil {
+	if err := store.getJSON(ctx, exam.ReportJSONKey(ref), &rep); err != nil {
 		return out, err
 	}
-	pdf, err := a.get(ctx, exam.ReportPDFKey(ref))
+	pdf, err := store.get(ctx, exam.ReportPDFKey(ref))
 	if err != nil {
 		return out, err
 	}
-	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, octdicom.BuildSoftware())
+	sw := octdicom.BuildSoftware()
+	sw.Installation = x.Installation
+	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, sw)
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
 	}
@@ -150,11 +172,11 @@ func (a *Activities) ExportToPACS(ctx context.Context, in contract.StageInput) (
 	// The clinicians' stream says the results are in the PACS. The
 	// results are delivered whatever becomes of the event: a failure to
 	// publish it is logged, not a reason to send them again.
-	if a.Inbox != nil {
+	if x.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Kind: contract.EventResultsFiled}
-		if err := a.Inbox.Publish(ctx, e); err != nil && a.Logger != nil {
-			a.Logger.Warn("results filed in the PACS; their event was not published", zap.String("campus", in.Exam.Campus),
+		if err := x.Inbox.Publish(ctx, e); err != nil && x.Logger != nil {
+			x.Logger.Warn("results filed in the PACS; their event was not published", zap.String("campus", in.Exam.Campus),
 				zap.String("examId", in.Exam.ExamID), zap.Error(err))
 		}
 	}

@@ -77,7 +77,7 @@ func (b *stageBeat) get() contract.Heartbeat {
 }
 
 // DefaultQuietStart is how long a stage runs before its first heartbeat
-// unless its worker says otherwise (Activities.QuietStart).
+// unless its worker says otherwise (Common.QuietStart).
 const DefaultQuietStart = time.Second
 
 // started records the start of the stage's work (on gpu, if it has one)
@@ -200,8 +200,8 @@ func (a *Activities) onGPU(ctx context.Context, compute func(context.Context) er
 
 // simulate runs the simulated GPU time of the stage, if any.
 func (a *Activities) simulate(ctx context.Context, stage exam.Stage) error {
-	if a.SimulatedCompute == nil {
+	if a.GPUNode == nil || a.GPUNode.SimulatedCompute == nil {
 		return nil
 	}
-	return a.SimulatedCompute(ctx, a.Node, stage)
+	return a.GPUNode.SimulatedCompute(ctx, a.Node, stage)
 }

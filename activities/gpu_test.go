@@ -51,8 +51,8 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 		var mu sync.Mutex
 		var steps []string
 		step := func(s string) { mu.Lock(); steps = append(steps, s); mu.Unlock() }
-		a := &Activities{Node: "gpu-test", QuietStart: -1, Store: storeReads{read: func() { step("store read") }},
-			SimulatedCompute: func(ctx context.Context, _ string, _ exam.Stage) error {
+		a := &Activities{Node: "gpu-test", Common: Common{QuietStart: -1, Store: storeReads{read: func() { step("store read") }}},
+			GPUNode: &GPUNode{SimulatedCompute: func(ctx context.Context, _ string, _ exam.Stage) error {
 				// The SDK holds back a heartbeat that follows another
 				// within its throttle interval (the GPU nodes shorten
 				// it): what the stage's next one will say is checked.
@@ -61,10 +61,10 @@ func TestAGatedStageHoldsItsGPUOnlyWhileItComputes(t *testing.T) {
 				}
 				step("simulated GPU time")
 				return nil
-			}}
+			}}}
 		if c.cached {
-			a.Cache = NewLocalCache(1 << 20)
-			a.Cache.Put("exams/E1/denoised.dcm", []byte("input"))
+			a.GPUNode.Cache = NewLocalCache(1 << 20)
+			a.GPUNode.Cache.Put("exams/E1/denoised.dcm", []byte("input"))
 		}
 		gate := GPUGate(func(context.Context, exam.Stage) (int, func(), error) {
 			step("bind")
@@ -236,8 +236,8 @@ func TestANodeNotesTheStageItHoldsFromItsTakeUntilItReturns(t *testing.T) {
 			var steps []string
 			var last contract.Heartbeat
 			log := takeSteps{mu: &mu, steps: &steps, last: &last}
-			a := &Activities{Node: "gpu-n", Takes: log,
-				Store: storeReads{read: func() { mu.Lock(); steps = append(steps, "store read"); mu.Unlock() }}}
+			a := &Activities{Node: "gpu-n", GPUNode: &GPUNode{Takes: log},
+				Common: Common{Store: storeReads{read: func() { mu.Lock(); steps = append(steps, "store read"); mu.Unlock() }}}}
 			env, _ := attemptEnv(t, nil)
 			gate := GPUGate(func(context.Context, exam.Stage) (int, func(), error) { return 0, func() {}, nil })
 			env.RegisterActivityWithOptions(func(ctx context.Context) (contract.StageOutput, error) {

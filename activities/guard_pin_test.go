@@ -135,7 +135,7 @@ func TestADeliveryToANameThatResolvesToLoopbackIsRefusedAtTheDial(t *testing.T) 
 			for _, allow := range []bool{false, true} {
 				w.client(allow).Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
 			}
-			a := &Activities{Webhooks: w, Node: "cpu-1"}
+			a := &Activities{Workstations: &Workstations{Webhooks: w}, Node: "cpu-1"}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()
 			env.RegisterActivity(a.NotifyWorkstation)

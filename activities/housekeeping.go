@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"octflow/contract"
@@ -16,11 +17,32 @@ import (
 	"octflow/storage"
 )
 
+// Housekeeping is octflow's upkeep of what it stores, beside the
+// pipeline: the review archive (ArchiveReview) and the scan sweep
+// (SweepScans), bound to what they run through. RegisterHousekeeping
+// registers them.
+type Housekeeping struct {
+	// Store is where reviews are archived and repaired records written.
+	Store ObjectStore
+	// Scans lists, reads and removes the stored scans for the sweep, and
+	// Index asks Temporal whether an exam took one.
+	Scans  ScanStore
+	Index  ScanIndex
+	Logger *zap.Logger
+}
+
+// RegisterHousekeeping registers housekeeping's activities on r, run
+// with h.
+func RegisterHousekeeping(r worker.ActivityRegistry, h *Housekeeping) {
+	r.RegisterActivityWithOptions(h.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
+	r.RegisterActivityWithOptions(h.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
+}
+
 // ArchiveReview writes a review, as it stands, to the exam's review.json
 // next to its report: clinicians' decisions outlive Temporal's
 // retention.
-func (a *Activities) ArchiveReview(ctx context.Context, in contract.ReviewArchive) error {
-	return a.putJSON(ctx, exam.ReviewKey(in.Exam), in)
+func (h *Housekeeping) ArchiveReview(ctx context.Context, in contract.ReviewArchive) error {
+	return objects{store: h.Store}.putJSON(ctx, exam.ReviewKey(in.Exam), in)
 }
 
 // ScanStore lists, reads and removes stored objects, for the scan sweep.
@@ -51,9 +73,9 @@ type ScanIndex interface {
 // retention passed, its database was restored from a backup). A scan
 // with neither marker nor record is not octflow's to judge: it stays and
 // is counted. Scans younger than the grace period are not looked at.
-func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (contract.SweepResult, error) {
+func (h *Housekeeping) SweepScans(ctx context.Context, in contract.SweepInput) (contract.SweepResult, error) {
 	var res contract.SweepResult
-	objs, err := a.Scans.Objects(ctx, exam.ScansPrefix)
+	objs, err := h.Scans.Objects(ctx, exam.ScansPrefix)
 	if err != nil {
 		return res, unavailable(ctx, err)
 	}
@@ -70,7 +92,7 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		var rec *exam.Record
 		if stored[exam.RecordKey(ref)] {
 			var err error
-			if rec, err = a.readRecord(ctx, ref); err != nil {
+			if rec, err = h.readRecord(ctx, ref); err != nil {
 				return nil, err
 			}
 		}
@@ -87,7 +109,7 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		rec, err := recordOf(ref)
 		if errors.Is(err, errUnreadable) {
 			res.Unaccounted++
-			a.Logger.Error("an exam's record cannot be read; its scan stays", zap.String("campus", ref.Campus),
+			h.Logger.Error("an exam's record cannot be read; its scan stays", zap.String("campus", ref.Campus),
 				zap.String("examId", ref.ID), zap.Error(err))
 			continue
 		} else if err != nil {
@@ -102,18 +124,18 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			// The exam took another scan; this one can never be its.
 		case !stored[marker]:
 			res.Unaccounted++
-			a.Logger.Warn("a stored scan has neither record nor intake marker; it stays",
+			h.Logger.Warn("a stored scan has neither record nor intake marker; it stays",
 				zap.String("campus", ref.Campus), zap.String("examId", ref.ID))
 			continue
 		default:
 			var intake exam.Intake
-			err := a.readJSON(ctx, marker, &intake)
+			err := h.readJSON(ctx, marker, &intake)
 			if err == nil && !strings.HasPrefix(intake.ScanDigest, digest) {
 				err = fmt.Errorf("intake marker %s names scan %q: %w", marker, intake.ScanDigest, errUnreadable)
 			}
 			if errors.Is(err, errUnreadable) {
 				res.Unaccounted++
-				a.Logger.Error("an intake marker cannot be read; its scan stays", zap.Error(err))
+				h.Logger.Error("an intake marker cannot be read; its scan stays", zap.Error(err))
 				continue
 			} else if err != nil {
 				return res, err
@@ -123,14 +145,14 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 				// under way.
 				continue
 			}
-			used, err := a.Index.ScanInUse(ctx, ref, digest)
+			used, err := h.Index.ScanInUse(ctx, ref, digest)
 			if err != nil {
 				return res, unavailable(ctx, err)
 			}
 			if used {
 				// The gateway stopped between the start and the record.
 				rec := exam.Record{Exam: ref, ScanDigest: intake.ScanDigest, AcceptedAt: intake.At}
-				if err := a.putJSON(ctx, exam.RecordKey(ref), rec); err != nil {
+				if err := (objects{store: h.Store}).putJSON(ctx, exam.RecordKey(ref), rec); err != nil {
 					return res, unavailable(ctx, err)
 				}
 				records[ref] = &rec
@@ -141,7 +163,7 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 		}
 		// Asked again right before the delete, not from the listing: a
 		// resend may have made this scan an exam's since.
-		switch fresh, err := a.readRecord(ctx, ref); {
+		switch fresh, err := h.readRecord(ctx, ref); {
 		case errors.Is(err, errUnreadable):
 			res.Unaccounted++
 			continue
@@ -158,12 +180,12 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			if key != o.Key && !stored[key] {
 				continue
 			}
-			if err := a.Scans.Delete(ctx, key); err != nil {
+			if err := h.Scans.Delete(ctx, key); err != nil {
 				return res, unavailable(ctx, err)
 			}
 		}
 		res.Removed++
-		a.Logger.Info("removed a scan no exam took", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
+		h.Logger.Info("removed a scan no exam took", zap.String("campus", ref.Campus), zap.String("examId", ref.ID),
 			zap.Time("stored", o.Modified))
 	}
 	// A marker whose scan was never stored (its put failed) guards
@@ -174,11 +196,11 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 			continue
 		}
 		if ref, digest, ok := exam.ParseScanKey(scan); ok && stored[exam.IdentityKey(ref, digest)] {
-			if err := a.Scans.Delete(ctx, exam.IdentityKey(ref, digest)); err != nil {
+			if err := h.Scans.Delete(ctx, exam.IdentityKey(ref, digest)); err != nil {
 				return res, unavailable(ctx, err)
 			}
 		}
-		if err := a.Scans.Delete(ctx, o.Key); err != nil {
+		if err := h.Scans.Delete(ctx, o.Key); err != nil {
 			return res, unavailable(ctx, err)
 		}
 	}
@@ -187,9 +209,9 @@ func (a *Activities) SweepScans(ctx context.Context, in contract.SweepInput) (co
 
 // readRecord reads an exam's record as it is now (nil: it has none). A
 // record that names no scan is unreadable: nothing is decided on it.
-func (a *Activities) readRecord(ctx context.Context, ref exam.Ref) (*exam.Record, error) {
+func (h *Housekeeping) readRecord(ctx context.Context, ref exam.Ref) (*exam.Record, error) {
 	var rec exam.Record
-	switch err := a.readJSON(ctx, exam.RecordKey(ref), &rec); {
+	switch err := h.readJSON(ctx, exam.RecordKey(ref), &rec); {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, nil
 	case err != nil:
@@ -204,8 +226,8 @@ func (a *Activities) readRecord(ctx context.Context, ref exam.Ref) (*exam.Record
 var errUnreadable = errors.New("unreadable")
 
 // readJSON decodes a stored object the sweep reads.
-func (a *Activities) readJSON(ctx context.Context, key string, v any) error {
-	b, err := a.Scans.ReadAll(ctx, key)
+func (h *Housekeeping) readJSON(ctx context.Context, key string, v any) error {
+	b, err := h.Scans.ReadAll(ctx, key)
 	if err != nil {
 		return unavailable(ctx, err)
 	}

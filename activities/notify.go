@@ -150,10 +150,14 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.NotifyIn
 }
 
 func (a *Activities) notify(ctx context.Context, in contract.NotifyInput, beat *stageBeat) (contract.StageOutput, error) {
-	if a.Inbox != nil {
+	var ws Workstations
+	if a.Workstations != nil {
+		ws = *a.Workstations
+	}
+	if ws.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
 			Eye: in.Exam.Eye, Reminder: in.Reminder, Summary: in.Summary}
-		if err := a.Inbox.Publish(ctx, e); err != nil {
+		if err := ws.Inbox.Publish(ctx, e); err != nil {
 			// Temporal did not answer: not the stage's fault.
 			return contract.StageOutput{}, unavailable(ctx, fmt.Errorf("publish to the campus inbox: %w", err))
 		}
@@ -161,7 +165,7 @@ func (a *Activities) notify(ctx context.Context, in contract.NotifyInput, beat *
 	if in.Exam.CallbackURL == "" {
 		return contract.StageOutput{Note: "no callback URL"}, nil
 	}
-	w := a.Webhooks
+	w := ws.Webhooks
 	if w == nil || w.Guard == nil {
 		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("webhooks are not configured", "CallbackRejected", nil)
 	}

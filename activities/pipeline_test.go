@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,35 +18,8 @@ import (
 	"octflow/inference/inferencetest"
 	"octflow/octdicom"
 	"octflow/report"
-	"octflow/storage"
+	"octflow/storage/storagetest"
 )
-
-// memStore is an object store in memory.
-type memStore struct {
-	mu      sync.Mutex
-	objects map[string][]byte
-}
-
-func (s *memStore) Put(_ context.Context, key string, r io.Reader, _ int64, _ string) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.objects[key] = b
-	return nil
-}
-
-func (s *memStore) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.objects[key]
-	if !ok {
-		return nil, 0, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
-	}
-	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
-}
 
 // pipelinePhantom is the scan the pipeline tests run: small, with fluid
 // and drusen.
@@ -71,7 +41,7 @@ func runStages(t *testing.T, a *Activities) (map[exam.Stage]contract.StageOutput
 	if err := octdicom.WriteDICOM(&scan, pipelinePhantom().Volume, octdicom.Header{SOPInstanceUID: "2.25.1"}); err != nil {
 		t.Fatal(err)
 	}
-	a.Store = &memStore{objects: map[string][]byte{sub.ScanKey: scan.Bytes()}}
+	a.Store = storagetest.NewMemory(map[string][]byte{sub.ScanKey: scan.Bytes()})
 	a.HeartbeatEvery, a.QuietStart = time.Second, -1
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
@@ -177,7 +147,7 @@ func TestEveryStageWithAModelSettingNamesTheModelItRan(t *testing.T) {
 			return []int{v.Frames, v.Rows, v.Cols}, make([]float32, len(v.Data))
 		},
 	}
-	a := &Activities{Models: map[exam.Stage]inference.Model{}}
+	a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{}}}
 	for _, spec := range Pipeline().Specs() {
 		if spec.Model == "" {
 			continue

@@ -34,7 +34,7 @@ func TestAStageBeatsOnlyOnceItsQuietStartIsOver(t *testing.T) {
 			var beats []contract.Heartbeat
 			var notes []contract.Heartbeat
 			log := takeNotes{mu: &mu, notes: &notes}
-			a := &Activities{Node: "gpu-q", QuietStart: c.quiet, HeartbeatEvery: time.Minute, Takes: log}
+			a := &Activities{Node: "gpu-q", Common: Common{QuietStart: c.quiet, HeartbeatEvery: time.Minute}, GPUNode: &GPUNode{Takes: log}}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()
 			onBeat(t, env, func(hb contract.Heartbeat) {

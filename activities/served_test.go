@@ -33,7 +33,7 @@ func TestServedModelsMatchTheReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := func(stage exam.Stage, url string) *Activities {
-		return &Activities{Models: map[exam.Stage]inference.Model{stage: {URL: url}}}
+		return &Activities{Common: Common{Models: map[exam.Stage]inference.Model{stage: {URL: url}}}}
 	}
 
 	for _, jsonReply := range []bool{false, true} {
@@ -118,7 +118,7 @@ func TestAServedModelOfTheWrongShapeIsRefused(t *testing.T) {
 	url := inferencetest.Serve(t, v, func(v *imaging.Volume) ([]int, []float32) {
 		return []int{2, 32}, make([]float32, 64)
 	}, false)
-	a := &Activities{Models: map[exam.Stage]inference.Model{exam.Denoise: {URL: url}, exam.Layers: {URL: url}, exam.Lesions: {URL: url}}}
+	a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{exam.Denoise: {URL: url}, exam.Layers: {URL: url}, exam.Lesions: {URL: url}}}}
 	_, errDenoise := a.denoising().Denoise(ctx, v)
 	_, errLayers := a.segmenting().SegmentLayers(ctx, v)
 	_, errLesions := a.lesionMarking().LesionMasks(ctx, v, nil)

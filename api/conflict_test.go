@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -22,7 +20,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
-	"octflow/storage"
+	"octflow/storage/storagetest"
 )
 
 // conflictTemporal knows one exam (or none) and its scan's digest. Any
@@ -47,51 +45,6 @@ func (f *conflictTemporal) DescribeWorkflowExecution(_ context.Context, id, _ st
 		Memo:      &commonpb.Memo{Fields: map[string]*commonpb.Payload{contract.MemoScanDigest: p}},
 	}}, nil
 }
-
-// conflictStore is an object store in memory that notes every write.
-type conflictStore struct {
-	mu      sync.Mutex
-	objects map[string][]byte
-	puts    []string
-}
-
-func (s *conflictStore) Put(_ context.Context, key string, r io.Reader, _ int64, _ string) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.objects[key] = b
-	s.puts = append(s.puts, key)
-	return nil
-}
-
-func (s *conflictStore) Get(_ context.Context, key string) (io.ReadCloser, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.objects[key]
-	if !ok {
-		return nil, 0, storage.ErrNotFound
-	}
-	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
-}
-
-func (s *conflictStore) Exists(_ context.Context, key string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.objects[key]
-	return ok, nil
-}
-
-func (s *conflictStore) Delete(_ context.Context, key string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.objects, key)
-	return nil
-}
-
-func (s *conflictStore) Ping(context.Context) error { return nil }
 
 // A device that sends another scan under an exam ID its campus already
 // used is answered 409 exam-conflict, whether Temporal still knows the
@@ -118,10 +71,7 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := &conflictStore{objects: map[string][]byte{}}
-			for k, v := range c.objects {
-				store.objects[k] = v
-			}
+			store := storagetest.NewMemory(c.objects)
 			tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
 			if err != nil {
 				t.Fatal(err)
@@ -144,10 +94,8 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 			if rec.Code != http.StatusConflict || !strings.HasSuffix(prob.Type, "exam-conflict") || prob.ExamID != ref.ID {
 				t.Fatalf("answered %d %s, want 409 exam-conflict naming %s", rec.Code, rec.Body, ref.ID)
 			}
-			store.mu.Lock()
-			defer store.mu.Unlock()
-			if len(store.puts) != 0 {
-				t.Errorf("a conflicting scan stored %v", store.puts)
+			if puts := store.Puts(); len(puts) != 0 {
+				t.Errorf("a conflicting scan stored %v", puts)
 			}
 		})
 	}

@@ -16,10 +16,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
+	"octflow/storage/storagetest"
 )
 
 // padded is a multipart body (boundary B) whose preamble, which a
@@ -201,9 +203,9 @@ func TestUrgentIsTakenOnlyFromDevicesAllowedToSendIt(t *testing.T) {
 			if rec.Code >= 500 || rec.Code == http.StatusBadRequest {
 				t.Fatalf("%d: %s", rec.Code, rec.Body)
 			}
-			if got := rec.Header().Get(WarningHeader) != ""; got != tc.warned {
+			if got := rec.Header().Get(intake.WarningHeader) != ""; got != tc.warned {
 				t.Errorf("%s %s: warned %v (%q), want %v: urgent is taken only from a device allowed to send it",
-					tc.priority, tc.route, got, rec.Header().Get(WarningHeader), tc.warned)
+					tc.priority, tc.route, got, rec.Header().Get(intake.WarningHeader), tc.warned)
 			}
 		})
 	}
@@ -245,7 +247,7 @@ func TestAnUrgentExamFromADeviceThatMayNotSendItStartsAsNormal(t *testing.T) {
 	}{{"plain", exam.Normal}, {"er", exam.Urgent}} {
 		temporal := &startRecorder{}
 		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20,
-			Temporal: temporal, Store: &conflictStore{objects: map[string][]byte{}}})
+			Temporal: temporal, Store: &storagetest.Memory{}})
 		contentType, body := Multipart(SubmitMeta{ExamID: "E-" + tc.token, Priority: "urgent"}, scan.Bytes())
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 		req.Header.Set("Content-Type", contentType)

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/http/httptest"
+	"octflow/internal/testwait"
 	"sync"
 	"testing"
 	"time"
@@ -125,7 +126,7 @@ func TestCachedCollectorCollectsOncePerMaxAge(t *testing.T) {
 	clock.advance(time.Minute)
 	done := make(chan float64)
 	go func() { done <- gathered(t, reg) }()
-	eventually(t, "the next collection starts", func() bool { return inner.count() == 5 })
+	testwait.Until(t, "the next collection starts", func() bool { return inner.count() == 5 })
 	for i, v := range scrapeAll(t, reg, 50) {
 		if v != 4 {
 			t.Fatalf("scrape %d during a collection saw %v, want the last one (4)", i, v)

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/problems"
 	"octflow/contract"
 )
 
@@ -81,7 +82,7 @@ func (s *Server) notifications(c echo.Context) error {
 	}
 	leave, err := s.notify.admit(tokenKey(c))
 	if err != nil {
-		c.Response().Header().Set("Retry-After", retryAfter(s.notify.limits.RetryAfter))
+		c.Response().Header().Set("Retry-After", problems.RetryAfter(s.notify.limits.RetryAfter))
 		return err
 	}
 	defer leave()
@@ -149,11 +150,6 @@ func (s *Server) notifications(c echo.Context) error {
 // isNotSupported reports a deadline the response writer cannot take (a
 // test's recorder); the stream goes on without it.
 func isNotSupported(err error) bool { return errors.Is(err, http.ErrNotSupported) }
-
-// retryAfter is d as a Retry-After header: whole seconds, at least 1.
-func retryAfter(d time.Duration) string {
-	return strconv.Itoa(max(1, int(d.Round(time.Second).Seconds())))
-}
 
 // tokenKey names the credential a request came with, for per-token
 // limits: the hash of its bearer token, or else its principal's name.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"octflow/contract"
+	"octflow/internal/testwait"
 )
 
 // streamTokens are clinician tokens of the campus north; "both" may also
@@ -138,16 +139,6 @@ func (s *stream) quiet() {
 	}
 }
 
-// eventually waits until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
-}
-
 func (n *notifier) hubCount() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -192,7 +183,7 @@ func TestEventStreamsOfACampusShareOneReadingOfItsInbox(t *testing.T) {
 	for _, s := range streams {
 		s.close()
 	}
-	eventually(t, "the last stream's leaving stops its campus's hub", func() bool { return srv.notify.hubCount() == 0 })
+	testwait.Until(t, "the last stream's leaving stops its campus's hub", func() bool { return srv.notify.hubCount() == 0 })
 	s, _ := openStream(t, ts.URL, "clin-2", "", "")
 	if got := strings.Join(s.next(3), " "); got != "n1 n2 n3" {
 		t.Errorf("a stream after the hub stopped got %s", got)
@@ -273,7 +264,7 @@ func TestEventStreamsAreCappedPerTokenAndInTotal(t *testing.T) {
 	open("clin-2", http.StatusOK)
 	open("clin-2", http.StatusTooManyRequests) // over the gateway's 3
 	first.close()
-	eventually(t, "a closed stream gives its place back", func() bool { return srv.notify.streams() == 2 })
+	testwait.Until(t, "a closed stream gives its place back", func() bool { return srv.notify.streams() == 2 })
 	open("clin-2", http.StatusOK)
 	open("both", http.StatusTooManyRequests)
 }
@@ -316,13 +307,13 @@ func TestEventStreamsLetGoOfAClientThatStopsReading(t *testing.T) {
 	if _, err := io.WriteString(conn, "GET /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer clin-1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stream opens", func() bool { return srv.notify.streams() == 1 })
+	testwait.Until(t, "the stream opens", func() bool { return srv.notify.streams() == 1 })
 	// Far more than the connection's buffers hold, never read.
 	big := strings.Repeat("x", 64<<10)
 	for range 400 {
 		fake.publish("north", big)
 	}
-	eventually(t, "the stalled stream ends", func() bool { return srv.notify.streams() == 0 })
+	testwait.Until(t, "the stalled stream ends", func() bool { return srv.notify.streams() == 0 })
 }
 
 func TestAStreamOfAnotherCampusIsRefusedAsIfItDidNotExist(t *testing.T) {

@@ -1,16 +1,13 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,6 +18,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"octflow/api/auditing"
+	"octflow/api/codecserver"
+	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/audit"
 	"octflow/callback"
 	"octflow/codec"
@@ -28,12 +29,10 @@ import (
 	"octflow/lifecycle"
 )
 
-// ObjectStore is what the gateway needs of the object store.
+// ObjectStore is what the gateway needs of the object store: what the
+// intake needs, and Ping for /readyz.
 type ObjectStore interface {
-	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
-	Get(ctx context.Context, key string) (io.ReadCloser, int64, error)
-	Exists(ctx context.Context, key string) (bool, error)
-	Delete(ctx context.Context, key string) error
+	intake.Store
 	Ping(ctx context.Context) error
 }
 
@@ -50,7 +49,7 @@ type Config struct {
 	Pseudonymizer *Pseudonymizer
 	Logger        *zap.Logger
 	// AuditTrail receives one DICOM audit event per access decision,
-	// allowed or refused (see api/audit.go): audit.Open's trail to a
+	// allowed or refused (see package auditing): audit.Open's trail to a
 	// syslog collector, or audit.NewLogSink's JSON lines (default: on
 	// stderr, unsampled).
 	AuditTrail audit.Sink
@@ -87,67 +86,60 @@ type Config struct {
 	// MaxScanBytes.
 	SpoolMaxBytes int64
 	// Identities seals each scan's identity for the way back to the PACS
-	// (see keepIdentity): the identity keys, which GPU nodes do not hold
-	// (nil: no identity is kept).
+	// (see intake.KeepIdentity): the identity keys, which GPU nodes do not
+	// hold (nil: no identity is kept).
 	Identities *codec.Codec
 	// PayloadCodec, when set, is served at /codec/encode and
 	// /codec/decode for admins and clinicians, so the Temporal Web UI
-	// can show sealed payloads; CodecOrigins are the Web UI origins that
-	// may call it from a browser.
+	// can show sealed payloads (package codecserver); CodecOrigins are
+	// the Web UI origins that may call it from a browser.
 	PayloadCodec converter.PayloadCodec
 	CodecOrigins []string
 }
 
-// UploadLimits bound what uploads may take of the gateway. Zero fields
-// take the defaults.
-type UploadLimits struct {
-	// Validating bounds the scans being validated at once (default 4):
-	// validation holds a whole volume in memory. A scan takes a turn only
-	// once it has been received in full. Wait is how long it may wait
-	// for a turn (default 30 s) before it is answered 503 with
-	// Retry-After.
-	Validating int
-	Wait       time.Duration
-	// ValidationBytes bounds the memory all validations together may
-	// take, in bytes (default DefaultValidationBytes): each is charged
-	// what its scan's header says reading and de-identifying it takes
-	// (octdicom.PreScan), and waits for it within Wait; a scan that
-	// could never fit is refused 413. Where several campuses upload,
-	// each holds at most its share (or one larger scan, alone).
-	ValidationBytes int64
-	// PerDevice bounds one device's uploads in flight (default 2); over
-	// it a device gets 429.
-	PerDevice int
-	// Pace bounds how slowly an upload may arrive (408 below it).
-	Pace UploadPace
-}
+// What uploads may take of the gateway, and the exams' pseudonyms, are
+// package intake's; these are their names in the gateway's Config.
+type (
+	// UploadLimits bound what uploads may take of the gateway
+	// (intake.Limits).
+	UploadLimits = intake.Limits
+	// UploadPace says how slowly an upload may arrive (intake.UploadPace).
+	UploadPace = intake.UploadPace
+	// RateLimit bounds how fast one device may submit exams
+	// (intake.RateLimit).
+	RateLimit = intake.RateLimit
+	// Pseudonymizer derives the exams' references and the patients'
+	// pseudonyms (intake.Pseudonymizer).
+	Pseudonymizer = intake.Pseudonymizer
+)
+
+// NewPseudonymizer uses key (at least 16 bytes) for HMAC-SHA256
+// (intake.NewPseudonymizer).
+func NewPseudonymizer(key []byte) *Pseudonymizer { return intake.NewPseudonymizer(key) }
+
+// The intake's defaults (intake.DefaultSpoolMaxBytes,
+// intake.DefaultValidationBytes).
+const (
+	DefaultSpoolMaxBytes   = intake.DefaultSpoolMaxBytes
+	DefaultValidationBytes = intake.DefaultValidationBytes
+)
+
+// SpoolBytesFor is what the spool must hold for one upload of a scan of
+// maxScanBytes (intake.SpoolBytesFor).
+func SpoolBytesFor(maxScanBytes int64) int64 { return intake.SpoolBytesFor(maxScanBytes) }
 
 // Server is the HTTP gateway.
 type Server struct {
-	cfg     Config
-	echo    *echo.Echo
-	uploads chan struct{} // one token per upload in progress
-	budget  *byteBudget   // the memory of validations (Uploads.ValidationBytes)
+	cfg  Config
+	echo *echo.Echo
+	// intake takes uploads: receives, validates and stores them.
+	intake *intake.Intake
 	// illegal counts forbidden moves found while folding histories.
 	illegal prometheus.Counter
 	// arrivals counts accepted exams per campus and device.
 	arrivals *prometheus.CounterVec
-	// deviceUploads counts each device's uploads in flight.
-	deviceMu      sync.Mutex
-	deviceUploads map[string]int
 	// notify admits event streams and feeds them, one hub per campus.
 	notify *notifier
-	// spool bounds the bytes of uploads in flight.
-	spool *spoolQuota
-	// rates is each device's rate of exams, over both submitting routes.
-	rates *deviceRates
-	// anonymous is each client's rate of audit entries without
-	// credentials.
-	anonymous *anonymousRate
-	// campusSlots is each campus's share of the validation slots.
-	campusSlots map[string]chan struct{}
-	// campusBudgets is each campus's share of the validation memory.
-	campusBudgets map[string]*byteBudget
 	// sharing are the campuses that sent exams lately: each exam's part
 	// of its bucket is its campus's weight over theirs (policyFor).
 	sharing *campusActivity
@@ -158,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	uploading := cfg.Tokens.uploadCampuses()
+	uploading := cfg.Tokens.UploadCampuses()
 	for _, c := range slices.Sorted(maps.Keys(cfg.Policy.CampusWeights)) {
 		if !slices.Contains(uploading, c) {
 			return nil, fmt.Errorf("policy: the campus weights (OCTFLOW_CAMPUS_WEIGHTS) name %s, a campus no device or router token sends for: misspelt?", c)
@@ -170,9 +162,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Converters.Data == nil || cfg.Converters.Failure == nil {
 		cfg.Converters = lifecycle.DefaultConverters()
 	}
-	if cfg.MaxScanBytes == 0 {
-		cfg.MaxScanBytes = 512 << 20
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -182,23 +171,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.NotifyPoll == 0 {
 		cfg.NotifyPoll = time.Second
 	}
-	u := &cfg.Uploads
-	u.Validating = cmp.Or(max(u.Validating, 0), 4)
-	u.Wait = cmp.Or(u.Wait, 30*time.Second)
-	u.ValidationBytes = cmp.Or(max(u.ValidationBytes, 0), DefaultValidationBytes)
-	u.PerDevice = cmp.Or(max(u.PerDevice, 0), 2)
-	u.Pace.Idle = cmp.Or(u.Pace.Idle, 30*time.Second)
-	u.Pace.Grace = cmp.Or(u.Pace.Grace, 10*time.Second)
-	u.Pace.MinRate = cmp.Or(u.Pace.MinRate, 16<<10)
-	u.Pace.Longest = cmp.Or(u.Pace.Longest, 30*time.Minute)
 	if cfg.AuditTrail == nil {
 		cfg.AuditTrail = audit.NewLogSink(zapcore.Lock(os.Stderr), audit.Source{ID: "api"})
 	}
-	cfg.SpoolMaxBytes = cmp.Or(cfg.SpoolMaxBytes, DefaultSpoolMaxBytes)
-	if need := SpoolBytesFor(cfg.MaxScanBytes); cfg.SpoolMaxBytes < need {
-		return nil, fmt.Errorf("spool cap %d bytes holds no upload of %d bytes: want at least %d", cfg.SpoolMaxBytes, cfg.MaxScanBytes, need)
+	in, err := intake.New(intake.Config{Store: cfg.Store, Pseudonymizer: cfg.Pseudonymizer, Identities: cfg.Identities,
+		Callbacks: cfg.Callbacks, Logger: cfg.Logger, MaxScanBytes: cfg.MaxScanBytes, SpoolDir: cfg.SpoolDir,
+		SpoolMaxBytes: cfg.SpoolMaxBytes, Uploads: cfg.Uploads, DeviceRate: cfg.DeviceRate, Campuses: uploading})
+	if err != nil {
+		return nil, err
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), uploads: make(chan struct{}, cfg.Uploads.Validating), budget: newByteBudget(cfg.Uploads.ValidationBytes), deviceUploads: map[string]int{},
+	s := &Server{cfg: cfg, echo: echo.New(), intake: in,
 		illegal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "octflow_timeline_illegal_transitions_total",
 			Help: "State transitions the lifecycle table forbids, found while folding an exam's history.",
@@ -207,16 +189,13 @@ func New(cfg Config) (*Server, error) {
 			Name: "octflow_exam_arrivals_total",
 			Help: "Exams accepted (202), by campus and device; resends answered 200 are not counted.",
 		}, []string{"campus", "device"}),
-		spool: newSpoolQuota(cfg.SpoolMaxBytes, len(uploading), SpoolBytesFor(cfg.MaxScanBytes)),
-		rates: newDeviceRates(cfg.DeviceRate), anonymous: newAnonymousRate(cfg.AuditTrail),
-		campusSlots: campusSlots(cfg.Uploads.Validating, uploading), campusBudgets: campusBudgets(cfg.Uploads.ValidationBytes, uploading),
 		sharing: newCampusActivity(),
 	}
 	s.notify = newNotifier(cfg.Streams, cfg.NotifyPoll, s.inboxSince, cfg.Logger)
 	if cfg.Registerer != nil {
 		collectors := []prometheus.Collector{s.illegal, s.arrivals, newStatusCollector(s)}
-		if t, ok := cfg.AuditTrail.(auditStats); ok {
-			collectors = append(collectors, newAuditCollector(t))
+		if c := auditing.Collector(cfg.AuditTrail); c != nil {
+			collectors = append(collectors, c)
 		}
 		for _, c := range collectors {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -226,34 +205,35 @@ func New(cfg Config) (*Server, error) {
 	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(cfg.Logger)
-	e.Use(serverRequestID)
+	e.HTTPErrorHandler = problems.Handler(cfg.Logger)
+	e.Use(auditing.RequestIDs(randomID))
 	e.Use(middleware.Recover())
 	e.Use(s.accessLog)
-	e.Use(s.auditTrail)
+	e.Use(auditing.New(auditing.Config{Trail: cfg.AuditTrail, Tokens: cfg.Tokens, ExamRef: cfg.Pseudonymizer.ExamRef,
+		MaxExams: intake.MaxInstances, Logger: cfg.Logger}).Middleware)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.yaml", serveOpenAPI)
 	if cfg.PayloadCodec != nil {
-		s.codecRoutes(e)
+		codecserver.Register(e, codecserver.Config{Codec: cfg.PayloadCodec, Origins: cfg.CodecOrigins, Tokens: cfg.Tokens, Logger: cfg.Logger})
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
-	e.POST("/dicom-web/studies", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
-	e.POST("/dicom-web/studies/:study", s.storeInstances, cfg.Tokens.require(RoleDevice, RoleRouter), s.rates.middleware, s.spoolBudget)
+	e.POST("/dicom-web/studies", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), in.DeviceRate, in.SpoolBudget)
+	e.POST("/dicom-web/studies/:study", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), in.DeviceRate, in.SpoolBudget)
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, cfg.Tokens.require(RoleDevice), s.rates.middleware, s.spoolBudget)
-	v1.GET("/exams/:examId", s.getExam, cfg.Tokens.require(RoleDevice, RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/events", s.getEvents, cfg.Tokens.require(RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/report", s.getReport, cfg.Tokens.require(RoleClinician, RoleAdmin))
-	v1.POST("/exams/:examId/review", s.postReview, cfg.Tokens.require(RoleClinician))
-	v1.POST("/exams/:examId/rerun", s.rerunExam, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/exams/:examId/export", s.rerunExport, cfg.Tokens.require(RoleAdmin))
-	v1.GET("/notifications", s.notifications, cfg.Tokens.require(RoleClinician))
-	v1.GET("/nodes", s.listNodes, cfg.Tokens.require(RoleAdmin))
-	v1.GET("/queues", s.listQueues, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, cfg.Tokens.require(RoleAdmin))
-	v1.POST("/nodes/:nodeId/health", s.markNode, cfg.Tokens.require(RoleAdmin))
+	v1.POST("/exams", s.submitExam, require(cfg.Tokens, RoleDevice), in.DeviceRate, in.SpoolBudget)
+	v1.GET("/exams/:examId", s.getExam, require(cfg.Tokens, RoleDevice, RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/events", s.getEvents, require(cfg.Tokens, RoleClinician, RoleAdmin))
+	v1.GET("/exams/:examId/report", s.getReport, require(cfg.Tokens, RoleClinician, RoleAdmin))
+	v1.POST("/exams/:examId/review", s.postReview, require(cfg.Tokens, RoleClinician))
+	v1.POST("/exams/:examId/rerun", s.rerunExam, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/exams/:examId/export", s.rerunExport, require(cfg.Tokens, RoleAdmin))
+	v1.GET("/notifications", s.notifications, require(cfg.Tokens, RoleClinician))
+	v1.GET("/nodes", s.listNodes, require(cfg.Tokens, RoleAdmin))
+	v1.GET("/queues", s.listQueues, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/nodes/:nodeId/health", s.markNode, require(cfg.Tokens, RoleAdmin))
 	return s, nil
 }
 

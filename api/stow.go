@@ -3,20 +3,17 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/octdicom"
 )
@@ -58,11 +55,6 @@ const (
 // de-identified copy, never the instance as sent (docs/conformance.md).
 const stowCoerced = 0xB000
 
-// maxInstances is how many instances one STOW-RS request may carry; a
-// router sends more in further requests. A request with more is refused
-// (413) before any of its instances is taken.
-const maxInstances = 64
-
 // PriorityHeader names the priority of the exams a STOW-RS request
 // starts (urgent, normal or low; default normal).
 const PriorityHeader = "X-Octflow-Priority"
@@ -100,10 +92,11 @@ func definitive(status int) bool {
 // Sequence), never the request for one of them: 200 when every instance
 // is stored (a resent one counts as stored), 202 when some are, 409 when
 // none is, 503 with Retry-After when none is and some could be later.
-// Every part is received before any is taken: a body that is cut, too
-// slow or too large, or that carries more than maxInstances parts, fails
-// the request as a whole before any instance is stored (and sending it
-// again is safe either way: what was stored is answered as stored).
+// Every part is received before any is taken (intake.ReceiveInstances):
+// a body that is cut, too slow or too large, or that carries more than
+// intake.MaxInstances parts, fails the request as a whole before any
+// instance is stored (and sending it again is safe either way: what was
+// stored is answered as stored).
 func (s *Server) storeInstances(c echo.Context) error {
 	err := s.storeInstancesAnswering(c, c.Request().Header.Get(RefusalStatusHeader) == "400")
 	var p *Problem
@@ -123,7 +116,7 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	if err != nil {
 		return problem(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
 	}
-	prio = allowedPriority(c, prio)
+	prio = intake.AllowedPriority(c, prio)
 	study := c.Param("study")
 	if study != "" && !octdicom.ValidUID(study) {
 		return problem(http.StatusBadRequest, "malformed-request",
@@ -134,63 +127,27 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 		return problem(http.StatusNotAcceptable, "not-acceptable",
 			"a STOW-RS answer is given as application/dicom+json or application/dicom+xml; the Accept header allows neither")
 	}
-	mediaType, params, err := parseContentType(c.Request().Header.Get(echo.HeaderContentType))
-	if err != nil || mediaType != "multipart/related" || params["boundary"] == "" ||
-		!strings.EqualFold(params["type"], "application/dicom") {
-		return problem(http.StatusUnsupportedMediaType, "unsupported-media",
-			`POST /dicom-web/studies takes multipart/related; type="application/dicom", one DICOM instance per part`)
+	boundary, err := intake.InstancesBoundary(c.Request().Header.Get(echo.HeaderContentType))
+	if err != nil {
+		return err
 	}
-	release, err := s.takeDeviceTurn(c, who)
+	release, err := s.intake.Turn(c)
 	if err != nil {
 		return err
 	}
 	defer release()
-	req := c.Request()
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxScanBytes+1<<20)
-	req.Body = newPacedReader(body, http.NewResponseController(c.Response()), s.cfg.Uploads.Pace)
-	// Every part is received (spooled, encrypted) before any is taken, so
-	// that a request over maxInstances is refused before it starts an
-	// exam: a resend of it would otherwise fail again after the same
-	// exams, every time.
-	parts := multipart.NewReader(req.Body, params["boundary"])
-	var received []*upload // nil for a part that is not application/dicom
+	received, err := s.intake.ReceiveInstances(c, boundary, prio) // nil for a part that is not application/dicom
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, up := range received {
-			if up != nil {
-				up.close()
-			}
+			up.Close()
 		}
 	}()
-	for {
-		part, err := parts.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			// The body itself is broken, cut, too slow or too large: the
-			// request fails as a whole, before any instance is taken.
-			return readProblem(err, s.cfg.MaxScanBytes)
-		}
-		if len(received) == maxInstances {
-			part.Close()
-			return problem(http.StatusRequestEntityTooLarge, "too-large",
-				fmt.Sprintf("one request carries at most %d instances; none was taken: send them in requests of at most %d", maxInstances, maxInstances))
-		}
-		up, err := s.receiveInstance(part)
-		received = append(received, up)
-		if err != nil {
-			return err
-		}
-	}
-	if len(received) == 0 {
-		return problem(http.StatusBadRequest, "malformed-request", "no instance in the request")
-	}
-	// The device's rate counts exams: the request was admitted as one,
-	// and pays for the rest of its instances now.
-	s.rates.charge(deviceKey(who), len(received)-1, time.Now())
 	results := make([]stowResult, 0, len(received))
 	for _, up := range received {
-		res, err := s.storeInstance(c, who, prio, study, up)
+		res, err := s.storeInstance(c, who, study, up)
 		if err != nil {
 			return err
 		}
@@ -229,49 +186,35 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 	return c.Blob(code, answerAs, b)
 }
 
-// receiveInstance spools one part as sent; a part that is not
-// application/dicom is not read (nil). An error fails the request.
-func (s *Server) receiveInstance(part *multipart.Part) (*upload, error) {
-	defer part.Close()
-	if ct, _, err := mime.ParseMediaType(part.Header.Get(echo.HeaderContentType)); err == nil && ct != "application/dicom" {
-		return nil, nil
-	}
-	up := &upload{}
-	// The body failed while this part was read (cut, too slow, too
-	// large, the spool full): the request fails as a whole.
-	return up, s.spoolScan(up, part)
-}
-
 // storeInstance takes one received part (nil: not application/dicom). An
 // instance refused is a result with its reason; an error is the
 // gateway's own failure.
 // Sent to a study's resource (study not ""), an instance of another
 // study is refused (stowOtherStudy) and starts nothing.
-func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority, study string, up *upload) (stowResult, error) {
+func (s *Server) storeInstance(c echo.Context, who Principal, study string, up *intake.Upload) (stowResult, error) {
 	var res stowResult
 	if up == nil {
 		res.reason = stowCannotUnderstand
 		return res, nil
 	}
-	up.priority = prio
-	clean, err := s.cleanUpload(c, up)
-	defer clean.close()
+	clean, err := s.intake.Clean(c, up)
+	defer clean.Close()
 	if err != nil {
 		return s.refused(named(res, up), err)
 	}
-	if clean.sopInstance == "" {
+	if clean.SOPInstance == "" {
 		res = named(res, up)
 		res.reason = stowCannotUnderstand
 		return res, nil
 	}
-	res.sopClass, res.sopInstance = octdicom.OphthalmicTomographySOPClass, clean.sopInstance
-	if study != "" && clean.study != study {
+	res.sopClass, res.sopInstance = octdicom.OphthalmicTomographySOPClass, clean.SOPInstance
+	if study != "" && clean.Study != study {
 		s.cfg.Logger.Info("STOW-RS instance refused: of another study than the resource it was sent to")
 		res.reason = stowOtherStudy
 		return res, nil
 	}
-	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.sopInstance)
-	a, err := s.admit(c.Request().Context(), who, routedDevice(who, clean.device), ref, up, clean)
+	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.SOPInstance)
+	a, err := s.admit(c.Request().Context(), who, routedDevice(who, clean.Device), ref, up, clean)
 	if err != nil {
 		return s.refused(res, err)
 	}
@@ -284,12 +227,8 @@ func (s *Server) storeInstance(c echo.Context, who Principal, prio exam.Priority
 // Instance UIDs its meta information declares, so that a sender learns
 // which instance was refused (PS3.18 §10.5.3: a Failed SOP Sequence item
 // carries both); a part that is not a Part 10 file names none.
-func named(res stowResult, up *upload) stowResult {
-	r, err := up.scan.reader()
-	if err != nil {
-		return res
-	}
-	if class, instance, ok := octdicom.FileMetaSOP(r); ok {
+func named(res stowResult, up *intake.Upload) stowResult {
+	if class, instance, ok := up.SOP(); ok {
 		res.sopClass, res.sopInstance = class, instance
 	}
 	return res
@@ -391,28 +330,6 @@ func stowAnswer(results []stowResult, base string) octdicom.JSONDataset {
 		out[octdicom.TagFailedSOPSequence] = octdicom.JSONAttribute{VR: "SQ", Value: failed}
 	}
 	return out
-}
-
-// parseContentType reads a Content-Type as mime.ParseMediaType does, and
-// also the parameters senders write unquoted although they hold a
-// character that needs quotes: `type=application/dicom` (the slash), a
-// boundary with one. PS3.18 §8.7 writes them quoted; dcm4che, pynetdicom
-// and others send them bare, and refusing them gains nothing.
-func parseContentType(v string) (string, map[string]string, error) {
-	mediaType, params, err := mime.ParseMediaType(v)
-	if err == nil {
-		return mediaType, params, nil
-	}
-	fields := strings.Split(v, ";")
-	for i := 1; i < len(fields); i++ {
-		name, value, ok := strings.Cut(fields[i], "=")
-		value = strings.TrimSpace(value)
-		if !ok || strings.HasPrefix(value, `"`) || strings.ContainsAny(value, `"\`) {
-			continue
-		}
-		fields[i] = name + `="` + value + `"`
-	}
-	return mime.ParseMediaType(strings.Join(fields, ";"))
 }
 
 // The media types a STOW-RS answer is given in (PS3.18 §10.5.3).

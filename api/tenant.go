@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"octflow/api/auditing"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -79,13 +80,13 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	if q := c.QueryParam("campus"); q != "" {
 		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
 			if exam.ValidateCampus(q) == nil && exam.ValidateID(c.Param("examId")) == nil {
-				auditProbe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
+				auditing.Probe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
 			}
 			return nil, problem(http.StatusNotFound, "not-found", "no such exam")
 		}
 		return []string{q}, nil
 	}
-	if scope := who.scope(); scope != nil {
+	if scope := who.Scope(); scope != nil {
 		return scope, nil
 	}
 	if who.Campus != "" {
@@ -103,5 +104,5 @@ func (s *Server) describeExam(ctx context.Context, ref exam.Ref) (*workflowservi
 // campusAllowed checks a ?campus= for a request about a whole campus
 // (the event stream): it must be one the caller may see.
 func campusAllowed(who Principal, campus string) bool {
-	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.scope(), campus))
+	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.Scope(), campus))
 }

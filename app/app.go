@@ -1,9 +1,10 @@
 // Package app assembles an octflow process from its parts: it connects
-// to Temporal and the object store, and starts whichever of the HTTP
-// gateway, the workflow and CPU workers and the GPU nodes the process
-// runs. It stops them in dependency order, draining running stages. The
-// command (cmd/octflow/internal/cli) only reads the configuration and
-// calls it.
+// to Temporal and the object store, and starts whichever of its roles
+// the process runs, each from options of its own: the HTTP gateway
+// (GatewayOptions), the pipeline worker with housekeeping
+// (WorkerOptions) and GPU nodes (GPUOptions). It stops them in
+// dependency order, draining running stages. The command
+// (cmd/octflow/internal/cli) only reads the configuration and calls it.
 package app
 
 import (
@@ -37,37 +38,69 @@ import (
 	"octflow/workers"
 )
 
-// Options say which parts of octflow this process runs.
+// Options say which parts of octflow this process runs: what its parts
+// share, then the options of each role, nil for a role it does not run
+// (the SDK's client.Options and worker.Options are the model).
 type Options struct {
 	Stack    config.Stack
 	Identity string
 	Logger   *zap.Logger
+	// Stages are the pipeline the workers and GPU nodes run (nil:
+	// activities.Pipeline(), the shipped one).
+	Stages activities.Stages
+	// Models are the served models of the stages pointed at one (see
+	// activities.Common.Models; none: the reference implementations).
+	Models map[exam.Stage]inference.Model
+	// StopTimeout bounds the drain of workers and nodes (default 90 s).
+	StopTimeout time.Duration
+	// Metrics is the process's registry (default: a new one, for
+	// Stages). MetricsAddr serves it at /metrics on a listener of its
+	// own; the gateway's public port never does.
+	Metrics     *Metrics
+	MetricsAddr string
+	// Codec seals what this process sends through Temporal (nil: nothing
+	// is sealed, which only the dev stack allows).
+	Codec *codec.Codec
+	// TemporalTLS secures the connection to Temporal (nil: plain).
+	TemporalTLS *tls.Config
+	// ClientInterceptors wrap every call this process makes to Temporal;
+	// WorkerInterceptors, given a worker's or GPU node's identity, wrap
+	// the activities it runs (after a node's own interceptor, which binds
+	// each stage's GPU). For tracing; the tests inject faults with them.
+	ClientInterceptors []interceptor.ClientInterceptor
+	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
 
-	// APIAddr, when set, serves the HTTP gateway there.
-	APIAddr       string
+	// Gateway, when set, serves the HTTP gateway.
+	Gateway *GatewayOptions
+	// Worker, when set, runs the pipeline worker and housekeeping.
+	Worker *WorkerOptions
+	// GPU, when set, runs GPU nodes in this process.
+	GPU *GPUOptions
+}
+
+// GatewayOptions are the HTTP gateway's: its listener and limits, and
+// what app makes its api.Config of.
+type GatewayOptions struct {
+	// Addr is where it listens; TLS, when set, serves it over HTTPS.
+	Addr          string
+	TLS           *tls.Config
 	Tokens        *api.Tokens
 	Pseudonymizer *api.Pseudonymizer
 	Policy        exam.Policy
 	DeviceRate    api.RateLimit
-
-	// Workers runs the workflow worker and the CPU stages.
-	Workers bool
-	// GPUNodes runs these GPU nodes in this process.
-	GPUNodes []gpuworker.Config
-	// Stages are the pipeline the workers and GPU nodes run (nil:
-	// activities.Pipeline(), the shipped one).
-	Stages activities.Stages
-	// StopTimeout bounds the drain of workers and nodes (default 90 s).
-	StopTimeout time.Duration
-	// Webhooks deliver report-ready events (workers); Callbacks checks
-	// callback URLs at submission (api).
-	Webhooks  *activities.Webhooks
+	// Callbacks checks callback URLs at submission.
 	Callbacks *callback.Guard
-	// Metrics is the process's registry (default: a new one).
-	// MetricsAddr serves it at /metrics on a listener of its own; the
-	// gateway's public port never does.
-	Metrics     *workers.Metrics
-	MetricsAddr string
+	// Identities seals patients' identities at intake: keys of their
+	// own, never a GPU node's (nil: identities are not kept, nothing is
+	// exported).
+	Identities *codec.Codec
+	// ExportCampuses are the campuses whose exams export: the gateway
+	// starts each exam knowing whether it exports but holds no PACS's
+	// credentials.
+	ExportCampuses []string
+	// CodecOrigins are the Web UI origins that may call the gateway's
+	// codec endpoint from a browser.
+	CodecOrigins []string
 	// StatusMaxAge is how long one reading of Temporal for the gateway's
 	// status metrics serves further scrapes (0: api.DefaultStatusMaxAge).
 	StatusMaxAge time.Duration
@@ -78,44 +111,6 @@ type Options struct {
 	// disk its uploads in flight take (zero: defaults).
 	Streams       api.StreamLimits
 	SpoolMaxBytes int64
-	// NodeReportEvery is how often GPU nodes report to the fleet (default 10 s).
-	NodeReportEvery time.Duration
-	// SimulatedCompute is the simulated GPU time of the benchmark's
-	// simulated nodes (see activities.Activities).
-	SimulatedCompute activities.SimulatedComputeFunc
-	// ClientInterceptors wrap every call this process makes to Temporal;
-	// WorkerInterceptors, given a worker's or GPU node's identity, wrap
-	// the activities it runs (after a node's own interceptor, which binds
-	// each stage's GPU). For tracing; the tests inject faults with them.
-	ClientInterceptors []interceptor.ClientInterceptor
-	WorkerInterceptors func(identity string) []interceptor.WorkerInterceptor
-	// Models are the served models of the stages pointed at one (see
-	// activities.Activities.Models; none: the reference implementations).
-	Models map[exam.Stage]inference.Model
-	// Codec seals what this process sends through Temporal (nil: nothing
-	// is sealed, which only the dev stack allows).
-	Codec *codec.Codec
-	// Identities seals patients' identities at intake (the api) and
-	// opens them for the export (the worker): keys of their own, never
-	// a GPU node's (nil: identities are not kept, nothing is exported).
-	Identities *codec.Codec
-	// PACS names, per campus, the PACS its results are exported to (see
-	// activities.ExportToPACS); a campus not named exports nothing.
-	PACS map[string]activities.PACSTarget
-	// ExportCampuses are campuses whose exams export, beside those PACS
-	// names: the gateway's view, which starts each exam knowing whether
-	// it exports but holds no PACS's credentials.
-	ExportCampuses []string
-	// TemporalTLS secures the connection to Temporal (nil: plain).
-	TemporalTLS *tls.Config
-	// APITLS, when set, serves the gateway over HTTPS.
-	APITLS *tls.Config
-	// CodecOrigins are the Web UI origins that may call the gateway's
-	// codec endpoint from a browser.
-	CodecOrigins []string
-	// SweepEvery and SweepGrace schedule the scan sweep (workers only;
-	// 0: none).
-	SweepEvery, SweepGrace time.Duration
 	// Uploads bounds the gateway's uploads (zero fields: defaults), and
 	// MaxScanBytes the size of a scan (0: 512 MiB).
 	Uploads      api.UploadLimits
@@ -123,6 +118,43 @@ type Options struct {
 	// AuditTrail receives the gateway's audit events (default: JSON lines
 	// on stderr).
 	AuditTrail audit.Sink
+}
+
+// WorkerOptions are the pipeline worker's and housekeeping's, which run
+// together (workers.Start).
+type WorkerOptions struct {
+	// Webhooks deliver report-ready events to workstations.
+	Webhooks *activities.Webhooks
+	// PACS names, per campus, the PACS its results are exported to (see
+	// activities.Exporter); a campus not named exports nothing.
+	// Identities open the identities the results are filed under: keys
+	// of their own, never a GPU node's.
+	PACS       map[string]activities.PACSTarget
+	Identities *codec.Codec
+	// Installation names this octflow installation, the device the
+	// exported results name (OCTFLOW_INSTALLATION).
+	Installation string
+	// SweepEvery and SweepGrace schedule the scan sweep (0: none).
+	SweepEvery, SweepGrace time.Duration
+}
+
+// GPUOptions are the GPU nodes' this process runs.
+type GPUOptions struct {
+	// Nodes are the nodes. Each runs its stages with the process's
+	// parts (gpuworker.Config.Common), and the process's Stages,
+	// StopTimeout and the fields below where it sets none of its own.
+	Nodes []gpuworker.Config
+	// ReportEvery is how often nodes report to the fleet (default 10 s).
+	ReportEvery time.Duration
+	// SimulatedCompute is the simulated GPU time of the benchmark's
+	// simulated nodes (see activities.GPUNode).
+	SimulatedCompute activities.SimulatedComputeFunc
+}
+
+// runsStages says whether the process runs stages: a worker or a GPU
+// node.
+func (o Options) runsStages() bool {
+	return o.Worker != nil || o.GPU != nil && len(o.GPU.Nodes) > 0
 }
 
 // workerInterceptors are the interceptors of the worker or node named
@@ -145,7 +177,7 @@ type App struct {
 	apiAddr string
 	scheme  string // "https" when the gateway serves TLS
 	served  chan error
-	metrics *workers.Metrics
+	metrics *Metrics
 	mhttp   *http.Server
 	maddr   string // the metrics listener's address
 	conv    lifecycle.Converters
@@ -162,23 +194,30 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.store, err = storage.OpenRetrying(ctx, storageConfig(opts.Stack.S3), 30*time.Second); err != nil {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
+	if opts.Stages == nil {
+		opts.Stages = activities.Pipeline()
+	}
 	a.metrics = opts.Metrics
 	if a.metrics == nil {
-		a.metrics = workers.NewMetrics()
+		a.metrics = NewMetrics(opts.Stages.Specs())
 	}
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
 	}
 	// When the certificates this process holds, and Temporal's, expire.
 	certs := newCertificateExpiry()
-	if err := errors.Join(certs.hold("api-server", opts.APITLS), certs.hold("temporal-client", opts.TemporalTLS),
+	var apiTLS *tls.Config
+	if opts.Gateway != nil {
+		apiTLS = opts.Gateway.TLS
+	}
+	if err := errors.Join(certs.hold("api-server", apiTLS), certs.hold("temporal-client", opts.TemporalTLS),
 		certs.register(a.metrics.Registry)); err != nil {
 		return nil, err
 	}
 	dc, fc := codec.Converters(opts.Codec)
 	conv := lifecycle.Converters{Data: dc, Failure: fc}
 	a.conv = conv
-	if a.client, err = workers.Dial(ctx, workers.DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
+	if a.client, err = Dial(ctx, DialOptions{HostPort: opts.Stack.TemporalAddr, Namespace: opts.Stack.Namespace,
 		Identity: opts.Identity, Logger: opts.Logger.Named("sdk"), Metrics: a.metrics.SDK, Converters: conv,
 		TLS:         certs.checking("temporal-server", opts.TemporalTLS),
 		Compression: opts.Stack.TemporalCompression, Interceptors: opts.ClientInterceptors}); err != nil {
@@ -196,92 +235,110 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 		go a.mhttp.Serve(ln)
 	}
-	if opts.Stages == nil {
-		opts.Stages = activities.Pipeline()
-	}
 	var stageMetrics *activities.StageMetrics
-	if opts.Workers || len(opts.GPUNodes) > 0 {
+	if opts.runsStages() {
 		if stageMetrics, err = activities.NewStageMetrics(a.metrics.Registry, opts.Stages.Specs()); err != nil {
 			return nil, fmt.Errorf("stage metrics: %w", err)
 		}
 	}
-	acts := &activities.Activities{Store: a.store, Scans: a.store, Logger: opts.Logger.Named("stage"), SimulatedCompute: opts.SimulatedCompute, Metrics: stageMetrics,
-		Webhooks: opts.Webhooks, Models: opts.Models}
-	exportCampuses := map[string]bool{}
-	if len(opts.PACS) > 0 {
-		acts.Exporter = &activities.Exporter{Targets: opts.PACS, Identities: opts.Identities}
-		for campus := range opts.PACS {
-			exportCampuses[campus] = true
-		}
-	}
-	for _, campus := range opts.ExportCampuses {
-		exportCampuses[campus] = true
-	}
-
-	if opts.Workers {
-		if a.workers, err = workers.Start(a.client, acts, workers.Options{Identity: opts.Identity, StopTimeout: opts.StopTimeout,
-			Interceptors: opts.workerInterceptors(opts.Identity),
-			Converters:   conv, SweepEvery: opts.SweepEvery, SweepGrace: opts.SweepGrace, Stages: opts.Stages}); err != nil {
+	common := activities.Common{Store: a.store, Logger: opts.Logger.Named("stage"), Models: opts.Models, Metrics: stageMetrics}
+	if w := opts.Worker; w != nil {
+		if a.workers, err = workers.Start(a.client, workers.PipelineOptions{Identity: opts.Identity, Stages: opts.Stages, Common: common,
+			Webhooks: w.Webhooks, PACS: w.PACS, Identities: w.Identities, Installation: w.Installation,
+			Interceptors: opts.workerInterceptors(opts.Identity), StopTimeout: opts.StopTimeout},
+			workers.HousekeepingOptions{Store: a.store, Logger: opts.Logger.Named("housekeeping"), Converters: conv,
+				SweepEvery: w.SweepEvery, SweepGrace: w.SweepGrace}); err != nil {
 			return nil, err
 		}
 	}
-	for _, nc := range opts.GPUNodes {
+	if opts.GPU != nil {
+		if err := a.startNodes(opts, common); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Gateway != nil {
+		if err := a.serveGateway(opts, conv); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// startNodes starts the GPU nodes of opts.GPU, their stages run with
+// common.
+func (a *App) startNodes(opts Options, common activities.Common) error {
+	g := opts.GPU
+	for _, nc := range g.Nodes {
 		if nc.DrainTimeout == 0 {
 			nc.DrainTimeout = opts.StopTimeout
 		}
 		if nc.ReportEvery == 0 {
-			nc.ReportEvery = opts.NodeReportEvery
+			nc.ReportEvery = g.ReportEvery
 		}
-		nc.Logger = opts.Logger.Named("gpu-node")
+		if nc.SimulatedCompute == nil {
+			nc.SimulatedCompute = g.SimulatedCompute
+		}
 		if nc.Stages == nil {
 			nc.Stages = opts.Stages
 		}
+		nc.Logger = opts.Logger.Named("gpu-node")
+		nc.Common = common
 		nc.Interceptors = append(nc.Interceptors, opts.workerInterceptors(nc.NodeID)...)
-		n, err := gpuworker.Start(a.client, acts, nc)
+		n, err := gpuworker.Start(a.client, nc)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.nodes = append(a.nodes, n)
 	}
-	if opts.APIAddr != "" {
-		gwCfg := api.Config{
-			Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: opts.Tokens, Pseudonymizer: opts.Pseudonymizer,
-			Logger: opts.Logger.Named("api"), AuditTrail: opts.AuditTrail, Policy: opts.Policy, StatusMaxAge: opts.StatusMaxAge,
-			Registerer: a.metrics.Registry, Streams: opts.Streams, SpoolMaxBytes: opts.SpoolMaxBytes, Callbacks: opts.Callbacks, DeviceRate: opts.DeviceRate, Converters: conv,
-			Uploads: opts.Uploads, MaxScanBytes: opts.MaxScanBytes, CodecOrigins: opts.CodecOrigins, ExportCampuses: exportCampuses,
-		}
-		if opts.Codec != nil {
-			gwCfg.PayloadCodec = opts.Codec
-		}
-		gwCfg.Identities = opts.Identities
-		gw, err := api.New(gwCfg)
-		if err != nil {
-			return nil, err
-		}
-		ln, err := net.Listen("tcp", opts.APIAddr)
-		if err != nil {
-			return nil, fmt.Errorf("api listen: %w", err)
-		}
-		a.apiAddr = ln.Addr().String()
-		if opts.APITLS != nil {
-			ln, a.scheme = tls.NewListener(ln, opts.APITLS), "https"
-		}
-		// Headers must come at once, a request is read within a minute
-		// and answered within two, idle connections go. Uploads lift the
-		// read and write timeouts for a pace of their own (a deadline
-		// between reads and a minimum rate); event streams lift them and
-		// bound each write. The server's own complaints (a failed TLS
-		// handshake, a client speaking HTTP to HTTPS) go to the log, not
-		// to stderr.
-		errLog, err := zap.NewStdLogAt(opts.Logger.Named("http"), zapcore.InfoLevel)
-		if err != nil {
-			return nil, err
-		}
-		a.http = gatewayServer(gw, opts.HTTP, errLog)
-		a.served = make(chan error, 1)
-		go func() { a.served <- a.http.Serve(ln) }()
+	return nil
+}
+
+// serveGateway serves the HTTP gateway of opts.Gateway, reading Temporal
+// with conv.
+func (a *App) serveGateway(opts Options, conv lifecycle.Converters) error {
+	g := opts.Gateway
+	exportCampuses := map[string]bool{}
+	for _, campus := range g.ExportCampuses {
+		exportCampuses[campus] = true
 	}
-	return a, nil
+	gwCfg := api.Config{
+		Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: g.Tokens, Pseudonymizer: g.Pseudonymizer,
+		Logger: opts.Logger.Named("api"), AuditTrail: g.AuditTrail, Policy: g.Policy, StatusMaxAge: g.StatusMaxAge,
+		Registerer: a.metrics.Registry, Streams: g.Streams, SpoolMaxBytes: g.SpoolMaxBytes, Callbacks: g.Callbacks, DeviceRate: g.DeviceRate, Converters: conv,
+		Uploads: g.Uploads, MaxScanBytes: g.MaxScanBytes, CodecOrigins: g.CodecOrigins, ExportCampuses: exportCampuses,
+	}
+	if opts.Codec != nil {
+		gwCfg.PayloadCodec = opts.Codec
+	}
+	gwCfg.Identities = g.Identities
+	gw, err := api.New(gwCfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", g.Addr)
+	if err != nil {
+		return fmt.Errorf("api listen: %w", err)
+	}
+	a.apiAddr = ln.Addr().String()
+	if g.TLS != nil {
+		ln, a.scheme = tls.NewListener(ln, g.TLS), "https"
+	}
+	// Headers must come at once, a request is read within a minute
+	// and answered within two, idle connections go. Uploads lift the
+	// read and write timeouts for a pace of their own (a deadline
+	// between reads and a minimum rate); event streams lift them and
+	// bound each write. The server's own complaints (a failed TLS
+	// handshake, a client speaking HTTP to HTTPS) go to the log, not
+	// to stderr.
+	errLog, err := zap.NewStdLogAt(opts.Logger.Named("http"), zapcore.InfoLevel)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	a.http = gatewayServer(gw, g.HTTP, errLog)
+	a.served = make(chan error, 1)
+	go func() { a.served <- a.http.Serve(ln) }()
+	return nil
 }
 
 // gatewayServer is the gateway's HTTP server under lim (zero fields:

@@ -163,20 +163,25 @@ func ServingDefaults() config.Serving {
 		SpoolMaxBytes: api.DefaultSpoolMaxBytes, MetricsAddr: "127.0.0.1:9464", StatusMaxAge: api.DefaultStatusMaxAge}
 }
 
-// SetGateway sets the gateway's limits, codec origins and metrics
-// listener from g and v. The spool must hold the largest upload
-// (api.SpoolBytesFor).
+// SetGateway sets the gateway's limits and codec origins (o.Gateway,
+// made if nil) and the process's metrics listener from g and v. The
+// spool must hold the largest upload (api.SpoolBytesFor).
 func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	u := g.Uploads
 	if need := api.SpoolBytesFor(u.MaxScanBytes); v.SpoolMaxBytes < need {
 		return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d holds no upload of OCTFLOW_MAX_SCAN_MIB: want at least %d",
 			v.SpoolMaxBytes>>20, (need+1<<20-1)>>20)
 	}
-	o.Uploads = api.UploadLimits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
+	if o.Gateway == nil {
+		o.Gateway = &GatewayOptions{}
+	}
+	gw := o.Gateway
+	gw.Uploads = api.UploadLimits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
 		Pace: api.UploadPace{Idle: u.Idle, MinRate: u.MinRate}}
-	o.MaxScanBytes, o.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
-	o.HTTP, o.Streams, o.SpoolMaxBytes = v.HTTP, api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
-	o.MetricsAddr, o.StatusMaxAge = v.MetricsAddr, v.StatusMaxAge
+	gw.MaxScanBytes, gw.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
+	gw.HTTP, gw.Streams, gw.SpoolMaxBytes = v.HTTP, api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
+	gw.StatusMaxAge = v.StatusMaxAge
+	o.MetricsAddr = v.MetricsAddr
 	return nil
 }
 

@@ -133,10 +133,11 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 	if err := o.SetGateway(*g, *v); err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxScanBytes != 16<<20 || o.SpoolMaxBytes != 64<<20 || o.Uploads.Pace.MinRate != 1000 || o.Uploads.Validating != 4 ||
-		o.Uploads.ValidationBytes != api.DefaultValidationBytes || o.Streams.Total != 9 || o.Streams.PerToken != 8 ||
-		o.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || o.HTTP != config.DefaultHTTPLimits() {
-		t.Errorf("gateway options %+v", o)
+	gw := o.Gateway
+	if gw.MaxScanBytes != 16<<20 || gw.SpoolMaxBytes != 64<<20 || gw.Uploads.Pace.MinRate != 1000 || gw.Uploads.Validating != 4 ||
+		gw.Uploads.ValidationBytes != api.DefaultValidationBytes || gw.Streams.Total != 9 || gw.Streams.PerToken != 8 ||
+		gw.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || gw.HTTP != config.DefaultHTTPLimits() {
+		t.Errorf("gateway options %+v, metrics on %q", gw, o.MetricsAddr)
 	}
 }
 

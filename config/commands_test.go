@@ -32,6 +32,10 @@ func TestTheCommandsOwnSettings(t *testing.T) {
 			map[string]string{"OCTFLOW_PACS_URL": "http://127.0.0.1:8042/dicom-web", "OCTFLOW_PACS_FILE": "/etc/pacs.json"}, "name the PACS one way"},
 		{"dev's PACS not a URL", func(s *Set) { BindDev(s) }, map[string]string{"OCTFLOW_PACS_URL": "orthanc:8042"}, "OCTFLOW_PACS_URL"},
 		{"dev as set", func(s *Set) { BindDev(s) }, map[string]string{"OCTFLOW_PACS_URL": "http://127.0.0.1:8042/dicom-web"}, ""},
+		{"an installation named with a space around", func(s *Set) { BindInstallation(s) },
+			map[string]string{"OCTFLOW_INSTALLATION": "eye-clinic.example.org "}, "OCTFLOW_INSTALLATION"},
+		{"an installation named", func(s *Set) { BindInstallation(s) }, map[string]string{"OCTFLOW_INSTALLATION": "eye-clinic.example.org"}, ""},
+		{"no installation named", func(s *Set) { BindInstallation(s) }, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,6 +49,26 @@ func TestTheCommandsOwnSettings(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// The installation's name is read from the environment or the flag, the
+// flag winning, as is.
+func TestTheInstallationIsNamedByItsVariableOrFlag(t *testing.T) {
+	for _, c := range []struct {
+		vars map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, ""},
+		{map[string]string{"OCTFLOW_INSTALLATION": "eye-clinic.example.org"}, nil, "eye-clinic.example.org"},
+		{map[string]string{"OCTFLOW_INSTALLATION": "eye-clinic.example.org"}, []string{"--installation", "Augenklinik Süd"}, "Augenklinik Süd"},
+	} {
+		s := New("worker", env(c.vars))
+		got := BindInstallation(s)
+		if err := s.Parse(c.args); err != nil || *got != c.want {
+			t.Errorf("%v %v: %q (%v), want %q", c.vars, c.args, *got, err, c.want)
+		}
 	}
 }
 

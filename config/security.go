@@ -72,6 +72,27 @@ func bindPACSFile(s *Set, p *string) {
 		"JSON file naming each campus's PACS (DICOMweb base URL, CA and credential files); empty: no campus exports")
 }
 
+// BindInstallation binds OCTFLOW_INSTALLATION: the name of this octflow
+// installation (the hospital's domain, say), unique among those that file
+// results to the same PACS. The results name the installation as their
+// device: their Device Observer UID and Device Serial Number are derived
+// from it (octdicom.Software.Installation), so that two installations
+// are two devices; empty, they are derived from each exam's campus. The
+// worker, which exports, reads it. Changing it makes the objects of later
+// exports name another device.
+func BindInstallation(s *Set) *string {
+	var name string
+	s.String(&name, "installation", "OCTFLOW_INSTALLATION", "",
+		"name of this octflow installation, unique among those filing to the same PACS (e.g. the hospital's domain): the results' Device Observer UID and serial number are derived from it; empty: from each exam's campus")
+	s.Check(func() error {
+		if strings.TrimSpace(name) != name {
+			return fmt.Errorf("OCTFLOW_INSTALLATION (--installation) %q: spaces around the name would name another device", name)
+		}
+		return nil
+	})
+	return &name
+}
+
 // ClientTLS is how a process reaches a TLS service, optionally with a
 // client certificate (mTLS).
 type ClientTLS struct {

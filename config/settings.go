@@ -22,7 +22,7 @@ type Stack struct {
 	TemporalAddr string
 	Namespace    string
 	// TemporalCompression is the gRPC compression of calls to Temporal:
-	// auto, gzip or none (workers.DialOptions).
+	// auto, gzip or none (app.DialOptions).
 	TemporalCompression string
 	S3                  S3
 }

@@ -38,6 +38,7 @@
 //     node holds, so a node restarted after a crash hands them back to
 //     Temporal at once instead of leaving them to the heartbeat timeout.
 //
-// The stages themselves are activities.Activities; this package decides
-// where and when they run, not what they compute.
+// The stages themselves are activities.Activities, which the node binds
+// to its own part (activities.GPUNode); this package decides where and
+// when they run, not what they compute.
 package gpuworker

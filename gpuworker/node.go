@@ -31,6 +31,12 @@ type Config struct {
 	// Stages are the pipeline's stages; the node runs its GPU stages
 	// (nil: activities.Pipeline()).
 	Stages activities.Stages
+	// Common are what the node's stages run through: its process's
+	// object store, stage logger, served models and stage metrics.
+	Common activities.Common
+	// SimulatedCompute is the simulated GPU time of a node without GPUs
+	// (activities.GPUNode; nil on nodes with real GPUs).
+	SimulatedCompute activities.SimulatedComputeFunc
 	// StageMemoryMiB is the GPU memory each stage needs (nil: each
 	// stage's declared GPUMemoryMiB).
 	StageMemoryMiB map[exam.Stage]uint64
@@ -76,8 +82,10 @@ type Node struct {
 	done    chan struct{}
 }
 
-// Start registers the GPU stages and starts polling.
-func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, error) {
+// Start registers the GPU stages, bound to the node's own part
+// (activities.GPUNode: its cache, its queue, its take log), and starts
+// polling.
+func Start(c client.Client, cfg Config) (*Node, error) {
 	if cfg.GPUs == nil {
 		cfg.GPUs = NewSimulatedInventory(SimulatedGPUs{Count: 1})
 	}
@@ -101,12 +109,10 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	n.slots.prefetch = max(0, cmp.Or(cfg.Prefetch, 1))
 	n.pace = NewPace(cfg.Probe)
 	n.slots.pace = n.pace
-	nodeActs := *acts
-	nodeActs.Node = cfg.NodeID
-	nodeActs.NodeQueue = exam.NodeQueueOf(cfg.TaskQueue, cfg.NodeID)
+	part := &activities.GPUNode{NodeQueue: exam.NodeQueueOf(cfg.TaskQueue, cfg.NodeID), SimulatedCompute: cfg.SimulatedCompute}
 	if cfg.CacheMiB >= 0 {
 		n.cache = activities.NewLocalCache(int64(cmp.Or(cfg.CacheMiB, 1024)) << 20)
-		nodeActs.Cache = n.cache
+		part.Cache = n.cache
 	}
 	if cfg.TakesDir != "" {
 		takes, err := OpenTakes(cfg.TakesDir, cfg.NodeID, cfg.Logger.With(zap.String("node", cfg.NodeID)))
@@ -118,8 +124,9 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 			cfg.Logger.Info("handed back stages held before a crash", zap.String("node", cfg.NodeID), zap.Int("stages", handed))
 		}
 		cancel()
-		n.takes, nodeActs.Takes = takes, takes
+		n.takes, part.Takes = takes, takes
 	}
+	acts := &activities.Activities{Common: cfg.Common, Node: cfg.NodeID, GPUNode: part}
 	n.rep = &reporter{client: c, node: n, interval: cfg.ReportEvery, log: cfg.Logger.With(zap.String("node", cfg.NodeID))}
 	// What the fleet holds for this node (degraded by a predecessor under
 	// its ID) applies before it polls.
@@ -127,12 +134,12 @@ func Start(c client.Client, acts *activities.Activities, cfg Config) (*Node, err
 	n.rep.apply(sync)
 	cancelSync()
 	var err error
-	if n.w, err = newStageWorker(c, cfg, cfg.TaskQueue, n.slots, n.slots.Interceptor(cfg.NodeID), &nodeActs); err != nil {
+	if n.w, err = newStageWorker(c, cfg, cfg.TaskQueue, n.slots, n.slots.Interceptor(cfg.NodeID), acts); err != nil {
 		n.closeTakes()
 		return nil, err
 	}
-	if n.pinned, err = newStageWorker(c, cfg, nodeActs.NodeQueue, n.slots.NodeQueueSupplier(),
-		n.slots.NodeQueueInterceptor(cfg.NodeID), &nodeActs); err != nil {
+	if n.pinned, err = newStageWorker(c, cfg, part.NodeQueue, n.slots.NodeQueueSupplier(),
+		n.slots.NodeQueueInterceptor(cfg.NodeID), acts); err != nil {
 		n.w.Stop()
 		n.closeTakes()
 		return nil, err

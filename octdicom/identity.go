@@ -52,7 +52,41 @@ type Identity struct {
 	SOPClassUID       string `json:"sopClassUid"`
 	SOPInstanceUID    string `json:"sopInstanceUid"`
 	Laterality        string `json:"laterality,omitempty"`
+
+	// TimezoneOffset is the source's Timezone Offset From UTC
+	// (0008,0201), "+HHMM" or "-HHMM": the zone its study date and time
+	// are in, in which the results write theirs. Empty when the source
+	// does not say.
+	TimezoneOffset string `json:"timezoneOffsetFromUtc,omitempty"`
+	// Requests are the orders the scan was made for, as its Request
+	// Attributes Sequence (0040,0275) names them (at most maxRequests):
+	// the results reference them as the request they answer.
+	Requests []Request `json:"requests,omitempty"`
 }
+
+// Request is one order a scan was made for: an item of its Request
+// Attributes Sequence (0040,0275), what the results' Referenced Request
+// Sequence (the SR) and Request Attributes Sequence (the PDF) copy.
+type Request struct {
+	AccessionNumber               string     `json:"accessionNumber,omitempty"`
+	RequestedProcedureID          string     `json:"requestedProcedureId,omitempty"`
+	RequestedProcedureDescription string     `json:"requestedProcedureDescription,omitempty"`
+	RequestedProcedureCode        CodedEntry `json:"requestedProcedureCode,omitzero"`
+	ScheduledProcedureStepID      string     `json:"scheduledProcedureStepId,omitempty"`
+}
+
+// CodedEntry is a code as a Code Sequence Macro item holds it: its
+// value, coding scheme designator and meaning. The zero value is no
+// code.
+type CodedEntry struct {
+	Value   string `json:"value,omitempty"`
+	Scheme  string `json:"scheme,omitempty"`
+	Meaning string `json:"meaning,omitempty"`
+}
+
+// maxRequests is how many items of a scan's Request Attributes Sequence
+// the identity keeps: a scan answers one order, rarely a few.
+const maxRequests = 8
 
 // ErrNoIdentity is wrapped by ReadIdentity's refusal of an object that
 // does not name its study, series and instance: nothing made of it could
@@ -94,8 +128,93 @@ func identityField(id *Identity, t tag.Tag) *string {
 		return &id.StudyID
 	case tag.Laterality, tag.ImageLaterality:
 		return &id.Laterality
+	case tag.TimezoneOffsetFromUTC:
+		return &id.TimezoneOffset
 	}
 	return nil
+}
+
+// requestField is the field of Request that tag t fills in an item of
+// the Request Attributes Sequence, or nil.
+func requestField(r *Request, t tag.Tag) *string {
+	switch t {
+	case tag.AccessionNumber:
+		return &r.AccessionNumber
+	case tag.RequestedProcedureID:
+		return &r.RequestedProcedureID
+	case tag.RequestedProcedureDescription:
+		return &r.RequestedProcedureDescription
+	case tag.ScheduledProcedureStepID:
+		return &r.ScheduledProcedureStepID
+	}
+	return nil
+}
+
+// text is a text element's value as Identity keeps it: its values
+// joined by a backslash, trailing padding trimmed; false when the
+// element is not text.
+func text(el *dicom.Element) (string, bool) {
+	vals, ok := el.Value.GetValue().([]string)
+	if !ok {
+		return "", false
+	}
+	return strings.TrimRight(strings.Join(vals, `\`), " \x00"), true
+}
+
+// readRequests reads the items of a Request Attributes Sequence.
+func readRequests(el *dicom.Element) ([]Request, error) {
+	items, ok := el.Value.GetValue().([]*dicom.SequenceItemValue)
+	if !ok {
+		return nil, fmt.Errorf("read identity: %v is not a sequence", el.Tag)
+	}
+	var out []Request
+	for _, item := range items[:min(len(items), maxRequests)] {
+		els, _ := item.GetValue().([]*dicom.Element)
+		var r Request
+		for _, e := range els {
+			if e.Tag == tag.RequestedProcedureCodeSequence {
+				r.RequestedProcedureCode = readCode(e)
+				continue
+			}
+			if dst := requestField(&r, e.Tag); dst != nil {
+				v, ok := text(e)
+				if !ok {
+					return nil, fmt.Errorf("read identity: %v in %v is not text", e.Tag, el.Tag)
+				}
+				*dst = v
+			}
+		}
+		if r != (Request{}) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// readCode is the first item of a code sequence, or no code when it has
+// none or an item lacks its value, scheme or meaning.
+func readCode(el *dicom.Element) CodedEntry {
+	items, _ := el.Value.GetValue().([]*dicom.SequenceItemValue)
+	if len(items) == 0 {
+		return CodedEntry{}
+	}
+	els, _ := items[0].GetValue().([]*dicom.Element)
+	var c CodedEntry
+	for _, e := range els {
+		v, _ := text(e)
+		switch e.Tag {
+		case tag.CodeValue:
+			c.Value = v
+		case tag.CodingSchemeDesignator:
+			c.Scheme = v
+		case tag.CodeMeaning:
+			c.Meaning = v
+		}
+	}
+	if c.Value == "" || c.Scheme == "" || c.Meaning == "" {
+		return CodedEntry{}
+	}
+	return c
 }
 
 // errUnparsable is ReadIdentity's refusal of a header the DICOM library
@@ -105,7 +224,8 @@ var errUnparsable = errors.New("read identity: the header cannot be parsed")
 
 // ReadIdentity reads the identity of a DICOM object of size bytes (Part
 // 10, as a device sends it): its header only, up to the first element
-// past Image Laterality (0020,0062), never its pixel data. The caller has
+// past the Request Attributes Sequence (0040,0275), never its pixel
+// data. The caller has
 // validated the object (the gateway's pre-scan and parse) before: this
 // reads what was found sound. Errors name the structure, never a value.
 // Exam and ScanDigest are left for the caller.
@@ -129,18 +249,23 @@ func ReadIdentity(r io.Reader, size int64) (id Identity, err error) {
 		if err != nil {
 			return Identity{}, errUnparsable
 		}
-		if tag.ImageLaterality.Compare(el.Tag) < 0 {
+		if tag.RequestAttributesSequence.Compare(el.Tag) < 0 {
 			break
+		}
+		if el.Tag == tag.RequestAttributesSequence {
+			if id.Requests, err = readRequests(el); err != nil {
+				return Identity{}, err
+			}
+			continue
 		}
 		dst := identityField(&id, el.Tag)
 		if dst == nil {
 			continue
 		}
-		vals, ok := el.Value.GetValue().([]string)
+		v, ok := text(el)
 		if !ok {
 			return Identity{}, fmt.Errorf("read identity: %v is not text", el.Tag)
 		}
-		v := strings.TrimRight(strings.Join(vals, `\`), " \x00")
 		// Image Laterality outranks Laterality; neither is empty then.
 		if *dst == "" || el.Tag == tag.ImageLaterality && v != "" {
 			*dst = v

@@ -3,9 +3,13 @@ package octdicom
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/suyashkumar/dicom/pkg/tag"
 
 	"octflow/imaging"
 )
@@ -37,7 +41,7 @@ func TestReadIdentityReadsTheOriginalsHeader(t *testing.T) {
 		SOPInstanceUID:    "1.2.826.0.1.3680043.8.498.71553124473104354556069134516105865697",
 		Laterality:        "R",
 	}
-	if id != want {
+	if !reflect.DeepEqual(id, want) {
 		t.Errorf("identity\n got %+v\nwant %+v", id, want)
 	}
 }
@@ -48,7 +52,8 @@ func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
 	var buf bytes.Buffer
 	h := Header{SOPInstanceUID: "1.2.3.1", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4", PatientID: "PAT-77",
 		Identity: &DeviceIdentity{PatientName: "Doe^John", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
-			ReferringPhysician: "Who^Doctor", StudyDate: "20261130"}}
+			ReferringPhysician: "Who^Doctor", StudyDate: "20261130", TimezoneOffset: "+0100",
+			RequestedProcedureID: "RP-9", ScheduledProcedureStepID: "SPS-9"}}
 	if err := WriteDICOM(&buf, p.Volume, h); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +63,9 @@ func TestReadIdentityOfAWrittenScanKeepsWhatTheDeviceWrote(t *testing.T) {
 	}
 	want := Identity{PatientName: "Doe^John", PatientID: "PAT-77", PatientBirthDate: "19610203", AccessionNumber: "ACC-9",
 		ReferringPhysicianName: "Who^Doctor", StudyDate: "20261130", StudyInstanceUID: "1.2.3", SeriesInstanceUID: "1.2.3.4",
-		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.3.1", Laterality: "L"}
-	if id != want {
+		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.3.1", Laterality: "L", TimezoneOffset: "+0100",
+		Requests: []Request{{AccessionNumber: "ACC-9", RequestedProcedureID: "RP-9", ScheduledProcedureStepID: "SPS-9"}}}
+	if !reflect.DeepEqual(id, want) {
 		t.Errorf("identity\n got %+v\nwant %+v", id, want)
 	}
 }
@@ -96,6 +102,75 @@ func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "REAL") || strings.Contains(err.Error(), "ANONYMOUS") {
 				t.Errorf("the error quotes the scan: %v", err)
+			}
+		})
+	}
+}
+
+// TestReadIdentityReadsTheOrders reads a header's Request Attributes
+// Sequence: each item's accession number, requested procedure (ID,
+// description, code) and scheduled step, at most maxRequests of them;
+// an item naming nothing is no order, a code lacking its meaning no
+// code.
+func TestReadIdentityReadsTheOrders(t *testing.T) {
+	item := func(accession, procedure string, c *elems) *elems {
+		it := &elems{}
+		if accession != "" {
+			it.str(tag.AccessionNumber, accession)
+		}
+		if procedure != "" {
+			it.str(tag.RequestedProcedureID, procedure)
+			it.str(tag.RequestedProcedureDescription, "OCT "+procedure)
+		}
+		if c != nil {
+			it.seq(tag.RequestedProcedureCodeSequence, c)
+		}
+		return it
+	}
+	noMeaning := &elems{}
+	noMeaning.str(tag.CodeValue, "X1")
+	noMeaning.str(tag.CodingSchemeDesignator, "99IHE")
+	for _, c := range []struct {
+		name  string
+		items []*elems
+		want  []Request
+	}{
+		{"one order with its code", []*elems{item("A-1", "P-1", code("OCT-MAC", "99IHE", "OCT Makula"))},
+			[]Request{{AccessionNumber: "A-1", RequestedProcedureID: "P-1", RequestedProcedureDescription: "OCT P-1",
+				RequestedProcedureCode: CodedEntry{"OCT-MAC", "99IHE", "OCT Makula"}}}},
+		{"an empty item and a code without its meaning", []*elems{item("", "", nil), item("", "P-2", noMeaning)},
+			[]Request{{RequestedProcedureID: "P-2", RequestedProcedureDescription: "OCT P-2"}}},
+		{"more orders than are kept", func() []*elems {
+			var out []*elems
+			for i := range maxRequests + 3 {
+				out = append(out, item(fmt.Sprintf("A-%d", i), "", nil))
+			}
+			return out
+		}(), func() []Request {
+			var out []Request
+			for i := range maxRequests {
+				out = append(out, Request{AccessionNumber: fmt.Sprintf("A-%d", i)})
+			}
+			return out
+		}()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := &elems{}
+			e.str(tag.SOPClassUID, OphthalmicTomographySOPClass)
+			e.str(tag.SOPInstanceUID, "1.2.3.1")
+			e.str(tag.StudyInstanceUID, "1.2.3")
+			e.str(tag.SeriesInstanceUID, "1.2.3.4")
+			e.seq(tag.RequestAttributesSequence, c.items...)
+			b, err := encode(e, OphthalmicTomographySOPClass, "1.2.3.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := ReadIdentity(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(id.Requests, c.want) {
+				t.Errorf("requests\n got %+v\nwant %+v", id.Requests, c.want)
 			}
 		})
 	}

@@ -5,12 +5,19 @@ import (
 	"errors"
 
 	"github.com/suyashkumar/dicom/pkg/tag"
+
+	"octflow/report"
 )
+
+// pdfTitleCode is the Encapsulated PDF's coded document title.
+func pdfTitleCode() *elems { return code("18748-4", "LN", "Diagnostic Imaging Report") }
 
 // encapsulatedPDF is the report PDF as an Encapsulated PDF instance
 // (PS3.3 A.45.1): the Patient, General Study, Encapsulated Document
 // Series, General Equipment, SC Equipment, Encapsulated Document and SOP
-// Common modules, its Source Instance Sequence naming the scan.
+// Common modules, its Source Instance Sequence naming the scan, its
+// Request Attributes Sequence the order, its document title the PDF's,
+// coded.
 func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		return Object{}, errResult("pdf", errors.New("the report is not a PDF"))
@@ -19,19 +26,31 @@ func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 		SeriesInstanceUID: b.uid("pdf-series"), StudyInstanceUID: b.id.StudyInstanceUID}
 	e := &elems{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "DOC", obj.SeriesInstanceUID, pdfSeriesNumber, "octflow OCT report (PDF)")
+	// Encapsulated Document Series: the order the report answers.
+	var requests []*elems
+	for _, r := range b.requests() {
+		requests = append(requests, b.requestAttributes(r))
+	}
+	if len(requests) > 0 {
+		e.seq(tag.RequestAttributesSequence, requests...)
+	}
 	// SC Equipment: a document made on a workstation.
 	e.str(tag.ConversionType, "WSD")
 	// Encapsulated Document.
 	e.str(tag.ContentDate, da(b.created))
 	e.str(tag.ContentTime, tm(b.created))
-	e.str(tag.AcquisitionDateTime, b.created.Format("20060102150405")+"+0000")
+	e.str(tag.AcquisitionDateTime, b.dateTime())
 	// The PDF names the exam by octflow's reference and the patient by
 	// a pseudonym only: nothing in it identifies the patient.
 	e.str(tag.BurnedInAnnotation, "NO")
 	e.str(tag.RecognizableVisualFeatures, "NO")
 	e.seq(tag.SourceInstanceSequence, b.sourceRef())
-	e.str(tag.DocumentTitle, "OCT analysis report")
-	e.seq(tag.ConceptNameCodeSequence)
+	// The title the PDF prints, and coded: LOINC's Diagnostic Imaging
+	// Report, the title of CID 7000 that fits an imaging report whatever
+	// its modality. CID 7020, the IOD's baseline, is LOINC's document
+	// titles by reference; the standard lists no narrower ophthalmic one.
+	e.str(tag.DocumentTitle, report.Title(b.rep))
+	e.seq(tag.ConceptNameCodeSequence, pdfTitleCode())
 	e.str(tag.MIMETypeOfEncapsulatedDocument, "application/pdf")
 	e.add(tag.EncapsulatedDocument, pdf)
 	e.add(tag.EncapsulatedDocumentLength, []int{len(pdf)})

@@ -1,9 +1,12 @@
 package octdicom
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +43,14 @@ type Software struct {
 	// Version is octflow's version: a release, or the VCS revision of
 	// the build.
 	Version string
+	// Installation names the octflow installation that makes the
+	// results (OCTFLOW_INSTALLATION): the objects' device, whose Device
+	// Observer UID (the SR's observer context) and Device Serial Number
+	// are derived from it, so that two installations are two devices to
+	// a PACS. Empty: they are derived from the exam's campus instead,
+	// which tells two installations apart only while their campuses are
+	// named apart.
+	Installation string
 }
 
 // Kinds of Object.
@@ -78,8 +89,8 @@ func ResultsFromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.
 
 // Results builds the objects an exam's results are filed as, in the
 // source study of id: the report PDF as an Encapsulated PDF, and for a
-// macular cube that was measured a Macular Grid Thickness and Volume
-// Report (TID 2100). An exam that could not be measured (ungradable, or
+// macular cube that was measured, of an eye the report or the scan
+// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam that could not be measured (ungradable, or
 // nothing the analysis vouches for) gets the PDF only, which says why; a
 // line or circle scan gets the PDF only, with its figures (RNFL thickness
 // for a circle). Each object is in a new series of its own in the source
@@ -103,7 +114,9 @@ func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object
 		return nil, err
 	}
 	out := []Object{p}
-	if WantsMacularGridSR(rep) {
+	// TID 2120 requires the eye: a report that cannot say which eye
+	// its figures are of files the PDF alone, which says so.
+	if WantsMacularGridSR(rep) && b.laterality() != nil {
 		sr, err := b.macularGridSR()
 		if err != nil {
 			return nil, err
@@ -125,10 +138,14 @@ func WantsMacularGridSR(rep *report.Report) bool {
 
 // builder holds what every object of one exam's results shares.
 type builder struct {
-	id      Identity
-	rep     *report.Report
-	sw      Software
+	id  Identity
+	rep *report.Report
+	sw  Software
+	// created is when the objects were made, in the source study's
+	// zone where it names one (offset: its Timezone Offset From UTC),
+	// else in UTC (offset "").
 	created time.Time
+	offset  string
 }
 
 func newBuilder(id Identity, rep *report.Report, sw Software) *builder {
@@ -137,7 +154,73 @@ func newBuilder(id Identity, rep *report.Report, sw Software) *builder {
 	}
 	// The report's own time, not the clock: the same report makes the
 	// same objects.
-	return &builder{id: id, rep: rep, sw: sw, created: rep.GeneratedAt.UTC().Truncate(time.Second)}
+	b := &builder{id: id, rep: rep, sw: sw, created: rep.GeneratedAt.UTC().Truncate(time.Second)}
+	if secs, ok := parseOffset(id.TimezoneOffset); ok {
+		b.offset = id.TimezoneOffset
+		b.created = b.created.In(time.FixedZone(id.TimezoneOffset, secs))
+	}
+	return b
+}
+
+// parseOffset reads a Timezone Offset From UTC ("+HHMM" or "-HHMM",
+// PS3.3 C.12.1.1.8: -1200 to +1400) as seconds east of UTC.
+func parseOffset(s string) (int, bool) {
+	if len(s) != 5 || s[0] != '+' && s[0] != '-' {
+		return 0, false
+	}
+	for _, c := range s[1:] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	h, m := int(s[1]-'0')*10+int(s[2]-'0'), int(s[3]-'0')*10+int(s[4]-'0')
+	secs := (h*60 + m) * 60
+	if s[0] == '-' {
+		secs = -secs
+	}
+	if m >= 60 || secs < -12*3600 || secs > 14*3600 {
+		return 0, false
+	}
+	return secs, true
+}
+
+// dateTime is when the objects were made as a DT value: in the source's
+// zone with its offset, else in UTC with +0000 (a DT names its zone, so
+// it is never ambiguous).
+func (b *builder) dateTime() string {
+	if b.offset == "" {
+		return b.created.Format("20060102150405") + "+0000"
+	}
+	return b.created.Format("20060102150405") + b.offset
+}
+
+// installation is what the device's identifiers are derived from: the
+// installation's name, or else the exam's campus.
+func (b *builder) installation() []string {
+	if b.sw.Installation != "" {
+		return []string{"installation", b.sw.Installation}
+	}
+	return []string{"campus", b.id.Exam.Campus}
+}
+
+// observerUID is the Device Observer UID (TID 1004) of the installation:
+// the same for every object it makes, another for another installation.
+func (b *builder) observerUID() string {
+	return DerivedUID(append([]string{"octflow", "device-observer"}, b.installation()...)...)
+}
+
+// serialNumber is the installation's Device Serial Number (LO): "OCTFLOW-"
+// and 16 hex digits of a hash of what observerUID is derived from, so
+// that nothing the installation is named (non-ASCII, longer than LO
+// holds) reaches the objects.
+func (b *builder) serialNumber() string {
+	h := sha256.New()
+	h.Write([]byte("octflow-serial/1"))
+	for _, p := range b.installation() {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return "OCTFLOW-" + strings.ToUpper(hex.EncodeToString(h.Sum(nil)[:8]))
 }
 
 // uid is the UID of one of the exam's objects (role: "pdf-series",
@@ -149,11 +232,16 @@ func (b *builder) uid(role string) string {
 // characterSet is the Specific Character Set the objects need: none for
 // ASCII, UTF-8 (ISO_IR 192) when any text they carry holds anything else:
 // the identity (the DICOM library decodes a source's character set into
-// UTF-8), or the report's words (reasons, algorithm names) and the
-// version.
+// UTF-8) with its orders, or the report's words (reasons, the lesion
+// finding, the gate's grade, algorithm names) and the version.
 func (b *builder) characterSet() string {
 	texts := []string{b.id.PatientName, b.id.PatientID, b.id.IssuerOfPatientID, b.id.StudyID, b.id.AccessionNumber,
-		b.id.ReferringPhysicianName, b.id.StudyDescription, b.sw.Version}
+		b.id.ReferringPhysicianName, b.id.StudyDescription, b.sw.Version, b.rep.Finding(), b.rep.Quality.Grade,
+		string(b.rep.Quality.Gradable)}
+	for _, r := range b.id.Requests {
+		texts = append(texts, r.AccessionNumber, r.RequestedProcedureID, r.RequestedProcedureDescription,
+			r.RequestedProcedureCode.Value, r.RequestedProcedureCode.Meaning, r.ScheduledProcedureStepID)
+	}
 	texts = append(texts, b.rep.Quality.Reasons...)
 	for _, w := range b.rep.Withheld {
 		texts = append(texts, w.Reason)
@@ -183,7 +271,13 @@ func (b *builder) common(e *elems, sopClass, sopInstance, modality, series, seri
 	e.str(tag.SOPInstanceUID, sopInstance)
 	e.str(tag.InstanceCreationDate, da(b.created))
 	e.str(tag.InstanceCreationTime, tm(b.created))
-	e.str(tag.TimezoneOffsetFromUTC, "+0000")
+	// The zone every date and time of the object is in: the source's,
+	// whose study date and time are copied as they are. A source that
+	// names none leaves it unsaid (its study time's zone is unknown);
+	// octflow's own times are then in UTC.
+	if b.offset != "" {
+		e.str(tag.TimezoneOffsetFromUTC, b.offset)
+	}
 	e.str(tag.InstanceNumber, "1")
 	e.seq(tag.ContributingEquipmentSequence, b.contributor())
 
@@ -215,9 +309,11 @@ func (b *builder) common(e *elems, sopClass, sopInstance, modality, series, seri
 	e.str(tag.SeriesDate, da(b.created))
 	e.str(tag.SeriesTime, tm(b.created))
 
-	// General Equipment: the software that made the object.
+	// General Equipment: the software that made the object, and the
+	// installation that ran it.
 	e.str(tag.Manufacturer, "octflow")
 	e.str(tag.ManufacturerModelName, "octflow")
+	e.str(tag.DeviceSerialNumber, b.serialNumber())
 	e.add(tag.SoftwareVersions, b.softwareVersions())
 }
 
@@ -247,9 +343,74 @@ func (b *builder) contributor() *elems {
 	it.str(tag.Manufacturer, "octflow")
 	it.str(tag.ManufacturerModelName, "octflow")
 	it.add(tag.SoftwareVersions, b.softwareVersions())
-	it.str(tag.ContributionDateTime, b.created.Format("20060102150405")+"+0000")
+	it.str(tag.ContributionDateTime, b.dateTime())
 	it.str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
 		"measurement) and report, computed by octflow from the referenced scan; to be reviewed by a clinician")
+	return it
+}
+
+// requests are the orders the results answer: the source's Request
+// Attributes items, each with the study's Accession Number where it
+// names none, or else the order the study's Accession Number names;
+// none when neither says.
+func (b *builder) requests() []Request {
+	if len(b.id.Requests) == 0 {
+		if b.id.AccessionNumber == "" {
+			return nil
+		}
+		return []Request{{AccessionNumber: b.id.AccessionNumber}}
+	}
+	out := slices.Clone(b.id.Requests)
+	for i := range out {
+		if out[i].AccessionNumber == "" {
+			out[i].AccessionNumber = b.id.AccessionNumber
+		}
+	}
+	return out
+}
+
+// referencedRequest is an item of the SR's Referenced Request Sequence
+// (SR Document General, PS3.3 C.17.2): the study, the order's accession
+// number and requested procedure; the Type 2 attributes octflow does not
+// know (the placer's and filler's order numbers, the Referenced Study
+// Sequence) empty.
+func (b *builder) referencedRequest(r Request) *elems {
+	it := &elems{}
+	it.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	it.seq(tag.ReferencedStudySequence)
+	it.str(tag.AccessionNumber, r.AccessionNumber)
+	it.str(tag.PlacerOrderNumberImagingServiceRequest, "")
+	it.str(tag.FillerOrderNumberImagingServiceRequest, "")
+	it.str(tag.RequestedProcedureID, r.RequestedProcedureID)
+	it.str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
+	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
+		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+	} else {
+		it.seq(tag.RequestedProcedureCodeSequence)
+	}
+	return it
+}
+
+// requestAttributes is an item of the PDF's Request Attributes Sequence
+// (Encapsulated Document Series, the Request Attributes Macro of PS3.3
+// Table 10-9): what of the order the source names, the study's UID.
+func (b *builder) requestAttributes(r Request) *elems {
+	it := &elems{}
+	for _, v := range []struct {
+		t tag.Tag
+		v string
+	}{
+		{tag.AccessionNumber, r.AccessionNumber}, {tag.StudyInstanceUID, b.id.StudyInstanceUID},
+		{tag.RequestedProcedureDescription, r.RequestedProcedureDescription},
+		{tag.ScheduledProcedureStepID, r.ScheduledProcedureStepID}, {tag.RequestedProcedureID, r.RequestedProcedureID},
+	} {
+		if v.v != "" {
+			it.str(v.t, v.v)
+		}
+	}
+	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
+		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+	}
 	return it
 }
 

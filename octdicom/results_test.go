@@ -262,16 +262,34 @@ func TestTheMacularGridReportGivesTheReportsFigures(t *testing.T) {
 		for _, want := range []string{
 			`"Macular grid.center subfield thickness by OCT")="271.43" (um,UCUM,"micrometer")`,
 			`"Macular grid.outer temporal subfield thickness by OCT")="280.2" (um,UCUM,"micrometer")`,
-			`"Macular grid.total volume by OCT")="8.614" (mm3,UCUM,"cubic millimeter")`,
+			`"Macular grid.total volume by OCT")="8.614" (uL,UCUM,"microliter")`,
+			`"Average macular thickness")="301" (um,UCUM,"micrometer")`,
 			`"Laterality")=(24028007,SCT,"Right")`,
-			`Quality gate: full`,
+			`"Image Set Quality Rating")="8.2" (1,UCUM,"no units")`,
+			`Computed automatically by octflow, to be reviewed by a clinician.`,
 		} {
 			if !strings.Contains(tree, want) {
 				t.Errorf("the SR does not hold %s:\n%s", want, tree)
 			}
 		}
-		if strings.Contains(tree, "empty") {
-			t.Errorf("a measured cube's SR has a figure without a value:\n%s", tree)
+		// Only the center point thickness, which octflow does not
+		// measure, is without a value.
+		if n := strings.Count(tree, "=empty"); n != 1 || !strings.Contains(tree, `center point thickness by OCT")=empty (114007,DCM,"Measurement not attempted")`) {
+			t.Errorf("a measured cube's SR has %d figures without a value, want the center point's only:\n%s", n, tree)
+		}
+	})
+	t.Run("of an eye nobody names", func(t *testing.T) {
+		// TID 2120 requires the laterality, and octflow does not guess
+		// it: the PDF alone is filed.
+		rep, unnamed := cubeReport(), id
+		rep.Eye, unnamed.Laterality = "", ""
+		if objs := results(t, unnamed, rep, renderPDF(t, rep)); len(objs) != 1 || objs[0].SOPClassUID != EncapsulatedPDFSOPClass {
+			t.Errorf("a cube of an unnamed eye gave %d objects, want the PDF alone", len(objs))
+		}
+		named := cubeReport()
+		named.Eye = ""
+		if objs := results(t, id, named, renderPDF(t, named)); len(objs) != 2 {
+			t.Errorf("a cube whose scan names the eye gave %d objects, want the PDF and the SR", len(objs))
 		}
 	})
 	t.Run("partly gradable", func(t *testing.T) {
@@ -281,7 +299,7 @@ func TestTheMacularGridReportGivesTheReportsFigures(t *testing.T) {
 			`"Macular grid.outer temporal subfield thickness by OCT")=empty (114011,DCM,"Value indeterminate")`,
 			`"Macular grid.total volume by OCT")=empty (114011,DCM,"Value indeterminate")`,
 			`subfield OT not reported: the ILM is reliable in 41% of subfield OT`,
-			`Quality gate: partial`,
+			`Quality gate: partial: some figures withheld.`,
 			`"Macular grid.center subfield thickness by OCT")="271.43"`,
 		} {
 			if !strings.Contains(tree, want) {
@@ -390,6 +408,9 @@ func TestEveryObjectPassesTheValidators(t *testing.T) {
 func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
 	ascii := testIdentity(testRef)
 	ascii.PatientName = "Mueller^Juergen"
+	orderInWords := testIdentity(testRef)
+	orderInWords.PatientName = ascii.PatientName
+	orderInWords.Requests[0].RequestedProcedureDescription = "OCT Makula, Überweisung"
 	withheldInWords := partialCube()
 	withheldInWords.Withheld[0].Reason = "the ILM is reliable in 41 % of subfield OT (≥ 60 % needed)"
 	cases := []struct {
@@ -401,6 +422,7 @@ func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
 		{"an ASCII identity and report", ascii, partialCube(), ""},
 		{"a patient name in UTF-8", testIdentity(testRef), partialCube(), "ISO_IR 192"},
 		{"a reason in UTF-8", ascii, withheldInWords, "ISO_IR 192"},
+		{"an order's description in UTF-8", orderInWords, partialCube(), "ISO_IR 192"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -74,6 +74,12 @@ type DeviceIdentity struct {
 	PatientName, PatientBirthDate, OtherPatientIDs, AccessionNumber      string
 	InstitutionName, ReferringPhysician, OperatorsName, StudyDescription string
 	StudyDate, DeviceSerialNumber                                        string
+	// TimezoneOffset is the Timezone Offset From UTC ("+0100").
+	TimezoneOffset string
+	// RequestedProcedureID, when set, writes a Request Attributes
+	// Sequence of one item: the procedure, its step and the accession
+	// number.
+	RequestedProcedureID, ScheduledProcedureStepID string
 }
 
 // WriteDICOM writes v as an Ophthalmic Tomography Image (Explicit VR
@@ -167,10 +173,27 @@ func identityElements(id *DeviceIdentity) []dicomElement {
 		{tag.StudyDescription, id.StudyDescription}, {tag.OperatorsName, id.OperatorsName},
 		{tag.PatientName, id.PatientName}, {tag.PatientBirthDate, id.PatientBirthDate},
 		{tag.OtherPatientIDs, id.OtherPatientIDs}, {tag.DeviceSerialNumber, id.DeviceSerialNumber},
+		{tag.TimezoneOffsetFromUTC, id.TimezoneOffset},
 	} {
 		if e.v != "" {
 			out = append(out, dicomElement{e.t, []string{e.v}})
 		}
+	}
+	if id.RequestedProcedureID != "" {
+		var item []*dicom.Element
+		for _, e := range []struct {
+			t tag.Tag
+			v string
+		}{
+			{tag.AccessionNumber, id.AccessionNumber}, {tag.ScheduledProcedureStepID, id.ScheduledProcedureStepID},
+			{tag.RequestedProcedureID, id.RequestedProcedureID},
+		} {
+			// Text of these tags always makes an element.
+			if el, err := dicom.NewElement(e.t, []string{e.v}); err == nil && e.v != "" {
+				item = append(item, el)
+			}
+		}
+		out = append(out, dicomElement{tag.RequestAttributesSequence, [][]*dicom.Element{item}})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package octdicom
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -34,14 +35,18 @@ func testIdentity(ref exam.Ref) Identity {
 		PatientSex: "M", StudyInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1", StudyDate: "20261201", StudyTime: "101112",
 		StudyID: "STUDY-88", AccessionNumber: "ACC-2026-0042", ReferringPhysicianName: "Doe^Jane",
 		StudyDescription: "OCT macula both eyes", SeriesInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2",
-		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R"}
+		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R",
+		TimezoneOffset: "+0100", Requests: []Request{{AccessionNumber: "ACC-2026-0042", RequestedProcedureID: "RP-7731",
+			RequestedProcedureDescription: "OCT Makula beidseits", ScheduledProcedureStepID: "SPS-7731-1",
+			RequestedProcedureCode: CodedEntry{Value: "OCT-MAC", Scheme: "99IHE", Meaning: "OCT Makula"}}}}
 }
 
 // identifiers are the values of id that identify the patient or the
 // study: none may be found in clear in a sealed identity.
 func identifiers(id Identity) []string {
 	return []string{id.PatientName, "Müller", "Jürgen", id.PatientID, id.IssuerOfPatientID, id.PatientBirthDate, id.StudyInstanceUID,
-		id.StudyID, id.AccessionNumber, id.ReferringPhysicianName, id.StudyDescription, id.SeriesInstanceUID, id.SOPInstanceUID}
+		id.StudyID, id.AccessionNumber, id.ReferringPhysicianName, id.StudyDescription, id.SeriesInstanceUID, id.SOPInstanceUID,
+		id.Requests[0].RequestedProcedureID, id.Requests[0].RequestedProcedureDescription, id.Requests[0].ScheduledProcedureStepID}
 }
 
 func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testing.T) {
@@ -65,7 +70,7 @@ func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != id {
+	if !reflect.DeepEqual(got, id) {
 		t.Errorf("opened\n %+v\nsealed\n %+v", got, id)
 	}
 

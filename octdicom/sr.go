@@ -9,13 +9,15 @@ import (
 
 	"github.com/suyashkumar/dicom/pkg/tag"
 
+	"octflow/exam"
 	"octflow/imaging"
 )
 
-// The codes of the Macular Grid Thickness and Volume Report.
+// The codes of the Macular Grid Thickness and Volume Report, each as
+// PS3.16 (and DCMTK's code tables of PS3.16 2026b) spell it.
 //
 // The ETDRS figures are LOINC's "Macular grid.… by OCT" codes, which
-// TID 2100 and CID 4285 use; the units are UCUM's.
+// CID 4285 lists; the units are UCUM's.
 func etdrsCode(subfield string) *elems {
 	names := map[string][2]string{
 		"C":  {"57109-1", "center subfield"},
@@ -32,28 +34,107 @@ func etdrsCode(subfield string) *elems {
 	return code(n[0], "LN", "Macular grid."+n[1]+" thickness by OCT")
 }
 
+func centerPointCode() *elems {
+	return code("57108-3", "LN", "Macular grid.center point thickness by OCT")
+}
 func totalVolumeCode() *elems { return code("57118-2", "LN", "Macular grid.total volume by OCT") }
-func micrometre() *elems      { return code("um", "UCUM", "micrometer") }
-func cubicMillimetre() *elems { return code("mm3", "UCUM", "cubic millimeter") }
-func commentCode() *elems     { return code("121106", "DCM", "Comment") }
+func averageThicknessCode() *elems {
+	return code("131255", "DCM", "Average macular thickness")
+}
+func micrometre() *elems  { return code("um", "UCUM", "micrometer") }
+func microlitre() *elems  { return code("uL", "UCUM", "microliter") }
+func percent() *elems     { return code("%", "UCUM", "%") }
+func noUnits() *elems     { return code("1", "UCUM", "no units") }
+func commentCode() *elems { return code("121106", "DCM", "Comment") }
 
 // Numeric Value Qualifiers (CID 42) of a figure that is not reported: the
-// analysis withheld it (its boundaries are not reliable there), or too
-// little of its subfield was graded to measure it.
+// analysis withheld it (its boundaries are not reliable there), or it was
+// not measured (too little of its subfield was graded, or octflow does
+// not measure it).
 func withheldQualifier() *elems    { return code("114011", "DCM", "Value indeterminate") }
 func notMeasuredQualifier() *elems { return code("114007", "DCM", "Measurement not attempted") }
+
+// macularFigure is one concept of CID 4285 "Macular Thickness Key
+// Measurements" and how the report gives it.
+type macularFigure struct {
+	concept *elems
+	units   func() *elems
+	// name is how a comment names the figure.
+	name string
+	// withheldAs is the Withheld.Figure naming it ("": never withheld).
+	withheldAs string
+	// value is the report's figure; false when the report gives none.
+	value func(m *imaging.Measurements) (float64, bool)
+	// unmeasured says why there is no value when the analysis did not
+	// withhold it.
+	unmeasured string
+	// measured is false for a concept octflow does not measure at all:
+	// no algorithm is behind it, and nothing is inferred from the scan.
+	measured bool
+}
+
+// cid4285 is CID 4285 (non-extensible), in the standard's order: every
+// concept of it is in the SR, with its value or without one.
+//
+// The average macular thickness (131255, DCM) is the report's mean
+// thickness: the mean over every graded A-scan of the cube, which the
+// PDF prints as its Mean. The definition of 131255 was not at hand when
+// this was written; should it mean the 6 mm grid's mean only, the two
+// differ by the cube's corners.
+func cid4285() []macularFigure {
+	positive := func(v float64) (float64, bool) { return v, v > 0 }
+	out := []macularFigure{{
+		concept: centerPointCode(), units: micrometre, name: "center point thickness",
+		value:      func(*imaging.Measurements) (float64, bool) { return 0, false },
+		unmeasured: "octflow measures the central subfield's mean, not the thickness at a single A-scan",
+	}, {
+		concept: etdrsCode("C"), units: micrometre, name: "central subfield thickness", withheldAs: imaging.FigureCST,
+		value:      func(m *imaging.Measurements) (float64, bool) { return positive(m.CentralSubfieldThicknessUm) },
+		unmeasured: "too little of it was graded", measured: true,
+	}}
+	for _, k := range imaging.ETDRSSubfields {
+		if k == "C" {
+			continue
+		}
+		out = append(out, macularFigure{
+			concept: etdrsCode(k), units: micrometre, name: "subfield " + k, withheldAs: imaging.FigureETDRS + k,
+			value: func(m *imaging.Measurements) (float64, bool) {
+				v, ok := m.ETDRS[k]
+				return v, ok && !slices.Contains(m.Unmeasured, k)
+			},
+			unmeasured: "too little of it was graded", measured: true,
+		})
+	}
+	// 1 mm³ is 1 µL: the report's figure, in CID 4285's unit.
+	return append(out, macularFigure{
+		concept: totalVolumeCode(), units: microlitre, name: "total volume", withheldAs: imaging.FigureVolume,
+		value:      func(m *imaging.Measurements) (float64, bool) { return positive(m.TotalVolumeMm3) },
+		unmeasured: "a subfield was not measured", measured: true,
+	}, macularFigure{
+		concept: averageThicknessCode(), units: micrometre, name: "average thickness",
+		value:      func(m *imaging.Measurements) (float64, bool) { return positive(m.MeanThicknessUm) },
+		unmeasured: "no A-scan was graded", measured: true,
+	})
+}
+
+// figureStages are the stages whose algorithms every figure rests on, in
+// pipeline order: the denoised volume, its boundaries, the grid.
+func figureStages() []exam.Stage { return []exam.Stage{exam.Denoise, exam.Layers, exam.Measure} }
 
 // macularGridSR is the Macular Grid Thickness and Volume Report (PS3.3
 // A.37, content TID 2100) of a measured macular cube: the SR Document
 // Series, Enhanced General Equipment, SR Document General and SR
 // Document Content modules besides the common ones. Its content: the
-// language, octflow as the device observer, and one measurement group
-// for the eye (finding site and laterality): the central subfield
-// thickness, the eight other ETDRS subfields and the total volume, in
-// µm and mm³ as the report has them, each inferred from the scan (the
-// IOD references images only so); a figure the report does not give
-// is present without a value, with a Numeric Value Qualifier, and a
-// comment says why; a last comment gives the quality gate's verdict.
+// language, octflow's installation as the device observer (TID 1004), and
+// one measurement group for the eye (TID 2120: the finding site, the
+// eye's laterality nested under it) with every concept of CID 4285, each
+// with the algorithms behind it (TID 4019) and inferred from the scan
+// (the IOD references images only so), or without a value, with a
+// Numeric Value Qualifier and a comment saying why; then the quality
+// concepts (111691–111694: B-scans and A-scans used, the share graded,
+// the signal strength) and comments (the lesion finding, the quality
+// gate's reasons). SR Document General references the order the scan
+// was made for (Referenced Request Sequence).
 func (b *builder) macularGridSR() (Object, error) {
 	obj := Object{Kind: KindMacularGridSR, SOPClassUID: MacularGridSOPClass, SOPInstanceUID: b.uid("sr-instance"),
 		SeriesInstanceUID: b.uid("sr-series"), StudyInstanceUID: b.id.StudyInstanceUID}
@@ -62,13 +143,20 @@ func (b *builder) macularGridSR() (Object, error) {
 		"octflow macular grid thickness and volume")
 	// SR Document Series.
 	e.seq(tag.ReferencedPerformedProcedureStepSequence)
-	// Enhanced General Equipment: Type 1 throughout.
-	e.str(tag.DeviceSerialNumber, "octflow")
+	// Enhanced General Equipment: Type 1 throughout (common writes
+	// them).
 	// SR Document General.
 	e.str(tag.CompletionFlag, "COMPLETE")
 	e.str(tag.VerificationFlag, "UNVERIFIED")
 	e.str(tag.ContentDate, da(b.created))
 	e.str(tag.ContentTime, tm(b.created))
+	var requests []*elems
+	for _, r := range b.requests() {
+		requests = append(requests, b.referencedRequest(r))
+	}
+	if len(requests) > 0 {
+		e.seq(tag.ReferencedRequestSequence, requests...)
+	}
 	e.seq(tag.PerformedProcedureCodeSequence)
 	evidence := &elems{}
 	evidence.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
@@ -81,10 +169,7 @@ func (b *builder) macularGridSR() (Object, error) {
 	e.str(tag.ValueType, "CONTAINER")
 	e.seq(tag.ConceptNameCodeSequence, code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
 	e.str(tag.ContinuityOfContent, "SEPARATE")
-	tmpl := &elems{}
-	tmpl.str(tag.MappingResource, "DCMR")
-	tmpl.str(tag.TemplateIdentifier, "2100")
-	e.seq(tag.ContentTemplateSequence, tmpl)
+	e.seq(tag.ContentTemplateSequence, template("2100"))
 	content, err := b.macularContent()
 	if err != nil {
 		return Object{}, errResult("sr", err)
@@ -96,6 +181,14 @@ func (b *builder) macularGridSR() (Object, error) {
 	return obj, nil
 }
 
+// template is a Content Template Sequence item naming a DCMR template.
+func template(id string) *elems {
+	t := &elems{}
+	t.str(tag.MappingResource, "DCMR")
+	t.str(tag.TemplateIdentifier, id)
+	return t
+}
+
 // macularContent is the root container's content.
 func (b *builder) macularContent() ([]*elems, error) {
 	m, ok := b.rep.Figures.(*imaging.Measurements)
@@ -103,71 +196,167 @@ func (b *builder) macularContent() ([]*elems, error) {
 		return nil, fmt.Errorf("macular grid SR of a report without a cube's measurements (%s scan)", b.rep.ScanPattern)
 	}
 	out := []*elems{
+		// TID 1204.
 		codeItem("HAS CONCEPT MOD", code("121049", "DCM", "Language of Content Item and Descendants"),
 			code("en-US", "RFC5646", "English (United States)")),
+		// TID 1002 and 1004: the installation as the device observer.
 		codeItem("HAS OBS CONTEXT", code("121005", "DCM", "Observer Type"), code("121007", "DCM", "Device")),
-		uidItem("HAS OBS CONTEXT", code("121012", "DCM", "Device Observer UID"), DerivedUID("octflow", "device-observer")),
+		uidItem("HAS OBS CONTEXT", code("121012", "DCM", "Device Observer UID"), b.observerUID()),
 		textItem("HAS OBS CONTEXT", code("121013", "DCM", "Device Observer Name"), "octflow"),
 		textItem("HAS OBS CONTEXT", code("121014", "DCM", "Device Observer Manufacturer"), "octflow"),
 		textItem("HAS OBS CONTEXT", code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
+		textItem("HAS OBS CONTEXT", code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
 	}
-	group := []*elems{codeItem("HAS CONCEPT MOD", code("363698007", "SCT", "Finding Site"), code("81745001", "SCT", "Eye"))}
+	group, err := b.measurementGroup(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, group), nil
+}
+
+// measurementGroup is the eye's measurement group (TID 2120): its finding
+// site with the eye's laterality, the figures of CID 4285, the quality
+// concepts and the comments.
+func (b *builder) measurementGroup(m *imaging.Measurements) (*elems, error) {
+	site := codeItem("HAS CONCEPT MOD", code("363698007", "SCT", "Finding Site"), code("81745001", "SCT", "Eye"))
 	if lat := b.laterality(); lat != nil {
-		group = append(group, codeItem("HAS CONCEPT MOD", code("272741003", "SCT", "Laterality"), lat))
+		// TID 2120 row 3: the laterality modifies the finding site.
+		site.seq(tag.ContentSequence, codeItem("HAS CONCEPT MOD", code("272741003", "SCT", "Laterality"), lat))
 	}
+	group := []*elems{site}
 	withheld := map[string]string{}
 	for _, w := range b.rep.Withheld {
 		withheld[w.Figure] = w.Reason
 	}
 	var reasons []string
-	// A figure the report does not give: present, without a value, with
-	// why.
-	absent := func(concept *elems, figure, name string) *elems {
-		if why, ok := withheld[figure]; ok {
-			reasons = append(reasons, name+" not reported: "+why)
-			return numAbsent("CONTAINS", concept, withheldQualifier())
+	for _, f := range cid4285() {
+		var context []*elems
+		if f.measured {
+			context = b.figureAlgorithms()
 		}
-		reasons = append(reasons, name+" not measured: too little of it was graded")
-		return numAbsent("CONTAINS", concept, notMeasuredQualifier())
+		v, ok := f.value(m)
+		if why, held := withheld[f.withheldAs]; held && f.withheldAs != "" {
+			reasons = append(reasons, f.name+" not reported: "+why)
+			group = append(group, numAbsent("CONTAINS", f.concept, withheldQualifier(), context...))
+			continue
+		}
+		if !ok {
+			reasons = append(reasons, f.name+" not measured: "+f.unmeasured)
+			group = append(group, numAbsent("CONTAINS", f.concept, notMeasuredQualifier(), context...))
+			continue
+		}
+		n, err := numItem("CONTAINS", f.concept, v, f.units(),
+			append(context, imageItem("INFERRED FROM", b.id.SOPClassUID, b.id.SOPInstanceUID))...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		group = append(group, n)
 	}
-	source := imageItem("INFERRED FROM", b.id.SOPClassUID, b.id.SOPInstanceUID)
-	cst, err := numItem("CONTAINS", etdrsCode("C"), m.CentralSubfieldThicknessUm, micrometre(), source)
+	quality, err := b.qualityItems()
 	if err != nil {
 		return nil, err
 	}
-	group = append(group, cst)
-	for _, k := range imaging.ETDRSSubfields {
-		if k == "C" {
-			continue
-		}
-		v, ok := m.ETDRS[k]
-		if !ok || slices.Contains(m.Unmeasured, k) {
-			group = append(group, absent(etdrsCode(k), imaging.FigureETDRS+k, "subfield "+k))
-			continue
-		}
-		n, err := numItem("CONTAINS", etdrsCode(k), v, micrometre(), source)
-		if err != nil {
-			return nil, err
-		}
-		group = append(group, n)
-	}
-	if m.TotalVolumeMm3 > 0 {
-		n, err := numItem("CONTAINS", totalVolumeCode(), m.TotalVolumeMm3, cubicMillimetre(), source)
-		if err != nil {
-			return nil, err
-		}
-		group = append(group, n)
-	} else {
-		group = append(group, absent(totalVolumeCode(), imaging.FigureVolume, "total volume"))
-	}
+	group = append(group, quality...)
 	for _, r := range reasons {
 		group = append(group, textItem("CONTAINS", commentCode(), r))
 	}
 	if finding := b.rep.Finding(); finding != "" {
 		group = append(group, textItem("CONTAINS", commentCode(), "Fluid and drusen: "+finding))
 	}
-	group = append(group, textItem("CONTAINS", commentCode(), b.qualityVerdict()))
-	out = append(out, container("CONTAINS", code("125007", "DCM", "Measurement Group"), group...))
+	if q := b.rep.Quality; q.Gradable != imaging.Gradable || len(q.Reasons) > 0 {
+		s := "Quality gate: " + string(q.Gradable)
+		if len(q.Reasons) > 0 {
+			s += ": " + strings.Join(q.Reasons, "; ")
+		}
+		group = append(group, textItem("CONTAINS", commentCode(), s+"."))
+	}
+	group = append(group, textItem("CONTAINS", commentCode(), "Computed automatically by octflow, to be reviewed by a clinician."))
+	// No Content Template Sequence names TID 2120 here: dsrdump takes
+	// any as the root's and answers that 2100 was expected. Results
+	// makes no SR without the eye's laterality (TID 2120's mandatory row
+	// 3; octflow does not guess it).
+	return container("CONTAINS", code("125007", "DCM", "Measurement Group"), group...), nil
+}
+
+// figureAlgorithms identify the algorithms every figure rests on (TID
+// 4019, one Algorithm Name and Version pair per stage, in pipeline
+// order), as the observation context of each figure: the IOD allows a
+// NUM only TEXT children in its observation context, so the template's
+// items are siblings, each name followed by its version.
+func (b *builder) figureAlgorithms() []*elems {
+	var out []*elems
+	for _, s := range figureStages() {
+		a, ok := b.rep.Algorithms[string(s)]
+		if !ok {
+			continue
+		}
+		name, version := splitAlgorithm(a)
+		out = append(out, algorithmIdentification(name, version)...)
+	}
+	return out
+}
+
+// algorithmIdentification is TID 4019: the algorithm's name and version,
+// and its parameters if any.
+func algorithmIdentification(name, version string, parameters ...string) []*elems {
+	out := []*elems{
+		textItem("HAS OBS CONTEXT", code("111001", "DCM", "Algorithm Name"), name),
+		textItem("HAS OBS CONTEXT", code("111003", "DCM", "Algorithm Version"), version),
+	}
+	for _, p := range parameters {
+		out = append(out, textItem("HAS OBS CONTEXT", code("111002", "DCM", "Algorithm Parameters"), p))
+	}
+	return out
+}
+
+// splitAlgorithm reads a stage's algorithm as the report names it: "name/
+// version" (the reference stages: "chiu-graph/v1"), its version the last
+// path element when that starts with a digit or a v and a digit; anything
+// else (a served model's URL) is all name, of an unknown version.
+func splitAlgorithm(a string) (name, version string) {
+	if i := strings.LastIndexByte(a, '/'); i > 0 && i < len(a)-1 {
+		v := strings.TrimPrefix(a[i+1:], "v")
+		if v != "" && v[0] >= '0' && v[0] <= '9' {
+			return a[:i], a[i+1:]
+		}
+	}
+	return a, "unknown"
+}
+
+// qualityItems are the quality concepts of the Macular Grid report: the
+// B-scans the figures were measured on (111691) and the A-scans of each
+// (111692), the share of the A-scans the quality gate graded (111693,
+// the analysis's quality) and the scan's signal strength (111694, the
+// image set's quality), each rating with the gate as its algorithm.
+//
+// Their value types and units are octflow's reading: counts and the
+// signal strength in UCUM's "1" (no units), the share in percent. The
+// template row that defines them was not at hand when this was written.
+func (b *builder) qualityItems() ([]*elems, error) {
+	q, v := b.rep.Quality, b.rep.Volume
+	gate := func(scale string) []*elems {
+		return algorithmIdentification("octflow quality gate", b.sw.Version, scale)
+	}
+	var out []*elems
+	for _, it := range []struct {
+		concept *elems
+		value   float64
+		units   *elems
+		context []*elems
+	}{
+		{code("111691", "DCM", "Number of Images Used for Macular Measurements"), float64(v.Frames), noUnits(), nil},
+		{code("111692", "DCM", "Number of Samples Used per Image"), float64(v.Cols), noUnits(), nil},
+		{code("111693", "DCM", "Analysis Quality Rating"), math.Round(1000*q.GradableFraction) / 10, percent(),
+			gate("percent of the A-scans graded")},
+		{code("111694", "DCM", "Image Set Quality Rating"), q.SignalStrength, noUnits(),
+			gate("signal strength, 0 to 10 (" + q.Grade + ")")},
+	} {
+		n, err := numItem("CONTAINS", it.concept, it.value, it.units, it.context...)
+		if err != nil {
+			return nil, fmt.Errorf("quality: %w", err)
+		}
+		out = append(out, n)
+	}
 	return out, nil
 }
 
@@ -181,17 +370,6 @@ func (b *builder) laterality() *elems {
 		return code("7771000", "SCT", "Left")
 	}
 	return nil
-}
-
-// qualityVerdict is the quality gate's verdict in words.
-func (b *builder) qualityVerdict() string {
-	q := b.rep.Quality
-	s := fmt.Sprintf("Quality gate: %s; signal strength %.1f of 10 (%s); %.0f%% of A-scans graded",
-		q.Gradable, q.SignalStrength, q.Grade, 100*q.GradableFraction)
-	if len(q.Reasons) > 0 {
-		s += ": " + strings.Join(q.Reasons, "; ")
-	}
-	return s + ". Computed automatically, to be reviewed by a clinician."
 }
 
 // item is an SR content item's head: its relationship, value type and
@@ -240,8 +418,8 @@ func imageItem(rel, sopClass, sopInstance string) *elems {
 	return it
 }
 
-// numItem is a NUM content item of v in units, inferred from the given
-// content items (the source image).
+// numItem is a NUM content item of v in units, with its children (its
+// observation context, the source image it is inferred from).
 func numItem(rel string, concept *elems, v float64, units *elems, from ...*elems) (*elems, error) {
 	s, err := decimalString(v)
 	if err != nil {
@@ -259,11 +437,14 @@ func numItem(rel string, concept *elems, v float64, units *elems, from ...*elems
 }
 
 // numAbsent is a NUM content item without a value: an empty Measured
-// Value Sequence and the qualifier that says why.
-func numAbsent(rel string, concept, qualifier *elems) *elems {
+// Value Sequence and the qualifier that says why, with children if any.
+func numAbsent(rel string, concept, qualifier *elems, children ...*elems) *elems {
 	it := item(rel, "NUM", concept)
 	it.seq(tag.MeasuredValueSequence)
 	it.seq(tag.NumericValueQualifierCodeSequence, qualifier)
+	if len(children) > 0 {
+		it.seq(tag.ContentSequence, children...)
+	}
 	return it
 }
 

@@ -106,6 +106,7 @@ func encode(e *elems, sopClass, sopInstance string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// da and tm are a time as DICOM's DA and TM write it, in UTC.
-func da(t time.Time) string { return t.UTC().Format("20060102") }
-func tm(t time.Time) string { return t.UTC().Format("150405") }
+// da and tm are a time as DICOM's DA and TM write it, in t's own zone
+// (the builder's: the source study's, or UTC).
+func da(t time.Time) string { return t.Format("20060102") }
+func tm(t time.Time) string { return t.Format("150405") }

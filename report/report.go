@@ -602,6 +602,10 @@ func sectionOf[T imaging.Figures](write func(pdf *fpdf.Fpdf, tr func(string) str
 
 func title(p imaging.Pattern) string { return cmp.Or(patterns[p].title, "OCT report") }
 
+// Title is the title the report's PDF prints ("Macular OCT report" for a
+// macular cube): what the Encapsulated PDF's Document Title says.
+func Title(r *Report) string { return title(r.ScanPattern) }
+
 func bscanTitle(p imaging.Pattern) string { return cmp.Or(patterns[p].bscan, "B-scan") }
 
 func patternName(p imaging.Pattern) string { return cmp.Or(patterns[p].name, "unknown pattern") }

@@ -181,3 +181,22 @@ func TestReportJSONKeepsEachScanTypesKey(t *testing.T) {
 		t.Errorf("an analysis's key in a report: %v, figures %+v; want it ignored, as any unknown key", err, r.Figures)
 	}
 }
+
+// Title is the title the PDF prints for each scan pattern, one that is
+// not a pattern's the generic one.
+func TestTitleIsThePDFsTitle(t *testing.T) {
+	for _, c := range []struct {
+		pattern imaging.Pattern
+		want    string
+	}{
+		{imaging.Cube, "Macular OCT report"},
+		{imaging.Line, "OCT line scan report"},
+		{imaging.Circle, "Peripapillary RNFL report"},
+		{imaging.Radial, "OCT report"},
+		{imaging.Pattern("spiral"), "OCT report"},
+	} {
+		if got := Title(&Report{ScanPattern: c.pattern}); got != c.want {
+			t.Errorf("Title of a %s scan's report = %q, want %q", c.pattern, got, c.want)
+		}
+	}
+}

@@ -1,148 +1,115 @@
-// Package workers wires octflow's Temporal workers: the workflow worker on
-// oct-workflows and the CPU stage worker (report, notify) on oct-cpu. GPU
-// stages are served by gpuworker nodes. It also dials the Temporal client
-// every octflow process uses.
+// Package workers is octflow's pipeline worker: the workflows on
+// oct-workflows, and on oct-cpu the pipeline's CPU stages (report,
+// notify), the PACS export and, beside them, housekeeping (the review
+// archive, the scan sweep and its schedule), each from options of its
+// own (Start). It holds the Temporal adapters those activities reach
+// Temporal through (InboxPublisher, ScanIndex) and the
+// counters the workflows keep (WorkflowCounters). GPU stages are served
+// by gpuworker nodes; package app dials the client and holds the
+// process's metrics registry.
 package workers
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"octflow/activities"
+	"octflow/codec"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
 	"octflow/workflows"
 )
 
-// DialOptions say how a process reaches Temporal.
-type DialOptions struct {
-	HostPort, Namespace, Identity string
-	Logger                        *zap.Logger
-	// Metrics may be nil.
-	Metrics client.MetricsHandler
-	// Converters are the data and failure converters (which seal
-	// payloads when encryption is on); zero: Temporal's defaults.
-	Converters lifecycle.Converters
-	// TLS, when set, secures the connection (and, with a client
-	// certificate, authenticates it: mTLS).
-	TLS *tls.Config
-	// Compression is "gzip", "none", or "auto" or empty: none where
-	// HostPort is a loopback address (the bytes never leave the machine,
-	// and gzip cost the embedded stack a few per cent of its CPU, on
-	// both ends of every call), gzip elsewhere (the SDK's default).
-	Compression string
-	// Interceptors wrap every call the client makes to Temporal (e.g.
-	// for tracing; the tests inject faults with them).
-	Interceptors []interceptor.ClientInterceptor
-}
-
-// compression is the SDK's setting for o.Compression.
-func (o DialOptions) compression() client.GrpcCompression {
-	switch o.Compression {
-	case "gzip":
-		return &client.GrpcCompressionGzip{}
-	case "none":
-		return &client.GrpcCompressionNone{}
-	}
-	host, _, err := net.SplitHostPort(o.HostPort)
-	if err != nil {
-		host = o.HostPort
-	}
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		return &client.GrpcCompressionNone{}
-	}
-	return &client.GrpcCompressionGzip{}
-}
-
-// Dial connects to Temporal, waiting up to a minute for it to answer.
-func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var lastErr error
-	for {
-		c, err := client.DialContext(ctx, client.Options{
-			HostPort:          o.HostPort,
-			Namespace:         o.Namespace,
-			Identity:          o.Identity,
-			Logger:            SDKLogger(o.Logger),
-			MetricsHandler:    o.Metrics,
-			DataConverter:     o.Converters.Data,
-			FailureConverter:  o.Converters.Failure,
-			ConnectionOptions: client.ConnectionOptions{TLS: o.TLS, GrpcCompression: o.compression()},
-			Interceptors:      o.Interceptors,
-		})
-		if err == nil {
-			return c, nil
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("dial temporal at %s: %w", o.HostPort, lastErr)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// Options tune the CPU-side workers.
-type Options struct {
-	// Identity names this process in Temporal (and in exam timelines).
+// PipelineOptions are the pipeline worker's: it runs the workflows on
+// exam.WorkflowQueue, and the pipeline's CPU stages and the PACS export
+// on exam.CPUQueue.
+type PipelineOptions struct {
+	// Identity names this process in Temporal, and the worker in exam
+	// timelines (its stages' Node).
 	Identity string
-	// Interceptors wrap the CPU stages and housekeeping activities, e.g.
-	// for tracing; the tests inject faults with them.
+	// Stages are the pipeline the exams run through: the workflows run
+	// it, and the worker its CPU stages (nil: activities.Pipeline()).
+	Stages activities.Stages
+	// Common are what its CPU stages run through: the process's object
+	// store, stage logger, served models and stage metrics.
+	Common activities.Common
+	// Webhooks deliver report-ready events to workstations (nil: an exam
+	// with a callback URL fails its notify stage).
+	Webhooks *activities.Webhooks
+	// PACS names each campus's PACS, which its results are exported to
+	// (none: nothing is exported); Identities open the identities they
+	// are filed under.
+	PACS       map[string]activities.PACSTarget
+	Identities *codec.Codec
+	// Installation names this octflow installation, the device the
+	// exported results name.
+	Installation string
+	// Interceptors wrap the activities of the CPU queue (the CPU stages,
+	// the export and housekeeping), e.g. for tracing; the tests inject
+	// faults with them.
 	Interceptors []interceptor.WorkerInterceptor
 	// StopTimeout is how long Stop lets running stages finish (default 90 s).
 	StopTimeout time.Duration
-	// Converters decode what Temporal stores: the converters the client was
-	// built with.
+}
+
+// HousekeepingOptions are housekeeping's: the review archive and the
+// scan sweep, run beside the pipeline's CPU stages on its queue, and the
+// sweep's schedule.
+type HousekeepingOptions struct {
+	// Store is the object store that reviews are archived to and the
+	// sweep clears.
+	Store interface {
+		activities.ObjectStore
+		activities.ScanStore
+	}
+	Logger *zap.Logger
+	// Converters decode what Temporal stores: the converters the client
+	// was built with (the sweep reads an exam's memo).
 	Converters lifecycle.Converters
 	// SweepEvery is how often the scan sweep runs (0: no schedule is
 	// made); SweepGrace how old a scan must be before it may go.
 	SweepEvery, SweepGrace time.Duration
-	// Stages are the pipeline the exams run through; the workers run its
-	// CPU stages (nil: activities.Pipeline()).
-	Stages activities.Stages
 }
 
-// Start runs the workflow worker and the CPU stage worker until Stop.
-func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers, error) {
-	if opts.StopTimeout == 0 {
-		opts.StopTimeout = 90 * time.Second
+// Start runs the pipeline worker and, beside its CPU stages on its CPU
+// queue, housekeeping, until Stop. Both are registered on the one worker
+// of that queue: every worker polling a queue must run every activity
+// sent there, or a task it takes fails as unregistered.
+func Start(c client.Client, p PipelineOptions, h HousekeepingOptions) (*Workers, error) {
+	if p.StopTimeout == 0 {
+		p.StopTimeout = 90 * time.Second
 	}
-	if opts.Stages == nil {
-		opts.Stages = activities.Pipeline()
+	if p.Stages == nil {
+		p.Stages = activities.Pipeline()
 	}
-	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(opts.Identity, opts.StopTimeout))
-	if err := workflows.Register(wf, opts.Stages.Specs()); err != nil {
+	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(p.Identity, p.StopTimeout))
+	if err := workflows.Register(wf, p.Stages.Specs()); err != nil {
 		return nil, err
 	}
 
-	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.StopTimeout,
-		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: opts.Interceptors})
-	cpuActs := *acts
-	cpuActs.Node = opts.Identity
-	cpuActs.Inbox = InboxPublisher{Client: c}
-	cpuActs.Index = ScanIndex{Client: c, Converters: opts.Converters}
-	activities.RegisterStages(cpu, &cpuActs, opts.Stages, false)
-	cpu.RegisterActivityWithOptions(cpuActs.ArchiveReview, activity.RegisterOptions{Name: contract.ArchiveReview})
-	cpu.RegisterActivityWithOptions(cpuActs.SweepScans, activity.RegisterOptions{Name: contract.SweepScans})
-	cpu.RegisterActivityWithOptions(cpuActs.ExportToPACS, activity.RegisterOptions{Name: contract.ExportToPACS})
+	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: p.Identity, WorkerStopTimeout: p.StopTimeout,
+		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: p.Interceptors})
+	inbox := InboxPublisher{Client: c}
+	acts := &activities.Activities{Common: p.Common, Node: p.Identity,
+		Workstations: &activities.Workstations{Webhooks: p.Webhooks, Inbox: inbox}}
+	activities.RegisterStages(cpu, acts, p.Stages, false)
+	activities.RegisterExport(cpu, &activities.Exporter{Store: p.Common.Store, Logger: p.Common.Logger, Inbox: inbox,
+		Targets: p.PACS, Identities: p.Identities, Installation: p.Installation})
+	activities.RegisterHousekeeping(cpu, &activities.Housekeeping{Store: h.Store, Scans: h.Store, Logger: h.Logger,
+		Index: ScanIndex{Client: c, Converters: h.Converters}})
 
 	if err := wf.Start(); err != nil {
 		return nil, fmt.Errorf("start workflow worker: %w", err)
@@ -151,8 +118,8 @@ func Start(c client.Client, acts *activities.Activities, opts Options) (*Workers
 		wf.Stop()
 		return nil, fmt.Errorf("start cpu worker: %w", err)
 	}
-	if opts.SweepEvery > 0 {
-		if err := scheduleSweep(c, opts.SweepEvery, opts.SweepGrace); err != nil {
+	if h.SweepEvery > 0 {
+		if err := scheduleSweep(c, h.SweepEvery, h.SweepGrace); err != nil {
 			wf.Stop()
 			cpu.Stop()
 			return nil, err
@@ -243,15 +210,3 @@ func (w *Workers) Stop() {
 	}
 	wg.Wait()
 }
-
-// SDKLogger adapts zap to the Temporal SDK's logger.
-func SDKLogger(z *zap.Logger) sdklog.Logger {
-	return sdkLogger{z.WithOptions(zap.AddCallerSkip(1)).Sugar()}
-}
-
-type sdkLogger struct{ s *zap.SugaredLogger }
-
-func (l sdkLogger) Debug(msg string, kv ...any) { l.s.Debugw(msg, kv...) }
-func (l sdkLogger) Info(msg string, kv ...any)  { l.s.Infow(msg, kv...) }
-func (l sdkLogger) Warn(msg string, kv ...any)  { l.s.Warnw(msg, kv...) }
-func (l sdkLogger) Error(msg string, kv ...any) { l.s.Errorw(msg, kv...) }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # make compose-test: bring the shipped docker-compose.yml up on a real
 # Docker Engine on this machine, submit exams through the api's published
-# port and see each COMPLETED with one report, then take the stack down.
+# port and see each COMPLETED with one report; back it up with exams in
+# flight, destroy every volume, restore it (deploy/backup.sh,
+# deploy/restore.sh) and see every exam back or completed; then take the
+# stack down.
 #
 # No image registry can be reached from these machines, so every image is
 # built here (deploy/compose-test/images/): a Debian base by debootstrap
@@ -905,4 +908,130 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	step "PASS: after down and up, all ${#all[@]} exams COMPLETED with their reports"
 else
 	alert_received
+fi
+
+# --- backup and restore ----------------------------------------------------
+# As an operator would (docs/operations.md, *Backup and restore*): review
+# decisions recorded, exams in flight, deploy/backup.sh; then every volume
+# of the stack destroyed and the host's deploy/secrets and compose overlay
+# lost; deploy/restore.sh. Then every exam that had completed is back as it
+# was (status, report, timeline, review; its review still closed to a
+# second decision), its report object's ETag and the secrets as they were,
+# every audit entry of the collector's file back, and the exams that were
+# in flight complete, each with one report, its report stage run once and
+# no second run (OCTFLOW_COMPOSE_BACKUP=0 skips it).
+if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
+	T_PHASE=$(date +%s)
+	clin() { curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$@"; }
+	review() { # ID DECISION: the HTTP status of the decision
+		curl -sS -m 10 -o "$scans/review.json" -w '%{http_code}' -H "Authorization: Bearer $CLINICIAN" -H 'Content-Type: application/json' \
+			--data "{\"decision\": \"$2\", \"note\": \"compose-test: before the backup\"}" "$API/v1/exams/$1/review"
+	}
+	# snapshot ID...: a line per exam: its status (state, review, runs,
+	# report), its report's and its timeline's digests. The urgent exam's
+	# timeline is left out: its review reminds, so it grows.
+	snapshot() {
+		local id ev
+		for id in "$@"; do
+			ev=-
+			[ "$id" = "$urgent" ] || ev=$(clin "$API/v1/exams/$id/events" | sha256sum | cut -c1-16) || ev=unreadable
+			printf '%s %s report=%s events=%s\n' "$id" "$(status "$id" | jq -c '{state, review, runs, report}')" \
+				"$(clin "$API/v1/exams/$id/report?format=json" | sha256sum | cut -c1-16)" "$ev"
+		done
+	}
+	# etag KEY: the ETag S3 gives an object, read with the api's account.
+	etag() {
+		compose exec -T api sh -c 'curl -sS -m 10 -I --cacert /run/secrets/ca.pem --aws-sigv4 "aws:amz:us-east-1:s3" \
+			--user "$(cat /run/secrets/api-s3-access-key):$(cat /run/secrets/api-s3-secret-key)" \
+			-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "https://s3:7070/octflow/$1"' sh "$1" | tr -d '\r' | awk 'tolower($1) == "etag:" { print $2 }'
+	}
+	trail_seqs() { compose exec -T audit cat /var/log/audit/audit.log | grep -o 'IHE+RFC-3881 \[meta sequenceId="[0-9]*"\]' | sort -u; }
+	secrets_list() { (cd "$RUN/deploy/secrets" && find . -type f -printf '%p %U:%G %m ' -exec sha256sum {} \; | sort); }
+
+	for want in "${all[0]} approve 200" "${all[1]} reject 200" "${all[0]} approve 409"; do
+		read -r id decision code <<<"$want"
+		got=$(review "$id" "$decision") || true
+		[ "$got" = "$code" ] || logs_and_fail "review $decision of $id answered $got, want $code: $(cat "$scans/review.json")"
+	done
+	completed=("${all[@]}")
+	snapshot "${completed[@]}" >"$scans/before.txt"
+	grep -c '"review":"approved"' "$scans/before.txt" | grep -qx 1 && grep -c '"review":"rejected"' "$scans/before.txt" | grep -qx 1 ||
+		logs_and_fail "the reviews are not in the exams' status: $(grep -v '"review":"pending"' "$scans/before.txt")"
+	key=$(status "${all[0]}" | jq -r .report.jsonKey)
+	tag=$(etag "$key")
+	[ -n "$tag" ] || logs_and_fail "no ETag for $key"
+	# The review decisions' audit entries, in the collector's file.
+	deadline=$(($(date +%s) + 60))
+	until [ "$(compose exec -T audit cat /var/log/audit/audit.log | grep -c 'POST /v1/exams/:examId/review')" -ge 3 ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the review decisions' audit entries did not reach the collector within 60 s"
+		sleep 2
+	done
+	trail_seqs >"$scans/trail-before.txt"
+	secrets_list >"$scans/secrets-before.txt"
+	# Exams in flight: one in a GPU stage, the others behind it.
+	submit 4
+	inflight=("${batch[@]}")
+	hit=$(gpu_stage "${inflight[@]}") || exit 1
+	running=$(for id in "${inflight[@]}"; do status "$id" | jq -r 'select(.state != "COMPLETED") | .examId'; done | wc -l)
+	[ "$running" -ge 1 ] || logs_and_fail "no exam in flight at the backup"
+	step "backup: $(wc -l <"$scans/before.txt") exams completed (two reviewed), $running of ${#inflight[@]} in flight ($hit), $(wc -l <"$scans/trail-before.txt") audit entries"
+	T_BACKUP=$(date +%s)
+	backup() { (cd "$RUN" && OCTFLOW_COMPOSE=$COMPOSE_BIN COMPOSE_PROJECT_NAME=$PROJECT COMPOSE_FILE=docker-compose.yml:compose.test.yml "$@"); }
+	archive=$(backup deploy/backup.sh --keep 1 2>"$CACHE/logs/backup.log") || {
+		tail -20 "$CACHE/logs/backup.log"
+		logs_and_fail "deploy/backup.sh"
+	}
+	[ -s "$archive" ] && [ "$(stat -c %a "$archive")" = 600 ] || logs_and_fail "the backup is not a file of mode 0600: $(ls -l "$archive")"
+	T_BACKUP=$(($(date +%s) - T_BACKUP))
+	sed 's/^/    /' "$CACHE/logs/backup.log"
+	step "PASS: deploy/backup.sh took $(basename "$archive") ($(($(stat -c %s "$archive") / 1024)) KiB) in $T_BACKUP s with exams in flight"
+
+	# The disaster: every volume of the stack, the secrets and the overlay gone.
+	T_DOWN=$(date +%s)
+	compose down -v --remove-orphans >/dev/null 2>&1 || logs_and_fail "docker compose down -v"
+	left=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT" | tr '\n' ' ')
+	[ -z "$left" ] || logs_and_fail "volumes left after down -v: $left"
+	rm -rf "$RUN/deploy/secrets" "$RUN/docker-compose.override.yml"
+	T_DOWN=$(($(date +%s) - T_DOWN))
+	step "docker compose down -v: every volume of the stack destroyed; deploy/secrets and docker-compose.override.yml removed"
+
+	T_RESTORE=$(date +%s)
+	T_RESTORE_AT=$T_RESTORE
+	OCTFLOW_WAIT_TIMEOUT=300 timeout 900 bash -c 'cd "$1" && OCTFLOW_COMPOSE=$2 COMPOSE_PROJECT_NAME=$3 COMPOSE_FILE=docker-compose.yml:compose.test.yml deploy/restore.sh "$4"' \
+		sh "$RUN" "$COMPOSE_BIN" "$PROJECT" "$archive" >"$CACHE/logs/restore.log" 2>&1 || {
+		grep -v '^ Container' "$CACHE/logs/restore.log" | tail -20
+		logs_and_fail "deploy/restore.sh"
+	}
+	T_RESTORE=$(($(date +%s) - T_RESTORE))
+	grep '^restore ' "$CACHE/logs/restore.log" | sed 's/^/    /'
+	! grep -i 'already exists but was not created' "$CACHE/logs/restore.log" || logs_and_fail "Compose did not take the restored volumes for the stack's own"
+	API=https://$(compose port api 8080)
+	curl -fsS -m 10 "$API/readyz" >/dev/null || logs_and_fail "the api at $API is not ready after the restore"
+	step "PASS: deploy/restore.sh brought the stack back up in $T_RESTORE s"
+
+	T_CHECK=$(date +%s)
+	[ -e "$RUN/docker-compose.override.yml" ] || logs_and_fail "docker-compose.override.yml was not restored"
+	secrets_list | diff "$scans/secrets-before.txt" - || logs_and_fail "deploy/secrets differs after the restore (above: contents, owners, modes)"
+	snapshot "${completed[@]}" | diff "$scans/before.txt" - || logs_and_fail "exams completed before the backup differ after the restore (above)"
+	got=$(review "${all[0]}" approve) || true
+	[ "$got" = 409 ] || logs_and_fail "a second approval of ${all[0]} after the restore answered $got, want 409 (the review's state was not restored)"
+	[ "$(etag "$key")" = "$tag" ] || logs_and_fail "the ETag of $key was $tag, after the restore '$(etag "$key")'"
+	lost=$(trail_seqs | comm -23 "$scans/trail-before.txt" - | wc -l)
+	[ "$lost" = 0 ] || logs_and_fail "$lost audit entries of the collector's file are missing after the restore"
+	step "PASS: after the restore, ${#completed[@]} completed exams as they were (status, report, timeline, reviews), the ETag of $key, deploy/secrets and the overlay, all $(wc -l <"$scans/trail-before.txt") audit entries"
+	check "${inflight[@]}"
+	# ...and the backup caught them in flight: their report stage ran on
+	# the restored stack (the old stack's later moves went with it).
+	after=0
+	for id in "${inflight[@]}"; do
+		runs=$(status "$id" | jq -r .runs)
+		[ "$runs" = 1 ] || logs_and_fail "exam $id has $runs runs after the restore, want 1"
+		at=$(clin "$API/v1/exams/$id/events" | jq -r '[.[] | select(.stage == "report" and .to == "EXECUTING") | .at | sub("\\.[0-9]+"; "") | fromdateiso8601] | .[0]') ||
+			logs_and_fail "exam $id: no time for its report stage in its timeline"
+		[ "$at" -lt "$T_RESTORE_AT" ] || after=$((after + 1))
+	done
+	[ "$after" -ge 1 ] || logs_and_fail "no exam ran its report stage after the restore began: the backup caught none in flight"
+	step "PASS: the ${#inflight[@]} exams in flight at the backup COMPLETED after the restore, one report each, one run ($after ran their report stage on the restored stack)"
+	T_CHECK=$(($(date +%s) - T_CHECK))
+	step "backup and restore phase: $(($(date +%s) - T_PHASE)) s (backup $T_BACKUP s, down -v $T_DOWN s, restore and up $T_RESTORE s, checks $T_CHECK s)"
 fi

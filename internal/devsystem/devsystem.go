@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,12 +207,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 			GPUs:     gpuworker.NewSimulatedInventory(gpuworker.SimulatedGPUs{Count: max(cfg.GPUsPerNode, 1)}),
 			TakesDir: filepath.Join(stack.DataDir(), "node-takes", id)}
 	}
-	if cfg.APIOnly {
-		nodes = nil
-	}
-	// The dev stack lets callbacks reach this machine (a workstation
-	// simulator on loopback); production refuses that unless allow-listed.
-	guard, err := callback.New("127.0.0.0/8, ::1/128, localhost")
+	guard, err := callback.New(callbackAllow)
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -244,21 +240,25 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	case cfg.PACSURL != "":
 		pacs = map[string]activities.PACSTarget{secrets.Campus: {URL: cfg.PACSURL}}
 	}
-	a, err := app.Start(ctx, app.Options{
-		Webhooks: hooks, Callbacks: guard,
-		Stack: stackCfg, Identity: "octflow-dev", Logger: log,
-		APIAddr: cfg.APIAddr, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
-		DeviceRate: cfg.DeviceRate,
-		Policy:     cfg.Policy, Workers: !cfg.APIOnly, GPUNodes: nodes, StopTimeout: cfg.StopTimeout,
-		SimulatedCompute: cfg.SimulatedCompute, ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
-		Models: cfg.Models, Stages: cfg.Stages,
-		NodeReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
-		Codec:           sealer, Identities: identities, CodecOrigins: []string{stack.UIURL()},
-		SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour),
-		Uploads: cfg.Uploads, AuditTrail: trail, APITLS: cfg.APITLS,
-		MetricsAddr: metricsAddr(cfg.MetricsAddr), StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second),
-		Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes, PACS: pacs,
-	})
+	opts := app.Options{
+		Stack: stackCfg, Identity: "octflow-dev", Logger: log, Stages: cfg.Stages, Models: cfg.Models, StopTimeout: cfg.StopTimeout,
+		MetricsAddr: metricsAddr(cfg.MetricsAddr), Codec: sealer,
+		ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
+		Gateway: &app.GatewayOptions{
+			Addr: cfg.APIAddr, TLS: cfg.APITLS, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
+			Policy: cfg.Policy, DeviceRate: cfg.DeviceRate, Callbacks: guard, Identities: identities,
+			ExportCampuses: slices.Collect(maps.Keys(pacs)), CodecOrigins: []string{stack.UIURL()},
+			StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second), Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
+			Uploads: cfg.Uploads, AuditTrail: trail,
+		},
+	}
+	if !cfg.APIOnly {
+		opts.Worker = &app.WorkerOptions{Webhooks: hooks, PACS: pacs, Identities: identities,
+			SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour)}
+		opts.GPU = &app.GPUOptions{Nodes: nodes, ReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
+			SimulatedCompute: cfg.SimulatedCompute}
+	}
+	a, err := app.Start(ctx, opts)
 	if err != nil {
 		stack.Stop()
 		if auditFile != nil {
@@ -407,29 +407,28 @@ func EnsureSecrets(dataDir string, extraCampuses ...string) (Secrets, error) {
 func (d *System) NodeEnv() []string { return JoinEnv(d.StackConfig, d.Secrets) }
 
 // JoinEnv is the OCTFLOW_* environment a process of any role needs to
-// join the stack sc with the secrets s.
-func JoinEnv(sc config.Stack, s Secrets) []string {
-	return []string{
-		"OCTFLOW_TEMPORAL_ADDR=" + sc.TemporalAddr,
-		"OCTFLOW_NAMESPACE=" + sc.Namespace,
-		"OCTFLOW_S3_ENDPOINT=" + sc.S3.Endpoint,
-		"OCTFLOW_S3_BUCKET=" + sc.S3.Bucket,
-		"OCTFLOW_S3_ACCESS_KEY=" + sc.S3.AccessKey,
-		"OCTFLOW_S3_SECRET_KEY=" + sc.S3.SecretKey,
-		"OCTFLOW_TOKENS_FILE=" + s.TokensFile,
-		"OCTFLOW_PSEUDONYM_KEY_FILE=" + s.PseudonymFile,
-		"OCTFLOW_CODEC_KEYS_FILE=" + s.CodecKeysFile,
-		"OCTFLOW_IDENTITY_KEYS_FILE=" + s.IdentityKeysFile,
-		"OCTFLOW_WEBHOOK_SECRET=" + s.WebhookSecret,
-		"OCTFLOW_CALLBACK_ALLOW=127.0.0.0/8,::1/128,localhost",
-	}
+// join the stack sc with the secrets s (config names the variables).
+func JoinEnv(sc config.Stack, s Secrets) []string { return join(sc, s).Env() }
+
+// join is what a process of any role is told to join the stack sc with
+// the secrets s.
+func join(sc config.Stack, s Secrets) config.Join {
+	return config.Join{Stack: sc, TokensFile: s.TokensFile, PseudonymKeyFile: s.PseudonymFile, CodecKeysFile: s.CodecKeysFile,
+		IdentityKeysFile: s.IdentityKeysFile, WebhookSecret: s.WebhookSecret, CallbackAllow: callbackAllow}
 }
+
+// callbackAllow lets the dev stack's callbacks reach this machine (a
+// workstation simulator on loopback); production refuses that unless
+// allow-listed.
+const callbackAllow = "127.0.0.0/8,::1/128,localhost"
 
 // writeDevEnv writes the OCTFLOW_* variables another process needs to
 // join this stack, as a file to source.
 func writeDevEnv(stack *devstack.Stack, sc config.Stack, s Secrets, publicURL string) error {
 	lines := []string{"# Written by octflow dev: source this to run octflow api|worker|gpuworker against the dev stack."}
-	for _, kv := range append(JoinEnv(sc, s), "OCTFLOW_PUBLIC_URL="+publicURL) {
+	j := join(sc, s)
+	j.PublicURL = publicURL
+	for _, kv := range j.Env() {
 		lines = append(lines, "export "+kv)
 	}
 	path := filepath.Join(stack.DataDir(), "dev.env")

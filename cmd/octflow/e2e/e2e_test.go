@@ -129,11 +129,13 @@ func (h *harness) startParts(workers bool, nodes ...gpuworker.Config) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log,
-		Workers: workers, GPUNodes: nodes, StopTimeout: h.cfg.StopTimeout, SimulatedCompute: h.cfg.SimulatedCompute,
-		ClientInterceptors: h.cfg.ClientInterceptors, WorkerInterceptors: h.cfg.WorkerInterceptors,
-		NodeReportEvery: h.cfg.NodeReportEvery,
-		Codec:           sealer})
+	opts := app.Options{Stack: h.sys.StackConfig, Identity: "test-parts", Logger: h.log, StopTimeout: h.cfg.StopTimeout,
+		ClientInterceptors: h.cfg.ClientInterceptors, WorkerInterceptors: h.cfg.WorkerInterceptors, Codec: sealer,
+		GPU: &app.GPUOptions{Nodes: nodes, ReportEvery: h.cfg.NodeReportEvery, SimulatedCompute: h.cfg.SimulatedCompute}}
+	if workers {
+		opts.Worker = &app.WorkerOptions{}
+	}
+	a, err := app.Start(context.Background(), opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}

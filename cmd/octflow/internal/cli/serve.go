@@ -54,11 +54,10 @@ func runAPI(ctx context.Context, args []string) error {
 	sealer, errCodec := app.Codec(*keys)
 	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
-	opts := app.Options{
-		Stack: *stack, Identity: "api@" + hostname(), Logger: log, APIAddr: listen.Addr, Pseudonymizer: api.NewPseudonymizer(*key),
-		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Codec: sealer, Identities: identities,
-		TemporalTLS: temporalTLS.Config(), APITLS: serverTLS.Config(),
-	}
+	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), Pseudonymizer: api.NewPseudonymizer(*key),
+		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Identities: identities}
+	opts := app.Options{Stack: *stack, Identity: "api@" + hostname(), Logger: log, Codec: sealer, TemporalTLS: temporalTLS.Config(),
+		Gateway: gw}
 	if err := errors.Join(errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
 		return err
 	}
@@ -70,10 +69,10 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		}
 		for campus := range entries {
-			opts.ExportCampuses = append(opts.ExportCampuses, campus)
+			gw.ExportCampuses = append(gw.ExportCampuses, campus)
 		}
 	}
-	if opts.Tokens, err = api.LoadTokens(listen.TokensFile); err != nil {
+	if gw.Tokens, err = api.LoadTokens(listen.TokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
 	trail, closeTrail, err := app.AuditTrail(gateway.Audit, audit.Source{ID: opts.Identity, Host: hostname()}, log)
@@ -81,7 +80,7 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeTrail.Close()
-	opts.AuditTrail = trail
+	gw.AuditTrail = trail
 	return app.Run(ctx, opts)
 }
 
@@ -96,6 +95,7 @@ func runWorker(ctx context.Context, args []string) error {
 	keys := config.BindCodec(s)
 	identityKeys := config.BindIdentityKeys(s, false)
 	pacsFile := config.BindPACSFile(s)
+	installation := config.BindInstallation(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
 	proc := config.BindProcess(s)
@@ -110,18 +110,19 @@ func runWorker(ctx context.Context, args []string) error {
 	if err := errors.Join(errCodec, errGuard, errIdentities); err != nil {
 		return err
 	}
+	worker := &app.WorkerOptions{Webhooks: app.Webhooks(*hooks, guard), Identities: identities, Installation: *installation,
+		SweepEvery: sweep.Every, SweepGrace: sweep.Grace}
 	opts := app.Options{
-		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, Workers: true, StopTimeout: proc.Drain,
-		MetricsAddr: proc.MetricsAddr, Webhooks: app.Webhooks(*hooks, guard), Models: app.Models(*models),
-		Codec: sealer, TemporalTLS: temporalTLS.Config(), SweepEvery: sweep.Every, SweepGrace: sweep.Grace,
-		Identities: identities,
+		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, StopTimeout: proc.Drain,
+		MetricsAddr: proc.MetricsAddr, Models: app.Models(*models),
+		Codec: sealer, TemporalTLS: temporalTLS.Config(), Worker: worker,
 	}
 	if *pacsFile != "" {
 		// The worker exports: it reads each campus's CA and credentials,
 		// and opens the identities the results are filed under.
 		entries, err := app.ReadPACSFile(*pacsFile)
 		if err == nil {
-			opts.PACS, err = app.PACSTargets(entries)
+			worker.PACS, err = app.PACSTargets(entries)
 		}
 		if err != nil {
 			return err
@@ -202,10 +203,11 @@ func runGPUWorker(ctx context.Context, args []string) error {
 		sim.FollowFaults(node.FaultsFile)
 	}
 	return app.Run(ctx, app.Options{
-		Stack: *stack, Identity: node.ID, Logger: log, StopTimeout: proc.Drain, SimulatedCompute: simulated, MetricsAddr: proc.MetricsAddr,
+		Stack: *stack, Identity: node.ID, Logger: log, StopTimeout: proc.Drain, MetricsAddr: proc.MetricsAddr,
 		Models: app.Models(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
-		GPUNodes: []gpuworker.Config{{NodeID: node.ID, GPUs: inv, TaskQueue: queue, DrainTimeout: proc.Drain, ReportEvery: node.ReportEvery,
-			CacheMiB: cmp.Or(node.CacheMiB, -1), TakesDir: takesDir, Probe: probe}},
+		GPU: &app.GPUOptions{Nodes: []gpuworker.Config{{NodeID: node.ID, GPUs: inv, TaskQueue: queue, DrainTimeout: proc.Drain,
+			ReportEvery: node.ReportEvery, CacheMiB: cmp.Or(node.CacheMiB, -1), TakesDir: takesDir, Probe: probe,
+			SimulatedCompute: simulated}}},
 	})
 }
 

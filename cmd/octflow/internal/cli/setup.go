@@ -5,10 +5,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"octflow/app"
 	"octflow/config"
 	"octflow/exam"
 	"octflow/temporalsetup"
-	"octflow/workers"
 )
 
 // runSetup registers octflow's namespace and search attributes on a
@@ -25,7 +25,7 @@ func runSetup(ctx context.Context, args []string) error {
 	defer log.Sync()
 	ctx, cancel := context.WithTimeout(ctx, setup.Wait)
 	defer cancel()
-	c, err := workers.Dial(ctx, workers.DialOptions{HostPort: setup.TemporalAddr, Namespace: setup.Namespace, Identity: "setup@" + hostname(),
+	c, err := app.Dial(ctx, app.DialOptions{HostPort: setup.TemporalAddr, Namespace: setup.Namespace, Identity: "setup@" + hostname(),
 		Logger: log.Named("sdk"), TLS: temporalTLS.Config()})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"bytes"
@@ -8,41 +8,27 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"octflow/api/problems"
+	"octflow/internal/testwait"
 	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
-// spoolServer is a gateway whose spool holds exactly one largest upload
+// spoolGateway is a gateway whose spool holds exactly one largest upload
 // (a scan of 1024 bytes).
-func spoolServer(t *testing.T) (*Server, *httptest.Server, string) {
+func spoolGateway(t *testing.T) (*Intake, *httptest.Server, string) {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-1"), Principal: Principal{Name: "d1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("dev-2"), Principal: Principal{Name: "d2", Role: RoleDevice, DeviceID: "oct-2", Campus: "north"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
-		MaxScanBytes: 1024, SpoolDir: dir, SpoolMaxBytes: SpoolBytesFor(1024)})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	return srv, ts, dir
+	in, ts := gateway(t, Config{MaxScanBytes: 1024, SpoolDir: dir, SpoolMaxBytes: SpoolBytesFor(1024)},
+		device("dev-1", "oct-1", "north"), device("dev-2", "oct-2", "north"))
+	return in, ts, dir
 }
 
-// uploadForm is a multipart upload of scan.
-func uploadForm(scan string) (string, []byte) {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	w, _ := mw.CreateFormField("meta")
-	w.Write([]byte(`{"examId":"E1","priority":"low"}`))
-	w, _ = mw.CreateFormFile("scan", "scan.dcm")
-	w.Write([]byte(scan))
-	mw.Close()
-	return mw.FormDataContentType(), body.Bytes()
+// lowForm is a multipart upload of scan, a low-priority exam.
+func lowForm(scan string) (string, []byte) {
+	return uploadForm(Meta{ExamID: "E1", Priority: "low"}, []byte(scan))
 }
 
 // sendUpload sends body (of length n, -1: chunked) and returns the status and
@@ -60,7 +46,7 @@ func sendUpload(t *testing.T, ctx context.Context, base, token, contentType stri
 		return 0, err.Error(), nil
 	}
 	defer resp.Body.Close()
-	var p Problem
+	var p problems.Problem
 	_ = json.NewDecoder(resp.Body).Decode(&p)
 	return resp.StatusCode, strings.TrimPrefix(p.Type, "urn:octflow:problem:"), resp.Header
 }
@@ -73,7 +59,7 @@ type onlyChunks struct{ io.Reader }
 // bytes stop fitting once they do; an upload holds what it has sent, not
 // what it declares, and the space comes back when uploads end.
 func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
-	srv, ts, _ := spoolServer(t)
+	in, ts, _ := spoolGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -86,25 +72,25 @@ func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
 		heldDone <- code
 	}()
 	holdBody.Write(preamble(1_000_000))
-	eventually(t, "the held upload is charged what it sent", func() bool { return srv.spool.inUse() >= 2_000_000 })
+	testwait.Until(t, "the held upload is charged what it sent", func() bool { return in.spool.inUse() >= 2_000_000 })
 
 	// Refused before its body is read: this body never comes.
 	never, _ := io.Pipe()
 	if code, kind, h := sendUpload(t, ctx, ts.URL, "dev-2", "multipart/form-data; boundary=x", never, 1<<20); code != http.StatusServiceUnavailable || kind != "unavailable" || h.Get("Retry-After") != "30" {
 		t.Errorf("an upload with no room for its first bytes: %d %s, Retry-After %q; want 503 unavailable, 30", code, kind, h.Get("Retry-After"))
 	}
-	ct, big := uploadForm(strings.Repeat("x", 1000))
+	ct, big := lowForm(strings.Repeat("x", 1000))
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, onlyChunks{bytes.NewReader(append(preamble(200_000), big...))}, -1); code != http.StatusServiceUnavailable || kind != "unavailable" {
 		t.Errorf("a chunked upload over the room left: %d %s, want 503 unavailable", code, kind)
 	}
-	ct2, small := uploadForm("not a dicom file")
+	ct2, small := lowForm("not a dicom file")
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct2, bytes.NewReader(small), int64(len(small))); code != http.StatusUnprocessableEntity {
 		t.Errorf("an upload that fits: %d %s, want it validated (422: not DICOM)", code, kind)
 	}
 
 	holdBody.CloseWithError(io.ErrUnexpectedEOF)
 	<-heldDone
-	eventually(t, "an ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	testwait.Until(t, "an ended upload gives its room back", func() bool { return in.spool.inUse() == 0 })
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "dev-2", ct, bytes.NewReader(big), int64(len(big))); code != http.StatusUnprocessableEntity {
 		t.Errorf("after the held upload ended: %d %s, want 422 (not DICOM)", code, kind)
 	}
@@ -114,9 +100,9 @@ func TestUploadsAreRefusedWhileTheSpoolIsFull(t *testing.T) {
 // and its files are gone. (The refusal of a full spool gives back too:
 // see TestUploadsAreRefusedWhileTheSpoolIsFull.)
 func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
-	srv, ts, dir := spoolServer(t)
-	ct, notDICOM := uploadForm("not a dicom file")
-	_, tooBig := uploadForm(strings.Repeat("x", 4096))
+	in, ts, dir := spoolGateway(t)
+	ct, notDICOM := lowForm("not a dicom file")
+	_, tooBig := lowForm(strings.Repeat("x", 4096))
 	_, noMeta := func() (string, []byte) {
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
@@ -125,7 +111,7 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 		mw.Close()
 		return "", body.Bytes()
 	}()
-	_, huge := uploadForm(strings.Repeat("x", 3<<20))
+	_, huge := lowForm(strings.Repeat("x", 3<<20))
 	cases := []struct {
 		name, token, contentType string
 		body                     []byte
@@ -152,7 +138,7 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 			if code != c.status {
 				t.Errorf("%d %s, want %d", code, kind, c.status)
 			}
-			eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+			testwait.Until(t, "the spool is given back", func() bool { return in.spool.inUse() == 0 })
 			if files, _ := os.ReadDir(dir); len(files) > 0 {
 				t.Errorf("left in the spool: %v", files)
 			}
@@ -167,11 +153,11 @@ func TestUploadsGiveBackTheSpoolOnEveryPath(t *testing.T) {
 			sendUpload(t, ctx, ts.URL, "dev-1", ct, r, 1<<20)
 		}()
 		w.Write(notDICOM[:100])
-		eventually(t, "the upload is charged", func() bool { return srv.spool.inUse() > 0 })
+		testwait.Until(t, "the upload is charged", func() bool { return in.spool.inUse() > 0 })
 		cancel()
 		w.Close()
 		<-done
-		eventually(t, "the spool is given back", func() bool { return srv.spool.inUse() == 0 })
+		testwait.Until(t, "the spool is given back", func() bool { return in.spool.inUse() == 0 })
 	})
 }
 
@@ -192,18 +178,9 @@ func preamble(n int) []byte {
 // One campus's burst fills what the other campuses leave of the spool,
 // never the share each is owed.
 func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("north-1"), Principal: Principal{Name: "n1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("north-2"), Principal: Principal{Name: "n2", Role: RoleDevice, DeviceID: "oct-2", Campus: "north"}},
-		{SHA256: HashToken("south-1"), Principal: Principal{Name: "s1", Role: RoleDevice, DeviceID: "oct-1", Campus: "south"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Two campuses, a share each of one largest upload.
-	srv := newServer(t, Config{Tokens: tokens, MaxScanBytes: 1024, SpoolDir: t.TempDir(), SpoolMaxBytes: 2 * SpoolBytesFor(1024)})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	in, ts := gateway(t, Config{MaxScanBytes: 1024, SpoolMaxBytes: 2 * SpoolBytesFor(1024)},
+		device("north-1", "oct-1", "north"), device("north-2", "oct-2", "north"), device("south-1", "oct-1", "south"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -218,10 +195,10 @@ func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
 	if _, err := holdBody.Write(preamble(1_040_000)); err != nil {
 		t.Fatalf("north's first upload was cut off within the spool's room: %v", err)
 	}
-	eventually(t, "north's upload holds what it sent", func() bool { return srv.spool.inUse() >= 2_080_000 })
+	testwait.Until(t, "north's upload holds what it sent", func() bool { return in.spool.inUse() >= 2_080_000 })
 
 	// What is left is south's: north's next upload of 40 KB waits.
-	ct, small := uploadForm("not a dicom file")
+	ct, small := lowForm("not a dicom file")
 	next := append(preamble(20_000), small...)
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "north-2", ct, bytes.NewReader(next), int64(len(next))); code != http.StatusServiceUnavailable || kind != "unavailable" {
 		t.Errorf("north's second upload while north holds more than its share: %d %s, want 503", code, kind)
@@ -235,17 +212,16 @@ func TestOneCampusCannotTakeAnothersShareOfTheSpool(t *testing.T) {
 	}
 	holdBody.CloseWithError(io.ErrUnexpectedEOF)
 	<-heldDone
-	eventually(t, "north's ended upload gives its room back", func() bool { return srv.spool.inUse() == 0 })
+	testwait.Until(t, "north's ended upload gives its room back", func() bool { return in.spool.inUse() == 0 })
 	if code, kind, _ := sendUpload(t, ctx, ts.URL, "north-2", ct, bytes.NewReader(small), int64(len(small))); code != http.StatusUnprocessableEntity {
 		t.Errorf("north's upload once its first ended: %d %s, want 422", code, kind)
 	}
 }
 
 func TestAnUploadHasACeilingOnItsTotalTime(t *testing.T) {
-	srv := newServer(t, Config{Tokens: streamTokensForUploads(t), MaxScanBytes: 1 << 20, SpoolDir: t.TempDir(),
-		Uploads: UploadLimits{Pace: UploadPace{Idle: time.Second, MinRate: 1, Grace: time.Hour, Longest: 300 * time.Millisecond}}})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	_, ts := gateway(t, Config{MaxScanBytes: 1 << 20,
+		Uploads: Limits{Pace: UploadPace{Idle: time.Second, MinRate: 1, Grace: time.Hour, Longest: 300 * time.Millisecond}}},
+		device("dev-1", "oct-1", "north"))
 	r, w := io.Pipe()
 	done := make(chan int)
 	go func() {
@@ -271,39 +247,12 @@ func TestAnUploadHasACeilingOnItsTotalTime(t *testing.T) {
 	}
 }
 
-func streamTokensForUploads(t *testing.T) *Tokens {
-	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-1"), Principal: Principal{Name: "d1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tokens
-}
-
-// twoCampusTokens are a device's of campus north and one of south.
-func twoCampusTokens(t *testing.T) *Tokens {
-	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("north"), Principal: Principal{Name: "n", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("south"), Principal: Principal{Name: "s", Role: RoleDevice, DeviceID: "oct-1", Campus: "south"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tokens
-}
-
 // One campus's validations wait behind each other, not in front of the
 // other campuses': each holds at most its share of the slots.
 func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
-	tokens := twoCampusTokens(t)
-	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), Uploads: UploadLimits{Validating: 4, Wait: 50 * time.Millisecond}})
+	in := newIntake(t, Config{Campuses: []string{"north", "south"}, Uploads: Limits{Validating: 4, Wait: 50 * time.Millisecond}})
 	turn := func(campus string) (func(), error) {
-		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
-		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
-		return srv.takeUploadTurn(c, 1)
+		return in.takeUploadTurn(deviceContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder(), campus), 1)
 	}
 	var held []func()
 	for i := range 2 {
@@ -335,14 +284,11 @@ func TestOneCampusCannotTakeAnothersValidationSlots(t *testing.T) {
 // other campuses': each holds at most its share of the validation
 // memory, or one scan larger than that share.
 func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
-	tokens := twoCampusTokens(t)
 	const budget = 100
-	srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(),
-		Uploads: UploadLimits{Validating: 8, Wait: 50 * time.Millisecond, ValidationBytes: budget}})
+	in := newIntake(t, Config{Campuses: []string{"north", "south"},
+		Uploads: Limits{Validating: 8, Wait: 50 * time.Millisecond, ValidationBytes: budget}})
 	turn := func(campus string, peak int64) (func(), error) {
-		c := srv.echo.NewContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder())
-		c.Set(principalKey, Principal{Name: campus, Role: RoleDevice, Campus: campus})
-		return srv.takeUploadTurn(c, peak)
+		return in.takeUploadTurn(deviceContext(httptest.NewRequest(http.MethodPost, "/v1/exams", nil), httptest.NewRecorder(), campus), peak)
 	}
 	// North validates one scan larger than its half, alone.
 	big, err := turn("north", 70)
@@ -378,8 +324,8 @@ func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
 	}
 	a()
 	b()
-	if srv.budget.inUse() != 0 {
-		t.Errorf("%d bytes still charged after every scan ended", srv.budget.inUse())
+	if in.budget.inUse() != 0 {
+		t.Errorf("%d bytes still charged after every scan ended", in.budget.inUse())
 	}
 	// A turn its campus gives and the gateway refuses gives back what
 	// the campus gave.
@@ -390,7 +336,7 @@ func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
 	if _, err := turn("north", 40); err == nil {
 		t.Fatal("north's 40 fitted beside south's 70 in a budget of 100")
 	}
-	if n, s := srv.campusBudgets["north"].inUse(), len(srv.campusSlots["north"]); n != 0 || s != 0 {
+	if n, s := in.campusBudgets["north"].inUse(), len(in.campusSlots["north"]); n != 0 || s != 0 {
 		t.Errorf("after the gateway refused north's turn, north still holds %d bytes and %d slots of its own", n, s)
 	}
 	southBig()

@@ -1,4 +1,4 @@
-package workers
+package app
 
 import (
 	"io"
@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
-	"octflow/activities"
 	"octflow/contract"
 	"octflow/exam"
+	"octflow/workers"
 )
 
 // Metrics is a process's Prometheus registry. The Temporal SDK reports
@@ -27,55 +27,14 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	// SDK is the handler to give the Temporal client. A worker of the
 	// workflow queue made with it creates the exam workflow's counters
-	// at 0 (WorkflowCounters).
+	// at 0 (workers.WorkflowCounters).
 	SDK   client.MetricsHandler
 	scope io.Closer
 }
 
-// WorkflowCounters are the counters the workflows keep through
-// workflow.GetMetricsHandler, each with the extra tags it sets (one
-// entry per tag set; a workflow_type among them names a workflow other
-// than the exam's). A worker of the workflow queue creates every one
-// at 0 when it is made: tally's Prometheus reporter would otherwise
-// create a series only at its first increment, with the value 1, and an
-// increase() over it would never see the first breach or illegal
-// transition after a worker starts. The hedges are those of the shipped
-// pipeline's GPU stages (activities.Pipeline).
-func WorkflowCounters() map[string][]map[string]string {
-	promotions := []map[string]string{}
-	for _, from := range exam.Buckets() {
-		if from.Up() != from {
-			promotions = append(promotions, map[string]string{"from": string(from), "to": string(from.Up())})
-		}
-	}
-	hedges := []map[string]string{}
-	for _, spec := range activities.Pipeline() {
-		if !spec.Spec.GPU {
-			continue
-		}
-		for _, won := range []string{"hedge", "original", "neither"} {
-			hedges = append(hedges, map[string]string{"stage": string(spec.Spec.Stage), "won": won})
-		}
-	}
-	health := []map[string]string{}
-	for _, to := range []string{contract.Healthy, contract.Degraded} {
-		health = append(health, map[string]string{"workflow_type": contract.FleetWorkflow, "to": to})
-	}
-	return map[string][]map[string]string{
-		"octflow_stage_hedges_total":        hedges,
-		"octflow_node_health_changes_total": health,
-		"octflow_urgent_sla_breaches_total": {nil},
-		"octflow_illegal_transitions_total": {nil},
-		"octflow_promotions_total":          promotions,
-		"octflow_exports_total": {
-			{"workflow_type": contract.ExportWorkflow, "outcome": "delivered"},
-			{"workflow_type": contract.ExportWorkflow, "outcome": "failed"},
-		},
-	}
-}
-
-// NewMetrics creates the registry with Go runtime and process metrics.
-func NewMetrics() *Metrics {
+// NewMetrics creates the registry with Go runtime and process metrics,
+// for a process whose workflows run stages (workers.WorkflowCounters).
+func NewMetrics(stages exam.Pipeline) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
@@ -83,7 +42,7 @@ func NewMetrics() *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope)}, scope: closer}
+	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), workers.WorkflowCounters(stages)}, scope: closer}
 }
 
 // zeroingHandler is the SDK's handler until a worker of the workflow
@@ -94,7 +53,10 @@ func NewMetrics() *Metrics {
 // workflow's counters will have, and creating them there (tally's
 // reporter allocates a Prometheus series when a counter is made)
 // exposes them at 0 from the worker's start.
-type zeroingHandler struct{ client.MetricsHandler }
+type zeroingHandler struct {
+	client.MetricsHandler
+	counters map[string][]map[string]string // workers.WorkflowCounters
+}
 
 // taskQueueTag is the tag the SDK gives a worker's metrics handler.
 const taskQueueTag = "task_queue"
@@ -103,10 +65,10 @@ const taskQueueTag = "task_queue"
 func (h zeroingHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	inner := h.MetricsHandler.WithTags(tags)
 	if len(tags) != 1 || tags[taskQueueTag] != exam.WorkflowQueue {
-		return zeroingHandler{inner}
+		return zeroingHandler{inner, h.counters}
 	}
 	wf := inner.WithTags(map[string]string{"workflow_type": contract.ExamWorkflow})
-	for name, tagSets := range WorkflowCounters() {
+	for name, tagSets := range h.counters {
 		for _, t := range tagSets {
 			wf.WithTags(t).Counter(name)
 		}

@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/problems"
 	"octflow/imaging"
 	"octflow/octdicom"
 	"octflow/octdicom/hostile"
@@ -50,13 +51,7 @@ func FuzzSubmitIntake(f *testing.F) {
 	}
 	f.Add([]byte(nil), []byte(nil), []byte("--fuzz\r\nContent-Disposition: form-data; name=\"meta\"\r\n\r\n{}\r\n--fuzz--\r\n"))
 
-	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := newServer(f, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
-		MaxScanBytes: 4 << 20, SpoolDir: f.TempDir()})
-	e := echo.New()
+	in := newIntake(f, Config{Campuses: []string{"north"}, MaxScanBytes: 4 << 20})
 	f.Fuzz(func(t *testing.T, meta, scan, raw []byte) {
 		body, contentType := raw, "multipart/form-data; boundary=fuzz"
 		if len(raw) == 0 {
@@ -71,14 +66,11 @@ func FuzzSubmitIntake(f *testing.F) {
 		}
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", bytes.NewReader(body))
 		req.Header.Set(echo.HeaderContentType, contentType)
-		c := e.NewContext(req, httptest.NewRecorder())
-		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
-
-		up, clean, err := srv.intake(c)
-		defer up.close()
-		defer clean.close()
+		up, clean, err := in.Take(deviceContext(req, httptest.NewRecorder(), "north"))
+		defer up.Close()
+		defer clean.Close()
 		if err != nil {
-			var p *Problem
+			var p *problems.Problem
 			if !errors.As(err, &p) || p.Status < 400 || p.Status >= 500 {
 				t.Fatalf("intake failed without a 4xx problem: %v", err)
 			}
@@ -88,8 +80,8 @@ func FuzzSubmitIntake(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the de-identified copy does not read back: %v", err)
 		}
-		if got.Header.PatientID != clean.patientRef || !strings.HasPrefix(clean.patientRef, "pt-") && clean.patientRef != "" {
-			t.Fatalf("de-identified Patient ID %q, pseudonym %q", got.Header.PatientID, clean.patientRef)
+		if got.Header.PatientID != clean.PatientRef || !strings.HasPrefix(clean.PatientRef, "pt-") && clean.PatientRef != "" {
+			t.Fatalf("de-identified Patient ID %q, pseudonym %q", got.Header.PatientID, clean.PatientRef)
 		}
 	})
 }
@@ -107,12 +99,7 @@ func TestTheIntakeResolvesTheScanType(t *testing.T) {
 	if err := octdicom.WriteDICOM(&line, one, octdicom.Header{SOPInstanceUID: "1.3", Description: "RNFL circle scan"}); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), SpoolDir: t.TempDir()})
-	e := echo.New()
+	in := newIntake(t, Config{Campuses: []string{"north"}})
 	for _, c := range []struct {
 		scan     []byte
 		declared string
@@ -127,20 +114,15 @@ func TestTheIntakeResolvesTheScanType(t *testing.T) {
 		{line.Bytes(), "line", "", http.StatusUnprocessableEntity},
 		{cube.Bytes(), "spiral", "", http.StatusBadRequest},
 	} {
-		contentType, body := Multipart(SubmitMeta{ExamID: "E-1", ScanType: c.declared}, c.scan)
-		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
-		req.Header.Set(echo.HeaderContentType, contentType)
-		ctx := e.NewContext(req, httptest.NewRecorder())
-		ctx.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
-		up, clean, err := srv.intake(ctx)
-		var prob *Problem
+		_, up, clean, err := take(in, "north", Meta{ExamID: "E-1", ScanType: c.declared}, c.scan)
+		var prob *problems.Problem
 		switch {
 		case c.status != 0 && (!errors.As(err, &prob) || prob.Status != c.status):
 			t.Errorf("declared %q: %v, want %d", c.declared, err, c.status)
-		case c.status == 0 && (err != nil || clean.pattern != c.want):
-			t.Errorf("declared %q: %v, pattern %q, want %q", c.declared, err, clean.pattern, c.want)
+		case c.status == 0 && (err != nil || clean.Pattern != c.want):
+			t.Errorf("declared %q: %v, pattern %q, want %q", c.declared, err, clean.Pattern, c.want)
 		}
-		up.close()
-		clean.close()
+		up.Close()
+		clean.Close()
 	}
 }

@@ -1,4 +1,8 @@
-package api
+// Package codecserver is the gateway's codec endpoint for the Temporal
+// Web UI and CLI: /codec/encode and /codec/decode seal and open payloads
+// (package codec) only for a caller of their scope, and /codec/login
+// signs a browser in with a session cookie.
+package codecserver
 
 import (
 	"errors"
@@ -15,11 +19,30 @@ import (
 
 	"github.com/labstack/echo/v4"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/codec"
 	"octflow/exam"
 )
+
+// Config is what the endpoint needs of the gateway.
+type Config struct {
+	// Codec is the payload codec served. It must be a *codec.Codec,
+	// whose payloads name their scope; with another codec the endpoint
+	// is not served.
+	Codec converter.PayloadCodec
+	// Origins are the Web UI origins that may call the endpoint from a
+	// browser.
+	Origins []string
+	// Tokens authenticate bearer tokens and sign-ins.
+	Tokens *auth.Tokens
+	Logger *zap.Logger
+}
 
 // The codec endpoint's limits.
 const (
@@ -58,17 +81,17 @@ const campusHeader = "X-Octflow-Campus"
 
 // codecEndpoint serves the payload codec and its browser sign-in.
 type codecEndpoint struct {
-	s      *Server
+	cfg    Config
 	sealer *codec.Codec
 	// sameOrigin refuses a browser's cross-origin POST unless it comes
-	// from one of CodecOrigins (CSRF).
+	// from one of Origins (CSRF).
 	sameOrigin *http.CrossOriginProtection
 	sessions   *codecSessions
-	failures   *loginFailures
+	failures   *auth.Failures
 	now        func() time.Time
 }
 
-// codecRoutes serve the payload codec at /codec/encode and /codec/decode
+// Register serves the payload codec on e at /codec/encode and /codec/decode
 // (the protocol of Temporal's codec server, which the Web UI and the
 // CLI's --codec-endpoint speak). The caller shows a bearer token, or the
 // session cookie /codec/login sets.
@@ -81,42 +104,42 @@ type codecEndpoint struct {
 // in the campus the X-Octflow-Campus header names. Bodies are bounded
 // (413), every answer is audited.
 //
-// A browser on one of CodecOrigins may call the endpoint with its
+// A browser on one of Origins may call the endpoint with its
 // cookie (CORS with credentials); any other cross-origin POST from a
 // browser is refused (403), so no page can use a signed-in browser's
 // session or sign it in to another.
 //
-// Config.PayloadCodec must be a *codec.Codec, whose payloads name their
-// scope; with another codec the endpoint is not served.
-func (s *Server) codecRoutes(e *echo.Echo) {
-	sealer, ok := s.cfg.PayloadCodec.(*codec.Codec)
+// Config.Codec must be a *codec.Codec, whose payloads name their scope;
+// with another codec the endpoint is not served.
+func Register(e *echo.Echo, cfg Config) {
+	sealer, ok := cfg.Codec.(*codec.Codec)
 	if !ok {
-		s.cfg.Logger.Error("codec endpoint not served: its payload codec is not octflow's, which binds payloads to campuses")
+		cfg.Logger.Error("codec endpoint not served: its payload codec is not octflow's, which binds payloads to campuses")
 		return
 	}
-	ce := &codecEndpoint{s: s, sealer: sealer, sameOrigin: http.NewCrossOriginProtection(),
+	ce := &codecEndpoint{cfg: cfg, sealer: sealer, sameOrigin: http.NewCrossOriginProtection(),
 		sessions: newCodecSessions(codecSessionTTL, codecSessionsMax, codecSessionsEach),
-		failures: newLoginFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
-	for _, o := range s.cfg.CodecOrigins {
+		failures: auth.NewFailures(loginFailureBurst, loginFailureEvery, loginClientsMax), now: time.Now}
+	for _, o := range cfg.Origins {
 		if err := ce.sameOrigin.AddTrustedOrigin(o); err != nil {
-			s.cfg.Logger.Warn("codec: a Web UI origin that cannot be trusted is left out: " + err.Error())
+			cfg.Logger.Warn("codec: a Web UI origin that cannot be trusted is left out: " + err.Error())
 		}
 	}
-	g := e.Group("/codec", s.codecCORS)
+	g := e.Group("/codec", ce.cors)
 	g.OPTIONS("/*", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
-	g.POST("/encode", ce.encode, ce.checkOrigin("codec-encode"), ce.auth("codec-encode", RoleAdmin))
-	g.POST("/decode", ce.decode, ce.checkOrigin("codec-decode"), ce.auth("codec-decode", RoleAdmin, RoleClinician))
+	g.POST("/encode", ce.encode, ce.checkOrigin("codec-encode"), ce.auth("codec-encode", auth.RoleAdmin))
+	g.POST("/decode", ce.decode, ce.checkOrigin("codec-decode"), ce.auth("codec-decode", auth.RoleAdmin, auth.RoleClinician))
 	g.GET("/login", codecLoginPage)
 	g.POST("/login", ce.login, ce.checkOrigin("codec-login"))
 	g.POST("/logout", ce.logout, ce.checkOrigin("codec-logout"))
 }
 
-// codecCORS lets the Web UI's origins call the codec from a browser,
-// with the cookie.
-func (s *Server) codecCORS(next echo.HandlerFunc) echo.HandlerFunc {
+// cors lets the Web UI's origins call the codec from a browser, with the
+// cookie.
+func (ce *codecEndpoint) cors(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		origin := c.Request().Header.Get("Origin")
-		if origin != "" && slices.Contains(s.cfg.CodecOrigins, origin) {
+		if origin != "" && slices.Contains(ce.cfg.Origins, origin) {
 			h := c.Response().Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
@@ -129,29 +152,30 @@ func (s *Server) codecCORS(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // auditCodec notes a use of the codec, or its refusal, for the request's
-// audit entry (see audit): action, with "-system" when a payload of the
-// system scope is among those named, and each campus named.
-func (s *Server) auditCodec(c echo.Context, action string, scopes []codec.Scope, status int) {
+// audit entry (auditing.Note): action, with "-system" when a payload of
+// the system scope is among those named, and each campus named. status
+// is what the request is answered; the status written prevails.
+func auditCodec(c echo.Context, action string, scopes []codec.Scope, status int) {
 	if slices.Contains(scopes, codec.System) {
 		action += "-system"
 	}
-	s.audit(c, action, exam.Ref{}, status)
+	auditing.Note(c, action, exam.Ref{})
 	for _, sc := range scopes {
 		if !sc.IsSystem() {
-			s.audit(c, action, exam.Ref{Campus: sc.Campus}, status)
+			auditing.Note(c, action, exam.Ref{Campus: sc.Campus})
 		}
 	}
 }
 
 // checkOrigin refuses a browser's cross-origin request from an origin
-// that is not one of CodecOrigins (requests from other clients, which
+// that is not one of Origins (requests from other clients, which
 // send neither Sec-Fetch-Site nor Origin, pass).
 func (ce *codecEndpoint) checkOrigin(action string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if err := ce.sameOrigin.Check(c.Request()); err != nil {
-				ce.s.auditCodec(c, action, nil, http.StatusForbidden)
-				return problem(http.StatusForbidden, "forbidden",
+				auditCodec(c, action, nil, http.StatusForbidden)
+				return problems.New(http.StatusForbidden, "forbidden",
 					"a cross-origin request from a page that is not one of the Web UI's origins (OCTFLOW_CODEC_ORIGINS)")
 			}
 			return next(c)
@@ -160,26 +184,26 @@ func (ce *codecEndpoint) checkOrigin(action string) echo.MiddlewareFunc {
 }
 
 // auth admits one of roles, by bearer token or session cookie.
-func (ce *codecEndpoint) auth(action string, roles ...Role) echo.MiddlewareFunc {
+func (ce *codecEndpoint) auth(action string, roles ...auth.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			var p Principal
+			var p auth.Principal
 			var found bool
 			if token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer "); ok {
-				p, found = ce.s.cfg.Tokens.lookup(strings.TrimSpace(token))
+				p, found = ce.cfg.Tokens.Lookup(strings.TrimSpace(token))
 			} else if ck, err := c.Cookie(codecCookie); err == nil {
 				p, found = ce.sessions.lookup(ck.Value, ce.now())
 			}
 			if !found {
-				ce.s.auditCodec(c, action, nil, http.StatusUnauthorized)
+				auditCodec(c, action, nil, http.StatusUnauthorized)
 				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="octflow"`)
-				return problem(http.StatusUnauthorized, "unauthenticated",
+				return problems.New(http.StatusUnauthorized, "unauthenticated",
 					"the codec needs an admin's or a clinician's token (bearer, or sign in at /codec/login)")
 			}
-			c.Set(principalKey, p)
+			auth.Set(c, p)
 			if !slices.Contains(roles, p.Role) {
-				ce.s.auditCodec(c, action, nil, http.StatusForbidden)
-				return problem(http.StatusForbidden, "forbidden", "role "+string(p.Role)+" may not use "+c.Path())
+				auditCodec(c, action, nil, http.StatusForbidden)
+				return problems.New(http.StatusForbidden, "forbidden", "role "+string(p.Role)+" may not use "+c.Path())
 			}
 			return next(c)
 		}
@@ -188,11 +212,11 @@ func (ce *codecEndpoint) auth(action string, roles ...Role) echo.MiddlewareFunc 
 
 // mayRead reports whether who may read payloads of scope s: an admin
 // every scope, a clinician their campuses' (never the system's).
-func mayRead(who Principal, s codec.Scope) bool {
-	if who.Role == RoleAdmin {
+func mayRead(who auth.Principal, s codec.Scope) bool {
+	if who.Role == auth.RoleAdmin {
 		return true
 	}
-	return who.Role == RoleClinician && !s.IsSystem() && who.CanSee(s.Campus)
+	return who.Role == auth.RoleClinician && !s.IsSystem() && who.CanSee(s.Campus)
 }
 
 // decode opens the payloads of a request, all or none: if one names a
@@ -201,35 +225,35 @@ func (ce *codecEndpoint) decode(c echo.Context) error {
 	const action = "codec-decode"
 	payloads, err := readPayloads(c)
 	if err != nil {
-		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		auditCodec(c, action, nil, problems.StatusOf(err))
 		return err
 	}
 	var scopes []codec.Scope
 	for _, p := range payloads {
 		sc, sealed, err := codec.ScopeOf(p)
 		if err != nil {
-			ce.s.auditCodec(c, action, nil, http.StatusBadRequest)
-			return problem(http.StatusBadRequest, "malformed-request", "a payload names a scope octflow does not write")
+			auditCodec(c, action, nil, http.StatusBadRequest)
+			return problems.New(http.StatusBadRequest, "malformed-request", "a payload names a scope octflow does not write")
 		}
 		if sealed && !slices.Contains(scopes, sc) {
 			scopes = append(scopes, sc)
 		}
 	}
-	who := principal(c)
+	who := auth.Of(c)
 	for _, sc := range scopes {
 		if !mayRead(who, sc) {
-			ce.s.auditCodec(c, action, scopes, http.StatusForbidden)
-			return problem(http.StatusForbidden, "forbidden",
+			auditCodec(c, action, scopes, http.StatusForbidden)
+			return problems.New(http.StatusForbidden, "forbidden",
 				"payloads of "+describeScope(sc)+" are not this "+string(who.Role)+"'s to read; nothing was opened")
 		}
 	}
 	out, err := ce.sealer.Decode(payloads)
 	if err != nil {
-		ce.s.auditCodec(c, action, scopes, http.StatusBadRequest)
-		return problem(http.StatusBadRequest, "malformed-request",
+		auditCodec(c, action, scopes, http.StatusBadRequest)
+		return problems.New(http.StatusBadRequest, "malformed-request",
 			"a payload does not open: altered, relabelled, or sealed with a key this gateway does not hold")
 	}
-	ce.s.auditCodec(c, action, scopes, http.StatusOK)
+	auditCodec(c, action, scopes, http.StatusOK)
 	return writePayloads(c, out)
 }
 
@@ -240,22 +264,22 @@ func (ce *codecEndpoint) encode(c echo.Context) error {
 	scope := codec.System
 	if campus := c.Request().Header.Get(campusHeader); campus != "" {
 		if exam.ValidateCampus(campus) != nil {
-			ce.s.auditCodec(c, action, nil, http.StatusBadRequest)
-			return problem(http.StatusBadRequest, "malformed-request", campusHeader+" names no campus")
+			auditCodec(c, action, nil, http.StatusBadRequest)
+			return problems.New(http.StatusBadRequest, "malformed-request", campusHeader+" names no campus")
 		}
 		scope = codec.CampusScope(campus)
 	}
 	scopes := []codec.Scope{scope}
 	payloads, err := readPayloads(c)
 	if err != nil {
-		ce.s.auditCodec(c, action, scopes, problemStatus(err))
+		auditCodec(c, action, scopes, problems.StatusOf(err))
 		return err
 	}
 	out, err := ce.sealer.InScope(scope).Encode(payloads)
 	if err != nil {
 		return err
 	}
-	ce.s.auditCodec(c, action, scopes, http.StatusOK)
+	auditCodec(c, action, scopes, http.StatusOK)
 	return writePayloads(c, out)
 }
 
@@ -274,7 +298,7 @@ func readPayloads(c echo.Context) ([]*commonpb.Payload, error) {
 	}
 	var ps commonpb.Payloads
 	if err := protojson.Unmarshal(b, &ps); err != nil {
-		return nil, problem(http.StatusBadRequest, "malformed-request", "want {\"payloads\": [...]} as Temporal's codec protocol sends")
+		return nil, problems.New(http.StatusBadRequest, "malformed-request", "want {\"payloads\": [...]} as Temporal's codec protocol sends")
 	}
 	return ps.GetPayloads(), nil
 }
@@ -292,9 +316,9 @@ func writePayloads(c echo.Context, ps []*commonpb.Payload) error {
 func readBody(c echo.Context, mediaType string, limit int64) ([]byte, error) {
 	r := c.Request()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); err != nil || mt != mediaType {
-		return nil, problem(http.StatusUnsupportedMediaType, "unsupported-media", "send "+mediaType)
+		return nil, problems.New(http.StatusUnsupportedMediaType, "unsupported-media", "send "+mediaType)
 	}
-	tooLarge := problem(http.StatusRequestEntityTooLarge, "too-large",
+	tooLarge := problems.New(http.StatusRequestEntityTooLarge, "too-large",
 		"this request's body holds at most "+strconv.FormatInt(limit, 10)+" bytes")
 	if r.ContentLength > limit {
 		return nil, tooLarge
@@ -305,18 +329,9 @@ func readBody(c echo.Context, mediaType string, limit int64) ([]byte, error) {
 	case errors.As(err, &over):
 		return nil, tooLarge
 	case err != nil:
-		return nil, problem(http.StatusBadRequest, "malformed-request", "the body could not be read")
+		return nil, problems.New(http.StatusBadRequest, "malformed-request", "the body could not be read")
 	}
 	return b, nil
-}
-
-// problemStatus is the status of a Problem (500 for another error).
-func problemStatus(err error) int {
-	var p *Problem
-	if errors.As(err, &p) {
-		return p.Status
-	}
-	return http.StatusInternalServerError
 }
 
 // codecLoginPage is a form to sign a browser in to the codec.
@@ -339,52 +354,52 @@ func codecLoginPage(c echo.Context) error {
 func (ce *codecEndpoint) login(c echo.Context) error {
 	const action = "codec-login"
 	now := ce.now()
-	client := clientOf(c.Request())
-	wait, settle := ce.failures.attempt(client, now)
+	client := auth.ClientOf(c.Request())
+	wait, settle := ce.failures.Attempt(client, now)
 	if wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		ce.s.auditCodec(c, action, nil, http.StatusTooManyRequests)
-		return problem(http.StatusTooManyRequests, "rate-limited", "too many failed sign-ins from this address")
+		auditCodec(c, action, nil, http.StatusTooManyRequests)
+		return problems.New(http.StatusTooManyRequests, "rate-limited", "too many failed sign-ins from this address")
 	}
 	who, err := ce.signIn(c)
 	settle(err == nil, ce.now())
 	if err != nil {
-		ce.s.auditCodec(c, action, nil, problemStatus(err))
+		auditCodec(c, action, nil, problems.StatusOf(err))
 		return err
 	}
 	id, err := ce.sessions.start(who, now)
 	if err != nil {
 		return err
 	}
-	c.Set(principalKey, who)
+	auth.Set(c, who)
 	c.SetCookie(ce.sessionCookie(c, id, int(codecSessionTTL/time.Second)))
 	c.Response().Header().Set("Cache-Control", "no-store")
-	ce.s.auditCodec(c, action, nil, http.StatusOK)
+	auditCodec(c, action, nil, http.StatusOK)
 	return c.HTML(http.StatusOK, "<!doctype html><p>Signed in as "+html.EscapeString(who.Name)+
 		" for "+codecSessionTTL.String()+". The Temporal Web UI can now show octflow's payloads.")
 }
 
 // signIn reads the sign-in form and checks its token.
-func (ce *codecEndpoint) signIn(c echo.Context) (Principal, error) {
+func (ce *codecEndpoint) signIn(c echo.Context) (auth.Principal, error) {
 	b, err := readBody(c, echo.MIMEApplicationForm, loginBodyLimit)
 	if err != nil {
-		return Principal{}, err
+		return auth.Principal{}, err
 	}
 	form, err := url.ParseQuery(string(b))
 	if err != nil {
-		return Principal{}, problem(http.StatusBadRequest, "malformed-request", "the form does not parse")
+		return auth.Principal{}, problems.New(http.StatusBadRequest, "malformed-request", "the form does not parse")
 	}
 	token := strings.TrimSpace(form.Get("token"))
-	p, ok := ce.s.cfg.Tokens.lookup(token)
-	if token == "" || !ok || (p.Role != RoleAdmin && p.Role != RoleClinician) {
-		return Principal{}, problem(http.StatusUnauthorized, "unauthenticated", "not an admin's or a clinician's token")
+	p, ok := ce.cfg.Tokens.Lookup(token)
+	if token == "" || !ok || (p.Role != auth.RoleAdmin && p.Role != auth.RoleClinician) {
+		return auth.Principal{}, problems.New(http.StatusUnauthorized, "unauthenticated", "not an admin's or a clinician's token")
 	}
 	return p, nil
 }
 
 // sessionCookie is the browser's session cookie (maxAge < 0 clears it).
 // It is SameSite=Strict, except where the gateway serves HTTPS to a Web
-// UI on another origin (CodecOrigins): that page may be another site (a
+// UI on another origin (Origins): that page may be another site (a
 // plain-HTTP tunnel to the UI is), and the browser would not send a
 // strict cookie with its decode calls, so the cookie is SameSite=None
 // (which browsers take only with Secure). Cross-site forgery is refused
@@ -392,7 +407,7 @@ func (ce *codecEndpoint) signIn(c echo.Context) (Principal, error) {
 func (ce *codecEndpoint) sessionCookie(c echo.Context, value string, maxAge int) *http.Cookie {
 	https := c.Scheme() == "https"
 	site := http.SameSiteStrictMode
-	if https && len(ce.s.cfg.CodecOrigins) > 0 {
+	if https && len(ce.cfg.Origins) > 0 {
 		site = http.SameSiteNoneMode
 	}
 	return &http.Cookie{Name: codecCookie, Value: value, Path: "/codec", HttpOnly: true, Secure: https, SameSite: site, MaxAge: maxAge}
@@ -402,11 +417,11 @@ func (ce *codecEndpoint) sessionCookie(c echo.Context, value string, maxAge int)
 func (ce *codecEndpoint) logout(c echo.Context) error {
 	if ck, err := c.Cookie(codecCookie); err == nil {
 		if p, ok := ce.sessions.lookup(ck.Value, ce.now()); ok {
-			c.Set(principalKey, p)
+			auth.Set(c, p)
 		}
 		ce.sessions.end(ck.Value)
 	}
 	c.SetCookie(ce.sessionCookie(c, "", -1))
-	ce.s.auditCodec(c, "codec-logout", nil, http.StatusNoContent)
+	auditCodec(c, "codec-logout", nil, http.StatusNoContent)
 	return c.NoContent(http.StatusNoContent)
 }

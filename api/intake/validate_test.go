@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
+	"octflow/api/problems"
 	"octflow/imaging"
+	"octflow/internal/testwait"
 	"octflow/octdicom"
 	"octflow/octdicom/hostile"
 )
@@ -53,7 +53,7 @@ func TestTheByteBudget(t *testing.T) {
 			order <- n
 			give()
 		}()
-		waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == i+1 })
+		testwait.Until(t, "a waiter queues", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.waiters) == i+1 })
 	}
 	select {
 	case n := <-order:
@@ -67,15 +67,6 @@ func TestTheByteBudget(t *testing.T) {
 	}
 	if b.inUse() != 0 {
 		t.Errorf("%d in use after all gave back", b.inUse())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
 	}
 }
 
@@ -104,15 +95,15 @@ func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 		{"never fits", head.Peak - 1, 0, http.StatusRequestEntityTooLarge, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := intakeServer(t, UploadLimits{ValidationBytes: c.budget, Wait: 50 * time.Millisecond})
-			give, err := srv.budget.take(context.Background(), c.held)
+			in := intakeFor(t, Limits{ValidationBytes: c.budget, Wait: 50 * time.Millisecond})
+			give, err := in.budget.take(context.Background(), c.held)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer give()
 			start := time.Now()
-			rec, err := submitTo(srv, scan.Bytes())
-			var prob *Problem
+			rec, err := submitTo(in, scan.Bytes())
+			var prob *problems.Problem
 			switch {
 			case c.status == 0 && err != nil:
 				t.Fatalf("intake: %v", err)
@@ -125,8 +116,8 @@ func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 			if c.status == http.StatusRequestEntityTooLarge && time.Since(start) >= 50*time.Millisecond {
 				t.Errorf("a scan that never fits waited %v for its turn", time.Since(start))
 			}
-			if srv.budget.inUse() != c.held {
-				t.Errorf("%d bytes in use after the intake, want the %d held", srv.budget.inUse(), c.held)
+			if in.budget.inUse() != c.held {
+				t.Errorf("%d bytes in use after the intake, want the %d held", in.budget.inUse(), c.held)
 			}
 		})
 	}
@@ -135,42 +126,33 @@ func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 // TestHostileScansAreRefusedBeforeTheBudget: every hostile file is a
 // 422 invalid volume, charged nothing.
 func TestHostileScansAreRefusedBeforeTheBudget(t *testing.T) {
-	srv := intakeServer(t, UploadLimits{})
+	in := intakeFor(t, Limits{})
 	for _, f := range hostile.Files() {
 		if len(f.Data) > 4<<20 {
 			continue
 		}
-		_, err := submitTo(srv, f.Data)
-		var prob *Problem
+		_, err := submitTo(in, f.Data)
+		var prob *problems.Problem
 		if !errors.As(err, &prob) || prob.Status != http.StatusUnprocessableEntity || !strings.Contains(prob.Detail, "invalid OCT volume") {
 			t.Errorf("%s: %v, want 422 invalid volume", f.Name, err)
 		}
 	}
-	if srv.budget.inUse() != 0 {
-		t.Errorf("%d bytes in use", srv.budget.inUse())
+	if in.budget.inUse() != 0 {
+		t.Errorf("%d bytes in use", in.budget.inUse())
 	}
 }
 
-func intakeServer(t testing.TB, limits UploadLimits) *Server {
-	tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
-		SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20, Uploads: limits})
+// intakeFor is an intake of north's devices within limits, for scans of
+// up to 32 MiB.
+func intakeFor(t testing.TB, limits Limits) *Intake {
+	return newIntake(t, Config{Campuses: []string{"north"}, MaxScanBytes: 32 << 20, Uploads: limits})
 }
 
 // submitTo runs the intake of one upload of scan.
-func submitTo(srv *Server, scan []byte) (*httptest.ResponseRecorder, error) {
-	contentType, body := Multipart(SubmitMeta{ExamID: "E-1"}, scan)
-	req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
-	req.Header.Set(echo.HeaderContentType, contentType)
-	rec := httptest.NewRecorder()
-	c := echo.New().NewContext(req, rec)
-	c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: "north"})
-	up, clean, err := srv.intake(c)
-	up.close()
-	clean.close()
+func submitTo(in *Intake, scan []byte) (*httptest.ResponseRecorder, error) {
+	rec, up, clean, err := take(in, "north", Meta{ExamID: "E-1"}, scan)
+	up.Close()
+	clean.Close()
 	return rec, err
 }
 
@@ -179,7 +161,7 @@ func submitTo(srv *Server, scan []byte) (*httptest.ResponseRecorder, error) {
 // reports the process's peak RSS (VmHWM, reset first where the kernel
 // allows) over it.
 func BenchmarkHostileCorpusPeakRSS(b *testing.B) {
-	srv := intakeServer(b, UploadLimits{Validating: 64})
+	in := intakeFor(b, Limits{Validating: 64})
 	files := hostile.Files()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
 	start := procStatus(b, "VmRSS")
@@ -187,7 +169,7 @@ func BenchmarkHostileCorpusPeakRSS(b *testing.B) {
 		var wg sync.WaitGroup
 		for _, f := range files {
 			wg.Go(func() {
-				if _, err := submitTo(srv, f.Data); err == nil {
+				if _, err := submitTo(in, f.Data); err == nil {
 					b.Errorf("%s accepted", f.Name)
 				}
 			})

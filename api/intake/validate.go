@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/imaging"
 	"octflow/octdicom"
 )
@@ -21,8 +23,8 @@ import (
 // at most its share of the slots (campusSlots) and of the memory
 // (campusBudgets, or one scan larger than that share), so its burst
 // waits behind itself, not in front of the other campuses.
-func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Uploads.Wait)
+func (in *Intake) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), in.cfg.Uploads.Wait)
 	defer cancel()
 	var held []func()
 	release := func() {
@@ -46,15 +48,15 @@ func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
 		}
 		return err == nil
 	}
-	campus := principal(c).Campus
-	if mine := s.campusSlots[campus]; mine != nil && !slot(mine) {
+	campus := auth.Of(c).Campus
+	if mine := in.campusSlots[campus]; mine != nil && !slot(mine) {
 		return func() {}, validatingFull(c)
 	}
-	if mine := s.campusBudgets[campus]; mine != nil && !memory(mine) {
+	if mine := in.campusBudgets[campus]; mine != nil && !memory(mine) {
 		release()
 		return func() {}, validatingFull(c)
 	}
-	if !slot(s.uploads) || !memory(s.budget) {
+	if !slot(in.validating) || !memory(in.budget) {
 		release()
 		return func() {}, validatingFull(c)
 	}
@@ -63,7 +65,7 @@ func (s *Server) takeUploadTurn(c echo.Context, peak int64) (func(), error) {
 
 func validatingFull(c echo.Context) error {
 	c.Response().Header().Set("Retry-After", "10")
-	return problem(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
+	return problems.New(http.StatusServiceUnavailable, "unavailable", "the gateway is validating as many scans as it may; retry shortly")
 }
 
 // campusSlots gives each campus that uploads its share of n validation
@@ -81,12 +83,12 @@ func campusSlots(n int, campuses []string) map[string]chan struct{} {
 	return out
 }
 
-// cleanUpload validates the spooled scan as an OCT volume and writes its
+// Clean validates the spooled scan as an OCT volume and writes its
 // de-identified copy, in one of the few validation slots and charged to
 // the validation memory budget what its header says that takes (a
 // volume is held in memory). A scan that is not a valid OCT volume is
 // 422; one that could never fit the budget, 413.
-func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
+func (in *Intake) Clean(c echo.Context, up *Upload) (*Scan, error) {
 	r, err := up.scan.reader()
 	if err != nil {
 		return nil, fmt.Errorf("read spooled upload: %w", err)
@@ -94,18 +96,18 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	head, err := octdicom.PreScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
+			return nil, unprocessable("invalid-volume", err, up.Ref.ID)
 		}
 		return nil, fmt.Errorf("read upload: %w", err)
 	}
-	if budget := s.cfg.Uploads.ValidationBytes; head.Peak > budget {
-		p := problem(http.StatusRequestEntityTooLarge, "too-large",
+	if budget := in.cfg.Uploads.ValidationBytes; head.Peak > budget {
+		p := problems.New(http.StatusRequestEntityTooLarge, "too-large",
 			fmt.Sprintf("validating this scan (%d×%d×%d samples of %d bits) would take %d MiB; the gateway validates at most %d MiB at once",
 				head.Frames, head.Rows, head.Cols, head.Bits, head.Peak>>20, budget>>20))
-		p.ExamID = s.uploadRef(c, up).ID
+		p.ExamID = up.Ref.ID
 		return nil, p
 	}
-	release, err := s.takeUploadTurn(c, head.Peak)
+	release, err := in.takeUploadTurn(c, head.Peak)
 	if err != nil {
 		return nil, err
 	}
@@ -116,36 +118,37 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 	scan, err := octdicom.ParseScan(r, up.size)
 	if err != nil {
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
+			return nil, unprocessable("invalid-volume", err, up.Ref.ID)
 		}
 		return nil, fmt.Errorf("read upload: %w", err)
 	}
-	if up.meta.Eye != "" && scan.Volume.Laterality != "" && up.meta.Eye != scan.Volume.Laterality {
-		return nil, problem(http.StatusUnprocessableEntity, "invalid-meta",
-			fmt.Sprintf("meta says eye %s but the scan's laterality is %s", up.meta.Eye, scan.Volume.Laterality))
+	if up.Meta.Eye != "" && scan.Volume.Laterality != "" && up.Meta.Eye != scan.Volume.Laterality {
+		return nil, problems.New(http.StatusUnprocessableEntity, "invalid-meta",
+			fmt.Sprintf("meta says eye %s but the scan's laterality is %s", up.Meta.Eye, scan.Volume.Laterality))
 	}
 	// The pattern is told from the original: the de-identified copy keeps
 	// no descriptions.
-	declared, _ := imaging.ParsePattern(up.meta.ScanType)
+	declared, _ := imaging.ParsePattern(up.Meta.ScanType)
 	pattern, err := imaging.ResolvePattern(scan.Volume, declared)
 	if err != nil {
-		return nil, unprocessable("invalid-meta", err, s.uploadRef(c, up).ID)
+		return nil, unprocessable("invalid-meta", err, up.Ref.ID)
 	}
-	patient := up.meta.PatientRef
+	patient := up.Meta.PatientRef
 	if patient == "" {
 		patient = scan.Header.PatientID
 	}
-	clean := &cleanScan{laterality: scan.Volume.Laterality, patientRef: s.cfg.Pseudonymizer.Ref(principal(c).Campus, patient),
-		pattern: pattern, sopInstance: scan.Header.SOPInstanceUID, device: scan.Header.DeviceSerialNumber,
-		study: scan.Header.StudyInstanceUID}
-	if clean.file, err = os.CreateTemp(s.cfg.SpoolDir, "octflow-clean-*"); err != nil {
+	campus := auth.Of(c).Campus
+	clean := &Scan{Laterality: scan.Volume.Laterality, PatientRef: in.cfg.Pseudonymizer.Ref(campus, patient),
+		Pattern: pattern, SOPInstance: scan.Header.SOPInstanceUID, Device: scan.Header.DeviceSerialNumber,
+		Study: scan.Header.StudyInstanceUID}
+	if clean.file, err = os.CreateTemp(in.cfg.SpoolDir, "octflow-clean-*"); err != nil {
 		return nil, fmt.Errorf("spool de-identified scan: %w", err)
 	}
-	err = scan.WriteDeidentified(clean.file, octdicom.Deidentification{PatientID: clean.patientRef, UID: s.cfg.Pseudonymizer.UIDs(principal(c).Campus)})
+	err = scan.WriteDeidentified(clean.file, octdicom.Deidentification{PatientID: clean.PatientRef, UID: in.cfg.Pseudonymizer.UIDs(campus)})
 	if err != nil {
-		clean.close()
+		clean.Close()
 		if errors.Is(err, imaging.ErrInvalidVolume) {
-			return nil, unprocessable("invalid-volume", err, s.uploadRef(c, up).ID)
+			return nil, unprocessable("invalid-volume", err, up.Ref.ID)
 		}
 		return nil, err
 	}
@@ -153,7 +156,7 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 		_, err = clean.file.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		clean.close()
+		clean.Close()
 		return nil, fmt.Errorf("rewind de-identified scan: %w", err)
 	}
 	return clean, nil
@@ -161,8 +164,8 @@ func (s *Server) cleanUpload(c echo.Context, up *upload) (*cleanScan, error) {
 
 // unprocessable is the 422 problem of kind for an upload of the exam
 // examID (its reference) that err says is unusable.
-func unprocessable(kind string, err error, examID string) *Problem {
-	p := problem(http.StatusUnprocessableEntity, kind, err.Error())
-	p.ExamID, p.cause = examID, err
+func unprocessable(kind string, err error, examID string) *problems.Problem {
+	p := problems.Caused(http.StatusUnprocessableEntity, kind, err)
+	p.ExamID = examID
 	return p
 }

@@ -1,14 +1,10 @@
-package api
+package intake
 
 import (
 	"bytes"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/labstack/echo/v4"
 
 	"octflow/exam"
 	"octflow/imaging"
@@ -56,7 +52,7 @@ func TestUIDReplacementIsKeyedPerCampus(t *testing.T) {
 // with the UIDs of the uploading device's campus, so the same scan sent
 // at two campuses gives two copies no UID links.
 func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
-	srv := intakeServer(t, UploadLimits{})
+	in := intakeFor(t, Limits{})
 	v := imaging.NewVolume(2, 16, 16, imaging.Spacing{AxialUm: 3.9, LateralUm: 11.7, FrameUm: 120})
 	h := octdicom.Header{SOPInstanceUID: "1.3.6.1.4.1.9590.100.1.2.1111", StudyInstanceUID: "1.3.6.1.4.1.9590.100.1.2.2222",
 		SeriesInstanceUID: "1.3.6.1.4.1.9590.100.1.2.3333", PatientID: "MRN-4471982"}
@@ -66,18 +62,13 @@ func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, campus := range []string{"north", "south"} {
-		contentType, body := Multipart(SubmitMeta{ExamID: "E-1"}, scan.Bytes())
-		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
-		req.Header.Set(echo.HeaderContentType, contentType)
-		c := echo.New().NewContext(req, httptest.NewRecorder())
-		c.Set(principalKey, Principal{Role: RoleDevice, DeviceID: "oct-1", Campus: campus})
-		up, clean, err := srv.intake(c)
+		_, up, clean, err := take(in, campus, Meta{ExamID: "E-1"}, scan.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
 		copied, err := io.ReadAll(clean.file)
-		up.close()
-		clean.close()
+		up.Close()
+		clean.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +79,7 @@ func TestACampusCopyHasItsCampusUIDs(t *testing.T) {
 		for _, u := range []struct{ orig, got string }{
 			{h.SOPInstanceUID, got.SOPInstanceUID}, {h.StudyInstanceUID, got.StudyInstanceUID}, {h.SeriesInstanceUID, got.SeriesInstanceUID},
 		} {
-			if want := srv.cfg.Pseudonymizer.UID(campus, u.orig); u.got != want {
+			if want := in.cfg.Pseudonymizer.UID(campus, u.orig); u.got != want {
 				t.Errorf("%s: %s became %s, want its campus's %s", campus, u.orig, u.got, want)
 			}
 			if other, ok := seen[u.got]; ok {
@@ -137,5 +128,30 @@ func TestExamReferencesAreKeyedPerCampus(t *testing.T) {
 	}
 	if ref := a.ExamRef("north", id); ref.Campus != "north" || ref.Validate() != nil {
 		t.Errorf("ExamRef = %+v", ref)
+	}
+}
+
+func TestPseudonymIsStableKeyedPerCampusAndHidesTheID(t *testing.T) {
+	a, b := NewPseudonymizer([]byte("key-one-0123456789")), NewPseudonymizer([]byte("key-two-0123456789"))
+	ref := a.Ref("north", "PAT-0042")
+	if ref != a.Ref("north", "PAT-0042") {
+		t.Error("pseudonym not stable")
+	}
+	if ref == b.Ref("north", "PAT-0042") {
+		t.Error("pseudonym does not depend on the key")
+	}
+	if ref == a.Ref("south", "PAT-0042") {
+		t.Error("two campuses share a pseudonym: a campus is a tenant")
+	}
+	if strings.Contains(ref, "0042") || !strings.HasPrefix(ref, "pt-") || len(ref) != 27 {
+		t.Errorf("pseudonym %q", ref)
+	}
+	if a.Ref("north", "") != "" {
+		t.Error("empty ID must give no pseudonym")
+	}
+	uid := a.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111")
+	if uid != a.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111") || uid == b.UID("north", "1.3.6.1.4.1.9590.100.1.2.1111") ||
+		!strings.HasPrefix(uid, "2.25.") || len(uid) > 64 || strings.Contains(uid, "9590") {
+		t.Errorf("UID replacement %q", uid)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package auditing
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +18,15 @@ type auditCollector struct {
 	trail                                    auditStats
 	pendingRecords, pendingBytes, spoolBytes *prometheus.Desc
 	lastTaken, refused                       *prometheus.Desc
+}
+
+// Collector exports the figures of a trail that gives them (an
+// audit.Trail), or is nil for one that does not.
+func Collector(trail audit.Sink) prometheus.Collector {
+	if t, ok := trail.(auditStats); ok {
+		return newAuditCollector(t)
+	}
+	return nil
 }
 
 func newAuditCollector(t auditStats) *auditCollector {

@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
+	"octflow/storage/storagetest"
 )
 
 // A scan's original identity is kept for the way back sealed for its
@@ -52,12 +53,12 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	identifiers := []string{"Doe^John", "PID-4711", "19610203", "ACC-2026-77", "Who^Doctor", "1.2.826.0.1.99"}
 	unnamed := scan(octdicom.Header{SOPInstanceUID: "1.2.826.0.1.98.3", PatientID: "PID-4711"})
 
-	pseudonyms := NewPseudonymizer([]byte("0123456789abcdef"))
+	pseudonyms := NewPseudonymizer([]byte(testKey))
 	ref := pseudonyms.ExamRef("north", "E-1")
-	upload := func(t *testing.T, srv *Server, b []byte) *upload {
-		up := &upload{}
-		t.Cleanup(up.close)
-		if err := srv.spoolScan(up, bytes.NewReader(b)); err != nil {
+	upload := func(t *testing.T, in *Intake, b []byte) *Upload {
+		up := &Upload{}
+		t.Cleanup(up.Close)
+		if err := in.spoolScan(up, bytes.NewReader(b)); err != nil {
 			t.Fatal(err)
 		}
 		return up
@@ -65,20 +66,20 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("sealed with the exam", func(t *testing.T) {
-		store := &conflictStore{objects: map[string][]byte{}}
-		srv := newServer(t, Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: sealer})
-		up := upload(t, srv, named)
-		if err := srv.keepIdentity(ctx, ref, up); err != nil {
+		store := &storagetest.Memory{}
+		in := newIntake(t, Config{Store: store, Identities: sealer})
+		up := upload(t, in, named)
+		if err := in.KeepIdentity(ctx, ref, up); err != nil {
 			t.Fatal(err)
 		}
-		key := exam.IdentityKey(ref, up.digest)
-		if len(store.puts) != 1 || store.puts[0] != key {
-			t.Fatalf("stored %v, want only %s", store.puts, key)
+		key := exam.IdentityKey(ref, up.Digest)
+		if puts := store.Puts(); len(puts) != 1 || puts[0] != key {
+			t.Fatalf("stored %v, want only %s", puts, key)
 		}
 		if !strings.HasPrefix(key, exam.ScansPrefix+ref.Campus+"/"+ref.ID+"/") {
 			t.Errorf("the identity's key %s is not under the exam's prefix", key)
 		}
-		sealed := store.objects[key]
+		sealed := store.Object(key)
 		for _, v := range identifiers {
 			if bytes.Contains(sealed, []byte(v)) || strings.Contains(key, v) {
 				t.Errorf("the stored identity holds %q in clear", v)
@@ -89,7 +90,7 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.PatientID != "PID-4711" || got.PatientName != "Doe^John" || got.StudyInstanceUID != "1.2.826.0.1.99" ||
-			got.SOPInstanceUID != "1.2.826.0.1.99.3" || got.ScanDigest != up.digest || got.Exam != ref {
+			got.SOPInstanceUID != "1.2.826.0.1.99.3" || got.ScanDigest != up.Digest || got.Exam != ref {
 			t.Errorf("opened %+v", got)
 		}
 		if _, err := octdicom.OpenIdentity(sealer, pseudonyms.ExamRef("south", "E-1"), sealed); !errors.Is(err, octdicom.ErrWrongCampus) {
@@ -101,12 +102,12 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 			t.Errorf("the payload codec's keys, a GPU node's, opened the identity: %+v", got.Exam)
 		}
 		// A resend: the identity is there, nothing more is stored.
-		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || len(store.puts) != 1 {
-			t.Errorf("a resend stored %v (%v)", store.puts, err)
+		if err := in.EnsureIdentity(ctx, ref, upload(t, in, named)); err != nil || len(store.Puts()) != 1 {
+			t.Errorf("a resend stored %v (%v)", store.Puts(), err)
 		}
 		// An exam accepted before identities were kept gets it on a resend.
-		delete(store.objects, key)
-		if err := srv.ensureIdentity(ctx, ref, upload(t, srv, named)); err != nil || store.objects[key] == nil {
+		_ = store.Delete(ctx, key)
+		if err := in.EnsureIdentity(ctx, ref, upload(t, in, named)); err != nil || store.Object(key) == nil {
 			t.Errorf("a resend did not restore the identity (%v)", err)
 		}
 	})
@@ -121,14 +122,13 @@ func TestTheOriginalIdentityIsKeptSealedWithTheExam(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := &conflictStore{objects: map[string][]byte{}}
-			cfg := Config{Pseudonymizer: pseudonyms, SpoolDir: t.TempDir(), Store: store, PayloadCodec: payloads, Identities: c.codec}
-			srv := newServer(t, cfg)
-			if err := srv.keepIdentity(ctx, ref, upload(t, srv, c.scan)); err != nil {
+			store := &storagetest.Memory{}
+			in := newIntake(t, Config{Store: store, Identities: c.codec})
+			if err := in.KeepIdentity(ctx, ref, upload(t, in, c.scan)); err != nil {
 				t.Fatal(err)
 			}
-			if len(store.puts) != 0 {
-				t.Errorf("stored %v", store.puts)
+			if puts := store.Puts(); len(puts) != 0 {
+				t.Errorf("stored %v", puts)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"context"
@@ -109,7 +109,7 @@ func campusBudgets(size int64, campuses []string) map[string]*byteBudget {
 	return out
 }
 
-// DefaultValidationBytes is UploadLimits.ValidationBytes's default: room
+// DefaultValidationBytes is Limits.ValidationBytes's default: room
 // to read and de-identify the largest clinical cube (128 × 1024 × 512
 // samples, whose octdicom.Declared.Peak is about 2.5 GiB) while smaller
 // scans wait, or several scans of ordinary size at once (a 49 × 496 ×

@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"math"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"octflow/api/auth"
+	"octflow/api/problems"
 )
 
 // RateLimit bounds how fast one device may submit exams, by either
@@ -102,15 +105,17 @@ func (d *deviceRates) charge(key string, n int, now time.Time) {
 
 // deviceKey names a device's bucket: device IDs are unique within a
 // campus only.
-func deviceKey(who Principal) string { return who.Campus + "/" + who.DeviceID }
+func deviceKey(who auth.Principal) string { return who.Campus + "/" + who.DeviceID }
 
-// middleware answers 429 with Retry-After to a device over its rate.
-func (d *deviceRates) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+// DeviceRate answers 429 with Retry-After to a device over its rate
+// (middleware of every route that submits).
+func (in *Intake) DeviceRate(next echo.HandlerFunc) echo.HandlerFunc {
+	d := in.rates
 	return func(c echo.Context) error {
-		ok, wait := d.take(deviceKey(principal(c)), time.Now())
+		ok, wait := d.take(deviceKey(auth.Of(c)), time.Now())
 		if !ok {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			return problem(http.StatusTooManyRequests, "rate-limited",
+			return problems.New(http.StatusTooManyRequests, "rate-limited",
 				"this device submits faster than "+strconv.FormatFloat(d.limit.PerMinute, 'f', -1, 64)+
 					" exams a minute (a STOW-RS request counts each instance)")
 		}

@@ -1,4 +1,4 @@
-package api
+package codecserver
 
 import (
 	"net/http"
@@ -25,8 +25,7 @@ func (r *codecTrail) Record(ev audit.Event) error {
 
 func TestCodecUseAndRefusalsAreAudited(t *testing.T) {
 	h := newCodecHarness(t)
-	trail := &codecTrail{}
-	h.srv.cfg.AuditTrail = trail
+	trail := h.trail
 	h.codecCall("decode", "clin-north", payloadsJSON(t, h.seal(codec.CampusScope("north"), "n")), nil)
 	h.codecCall("decode", "clin-north", payloadsJSON(t, h.seal(codec.CampusScope("south"), "s")), nil)
 	h.codecCall("decode", "admin", payloadsJSON(t, h.seal(codec.System, "f"), h.seal(codec.CampusScope("south"), "s")), nil)

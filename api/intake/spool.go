@@ -1,4 +1,4 @@
-package api
+package intake
 
 import (
 	"crypto/aes"
@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"octflow/api/auth"
+	"octflow/api/problems"
 )
 
 // spool holds an upload on disk while it is checked. The upload as sent
@@ -209,7 +212,7 @@ func (q *spoolQuota) inUse() int64 {
 	return q.used
 }
 
-// spoolBudget admits an upload (middleware of POST /v1/exams and
+// SpoolBudget admits an upload (middleware of POST /v1/exams and
 // STOW-RS) only while the spool has room for it in its campus's share
 // (see spoolQuota), or answers 503 with Retry-After. An upload is
 // charged for the bytes it has sent, as they arrive, not for the length
@@ -221,38 +224,38 @@ func (q *spoolQuota) inUse() int64 {
 // An upload's body is paced (see UploadPace) and its answer is small,
 // so the server's write timeout, which counts from the request's start,
 // does not apply to it.
-func (s *Server) spoolBudget(next echo.HandlerFunc) echo.HandlerFunc {
+func (in *Intake) SpoolBudget(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		body := &budgetedBody{r: req.Body, quota: s.spool, campus: principal(c).Campus}
+		body := &budgetedBody{r: req.Body, quota: in.spool, campus: auth.Of(c).Campus}
 		defer body.release()
 		// Nothing is charged before a byte arrives, but an upload is not
 		// begun without room for its first bytes.
 		if !body.charge(spoolCharge * min(max(req.ContentLength, 1), 64<<10)) {
-			return s.spoolFull(c)
+			return in.spoolFull(c)
 		}
 		req.Body = body
 		_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Time{})
 		err := next(c)
 		if err != nil && body.refused {
-			return s.spoolFull(c)
+			return in.spoolFull(c)
 		}
 		return err
 	}
 }
 
 // maxMetaBytes is what an upload's body may hold besides its scan (see
-// receive).
+// Intake.bound).
 const maxMetaBytes = 1 << 20
 
 // SpoolBytesFor is what the spool must hold for one upload of a scan of
 // maxScanBytes: the least cap that lets the largest upload in.
 func SpoolBytesFor(maxScanBytes int64) int64 { return (maxScanBytes + maxMetaBytes + 1) * spoolCharge }
 
-func (s *Server) spoolFull(c echo.Context) error {
-	c.Response().Header().Set("Retry-After", retryAfter(spoolRetryAfter))
-	return problem(http.StatusServiceUnavailable, "unavailable",
-		fmt.Sprintf("the uploads in flight fill the gateway's spool (%d bytes); retry shortly", s.spool.max))
+func (in *Intake) spoolFull(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", problems.RetryAfter(spoolRetryAfter))
+	return problems.New(http.StatusServiceUnavailable, "unavailable",
+		fmt.Sprintf("the uploads in flight fill the gateway's spool (%d bytes); retry shortly", in.spool.max))
 }
 
 // budgetedBody charges a request body to the spool quota as it is read.

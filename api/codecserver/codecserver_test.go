@@ -1,4 +1,4 @@
-package api
+package codecserver
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -16,28 +15,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/codec"
 )
 
 const webUI = "https://temporal-ui.hospital.example"
 
-// codecHarness is a gateway serving the codec, with its audit log.
+// codecHarness is a gateway serving the codec, with its audit trail.
 type codecHarness struct {
 	t      *testing.T
-	srv    *Server
+	e      *echo.Echo
 	sealer *codec.Codec
+	trail  *codecTrail
 }
 
 func newCodecHarness(t *testing.T) *codecHarness {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("admin"), Principal: Principal{Name: "a", Role: RoleAdmin}},
-		{SHA256: HashToken("clin-north"), Principal: Principal{Name: "cn", Role: RoleClinician, Campus: "north"}},
-		{SHA256: HashToken("clin-both"), Principal: Principal{Name: "cb", Role: RoleClinician, Campus: "north", Campuses: []string{"south"}}},
-		{SHA256: HashToken("dev-north"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("admin"), Principal: auth.Principal{Name: "a", Role: auth.RoleAdmin}},
+		{SHA256: auth.HashToken("clin-north"), Principal: auth.Principal{Name: "cn", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("clin-both"), Principal: auth.Principal{Name: "cb", Role: auth.RoleClinician, Campus: "north", Campuses: []string{"south"}}},
+		{SHA256: auth.HashToken("dev-north"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +55,14 @@ func newCodecHarness(t *testing.T) *codecHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, PayloadCodec: sealer, CodecOrigins: []string{webUI}})
-	return &codecHarness{t: t, srv: srv, sealer: sealer}
+	// The endpoint as the gateway serves it: every error a problem, every
+	// decision audited.
+	trail := &codecTrail{}
+	e := echo.New()
+	e.HTTPErrorHandler = problems.Handler(zap.NewNop())
+	e.Use(auditing.New(auditing.Config{Trail: trail, Tokens: tokens, Logger: zap.NewNop()}).Middleware)
+	Register(e, Config{Codec: sealer, Origins: []string{webUI}, Tokens: tokens, Logger: zap.NewNop()})
+	return &codecHarness{t: t, e: e, sealer: sealer, trail: trail}
 }
 
 // seal is a payload holding data, sealed in scope s.
@@ -80,7 +91,7 @@ func (h *codecHarness) do(method, path string, body io.Reader, edit func(*http.R
 		edit(req)
 	}
 	rec := httptest.NewRecorder()
-	h.srv.ServeHTTP(rec, req)
+	h.e.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -112,7 +123,7 @@ func (h *codecHarness) login(token, addr string, edit func(*http.Request)) *http
 // wantProblem checks an RFC 9457 answer of status and kind.
 func wantProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, kind string) {
 	t.Helper()
-	var p Problem
+	var p problems.Problem
 	if rec.Code != status || rec.Header().Get("Content-Type") != "application/problem+json" ||
 		json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Type != "urn:octflow:problem:"+kind || p.Status != status {
 		t.Errorf("got %d %s %s, want a %d %s problem", rec.Code, rec.Header().Get("Content-Type"), rec.Body, status, kind)
@@ -304,7 +315,7 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 		t.Fatalf("cookies %v", cookies)
 	}
 	ck := cookies[0]
-	if strings.Contains(ck.Value, "clin-north") || ck.Value == HashToken("clin-north") || len(ck.Value) < 43 {
+	if strings.Contains(ck.Value, "clin-north") || ck.Value == auth.HashToken("clin-north") || len(ck.Value) < 43 {
 		t.Errorf("the cookie %q is the token or a function of it, or short", ck.Value)
 	}
 	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/codec" || ck.Secure ||
@@ -346,7 +357,7 @@ func TestCodecSessionCookieIsAnOpaqueSessionNotTheToken(t *testing.T) {
 func TestCodecSessionsEndAndAreBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
 	s := newCodecSessions(time.Hour, 2, 8)
-	who := Principal{Name: "cn", Role: RoleClinician, Campus: "north"}
+	who := auth.Principal{Name: "cn", Role: auth.RoleClinician, Campus: "north"}
 	a, _ := s.start(who, t0)
 	if p, ok := s.lookup(a, t0.Add(59*time.Minute)); !ok || p.Name != "cn" {
 		t.Errorf("within the hour: %v %v", p, ok)
@@ -432,64 +443,12 @@ func TestCodecLoginFailuresAreRateLimitedPerClient(t *testing.T) {
 	}
 }
 
-func TestLoginFailuresRefillAndAreBounded(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
-	f := newLoginFailures(2, 10*time.Second, 3)
-	a := netip.MustParsePrefix("192.0.2.1/32")
-	f.fail(a, t0)
-	f.fail(a, t0)
-	if w := f.wait(a, t0); w != 10*time.Second {
-		t.Errorf("wait after the burst: %v, want 10s", w)
-	}
-	if w := f.wait(a, t0.Add(4*time.Second)); w != 6*time.Second {
-		t.Errorf("wait 4 s later: %v, want 6s", w)
-	}
-	if w := f.wait(a, t0.Add(10*time.Second)); w != 0 {
-		t.Errorf("wait after one period: %v", w)
-	}
-	// Addresses of one IPv6 /64 are one client; the address is the
-	// connection's, not a header's.
-	r1 := httptest.NewRequest(http.MethodPost, "/", nil)
-	r1.RemoteAddr = "[2001:db8:1:2::1]:443"
-	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
-	r2.RemoteAddr = "[2001:db8:1:2:ffff::9]:443"
-	r2.Header.Set("X-Forwarded-For", "203.0.113.9")
-	if clientOf(r1) != clientOf(r2) {
-		t.Errorf("one /64, two clients: %v %v", clientOf(r1), clientOf(r2))
-	}
-	r3 := httptest.NewRequest(http.MethodPost, "/", nil)
-	r3.RemoteAddr = "[::ffff:192.0.2.1]:443"
-	if clientOf(r3) != a {
-		t.Errorf("a mapped IPv4 address: %v", clientOf(r3))
-	}
-	// Bounded: past max clients the one closest to a full allowance is
-	// forgotten; a new client never shares another's allowance.
-	// Client i spends its allowance at second i.
-	for i := range 100 {
-		c := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 32)
-		at := t0.Add(time.Duration(i) * time.Second)
-		f.fail(c, at)
-		f.fail(c, at)
-	}
-	if len(f.clients) > 3 {
-		t.Errorf("%d clients tracked, want at most max", len(f.clients))
-	}
-	end := t0.Add(100 * time.Second)
-	newcomer := netip.MustParsePrefix("192.0.2.77/32")
-	if w := f.wait(newcomer, end); w != 0 {
-		t.Errorf("past the bound, a client that never failed must wait %v: it shares an allowance spent by others", w)
-	}
-	if w := f.wait(netip.MustParsePrefix("10.0.0.99/32"), end); w == 0 {
-		t.Error("the client that failed last was forgotten before one with a fuller allowance")
-	}
-}
-
 func TestOnePrincipalCannotSignOthersOut(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
 	s := newCodecSessions(time.Hour, 10, 3)
-	other := Principal{Name: "dr-kim", Role: RoleClinician, Campus: "north"}
+	other := auth.Principal{Name: "dr-kim", Role: auth.RoleClinician, Campus: "north"}
 	kept, _ := s.start(other, t0)
-	flood := Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}
+	flood := auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}
 	var last []string
 	for i := range 50 {
 		id, _ := s.start(flood, t0.Add(time.Duration(i)*time.Second))
@@ -506,30 +465,5 @@ func TestOnePrincipalCannotSignOthersOut(t *testing.T) {
 		if _, ok := s.lookup(id, now); !ok {
 			t.Error("one of the flooding principal's newest sessions was dropped instead of its oldest")
 		}
-	}
-}
-
-func TestSignInsInParallelCannotOverdrawTheAllowance(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
-	f := newLoginFailures(2, 10*time.Second, 10)
-	a := netip.MustParsePrefix("192.0.2.1/32")
-	// Two sign-ins under way at once take the whole burst: a third,
-	// before either has failed, is refused.
-	_, first := f.attempt(a, t0)
-	_, second := f.attempt(a, t0)
-	if w, _ := f.attempt(a, t0); w == 0 {
-		t.Fatal("a third parallel sign-in was let through a burst of 2")
-	}
-	// A sign-in that succeeds gives its share back; one that fails keeps
-	// it spent.
-	first(true, t0)
-	second(false, t0)
-	w, third := f.attempt(a, t0)
-	if w != 0 {
-		t.Fatalf("after a success the allowance was not given back: wait %v", w)
-	}
-	third(false, t0)
-	if w, _ := f.attempt(a, t0); w != 10*time.Second {
-		t.Errorf("after two failures: wait %v, want 10s", w)
 	}
 }
