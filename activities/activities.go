@@ -82,9 +82,6 @@ type Common struct {
 // worker) and sets only its own part; the other is nil.
 type Activities struct {
 	Common
-	// Reviews opens an exam's review once its report is stored (the
-	// report stage, on CPU workers).
-	Reviews ReviewOpener
 	// Node names the GPU node or worker running the stages; it goes into
 	// every heartbeat so that a stage lost with its node still names the
 	// node in the exam's timeline.
@@ -136,12 +133,6 @@ type Workstations struct {
 // SimulatedComputeFunc is a simulated node's GPU time for a stage: it
 // waits as the model would and may fail as a GPU does.
 type SimulatedComputeFunc func(ctx context.Context, node string, stage exam.Stage) error
-
-// ReviewOpener starts an exam's review workflow; a review that exists
-// already is left as it is, and is no error.
-type ReviewOpener interface {
-	Open(ctx context.Context, start contract.ReviewStart) error
-}
 
 // Inbox is where report-ready events wait for the clinicians' stream.
 type Inbox interface {

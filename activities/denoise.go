@@ -79,8 +79,9 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 			return err
 		}
 		var den *imaging.Volume
+		denoiser := a.denoising()
 		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
-			den, err = a.denoising().Denoise(ctx, v)
+			den, err = denoiser.Denoise(ctx, v)
 			return err
 		}); err != nil {
 			return permanentIfInvalid(err)
@@ -91,7 +92,7 @@ func (a *Activities) Denoise(ctx context.Context, in contract.StageInput) (contr
 		if err := octdicom.WriteDICOM(&buf, den, octdicom.Header{SOPInstanceUID: derivedUID(in.Exam.ScanDigest)}); err != nil {
 			return err
 		}
-		out.Keys = []string{key}
+		out.Keys, out.Algorithm = []string{key}, denoiser.Name()
 		return a.put(ctx, key, buf.Bytes(), "application/dicom")
 	})
 	return out, err

@@ -139,7 +139,7 @@ func TestADeliveryToANameThatResolvesToLoopbackIsRefusedAtTheDial(t *testing.T) 
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestActivityEnvironment()
 			env.RegisterActivity(a.NotifyWorkstation)
-			in := contract.StageInput{Exam: exam.Submission{ExamID: "E1", Campus: "north", CallbackURL: hook}}
+			in := contract.NotifyInput{Exam: exam.Submission{ExamID: "E1", Campus: "north", CallbackURL: hook}}
 			v, err := env.ExecuteActivity(a.NotifyWorkstation, in)
 			mu.Lock()
 			gotConns, gotRequests := conns, requests

@@ -79,13 +79,14 @@ func (a *Activities) SegmentLayers(ctx context.Context, in contract.StageInput) 
 			return err
 		}
 		var layers *imaging.Layers
+		seg := a.segmenting()
 		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
-			layers, err = a.segmenting().SegmentLayers(ctx, v)
+			layers, err = seg.SegmentLayers(ctx, v)
 			return err
 		}); err != nil {
 			return permanentIfInvalid(err)
 		}
-		out.Keys = []string{exam.LayersKey(in.Exam.Ref())}
+		out.Keys, out.Algorithm = []string{exam.LayersKey(in.Exam.Ref())}, seg.Name()
 		return a.putJSON(ctx, out.Keys[0], layers)
 	})
 	return out, err

@@ -75,8 +75,9 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 		}
 		var masks *imaging.LesionMasks
 		var lesions []imaging.Lesion
+		marker := a.lesionMarking()
 		if err := a.onGPU(ctx, func(ctx context.Context) (err error) {
-			if masks, err = a.lesionMarking().LesionMasks(ctx, v, layers); err != nil {
+			if masks, err = marker.LesionMasks(ctx, v, layers); err != nil {
 				return err
 			}
 			lesions, err = masks.Lesions(v, layers)
@@ -91,7 +92,7 @@ func (a *Activities) MarkLesions(ctx context.Context, in contract.StageInput) (c
 		if err := imaging.WriteLabelsNRRD(&labels, v, masks.Labels()); err != nil {
 			return err
 		}
-		out.Keys = []string{exam.LesionsKey(in.Exam.Ref()), exam.LesionLabelsKey(in.Exam.Ref())}
+		out.Keys, out.Algorithm = []string{exam.LesionsKey(in.Exam.Ref()), exam.LesionLabelsKey(in.Exam.Ref())}, marker.Name()
 		if err := a.put(ctx, out.Keys[1], labels.Bytes(), "application/octet-stream"); err != nil {
 			return err
 		}

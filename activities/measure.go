@@ -12,9 +12,10 @@ import (
 // The measure stage (exam.Measure). It reads the denoised volume and its
 // layers, runs the quality gate and measures what the scan's pattern
 // allows (imaging.Analyze): the measurements (JSON, exam.MeasurementsKey)
-// the report reads, and the exam's summary (summarize), which status and
-// events show from here on. Measurement is arithmetic over the
-// boundaries and always runs in Go.
+// the report reads, with the gate's verdict on each A-scan, and the
+// exam's summary (summarize), which status and events show from here on
+// and the pipeline passes on to the report. Measurement is arithmetic
+// over the boundaries and always runs in Go.
 
 // measureSpec declares the measure stage: a GPU stage (it runs beside
 // the exam's other outputs in the node's cache), 1 GiB.
@@ -30,6 +31,37 @@ type measurementsFile struct {
 	Volume   report.VolumeInfo `json:"volume"`
 	Eye      string            `json:"eye"`
 	Analysis *imaging.Analysis `json:"analysis"`
+	// Graded is the quality gate's verdict on each A-scan
+	// (imaging.Quality.Mask, which the analysis's JSON leaves out), one
+	// bit each in frame-major order, the first in the lowest bit of the
+	// first byte (packBits): the report counts a lesion only on a graded
+	// A-scan.
+	Graded []byte `json:"graded"`
+}
+
+// packBits packs a mask into bits, the first in the lowest bit of the
+// first byte.
+func packBits(mask []bool) []byte {
+	b := make([]byte, (len(mask)+7)/8)
+	for i, set := range mask {
+		if set {
+			b[i/8] |= 1 << (i % 8)
+		}
+	}
+	return b
+}
+
+// unpackBits is the mask of n entries packBits made b of; nil when b
+// holds fewer bits than n.
+func unpackBits(b []byte, n int) []bool {
+	if len(b)*8 < n {
+		return nil
+	}
+	mask := make([]bool, n)
+	for i := range mask {
+		mask[i] = b[i/8]&(1<<(i%8)) != 0
+	}
+	return mask
 }
 
 // Measure runs the quality gate and measures what the scan's pattern
@@ -54,21 +86,20 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 		}); err != nil {
 			return permanentIfInvalid(err)
 		}
-		out.Keys = []string{exam.MeasurementsKey(in.Exam.Ref())}
-		out.Summary = summarize(an, 0, "")
+		out.Keys, out.Algorithm = []string{exam.MeasurementsKey(in.Exam.Ref())}, measureAlgorithm
+		out.Summary = summarize(an)
 		return a.putJSON(ctx, out.Keys[0], measurementsFile{
 			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
-			Eye:    v.Laterality, Analysis: an})
+			Eye:    v.Laterality, Analysis: an, Graded: packBits(an.Quality.Mask)})
 	})
 	return out, err
 }
 
 // summarize is the headline of an analysis: what status and events show,
-// with the figures it withholds named (the report gives the reasons) and
-// the report's lesion finding ("" before the report).
-func summarize(an *imaging.Analysis, lesions int, finding string) *exam.Summary {
-	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable(),
-		Lesions: lesions, LesionFinding: finding}
+// with the figures it withholds named (the report gives the reasons).
+// The report adds its lesions and its lesion finding.
+func summarize(an *imaging.Analysis) *exam.Summary {
+	s := &exam.Summary{ScanType: string(an.Pattern), Gradable: string(an.Quality.Gradable), NotMeasurable: !an.Measurable()}
 	if an.Figures != nil {
 		an.Figures.Summarize(s)
 	}
@@ -80,7 +111,7 @@ func summarize(an *imaging.Analysis, lesions int, finding string) *exam.Summary 
 		s.WithheldReasons[w.Figure] = w.Reason
 	}
 	if an.Measurable() && an.LesionsWithheld() != "" {
-		s.LesionsWithheld, s.Lesions = true, 0
+		s.LesionsWithheld = true
 	}
 	return s
 }

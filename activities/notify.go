@@ -137,7 +137,7 @@ type ReportLinks struct {
 // NotifyWorkstation posts the signed report-ready event to the exam's
 // callback URL. A 5xx, a timeout or a network error is retried (by the
 // workflow, with jitter); a 4xx or a refused URL is final.
-func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInput) (out contract.StageOutput, err error) {
+func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.NotifyInput) (out contract.StageOutput, err error) {
 	start := time.Now()
 	defer func() { a.Metrics.observe(ctx, exam.Notify, a.Node, start, err) }()
 	beat := &stageBeat{beat: contract.Heartbeat{Node: a.Node, Stage: exam.Notify}}
@@ -149,17 +149,14 @@ func (a *Activities) NotifyWorkstation(ctx context.Context, in contract.StageInp
 	return a.notify(ctx, in, beat)
 }
 
-func (a *Activities) notify(ctx context.Context, in contract.StageInput, beat *stageBeat) (contract.StageOutput, error) {
+func (a *Activities) notify(ctx context.Context, in contract.NotifyInput, beat *stageBeat) (contract.StageOutput, error) {
 	var ws Workstations
 	if a.Workstations != nil {
 		ws = *a.Workstations
 	}
 	if ws.Inbox != nil {
 		e := contract.ReportReadyEvent{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, Priority: in.Exam.Priority,
-			Eye: in.Exam.Eye, Reminder: in.Reminder}
-		if in.Summary != nil {
-			e.Summary = *in.Summary
-		}
+			Eye: in.Exam.Eye, Reminder: in.Reminder, Summary: in.Summary}
 		if err := ws.Inbox.Publish(ctx, e); err != nil {
 			// Temporal did not answer: not the stage's fault.
 			return contract.StageOutput{}, unavailable(ctx, fmt.Errorf("publish to the campus inbox: %w", err))
@@ -185,10 +182,8 @@ func (a *Activities) notify(ctx context.Context, in contract.StageInput, beat *s
 	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) +
 		"/report?campus=" + url.QueryEscape(in.Exam.Campus) + "&format="
 	event := ReportReady{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, State: lifecycle.Completed, Eye: in.Exam.Eye,
-		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder}
-	if in.Summary != nil {
-		event.ScanType, event.Gradable, event.NotMeasurable = in.Summary.ScanType, in.Summary.Gradable, in.Summary.NotMeasurable
-	}
+		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder,
+		ScanType: in.Summary.ScanType, Gradable: in.Summary.Gradable, NotMeasurable: in.Summary.NotMeasurable}
 	body, err := json.Marshal(event)
 	if err != nil {
 		return contract.StageOutput{}, fmt.Errorf("encode event: %w", err)

@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -17,29 +16,23 @@ import (
 )
 
 // The report stage (exam.Render), on the CPU workers. It reads what the
-// image stages stored and writes the report: report.json
+// image stages stored (the measurements with the gate's verdict on each
+// A-scan, the lesions, and the denoised volume and its layers for the
+// B-scan the report shows) and writes the report: report.json
 // (exam.ReportJSONKey) and report.pdf (exam.ReportPDFKey), naming what
-// computed each stage (algorithms), then opens the exam's review. A
-// report stands once written: another run of the exam never replaces it.
+// computed each stage as the stages said (contract.ReportInput). Its
+// output is the exam's summary with the report's lesions, and says when
+// it made the report, from which the exam's review window runs. A
+// report stands once written: another run of the exam never replaces
+// it.
 
 // reportSpec declares the report stage, on the CPU workers.
 func reportSpec() exam.StageSpec {
 	return exam.StageSpec{Stage: exam.Render, Activity: "RenderReport"}
 }
 
-// algorithms names what computed each image stage, recorded in every
-// report.
-func (a *Activities) algorithms() map[string]string {
-	return map[string]string{
-		string(exam.Denoise): a.denoising().Name(),
-		string(exam.Layers):  a.segmenting().Name(),
-		string(exam.Lesions): a.lesionMarking().Name(),
-		string(exam.Measure): measureAlgorithm,
-	}
-}
-
 // RenderReport writes report.json and report.pdf from the stage outputs.
-func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+func (a *Activities) RenderReport(ctx context.Context, in contract.ReportInput) (contract.StageOutput, error) {
 	var out contract.StageOutput
 	err := a.run(ctx, reportSpec(), &out, func(ctx context.Context) error {
 		var mf measurementsFile
@@ -53,17 +46,19 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 		if mf.Analysis == nil {
 			return temporal.NewNonRetryableApplicationError("measurements missing", contract.ErrTypeInvalidVolume, nil)
 		}
+		// The gate's verdict on each A-scan, as the measure stage stored
+		// it (the analysis's JSON leaves it out).
+		mf.Analysis.Quality.Mask = unpackBits(mf.Graded, mf.Volume.Frames*mf.Volume.Cols)
+		if mf.Analysis.Quality.Mask == nil {
+			return temporal.NewNonRetryableApplicationError("measurements without the quality gate's verdict", contract.ErrTypeInvalidVolume, nil)
+		}
+		// The volume and its layers only for the B-scan the report shows.
 		v, layers, err := a.loadVolumeAndLayers(ctx, in.Exam)
 		if err != nil {
 			return err
 		}
-		// The mask does not travel in measurements.json; the gate is
-		// deterministic, so it is asked again.
-		mf.Analysis.Quality.Mask = imaging.Assess(v, layers).Mask
 		var intensity imaging.Intensity
-		switch err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); {
-		case errors.Is(err, storage.ErrNotFound): // an exam denoised before normalisation was recorded
-		case err != nil:
+		if err := a.getJSON(ctx, exam.IntensityKey(in.Exam.Ref()), &intensity); err != nil {
 			return err
 		}
 		info := activity.GetInfo(ctx)
@@ -80,12 +75,10 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			// re-run writes the same report.
 			GeneratedAt: info.ScheduledTime.UTC().Truncate(time.Second),
 			Volume:      mf.Volume,
-			Algorithms:  a.algorithms(),
+			Algorithms:  algorithmsOf(in.Algorithms),
+			Intensity:   &intensity,
 		}
-		if intensity.Encoding != "" {
-			rep.Intensity = &intensity
-		}
-		rep.FromAnalysis(mf.Analysis, lesions, v.Cols)
+		rep.FromAnalysis(mf.Analysis, lesions, mf.Volume.Cols)
 		figs := reportFigures(v, layers, mf.Analysis)
 		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		// A report stands once written: a retry of the same run rewrites
@@ -112,31 +105,23 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.StageInput) (
 			return err
 		}
 		out.Keys = []string{jsonKey, pdfKey}
-		out.Summary = summarize(mf.Analysis, len(rep.Lesions), rep.LesionFinding)
-		if err := a.put(ctx, pdfKey, pdf, "application/pdf"); err != nil {
-			return err
-		}
-		return a.openReview(ctx, in.Review, *out.Summary, rep.GeneratedAt)
+		// The measure stage's summary, with the lesions the report counts.
+		summary := in.Summary
+		summary.Lesions, summary.LesionFinding = len(rep.Lesions), rep.LesionFinding
+		out.Summary = &summary
+		out.ReportAt = &rep.GeneratedAt
+		return a.put(ctx, pdfKey, pdf, "application/pdf")
 	})
 	return out, err
 }
 
-// openReview opens the review the report stage was asked to open, once
-// the report it reviews is stored: with the report's summary, its window
-// running from the report's time. A retried stage finds it open.
-func (a *Activities) openReview(ctx context.Context, review *contract.ReviewStart, summary exam.Summary, reportAt time.Time) error {
-	if review == nil {
-		return nil // the stage was not asked to open one
+// algorithmsOf is the report's record of what computed each stage.
+func algorithmsOf(byStage map[exam.Stage]string) map[string]string {
+	out := make(map[string]string, len(byStage))
+	for stage, name := range byStage {
+		out[string(stage)] = name
 	}
-	if a.Reviews == nil {
-		return errors.New("this worker cannot open reviews")
-	}
-	start := *review
-	start.Summary, start.ReportAt = summary, reportAt
-	if err := a.Reviews.Open(ctx, start); err != nil {
-		return unavailable(ctx, fmt.Errorf("open review: %w", err))
-	}
-	return nil
+	return out
 }
 
 // reportFigures takes the B-scan the report shows (through the fovea of

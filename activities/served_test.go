@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -126,31 +125,6 @@ func TestAServedModelOfTheWrongShapeIsRefused(t *testing.T) {
 	for stage, err := range map[string]error{"denoise": errDenoise, "layers": errLayers, "lesions": errLesions} {
 		if err == nil || !strings.Contains(err.Error(), "output shape [2 32]") {
 			t.Errorf("%s: err = %v, want the wrong shape named", stage, err)
-		}
-	}
-}
-
-// The report names what computed each image stage: the served model of
-// a stage pointed at one, the reference of every other.
-func TestTheReportNamesEachStagesComputation(t *testing.T) {
-	a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{exam.Layers: {URL: "http://triton:8000/v2/models/layers"}}}}
-	want := map[string]string{"denoise": "nlm-log/v1", "layers": "kserve:http://triton:8000/v2/models/layers",
-		"lesions": "fluid-drusen/v1", "measure": "etdrs-layers/v1"}
-	if got := a.algorithms(); !maps.Equal(got, want) {
-		t.Fatalf("algorithms = %v, want %v", got, want)
-	}
-}
-
-// Every stage declared with a model setting runs its served model when
-// pointed at one, and the report says so.
-func TestEveryStageWithAModelSettingRunsTheModel(t *testing.T) {
-	for _, spec := range Pipeline().Specs() {
-		if spec.Model == "" {
-			continue
-		}
-		a := &Activities{Common: Common{Models: map[exam.Stage]inference.Model{spec.Stage: {URL: "http://models.test/v2/models/" + string(spec.Stage)}}}}
-		if got := a.algorithms()[string(spec.Stage)]; got != "kserve:http://models.test/v2/models/"+string(spec.Stage) {
-			t.Errorf("stage %s (OCTFLOW_MODEL_%s) pointed at a model: the report names %q", spec.Stage, spec.Model, got)
 		}
 	}
 }

@@ -11,11 +11,23 @@ import (
 )
 
 // Stage is one stage of the pipeline as it runs: its declaration and
-// its activity. Each is made in a file of its own, which holds all of it.
+// its activity (StageOf). Each is made in a file of its own, which holds
+// all of it.
 type Stage struct {
 	Spec exam.StageSpec
-	// Run is the stage's activity, run with a's parts.
-	Run func(a *Activities, ctx context.Context, in contract.StageInput) (contract.StageOutput, error)
+	// activity is the stage's activity function, run with a's parts.
+	activity func(a *Activities) any
+}
+
+// StageOf is the stage spec declares, whose activity is run, run with
+// the parts of the Activities it is registered with. Its input is its
+// own: an image stage's contract.StageInput, the report's
+// contract.ReportInput, the notify stage's contract.NotifyInput, as the
+// pipeline gives each.
+func StageOf[In any](spec exam.StageSpec, run func(a *Activities, ctx context.Context, in In) (contract.StageOutput, error)) Stage {
+	return Stage{Spec: spec, activity: func(a *Activities) any {
+		return func(ctx context.Context, in In) (contract.StageOutput, error) { return run(a, ctx, in) }
+	}}
 }
 
 // Pipeline is the exam pipeline, in the order ExamWorkflow runs it.
@@ -23,12 +35,12 @@ type Stage struct {
 // docs/development.md, "Adding a stage").
 func Pipeline() Stages {
 	return Stages{
-		{denoiseSpec(), (*Activities).Denoise},
-		{layersSpec(), (*Activities).SegmentLayers},
-		{lesionsSpec(), (*Activities).MarkLesions},
-		{measureSpec(), (*Activities).Measure},
-		{reportSpec(), (*Activities).RenderReport},
-		{notifySpec(), (*Activities).NotifyWorkstation},
+		StageOf(denoiseSpec(), (*Activities).Denoise),
+		StageOf(layersSpec(), (*Activities).SegmentLayers),
+		StageOf(lesionsSpec(), (*Activities).MarkLesions),
+		StageOf(measureSpec(), (*Activities).Measure),
+		StageOf(reportSpec(), (*Activities).RenderReport),
+		StageOf(notifySpec(), (*Activities).NotifyWorkstation),
 	}
 }
 
@@ -53,9 +65,6 @@ func RegisterStages(r worker.ActivityRegistry, a *Activities, stages Stages, gpu
 		if s.Spec.GPU != gpu {
 			continue
 		}
-		run := s.Run
-		r.RegisterActivityWithOptions(func(ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
-			return run(a, ctx, in)
-		}, activity.RegisterOptions{Name: s.Spec.Activity})
+		r.RegisterActivityWithOptions(s.activity(a), activity.RegisterOptions{Name: s.Spec.Activity})
 	}
 }

@@ -17,7 +17,7 @@ func TestThePipelineIsOneTheWorkflowsCanRun(t *testing.T) {
 	var activities []string
 	for _, s := range Pipeline() {
 		spec := s.Spec
-		if s.Run == nil {
+		if s.activity == nil {
 			t.Errorf("stage %s has no activity", spec.Stage)
 		}
 		if slices.Contains(names, spec.Stage) || slices.Contains(activities, spec.Activity) || spec.Stage == "" || spec.Activity == "" {

@@ -7,11 +7,9 @@ import (
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"octflow/contract"
-	"octflow/exam"
 )
 
 // rerunExport serves POST /v1/exams/{examId}/export: an admin sends a
@@ -52,12 +50,8 @@ func (s *Server) rerunExport(c echo.Context) error {
 		return conflict("the results were delivered")
 	}
 	in.Policy.ExportRetryFor = s.cfg.Policy.ExportRetryFor
-	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       contract.ExportWorkflowID(f.ref),
-		TaskQueue:                exam.WorkflowQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-	}, contract.ExportWorkflow, contract.ExportStart{Submission: in.Submission, Policy: in.Policy})
+	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, contract.ExportStartOptions(in.Submission, in.Policy).Client(),
+		contract.ExportWorkflow, contract.ExportStart{Submission: in.Submission, Policy: in.Policy})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return unavailable(ctx, err)

@@ -9,8 +9,11 @@
 //
 // An exam's pipeline is the [ExamWorkflow], started by the gateway under
 // [ExamWorkflowID] (the exam's campus and ID: one run per exam) with an
-// [ExamInput]. Each stage is an activity that takes a [StageInput] and
-// returns a [StageOutput]: object keys, never volume bytes. A running
+// [ExamInput]. Each stage is an activity that takes its own input (an
+// image stage a [StageInput], the report a [ReportInput], the
+// notification a [NotifyInput]) and returns a [StageOutput]: object
+// keys, never volume bytes, and what the stages after it are given (the
+// summary, what computed it). A running
 // stage heartbeats a [Heartbeat] (its node, GPU, when it was taken and
 // started). A stage that fails says why with one of the ErrType
 // constants; [Classify] turns how an attempt ended into an [Outcome]
@@ -22,7 +25,9 @@
 // Once the report exists the review is a workflow of its own
 // ([ReviewWorkflowID]; decisions arrive as [ReviewRequest] updates), the
 // report-ready events go to the campus's inbox workflow, and a campus
-// with a PACS gets the results by its export workflow ([ExportState]).
+// with a PACS gets the results by its export workflow ([ExportState]);
+// whoever starts the review or the export starts it with the same
+// [StartOptions] ([ReviewStartOptions], [ExportStartOptions]).
 // [TaskPriority] gives every task of an exam its bucket's fair share.
 //
 // It holds types and the few rules every side must apply alike, not

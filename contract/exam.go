@@ -44,23 +44,6 @@ type ReportKeys struct {
 	PDFKey  string `json:"pdfKey"`
 }
 
-// Progress is what a pipeline says of itself through ProgressQuery.
-type Progress struct {
-	State             string        `json:"state"`
-	Stage             exam.Stage    `json:"stage,omitempty"`
-	EffectivePriority exam.Priority `json:"effectivePriority"`
-	StagesDone        []exam.Stage  `json:"stagesDone"`
-	Promotions        []Promotion   `json:"promotions,omitempty"`
-	Notified          bool          `json:"notified"`
-	SLABreached       bool          `json:"slaBreached,omitempty"`
-	Summary           exam.Summary  `json:"summary"`
-	IllegalMoves      int           `json:"illegalMoves"`
-	Transitions       []Transition  `json:"transitions,omitempty"`
-	// Attempts is every attempt of every stage so far, in order: the
-	// workflow's own record of what it scheduled and how each ended.
-	Attempts []Attempt `json:"attempts,omitempty"`
-}
-
 // Outcome is how one attempt of a stage ended, as the workflow
 // classified it.
 type Outcome string
@@ -176,21 +159,4 @@ func cut(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
-}
-
-// Transition is one state change the workflow made itself.
-type Transition struct {
-	At    time.Time  `json:"at"`
-	From  string     `json:"from"`
-	To    string     `json:"to"`
-	Stage exam.Stage `json:"stage,omitempty"`
-}
-
-// Promotion records a stage moved one bucket up after waiting too long.
-type Promotion struct {
-	At     time.Time     `json:"at"`
-	Stage  exam.Stage    `json:"stage"`
-	From   exam.Priority `json:"from"`
-	To     exam.Priority `json:"to"`
-	Waited time.Duration `json:"waited"`
 }

@@ -35,8 +35,6 @@ const ScanSweepScheduleID = "octflow-scan-sweep"
 
 // Queries, updates and signals.
 const (
-	// ProgressQuery returns an exam pipeline's Progress.
-	ProgressQuery = "progress"
 	// ReviewUpdate carries a clinician's ReviewRequest; ReviewWorkflow
 	// serves it.
 	ReviewUpdate = "review"

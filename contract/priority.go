@@ -21,9 +21,8 @@ const SystemFairnessKey = "system"
 const systemWeight = 1000
 
 // weightScale turns a share (at most 1) into a fairness weight: 60, 35
-// and 5 under the default policy, as they were before campuses shared the
-// buckets, so the tasks of exams started before and after a deploy weigh
-// alike. Temporal gives a key a stride of 1000 ÷ weight in whole numbers
+// and 5 under the default policy for a campus alone in its buckets.
+// Temporal gives a key a stride of 1000 ÷ weight in whole numbers
 // and counts no weight below 0.001: a low key's part reaches that floor
 // only under 1/5,000 of the bucket.
 const weightScale = 100
@@ -44,9 +43,7 @@ const maxFairnessKey = 64
 // and 0023, which says where the shares bend).
 func TaskPriority(pol exam.Policy, bucket exam.Priority, campus string) temporal.Priority {
 	weight := pol.Share(bucket) * weightScale
-	if bucket != exam.Urgent && pol.CampusShare > 0 {
-		// An exam started before campuses shared the buckets carries no
-		// part: it keeps the whole bucket's weight, as it had.
+	if bucket != exam.Urgent {
 		weight *= pol.CampusShare
 	}
 	return temporal.Priority{FairnessKey: FairnessKey(bucket, campus), FairnessWeight: weight}

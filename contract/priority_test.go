@@ -104,13 +104,11 @@ func TestTaskWeightsKeepTheBucketsSharesAndUrgentsWhateverTheCampuses(t *testing
 	if s := SystemPriority().FairnessWeight; s <= weightScale {
 		t.Errorf("octflow's own workflows weigh %v, want more than any exam can (%d)", s, weightScale)
 	}
-	// An exam started before campuses shared the buckets carries no part:
-	// it keeps its bucket's whole weight, the weight it was started with.
-	old := exam.DefaultPolicy()
-	old.CampusShare = 0
+	// A campus alone in its buckets (the default policy's share) gets
+	// each bucket's whole weight.
 	for b, want := range map[exam.Priority]float32{exam.Urgent: 60, exam.Normal: 35, exam.Low: 5} {
-		if got := TaskPriority(old, b, "north").FairnessWeight; math.Abs(float64(got-want)) > 1e-4 {
-			t.Errorf("an exam of no part in %s weighs %v, want %v as before", b, got, want)
+		if got := TaskPriority(exam.DefaultPolicy(), b, "north").FairnessWeight; math.Abs(float64(got-want)) > 1e-4 {
+			t.Errorf("a campus alone in %s weighs %v, want %v", b, got, want)
 		}
 	}
 }

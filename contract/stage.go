@@ -8,25 +8,51 @@ import (
 	"octflow/exam"
 )
 
-// StageInput is every stage activity's input: the exam it works on.
+// StageInput is an image stage's input (denoise, layers, lesions,
+// measure, and any stage a pipeline adds), and the export's: the exam it
+// works on. What it needs of the stages before it, it reads from the
+// object store under the exam's keys.
 type StageInput struct {
 	Exam exam.Submission `json:"exam"`
+}
+
+// ReportInput is the report stage's input: the exam, and what the
+// stages before it said of their work, which the pipeline passes on.
+type ReportInput struct {
+	Exam exam.Submission `json:"exam"`
+	// Summary is the exam's headline result as the measure stage made
+	// it; the report adds its lesions.
+	Summary exam.Summary `json:"summary"`
+	// Algorithms name what computed each stage before the report
+	// (StageOutput.Algorithm), which the report records.
+	Algorithms map[exam.Stage]string `json:"algorithms"`
+}
+
+// NotifyInput is the notify stage's input, and the review's reminder's:
+// the exam and its headline result.
+type NotifyInput struct {
+	Exam    exam.Submission `json:"exam"`
+	Summary exam.Summary    `json:"summary"`
 	// Reminder numbers a repeated report-ready push for an urgent exam
 	// still awaiting review (0 for the first push).
 	Reminder int `json:"reminder,omitempty"`
-	// Summary is the exam's headline result, for the notify stage.
-	Summary *exam.Summary `json:"summary,omitempty"`
-	// Review, for the report stage, is the review to open once the
-	// report is stored; the stage sets its summary and its ReportAt (the
-	// report's time).
-	Review *ReviewStart `json:"review,omitempty"`
 }
 
 // StageOutput says what a stage wrote.
 type StageOutput struct {
-	Keys    []string      `json:"keys"`
+	Keys []string `json:"keys"`
+	// Algorithm names what computed the stage's output: its reference
+	// implementation and version, or the served model it was pointed at.
+	// The pipeline passes it on to the report, which records it.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Summary is the exam's headline result, from the stage that made it
+	// (the measure stage) or added to it (the report's lesions): the
+	// pipeline passes it on to the stages after.
 	Summary *exam.Summary `json:"summary,omitempty"`
-	Note    string        `json:"note,omitempty"`
+	// ReportAt is when the report stage made the report (the report's
+	// generatedAt): the exam's review window runs from it.
+	ReportAt *time.Time `json:"reportAt,omitempty"`
+	Note     string     `json:"note,omitempty"`
 	// Delivered is set by the notify stage once the workstation took the event.
 	Delivered bool `json:"delivered,omitempty"`
 	// NodeQueue is the task queue of the GPU node that ran the stage and

@@ -10,7 +10,7 @@ type Stage string
 
 // The names of octflow's stages. Each is declared where it is
 // implemented (package activities); the names are vocabulary, for what
-// a stage means to the pipeline (the report stage opens the review, a
+// a stage means to the pipeline (the review starts after the report, a
 // failed notification fails no exam) and for the API.
 const (
 	Denoise Stage = "denoise"

@@ -130,7 +130,7 @@ type folder struct {
 	// per run
 	stages    map[int64]exam.Stage  // scheduled event ID → stage
 	open      map[string]bool       // activity IDs scheduled and not yet closed
-	reminders map[int64]int         // scheduled event ID → reminder number (review runs)
+	reminders map[int]bool          // the reminders in the timeline (review runs)
 	buckets   map[exam.Stage]string // last bucket each stage was scheduled in
 	// spent counts each stage's attempts spent, as the workflow's
 	// records of its retried tries say: the next one is attempt spent+1.
@@ -384,7 +384,7 @@ func (f *folder) running(p *workflowpb.PendingActivityInfo) bool {
 // reviewRun adds the review workflow's decisions, reminders and close.
 func (f *folder) reviewRun(run Run) {
 	r := f.rec
-	f.reminders = map[int64]int{}
+	f.reminders = map[int]bool{}
 	for _, ev := range run.Events {
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {
@@ -458,7 +458,6 @@ func (f *folder) exportRun(run Run) {
 	}
 }
 
-// reminder records a repeated report-ready push for an urgent exam.
 // stageOf is the stage whose try an activity ID names
 // (contract.ActivityID), "" for another activity's.
 func stageOf(activityID string) exam.Stage {
@@ -466,11 +465,14 @@ func stageOf(activityID string) exam.Stage {
 	return stage
 }
 
+// reminder records a repeated report-ready push for an urgent exam,
+// once however often it was tried.
 func (f *folder) reminder(at time.Time, stage exam.Stage, input *commonpb.Payloads) {
-	var in contract.StageInput
-	if stage != exam.Notify || f.decode(input, &in) != nil || in.Reminder == 0 {
-		return
+	var in contract.NotifyInput
+	if stage != exam.Notify || f.decode(input, &in) != nil || in.Reminder == 0 || f.reminders[in.Reminder] {
+		return // not a reminder, or a retry of one in the timeline
 	}
+	f.reminders[in.Reminder] = true
 	if f.rec.Review != nil {
 		f.rec.Review.Reminders = max(f.rec.Review.Reminders, in.Reminder)
 	}

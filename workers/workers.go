@@ -3,7 +3,7 @@
 // notify), the PACS export and, beside them, housekeeping (the review
 // archive, the scan sweep and its schedule), each from options of its
 // own (Start). It holds the Temporal adapters those activities reach
-// Temporal through (InboxPublisher, ReviewOpener, ScanIndex) and the
+// Temporal through (InboxPublisher, ScanIndex) and the
 // counters the workflows keep (WorkflowCounters). GPU stages are served
 // by gpuworker nodes; package app dials the client and holds the
 // process's metrics registry.
@@ -105,7 +105,6 @@ func Start(c client.Client, p PipelineOptions, h HousekeepingOptions) (*Workers,
 	inbox := InboxPublisher{Client: c}
 	acts := &activities.Activities{Common: p.Common, Node: p.Identity,
 		Workstations: &activities.Workstations{Webhooks: p.Webhooks, Inbox: inbox}}
-	acts.Reviews = ReviewOpener{Client: c}
 	activities.RegisterStages(cpu, acts, p.Stages, false)
 	activities.RegisterExport(cpu, &activities.Exporter{Store: p.Common.Store, Logger: p.Common.Logger, Inbox: inbox,
 		Targets: p.PACS, Identities: p.Identities, Installation: p.Installation})

@@ -83,9 +83,7 @@ func TestTwoExamsFailingTogetherDoNotRetryInLockstep(t *testing.T) {
 	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	env.RegisterWorkflow(twoExams)
-	rec := &stages{queues: map[exam.Stage]string{}, fail: map[exam.Stage]error{exam.Layers: infraDown()},
-		failNext: map[exam.Stage][]error{}, saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{},
-		queueLog: map[exam.Stage][]string{}, inputs: map[exam.Stage]contract.StageInput{}, activityIDs: map[exam.Stage][]string{}}
+	rec := newStages(map[exam.Stage]error{exam.Layers: infraDown()})
 	rec.register(env)
 	sleeps := &sleepRecorder{sleeps: map[string][]time.Duration{}}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec, sleeps}})

@@ -49,10 +49,11 @@ const (
 // cannot reach the object store is rescheduled after a backoff without
 // spending its attempts. A stage that fails for good (invalid input, a
 // panic, out of attempts) makes the exam DEAD with the reason; a failed
-// notification does not, because the report exists. The report stage
-// opens the exam's ReviewWorkflow once the report is stored, and the
-// pipeline ends after the notification, so a pipeline change never has
-// to replay against week-old reviews.
+// notification does not, because the report exists. Once the report
+// is stored the pipeline starts the exam's ReviewWorkflow (and its
+// ExportWorkflow) as children it does not wait for, and it ends after
+// the notification, so a pipeline change never has to replay against
+// week-old reviews.
 func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInput) (contract.ExamResult, error) {
 	return func(ctx workflow.Context, in contract.ExamInput) (contract.ExamResult, error) {
 		return runPipeline(ctx, stages, in)
@@ -61,11 +62,7 @@ func ExamWorkflow(stages exam.Pipeline) func(workflow.Context, contract.ExamInpu
 
 // runPipeline runs the exam in through stages, in their order.
 func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInput) (contract.ExamResult, error) {
-	p := &pipeline{in: in, progress: contract.Progress{State: string(lifecycle.Created), StagesDone: []exam.Stage{},
-		EffectivePriority: in.Submission.Priority}}
-	if err := workflow.SetQueryHandler(ctx, contract.ProgressQuery, p.query); err != nil {
-		return contract.ExamResult{}, fmt.Errorf("register query: %w", err)
-	}
+	p := &pipeline{in: in, state: lifecycle.Created, bucket: in.Submission.Priority, algorithms: map[exam.Stage]string{}}
 	p.watchUrgentSLA(ctx)
 
 	result := contract.ExamResult{ExamID: in.Submission.ExamID}
@@ -73,7 +70,7 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 		stage := spec.Stage
 		out, err := p.stage(ctx, spec)
 		if err != nil && stage == exam.Notify {
-			result.NotifyFailure = p.lastAttempt()
+			result.NotifyFailure = p.last
 			workflow.GetLogger(ctx).Warn("report-ready push failed; the report stands", "error", failureMessage(err))
 			break
 		}
@@ -82,38 +79,91 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 			return contract.ExamResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("stage %s failed: %s", stage, failureMessage(err)), failureType(err), err)
 		}
-		p.progress.StagesDone = append(p.progress.StagesDone, stage)
-		if stage == exam.Render && p.in.Export {
-			// The report exists: its export to the PACS goes on its own,
-			// and the report-ready push does not wait for it.
-			p.startExport(ctx)
-		}
 		if out.Summary != nil {
-			result.Summary = *out.Summary
-			p.progress.Summary = result.Summary
+			p.summary = *out.Summary
 		}
-		p.progress.Notified = p.progress.Notified || out.Delivered
+		if out.Algorithm != "" {
+			p.algorithms[stage] = out.Algorithm
+		}
+		if stage == exam.Render {
+			p.afterReport(ctx, out)
+		}
 	}
+	result.Summary = p.summary
 	result.Report = contract.ReportKeys{JSONKey: exam.ReportJSONKey(in.Submission.Ref()), PDFKey: exam.ReportPDFKey(in.Submission.Ref())}
-	// The review is its own workflow and outlives this one; the report
-	// stage opened it, so a decision finds it once the exam is COMPLETED.
 	p.move(ctx, lifecycle.Completed, "")
 	return result, nil
 }
 
-// pipeline is the state of one ExamWorkflow run.
+// afterReport starts what the report's existence starts, each a
+// workflow of its own that outlives the pipeline (a child it abandons):
+// the exam's review, with the report's summary and time, and, for a
+// campus with a PACS, the export of its results. The pipeline waits for
+// their starts, not for them: a workstation told of the report finds
+// its review open, and the report-ready push waits for no PACS. A
+// workflow another run of the exam started already is left as it is:
+// an exam has one review, and results delivered once are not sent
+// again.
+func (p *pipeline) afterReport(ctx workflow.Context, report contract.StageOutput) {
+	type start struct {
+		name   string
+		future workflow.ChildWorkflowFuture
+	}
+	starts := []start{{contract.ReviewWorkflow, p.startReview(ctx, report)}}
+	if p.in.Export {
+		starts = append(starts, start{contract.ExportWorkflow, p.startExport(ctx)})
+	}
+	for _, s := range starts {
+		err := s.future.GetChildWorkflowExecution().Get(ctx, nil)
+		var started *temporal.ChildWorkflowExecutionAlreadyStartedError
+		switch {
+		case errors.As(err, &started):
+			workflow.GetLogger(ctx).Info("another run of the exam started it already", "workflow", s.name)
+		case err != nil:
+			workflow.GetLogger(ctx).Warn("not started", "workflow", s.name, "error", err)
+		}
+	}
+}
+
+// pipeline is the state of one ExamWorkflow run. What it says of the
+// exam is in its history, where the exam's status and timeline read it
+// (lifecycle): its state in the search attributes it upserts, each
+// retried try's record in the timer of the wait after it, a failed
+// notification in its result, a DEAD exam's cause in its failure.
 type pipeline struct {
-	in       contract.ExamInput
-	progress contract.Progress
+	in contract.ExamInput
+	// state is the exam's state as the workflow last moved it, and
+	// atStage the stage it moved it at.
+	state   lifecycle.State
+	atStage exam.Stage
+	// bucket is the bucket the exam's stages are scheduled in: the
+	// submitted one, or above it once aging promoted a stage.
+	bucket exam.Priority
+	// summary is the exam's headline result as the stages said it.
+	summary exam.Summary
+	// last is the latest attempt the workflow recorded (nil: none yet).
+	last *contract.Attempt
 	// node is the task queue of the GPU node that ran the exam's latest
 	// GPU stage and holds its output ("": none, or it did not take the
 	// next stage in time).
 	node string
+	// algorithms name what computed each stage done so far, as its
+	// output said: the report records them.
+	algorithms map[exam.Stage]string
 }
 
-// query answers ProgressQuery.
-func (p *pipeline) query() (contract.Progress, error) {
-	return p.progress, nil
+// input is what a try of stage is given: the exam, and for the report
+// and notify stages what the stages before them said (the summary, the
+// algorithms), which the pipeline passes on rather than have a stage
+// work it out again.
+func (p *pipeline) input(stage exam.Stage) any {
+	switch stage {
+	case exam.Render:
+		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms}
+	case exam.Notify:
+		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.summary}
+	}
+	return contract.StageInput{Exam: p.in.Submission}
 }
 
 // move records a state change the workflow makes itself, after checking
@@ -123,17 +173,15 @@ func (p *pipeline) query() (contract.Progress, error) {
 // The moves only the server sees (CLAIMED, EXECUTING, a retry's
 // RETRY_WAIT) are folded from history by lifecycle.
 func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Stage) {
-	from := lifecycle.State(p.progress.State)
+	from := p.state
 	if err := lifecycle.CheckMove(from, to); err != nil {
 		// Counted and logged, never applied: the exam keeps a state that
 		// its history can explain.
-		p.progress.IllegalMoves++
 		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
 		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", from, "to", to, "stage", stage)
 		return
 	}
-	p.progress.Transitions = append(p.progress.Transitions, contract.Transition{At: workflow.Now(ctx), From: string(from), To: string(to), Stage: stage})
-	p.progress.State, p.progress.Stage = string(to), stage
+	p.state, p.atStage = to, stage
 	// The search attributes change only with the state: each upsert is a
 	// write to the visibility store.
 	if from == to {
@@ -160,19 +208,14 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 	pol := p.in.Policy
 	for {
 		try++
-		bucket := p.progress.EffectivePriority
+		bucket := p.bucket
 		queue, wait := pol.StageQueue(spec), pol.AgingAfter(bucket)
 		pinned := spec.GPU && p.node != "" && pol.NodeAffinityWait > 0
 		if pinned {
 			queue, wait = p.node, pol.NodeAffinityWait
 		}
 		var out contract.StageOutput
-		in := contract.StageInput{Exam: p.in.Submission, Summary: &p.progress.Summary}
-		if stage == exam.Render {
-			// The report stage opens the exam's review once the report
-			// is stored.
-			in.Review = &contract.ReviewStart{Submission: p.in.Submission, Policy: pol}
-		}
+		in := p.input(stage)
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
@@ -278,7 +321,7 @@ type tryRun struct {
 
 // startTry schedules the try att describes, waiting at most wait to
 // start (0: no limit).
-func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contract.Attempt, in contract.StageInput, wait time.Duration, pinned bool) *tryRun {
+func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contract.Attempt, in any, wait time.Duration, pinned bool) *tryRun {
 	tctx, cancel := workflow.WithCancel(stageContext(ctx, att.Stage, p.in.Policy, att.Queue, p.in.Submission.Campus, att.Bucket, wait, att.Try))
 	return &tryRun{spec: spec, att: att, pinned: pinned, cancel: cancel,
 		future: workflow.ExecuteActivity(tctx, spec.Activity, in)}
@@ -295,7 +338,7 @@ func (p *pipeline) startTry(ctx workflow.Context, spec exam.StageSpec, att contr
 // the original back unstarted), so a hedged try spends no more attempts
 // than one.
 // Only one try's output goes on, so an exam still has one report.
-func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageInput, try *int32) *tryRun {
+func (p *pipeline) await(ctx workflow.Context, first *tryRun, in any, try *int32) *tryRun {
 	stage := first.att.Stage
 	wait := func(r *tryRun) func(workflow.Future) {
 		return func(f workflow.Future) {
@@ -319,7 +362,7 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in contract.StageI
 	startHedge := func(queue string) *tryRun {
 		*try++
 		att := contract.Attempt{Stage: stage, Try: *try, Number: first.att.Number, Queue: p.in.Policy.StageQueue(first.spec),
-			Bucket: p.progress.EffectivePriority, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
+			Bucket: p.bucket, ScheduledAt: workflow.Now(ctx), Hedge: hedge.Reason}
 		if queue != "" && p.in.Policy.NodeAffinityWait > 0 {
 			att.Queue = queue
 			return p.startTry(ctx, first.spec, att, in, p.in.Policy.NodeAffinityWait, true)
@@ -439,18 +482,10 @@ func (p *pipeline) settle(ctx workflow.Context, r *tryRun) {
 	p.record(a)
 }
 
-// record appends an attempt to the exam's record.
+// record records how an attempt ended: the latest is the one a failed
+// notification leaves in the result.
 func (p *pipeline) record(a contract.Attempt) {
-	p.progress.Attempts = append(p.progress.Attempts, a)
-}
-
-// lastAttempt is the latest attempt recorded (nil: none yet).
-func (p *pipeline) lastAttempt() *contract.Attempt {
-	if n := len(p.progress.Attempts); n > 0 {
-		a := p.progress.Attempts[n-1]
-		return &a
-	}
-	return nil
+	p.last = &a
 }
 
 // attemptsSpent is the final failure of a stage whose last attempt
@@ -500,8 +535,7 @@ func unitDraw(runID, key string, n int) float64 {
 
 func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Priority, waited time.Duration) {
 	to := from.Up()
-	p.progress.EffectivePriority = to
-	p.progress.Promotions = append(p.progress.Promotions, contract.Promotion{At: workflow.Now(ctx), Stage: stage, From: from, To: to, Waited: waited})
+	p.bucket = to
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
 		Counter("octflow_promotions_total").Inc(1)
 	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
@@ -518,11 +552,10 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 		if err := workflow.NewTimer(ctx, p.in.Policy.UrgentSLA).Get(ctx, nil); err != nil {
 			return
 		}
-		if !lifecycle.State(p.progress.State).Terminal() {
-			p.progress.SLABreached = true
+		if !p.state.Terminal() {
 			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
 			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", p.in.Policy.UrgentSLA,
-				"state", p.progress.State, "stage", p.progress.Stage)
+				"state", p.state, "stage", p.atStage)
 		}
 	})
 }

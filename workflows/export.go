@@ -41,39 +41,34 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 	exports := func(outcome string) {
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter("octflow_exports_total").Inc(1)
 	}
-	runID := workflow.GetInfo(ctx).WorkflowExecution.RunID
-	start := workflow.Now(ctx)
-	for {
+	// The budget counts the sends' time too: a PACS that takes the
+	// connection and then hangs costs a timeout per try.
+	sends := retries{key: "export", base: exportBackoffBase, limit: exportBackoffCap, floor: time.Second,
+		deadline: workflow.Now(ctx).Add(in.Policy.ExportRetryFor), retryable: exportRetryable}
+	var out contract.ExportOutput
+	err := sends.run(ctx, func(n int) error {
 		st.Tries++
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			ActivityID:          "export-" + strconv.Itoa(int(st.Tries)),
+		actx := oneTry(ctx, workflow.ActivityOptions{
+			ActivityID:          "export-" + strconv.Itoa(n),
 			TaskQueue:           exam.CPUQueue,
 			StartToCloseTimeout: exportTimeout,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
-		var out contract.ExportOutput
 		err := workflow.ExecuteActivity(actx, contract.ExportToPACS, contract.StageInput{Exam: in.Submission}).Get(ctx, &out)
-		if err == nil {
-			now := workflow.Now(ctx)
-			st.Status, st.Instances, st.Failure, st.DeliveredAt = contract.ExportDelivered, out.Instances, "", &now
-			exports("delivered")
-			return st, nil
+		if err != nil {
+			st.Failure = failureMessage(err)
 		}
-		st.Failure = failureMessage(err)
-		// The budget counts the sends' time too: a PACS that takes the
-		// connection and then hangs costs a timeout per try.
-		if !exportRetryable(err) || workflow.Now(ctx).Sub(start) >= in.Policy.ExportRetryFor {
-			st.Status = contract.ExportFailed
-			exports("failed")
-			workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
-			return st, temporal.NewNonRetryableApplicationError(st.Failure, failureType(err), err)
-		}
-		delay := fullJitter(runID, "export", int(st.Tries), exportBackoffBase, exportBackoffCap, time.Second)
-		workflow.GetLogger(ctx).Warn("the PACS did not take the export; retrying", "try", st.Tries, "error", st.Failure, "after", delay)
-		if err := workflow.Sleep(ctx, delay); err != nil {
-			return st, err
-		}
+		return err
+	})
+	if err != nil {
+		st.Status = contract.ExportFailed
+		exports("failed")
+		workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
+		return st, temporal.NewNonRetryableApplicationError(st.Failure, failureType(err), err)
 	}
+	now := workflow.Now(ctx)
+	st.Status, st.Instances, st.Failure, st.DeliveredAt = contract.ExportDelivered, out.Instances, "", &now
+	exports("delivered")
+	return st, nil
 }
 
 // exportRetryable reports whether a send may succeed if tried again: the
@@ -91,18 +86,9 @@ func exportRetryable(err error) bool {
 	return true
 }
 
-// startExport starts the exam's export, which outlives the pipeline. An
-// export already started under the exam's ID (a rerun of an exam whose
-// results went out) is left as it is.
-func (p *pipeline) startExport(ctx workflow.Context) {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            contract.ExportWorkflowID(p.in.Submission.Ref()),
-		TaskQueue:             exam.WorkflowQueue,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-	})
-	f := workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
-	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("the export was not started", "error", err)
-	}
+// startExport starts the exam's export, which outlives the pipeline
+// (afterReport).
+func (p *pipeline) startExport(ctx workflow.Context) workflow.ChildWorkflowFuture {
+	cctx := workflow.WithChildOptions(ctx, contract.ExportStartOptions(p.in.Submission, p.in.Policy).Child())
+	return workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
 }

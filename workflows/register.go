@@ -16,9 +16,8 @@ import (
 // namespace must be handed the same one (a worker of a new build with
 // another is a new version, Worker Versioning's to route). A pipeline
 // the workflows cannot run is refused: it must have a report stage,
-// which opens the review and after which the export starts, and a
-// notify stage on the CPU workers whose activity is the review's
-// reminder.
+// after which the review and the export start, and a notify stage on
+// the CPU workers whose activity is the review's reminder.
 func Register(r worker.WorkflowRegistry, stages exam.Pipeline) error {
 	if err := runnable(stages); err != nil {
 		return err

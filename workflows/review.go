@@ -3,9 +3,9 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"octflow/contract"
@@ -23,17 +23,19 @@ var ErrReviewRefused = errors.New("review refused")
 // workstation of an urgent exam nobody has decided on, and ends when the
 // window closes. It reminds through the notify stage's activity
 // (contract.NotifyWorkstation), whatever pipeline the exam ran, so a
-// change of the pipeline never replays against week-old reviews. The
-// report stage opens it once the report exists, and it outlives the
-// pipeline.
+// change of the pipeline never replays against week-old reviews. A
+// reminder and a write of review.json are retried by the workflow, one
+// try at a time, as the pipeline retries its stages (retries). The
+// pipeline starts it once the report is stored, as a child it abandons
+// (startReview), and it outlives the pipeline.
 func ReviewWorkflow(ctx workflow.Context, in contract.ReviewStart) (contract.ReviewState, error) {
 	b := newReviewBook(in.Submission, in.Policy, in.Summary)
-	b.archive, b.archiving = true, workflow.NewMutex(ctx)
+	b.archiving = workflow.NewMutex(ctx)
 	if err := workflow.SetQueryHandler(ctx, contract.ReviewQuery, func() (contract.ReviewState, error) { return b.state(), nil }); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register query: %w", err)
 	}
 	b.closesAt = in.ReportAt.Add(in.Policy.ReviewWindow)
-	if err := b.register(ctx, func() error { return nil }); err != nil {
+	if err := b.register(ctx); err != nil {
 		return contract.ReviewState{}, fmt.Errorf("register review: %w", err)
 	}
 	b.await(ctx)
@@ -55,11 +57,14 @@ type reviewBook struct {
 	reminders int
 	closesAt  time.Time
 	closed    bool
-	// archive writes every decision to the exam's review.json; runs from
-	// before the review had its own workflow did not, and replay so.
-	// Writes go one at a time (archiving), each with the review as it
-	// stands then, so the last one written holds every decision.
-	archive   bool
+	// pushes and archives count the run's tries of the notify and the
+	// archive activity, which name them.
+	pushes   int32
+	archives int
+	// archiving makes the writes of the exam's review.json, one for
+	// every decision and one at the close, go one at a time, each with
+	// the review as it stands then, so the last one written holds every
+	// decision.
 	archiving workflow.Mutex
 }
 
@@ -72,54 +77,69 @@ func (b *reviewBook) state() contract.ReviewState {
 }
 
 // register installs the review update. Its validator holds the rules:
-// only once ready says the report exists, only while the window is
-// open, and after a final decision (approve, reject) only amendments.
-func (b *reviewBook) register(ctx workflow.Context, ready func() error) error {
+// only while the window is open, and after a final decision (approve,
+// reject) only amendments.
+func (b *reviewBook) register(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, contract.ReviewUpdate,
 		func(ctx workflow.Context, req contract.ReviewRequest) (exam.ReviewStatus, error) {
 			b.reviews = append(b.reviews, exam.Review{At: workflow.Now(ctx), Decision: req.Decision, Note: req.Note, By: req.By})
 			b.status = b.status.After(req.Decision)
 			workflow.GetLogger(ctx).Info("review recorded", "decision", req.Decision, "status", b.status)
-			if b.archive {
-				// The decision stands in the workflow either way; if the
-				// store cannot take it now, the archive at the window's
-				// close will.
-				if err := b.archiving.Lock(ctx); err != nil {
-					return b.status, err
-				}
-				err := b.archiveTo(ctx, false)
-				b.archiving.Unlock()
-				if err != nil {
-					workflow.GetLogger(ctx).Warn("review not archived yet", "error", failureMessage(err))
-				}
+			// The decision stands in the workflow either way; if the store
+			// cannot take it now, the archive at the window's close will.
+			if err := b.archiving.Lock(ctx); err != nil {
+				return b.status, err
+			}
+			err := b.archiveTo(ctx, false)
+			b.archiving.Unlock()
+			if err != nil {
+				workflow.GetLogger(ctx).Warn("review not archived yet", "error", failureMessage(err))
 			}
 			return b.status, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req contract.ReviewRequest) error {
-			if err := ready(); err != nil {
-				return err
-			}
 			return b.refuse(req, workflow.Now(ctx))
 		}},
 	)
 }
 
-// archiveTo writes the review as it stands to the exam's review.json.
-// The last write, when the window has closed, is retried until the
-// store takes it.
+// Retries of the review's writes to review.json: a decision's write is
+// tried up to archiveTries times, the final one (the window has closed)
+// until the store takes it, for up to archiveFinalFor, each after a
+// full-jitter wait under a ceiling doubling from archiveBackoffBase to
+// archiveBackoffCap (archiveFinalCap for the final one, so that a day's
+// outage costs the review's history a few hundred tries, not thousands).
+const (
+	archiveTries       = 5
+	archiveBackoffBase = time.Second
+	archiveBackoffCap  = time.Minute
+	archiveFinalCap    = 10 * time.Minute
+	archiveFinalFor    = 24 * time.Hour
+	// archiveTimeout bounds one write.
+	archiveTimeout = time.Minute
+)
+
+// archiveTo writes the review as it stands to the exam's review.json,
+// each try under its own activity ID (archive-<n>, counted over the
+// run). The last write, when the window has closed, is retried until
+// the store takes it.
 func (b *reviewBook) archiveTo(ctx workflow.Context, final bool) error {
-	opts := workflow.ActivityOptions{
-		TaskQueue:           exam.CPUQueue,
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 5},
-	}
+	writes := retries{key: "archive", base: archiveBackoffBase, limit: archiveBackoffCap, floor: time.Millisecond,
+		attempts: archiveTries, retryable: mayPass}
+	opts := workflow.ActivityOptions{TaskQueue: exam.CPUQueue, StartToCloseTimeout: archiveTimeout}
 	if final {
-		opts.ScheduleToCloseTimeout = 24 * time.Hour
-		opts.RetryPolicy.MaximumAttempts = 0
+		writes.key, writes.limit, writes.attempts = "archive-final", archiveFinalCap, 0
+		writes.deadline = workflow.Now(ctx).Add(archiveFinalFor)
+		// A write that waits that long for a worker is given up too.
+		opts.ScheduleToCloseTimeout = archiveFinalFor
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), contract.ArchiveReview, contract.ReviewArchive{
-		Exam: b.sub.Ref(), Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Closed: final,
-	}).Get(ctx, nil)
+	return writes.run(ctx, func(int) error {
+		b.archives++
+		opts.ActivityID = "archive-" + strconv.Itoa(b.archives)
+		return workflow.ExecuteActivity(oneTry(ctx, opts), contract.ArchiveReview, contract.ReviewArchive{
+			Exam: b.sub.Ref(), Status: b.status, Reviews: b.reviews, ClosesAt: b.closesAt, Closed: final,
+		}).Get(ctx, nil)
+	})
 }
 
 // refuse says why a decision cannot be taken at now, or nil.
@@ -152,13 +172,7 @@ func (b *reviewBook) await(ctx workflow.Context) {
 		if b.closesAt.Sub(workflow.Now(ctx)) <= 0 {
 			break
 		}
-		var out contract.StageOutput
-		// A reminder is no pipeline stage: Temporal retries it, within
-		// the policy's attempts and backoff.
-		remind := workflow.WithRetryPolicy(stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, int32(b.reminders+1)),
-			temporal.RetryPolicy{InitialInterval: pol.RetryBase, BackoffCoefficient: 2, MaximumInterval: pol.RetryCap, MaximumAttempts: pol.MaxAttempts})
-		err := workflow.ExecuteActivity(remind, contract.NotifyWorkstation, contract.StageInput{Exam: b.sub, Reminder: b.reminders + 1, Summary: &b.summary}).Get(ctx, &out)
-		if err != nil {
+		if err := b.remind(ctx, b.reminders+1); err != nil {
 			workflow.GetLogger(ctx).Warn("review reminder not delivered", "error", failureMessage(err))
 		}
 	}
@@ -171,4 +185,38 @@ func (b *reviewBook) await(ctx workflow.Context) {
 	}
 	// Let a decision that arrived at the last moment finish.
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// remind pushes the reminder-th report-ready event again, through the
+// notify stage's activity, retried as the pipeline retries its stages
+// (the policy's attempts, retry base and cap) while the window is open
+// and nobody has decided. Each try is a try of the notify activity in the review's run
+// (notify-<n>, counted over the run).
+func (b *reviewBook) remind(ctx workflow.Context, reminder int) error {
+	pol := b.pol
+	pushes := retries{key: "reminder-" + strconv.Itoa(reminder), base: pol.RetryBase, limit: pol.RetryCap, floor: time.Millisecond,
+		attempts: int(pol.MaxAttempts), deadline: b.closesAt,
+		retryable: func(err error) bool { return mayPass(err) && b.status == exam.ReviewPending }}
+	return pushes.run(ctx, func(int) error {
+		b.pushes++
+		actx := stageContext(ctx, exam.Notify, pol, exam.CPUQueue, b.sub.Campus, b.sub.Priority, 0, b.pushes)
+		var out contract.StageOutput
+		return workflow.ExecuteActivity(actx, contract.NotifyWorkstation,
+			contract.NotifyInput{Exam: b.sub, Reminder: reminder, Summary: b.summary}).Get(ctx, &out)
+	})
+}
+
+// startReview starts the exam's review of the report the report stage
+// made, with its summary and its time (afterReport; a report stage that
+// did not say when, the time the pipeline learned of it).
+func (p *pipeline) startReview(ctx workflow.Context, report contract.StageOutput) workflow.ChildWorkflowFuture {
+	start := contract.ReviewStart{Submission: p.in.Submission, Policy: p.in.Policy, ReportAt: workflow.Now(ctx)}
+	if report.Summary != nil {
+		start.Summary = *report.Summary
+	}
+	if report.ReportAt != nil {
+		start.ReportAt = *report.ReportAt
+	}
+	cctx := workflow.WithChildOptions(ctx, contract.ReviewStartOptions(p.in.Submission, p.in.Policy).Child())
+	return workflow.ExecuteChildWorkflow(cctx, contract.ReviewWorkflow, start)
 }

@@ -62,17 +62,9 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 	pseudonyms := api.NewPseudonymizer([]byte(s.PseudonymKey))
 	wfA, wfB := contract.ExamWorkflowID(pseudonyms.ExamRef(a, "OWN-1")), contract.ExamWorkflowID(pseudonyms.ExamRef(b, "OWN-1"))
 	ranOn := func(wf string) map[string]bool {
-		v, err := h.sys.App.Client().QueryWorkflow(ctx, wf, "", contract.ProgressQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p contract.Progress
-		if err := v.Get(&p); err != nil {
-			t.Fatal(err)
-		}
 		nodes := map[string]bool{}
-		for _, at := range p.Attempts {
-			if shipped().GPU(at.Stage) && at.Outcome == contract.Done {
+		for _, at := range triesOf(t, h.sys.App.Client(), h.sys.App.Converters(), wf) {
+			if shipped().GPU(at.Stage) && at.Ended == "done" {
 				nodes[at.Node] = true
 				if wf == wfB && at.Queue != exam.CampusGPUQueue(b) && at.Queue != exam.NodeQueueOf(exam.CampusGPUQueue(b), "gpu-b-1") {
 					t.Errorf("campus %s's %s was scheduled on %s", b, at.Stage, at.Queue)

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"octflow/activities"
 	"octflow/api"
 	"octflow/contract"
 	"octflow/exam"
@@ -93,12 +95,12 @@ func recordHedged(t *testing.T, dir string) {
 		t.Fatalf("exam ended %s", st.State)
 	}
 	var got []string
-	for _, a := range h.progress(examID).Attempts {
+	for _, a := range h.tries(examID) {
 		if a.Stage == exam.Denoise {
-			got = append(got, fmt.Sprintf("%d %s %s", a.Try, a.Outcome, a.Node))
+			got = append(got, fmt.Sprintf("%d %s %s hedge=%v", a.Try, a.Ended, a.Node, a.Hedge))
 		}
 	}
-	if want := []string{"1 superseded gpu-held", "2 done gpu-spare"}; !slices.Equal(got, want) {
+	if want := []string{"1 cancelled gpu-held hedge=false", "2 done gpu-spare hedge=true"}; !slices.Equal(got, want) {
 		t.Fatalf("denoise attempts %v, want %v", got, want)
 	}
 	h.saveRun(h.examWF(examID), "", filepath.Join(dir, "exam_hedged.json"))
@@ -329,9 +331,17 @@ func recordAging(t *testing.T, dir string) {
 }
 
 // recordReview records an urgent exam reminded until its window closed,
+// its first reminder pushed again after the workstation failed it once,
 // and a review with decisions, one of them refused after the window.
 func recordReview(t *testing.T, dir string) {
-	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	var failed sync.Once
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusNoContent
+		if strings.HasSuffix(r.Header.Get(activities.IdempotencyKey), "/reminder-1") {
+			failed.Do(func() { status = http.StatusServiceUnavailable })
+		}
+		w.WriteHeader(status)
+	}))
 	defer ws.Close()
 	h := newHarness(t, 1, corpusKeys(t, dir), func(c *devsystem.Config) {
 		c.Policy.ReviewWindow, c.Policy.ReviewReminder = 7*time.Second, 2*time.Second

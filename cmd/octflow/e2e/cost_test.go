@@ -18,8 +18,11 @@ import (
 // The budget is the cost measured when it was set plus a little room
 // for tasks that batch differently; upserts have none, so that one more
 // per stage (or per state) fails. Raise a figure only with a decision
-// record that says what the exam gained for it (docs/decisions/).
-var costBudget = cost.PerExam{Events: 56, WorkflowTasks: 10, Upserts: 2, Actions: 13}
+// record that says what the exam gained for it (docs/decisions/): the
+// review started as the pipeline's child, one shape with the export,
+// raised events from 56 to 61 and workflow tasks from 10 to 11
+// (decision 27; measured 57.25 and 10).
+var costBudget = cost.PerExam{Events: 61, WorkflowTasks: 11, Upserts: 2, Actions: 13}
 
 // TestAnExamStaysWithinItsEngineCostBudget runs a small burst of plain
 // exams and holds each exam's cost to costBudget.

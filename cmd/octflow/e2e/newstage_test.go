@@ -20,11 +20,11 @@ import (
 
 // toyStage is a stage as a new file in activities/ declares one: its
 // declaration and its activity. It runs on the CPU workers, reads what
-// the measure stage stored and writes a note of its own beside it.
+// the measure stage stored, writes a note of its own beside it and names
+// what wrote it.
 func toyStage() activities.Stage {
-	return activities.Stage{
-		Spec: exam.StageSpec{Stage: "toy", Activity: "WriteToyNote"},
-		Run: func(a *activities.Activities, ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
+	return activities.StageOf(exam.StageSpec{Stage: "toy", Activity: "WriteToyNote"},
+		func(a *activities.Activities, ctx context.Context, in contract.StageInput) (contract.StageOutput, error) {
 			ref := in.Exam.Ref()
 			rc, n, err := a.Store.Get(ctx, exam.MeasurementsKey(ref))
 			if err != nil {
@@ -39,9 +39,8 @@ func toyStage() activities.Stage {
 			if err := a.Store.Put(ctx, key, bytes.NewReader(note), int64(len(note)), "application/json"); err != nil {
 				return contract.StageOutput{}, err
 			}
-			return contract.StageOutput{Keys: []string{key}, Node: a.Node}, nil
-		},
-	}
+			return contract.StageOutput{Keys: []string{key}, Node: a.Node, Algorithm: "toy-note/v1"}, nil
+		})
 }
 
 // Adding a stage is a file of its own and its place in the pipeline's
@@ -72,6 +71,12 @@ func TestAStageAddedToThePipelineRunsOnTheEmbeddedStack(t *testing.T) {
 	var got struct{ MeasurementsBytes int64 }
 	if err != nil || json.Unmarshal(note, &got) != nil || got.MeasurementsBytes < 100 {
 		t.Fatalf("the toy stage's note: %q (%v); want the size of the measurements it read", note, err)
+	}
+
+	// The report names what computed the toy stage, as the stage said:
+	// the report stage has no line for it.
+	if rep, _ := h.readReport(exam.ReportJSONKey(h.ref("toy-1"))); rep.Algorithms["toy"] != "toy-note/v1" || rep.Algorithms["measure"] == "" {
+		t.Errorf("the report names %v, want the toy stage's algorithm beside the others", rep.Algorithms)
 	}
 
 	var events []lifecycle.Entry

@@ -1,0 +1,84 @@
+package contract
+
+import (
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"octflow/exam"
+)
+
+// StartOptions are how one of an exam's own workflows (its review, its
+// export) is started, whoever starts it: the pipeline, as a child it
+// abandons (Child), or the gateway, through the client (Client). Each
+// workflow's options have one owner here (ReviewStartOptions,
+// ExportStartOptions), so the two starts cannot drift apart.
+type StartOptions struct {
+	ID        string
+	TaskQueue string
+	// ReusePolicy says whether a closed workflow of the ID may be
+	// started again.
+	ReusePolicy enumspb.WorkflowIdReusePolicy
+	// Priority is the exam's (TaskPriority): the workflow's tasks wait
+	// with the exam's other tasks, in its campus's part of its bucket.
+	Priority temporal.Priority
+	// SearchAttributes are the exam's (SubmissionAttributes), which the
+	// Web UI filters by.
+	SearchAttributes temporal.SearchAttributes
+}
+
+// Child is the options of a start as a child workflow that outlives its
+// parent (abandoned when the parent closes). A running workflow of the
+// ID fails the start, as a client's start fails on a conflict.
+func (o StartOptions) Child() workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
+		WorkflowID:            o.ID,
+		TaskQueue:             o.TaskQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: o.ReusePolicy,
+		Priority:              o.Priority,
+		TypedSearchAttributes: o.SearchAttributes,
+	}
+}
+
+// Client is the options of a start through the client. A running
+// workflow of the ID fails the start.
+func (o StartOptions) Client() client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       o.ID,
+		TaskQueue:                o.TaskQueue,
+		WorkflowIDReusePolicy:    o.ReusePolicy,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Priority:                 o.Priority,
+		TypedSearchAttributes:    o.SearchAttributes,
+	}
+}
+
+// examStart is the part of an exam's own workflow's start options that
+// comes from the exam: its queue, priority and search attributes.
+func examStart(id string, sub exam.Submission, pol exam.Policy, reuse enumspb.WorkflowIdReusePolicy) StartOptions {
+	return StartOptions{
+		ID:               id,
+		TaskQueue:        exam.WorkflowQueue,
+		ReusePolicy:      reuse,
+		Priority:         TaskPriority(pol, sub.Priority, sub.Campus),
+		SearchAttributes: temporal.NewSearchAttributes(SubmissionAttributes(sub)...),
+	}
+}
+
+// ExportStartOptions are the start options of an exam's export, started
+// by its pipeline once the report exists and by an admin's re-export:
+// ExportWorkflowID, reused only after a failed export, so results
+// delivered once are not sent again by another run of the exam.
+func ExportStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
+	return examStart(ExportWorkflowID(sub.Ref()), sub, pol, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
+}
+
+// ReviewStartOptions are the start options of an exam's review, started
+// by its pipeline once the report is stored: ReviewWorkflowID, never
+// reused, so an exam has at most one review whichever of its runs gets
+// there first.
+func ReviewStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
+	return examStart(ReviewWorkflowID(sub.Ref()), sub, pol, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
