@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"octflow/api/auth"
 	"octflow/audit"
 	"octflow/audit/audittest"
 )
@@ -36,9 +37,9 @@ func TestOnePoisonedRequestCannotSilenceTheTrail(t *testing.T) {
 		}
 		return tr
 	}
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("clin"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "oct-1", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,9 +134,9 @@ func TestOneTokensFloodCannotStopTheTrailForOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("clin"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "oct-1", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)

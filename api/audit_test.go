@@ -10,7 +10,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
 	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/audit"
 )
 
@@ -60,9 +63,9 @@ func (w *watchedWriter) WriteHeader(code int) {
 
 func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-north"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("dr-north"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev-north"), Principal: auth.Principal{Name: "oct-1", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("dr-north"), Principal: auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +77,13 @@ func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 		trail.acted++
 		trail.mu.Unlock()
 		return c.String(http.StatusOK, "recorded")
-	}, require(tokens, RoleClinician))
+	}, require(tokens, auth.RoleClinician))
 	// A report read that needs no Temporal: what getReport does.
 	srv.echo.GET("/v1/test/:examId/report", func(c echo.Context) error {
 		s := srv
-		s.audit(c, "read-report", s.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")), http.StatusOK)
+		auditing.Note(c, "read-report", s.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")))
 		return c.String(http.StatusOK, "the report")
-	}, require(tokens, RoleClinician))
+	}, require(tokens, auth.RoleClinician))
 	return srv
 }
 
@@ -197,7 +200,7 @@ func TestNothingIsServedWithoutItsAuditEntry(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || strings.Contains(w.Body.String(), "the report") {
 		t.Fatalf("an allowed read the trail refused: %d %q, want 503 with Retry-After and no report", w.Code, w.Body)
 	}
-	var p Problem
+	var p problems.Problem
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != http.StatusServiceUnavailable {
 		t.Errorf("body %q is not a 503 problem: %v", w.Body, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"octflow/api/intake"
+	"octflow/api/problems"
 )
 
 // Client calls the gateway over HTTP with one bearer token: what
@@ -24,7 +26,7 @@ type Client struct {
 
 // Submit sends a scan with its metadata: POST /v1/exams. It returns the
 // status and the HTTP status code (202 new, 200 known).
-func (c *Client) Submit(ctx context.Context, meta SubmitMeta, scan []byte) (*ExamStatus, int, error) {
+func (c *Client) Submit(ctx context.Context, meta intake.Meta, scan []byte) (*ExamStatus, int, error) {
 	contentType, body := Multipart(meta, scan)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/v1/exams", body)
 	if err != nil {
@@ -77,7 +79,7 @@ func (c *Client) Do(req *http.Request, v any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var p Problem
+		var p problems.Problem
 		if json.Unmarshal(b, &p) == nil && p.Title != "" {
 			return resp.StatusCode, fmt.Errorf("%s %s: %d %s: %s", req.Method, req.URL.Path, resp.StatusCode, p.Title, p.Detail)
 		}
@@ -92,7 +94,7 @@ func (c *Client) Do(req *http.Request, v any) (int, error) {
 }
 
 // Multipart encodes a submission's two parts: meta (JSON) and scan.
-func Multipart(meta SubmitMeta, scan []byte) (contentType string, body *bytes.Buffer) {
+func Multipart(meta intake.Meta, scan []byte) (contentType string, body *bytes.Buffer) {
 	body = &bytes.Buffer{}
 	mw := multipart.NewWriter(body)
 	metaJSON, _ := json.Marshal(meta) // a struct of strings always encodes

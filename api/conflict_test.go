@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -57,7 +59,7 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 		t.Fatal(err)
 	}
 	const examID = "E-1"
-	pseudonyms := NewPseudonymizer([]byte("0123456789abcdef"))
+	pseudonyms := intake.NewPseudonymizer([]byte("0123456789abcdef"))
 	ref := pseudonyms.ExamRef("north", examID)
 	const otherDigest = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 	record, _ := json.Marshal(exam.Record{Exam: ref, ScanDigest: otherDigest, Priority: exam.Low})
@@ -72,14 +74,14 @@ func TestAnotherScanUnderATakenExamIDIs409(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			store := storagetest.NewMemory(c.objects)
-			tokens, err := NewTokens([]TokenEntry{{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
+			tokens, err := auth.NewTokens([]auth.TokenEntry{{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: pseudonyms,
 				SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20, Temporal: c.temporal, Store: store})
 
-			contentType, body := Multipart(SubmitMeta{ExamID: examID, Priority: "low"}, scan.Bytes())
+			contentType, body := Multipart(intake.Meta{ExamID: examID, Priority: "low"}, scan.Bytes())
 			req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 			req.Header.Set("Content-Type", contentType)
 			req.Header.Set("Authorization", "Bearer dev")

@@ -23,6 +23,8 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/codec"
 	"octflow/contract"
@@ -58,17 +60,17 @@ func TestRecordedExamsAnswerAsTheContractSays(t *testing.T) {
 		tc.runs[id] = events
 		latest = append(latest, id)
 	}
-	tokens, err := api.NewTokens([]api.TokenEntry{
-		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
-		{SHA256: api.HashToken("sender"), Principal: api.Principal{Name: "s", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: api.HashToken("other"), Principal: api.Principal{Name: "o", Role: api.RoleDevice, DeviceID: "oct-2", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("sender"), Principal: auth.Principal{Name: "s", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("other"), Principal: auth.Principal{Name: "o", Role: auth.RoleDevice, DeviceID: "oct-2", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := api.New(api.Config{
 		Temporal: tc, Tokens: tokens, Policy: exam.DefaultPolicy(), Converters: lifecycle.Converters{Data: dc, Failure: fc},
-		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 	})
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/exam"
 	"octflow/imaging"
@@ -26,16 +28,16 @@ import (
 // with a Failed SOP Sequence in DICOM JSON, or 400 with the same answer
 // for a client that asks for it (X-Octflow-Refusal-Status).
 func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
-	tokens, err := api.NewTokens([]api.TokenEntry{
-		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := api.New(api.Config{
-		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(), DeviceRate: api.RateLimit{PerMinute: 6000, Burst: 1000},
-		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(), DeviceRate: intake.RateLimit{PerMinute: 6000, Burst: 1000},
+		Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 	})
 	if err != nil {
@@ -139,16 +141,16 @@ func TestStoreInstancesAnswersAsItsContractSays(t *testing.T) {
 // no resend mends, never A700H (out of resources), which senders send
 // again and again.
 func TestAScanTooLargeEverToValidateIsRefusedForGood(t *testing.T) {
-	tokens, err := api.NewTokens([]api.TokenEntry{
-		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := api.New(api.Config{
 		Tokens: tokens, Policy: exam.DefaultPolicy(), SpoolDir: t.TempDir(),
-		Uploads:       api.UploadLimits{ValidationBytes: 64 << 10},
-		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		Uploads:       intake.Limits{ValidationBytes: 64 << 10},
+		Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 	})
 	if err != nil {

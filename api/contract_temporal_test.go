@@ -25,6 +25,8 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/contract"
 	"octflow/exam"
@@ -34,9 +36,9 @@ import (
 // task queues, a campus's inbox, an exam it does not know), as the
 // handlers really render them, held to api/openapi.yaml.
 func TestGatewayAnswersFromTemporalAsItsContractSays(t *testing.T) {
-	tokens, err := api.NewTokens([]api.TokenEntry{
-		{SHA256: api.HashToken("admin"), Principal: api.Principal{Name: "a", Role: api.RoleAdmin}},
-		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("admin"), Principal: auth.Principal{Name: "a", Role: auth.RoleAdmin}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ func TestGatewayAnswersFromTemporalAsItsContractSays(t *testing.T) {
 	store := &stubStore{}
 	gw, err := api.New(api.Config{
 		Temporal: stubTemporal{}, Store: store, Tokens: tokens, Policy: exam.DefaultPolicy(),
-		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 		NotifyPoll:    10 * time.Millisecond,
 	})

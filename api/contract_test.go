@@ -19,6 +19,8 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/codec"
 	"octflow/exam"
@@ -28,10 +30,10 @@ import (
 // with every request and answer held to api/openapi.yaml by
 // apitest.Transport.
 func TestGatewayAnswersAsItsContractSays(t *testing.T) {
-	tokens, err := api.NewTokens([]api.TokenEntry{
-		{SHA256: api.HashToken("admin"), Principal: api.Principal{Name: "a", Role: api.RoleAdmin}},
-		{SHA256: api.HashToken("clin"), Principal: api.Principal{Name: "c", Role: api.RoleClinician, Campus: "north"}},
-		{SHA256: api.HashToken("dev"), Principal: api.Principal{Name: "d", Role: api.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("admin"), Principal: auth.Principal{Name: "a", Role: auth.RoleAdmin}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestGatewayAnswersAsItsContractSays(t *testing.T) {
 	}
 	gw, err := api.New(api.Config{
 		Tokens: tokens, PayloadCodec: sealer, Policy: exam.DefaultPolicy(),
-		Pseudonymizer: api.NewPseudonymizer([]byte("0123456789abcdef")),
+		Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
 		AuditTrail:    audit.NewLogSink(zapcore.AddSync(io.Discard), audit.Source{ID: "api"}),
 		SpoolDir:      t.TempDir(),
 	})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/callback"
 )
@@ -40,9 +42,9 @@ func poisoned() []byte {
 // campus north, a recording trail and a callback guard.
 func echoServer(t *testing.T) (*Server, *recordingTrail) {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev"), Principal: Principal{Name: "oct-1", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("clin"), Principal: Principal{Name: "dr-lee", Role: RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "oct-1", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "dr-lee", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func echoServer(t *testing.T) (*Server, *recordingTrail) {
 	}
 	trail := &recordingTrail{}
 	srv := newServer(t, Config{Tokens: tokens, AuditTrail: trail, Callbacks: guard, MaxScanBytes: 4 << 20,
-		SpoolDir: t.TempDir(), DeviceRate: RateLimit{PerMinute: 600, Burst: 100}})
+		SpoolDir: t.TempDir(), DeviceRate: intake.RateLimit{PerMinute: 600, Burst: 100}})
 	return srv, trail
 }
 

@@ -12,6 +12,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
@@ -37,7 +40,7 @@ func examSearchAttributes(sub exam.Submission) temporal.SearchAttributes {
 func (s *Server) getReport(c echo.Context) error {
 	format := c.QueryParam("format")
 	if format != "" && format != "pdf" && format != "json" {
-		return problem(http.StatusBadRequest, "malformed-request", "format must be pdf or json")
+		return problems.New(http.StatusBadRequest, "malformed-request", "format must be pdf or json")
 	}
 	f, err := s.findExam(c)
 	if err != nil {
@@ -48,7 +51,7 @@ func (s *Server) getReport(c echo.Context) error {
 	if err != nil {
 		return unavailable(ctx, err)
 	}
-	notYet := problem(http.StatusNotFound, "not-found", "exam "+f.ref.ID+" has no report yet")
+	notYet := problems.New(http.StatusNotFound, "not-found", "exam "+f.ref.ID+" has no report yet")
 	if rec.Report == nil {
 		return notYet
 	}
@@ -60,10 +63,10 @@ func (s *Server) getReport(c echo.Context) error {
 	if errors.Is(err, storage.ErrNotFound) {
 		return notYet
 	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	}
 	defer rc.Close()
-	s.audit(c, "read-report", f.ref, http.StatusOK)
+	auditing.Note(c, "read-report", f.ref)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.FormatInt(size, 10))
 	return c.Stream(http.StatusOK, contentType, rc)
 }
@@ -74,12 +77,12 @@ func (s *Server) getExam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	who := principal(c)
-	uploader := who.Role == RoleDevice || who.Role == RoleRouter
+	who := auth.Of(c)
+	uploader := who.Role == auth.RoleDevice || who.Role == auth.RoleRouter
 	if uploader && !s.sentBy(f, who) {
 		// Like a missing exam: a device learns nothing of another's.
-		auditRefusal(c, "not this device's exam", nil)
-		return problem(http.StatusNotFound, "not-found", "no such exam")
+		auditing.Refused(c, "not this device's exam", nil)
+		return problems.New(http.StatusNotFound, "not-found", "no such exam")
 	}
 	st, err := s.status(c.Request().Context(), f)
 	if err != nil {
@@ -88,7 +91,7 @@ func (s *Server) getExam(c echo.Context) error {
 	if uploader {
 		st = forUploader(st)
 	}
-	s.audit(c, "read-status", f.ref, http.StatusOK)
+	auditing.Note(c, "read-status", f.ref)
 	return c.JSON(http.StatusOK, st)
 }
 
@@ -139,7 +142,7 @@ func uploaderFailureMessage(typ string) string {
 
 // sentBy says whether the exam was sent by who: its device, or the
 // device or router that submitted it.
-func (s *Server) sentBy(f *examFound, who Principal) bool {
+func (s *Server) sentBy(f *examFound, who auth.Principal) bool {
 	return s.memoString(f.desc, memoDeviceID) == who.DeviceID || s.memoString(f.desc, memoSubmitter) == who.Name
 }
 

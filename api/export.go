@@ -9,6 +9,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 )
 
@@ -26,7 +29,7 @@ func (s *Server) rerunExport(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	conflict := func(detail string) error {
-		p := problem(http.StatusConflict, "export-not-failed", detail)
+		p := problems.New(http.StatusConflict, "export-not-failed", detail)
 		p.ExamID = f.ref.ID
 		return p
 	}
@@ -56,9 +59,9 @@ func (s *Server) rerunExport(c echo.Context) error {
 	if err != nil && !errors.As(err, &started) {
 		return unavailable(ctx, err)
 	}
-	who := principal(c)
+	who := auth.Of(c)
 	s.cfg.Logger.Info("export rerun", zap.String("campus", f.ref.Campus), zap.String("examId", f.ref.ID), zap.String("by", who.Name))
-	s.audit(c, "export", f.ref, http.StatusAccepted)
+	auditing.Note(c, "export", f.ref)
 	st, err := s.status(ctx, f)
 	if err != nil {
 		return err

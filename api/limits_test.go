@@ -16,7 +16,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"octflow/api/auth"
 	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -48,8 +50,8 @@ func padded(n int, parts ...string) []byte {
 
 func TestEveryUploadRouteBoundsItsRequestNotOnlyItsScan(t *testing.T) {
 	const scanCap = 1 << 10 // the request may be the scan cap and 1 MiB
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +70,7 @@ func TestEveryUploadRouteBoundsItsRequestNotOnlyItsScan(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer dev")
 			rec := httptest.NewRecorder()
 			srv.ServeHTTP(rec, req)
-			var p Problem
+			var p problems.Problem
 			_ = json.Unmarshal(rec.Body.Bytes(), &p)
 			if rec.Code != http.StatusRequestEntityTooLarge || p.Type != "urn:octflow:problem:too-large" {
 				t.Errorf("%s: a request of %d bytes whose scan is within the cap: %d %s (%s), want 413: the request's own bound",
@@ -89,7 +91,9 @@ func stowParts(n int) []byte {
 
 func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 	// Devices dev-a and dev-b (twoDevices), at rate.
-	server := func(rate RateLimit) *Server { return twoDevices(t, Config{SpoolDir: t.TempDir(), DeviceRate: rate}) }
+	server := func(rate intake.RateLimit) *Server {
+		return twoDevices(t, Config{SpoolDir: t.TempDir(), DeviceRate: rate})
+	}
 	stow := func(srv *Server, token string, instances int) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/dicom-web/studies", bytes.NewReader(stowParts(instances)))
 		req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=B`)
@@ -110,7 +114,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		return rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") != ""
 	}
 	t.Run("STOW-RS requests are limited", func(t *testing.T) {
-		srv := server(RateLimit{PerMinute: 2, Burst: 2})
+		srv := server(intake.RateLimit{PerMinute: 2, Burst: 2})
 		for i := range 2 {
 			if rec := stow(srv, "dev-a", 1); limited(rec) {
 				t.Fatalf("STOW-RS request %d within the burst: %d", i, rec.Code)
@@ -124,7 +128,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("one bucket for both routes", func(t *testing.T) {
-		srv := server(RateLimit{PerMinute: 2, Burst: 2})
+		srv := server(intake.RateLimit{PerMinute: 2, Burst: 2})
 		if rec := submit(srv, "dev-a"); limited(rec) {
 			t.Fatalf("first upload: %d", rec.Code)
 		}
@@ -136,7 +140,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("each instance counts", func(t *testing.T) {
-		srv := server(RateLimit{PerMinute: 60, Burst: 64})
+		srv := server(intake.RateLimit{PerMinute: 60, Burst: 64})
 		if rec := stow(srv, "dev-a", 64); limited(rec) {
 			t.Fatalf("a 64-instance request within a burst of 64: %d", rec.Code)
 		}
@@ -149,7 +153,7 @@ func TestADevicesRateCountsExamsOverBothRoutes(t *testing.T) {
 		}
 	})
 	t.Run("a request over the burst is served once, then paid for", func(t *testing.T) {
-		srv := server(RateLimit{PerMinute: 60, Burst: 20})
+		srv := server(intake.RateLimit{PerMinute: 60, Burst: 20})
 		if rec := stow(srv, "dev-a", 64); limited(rec) {
 			t.Fatalf("a 64-instance request from a device with a burst of 20: %d, want it served", rec.Code)
 		}
@@ -166,10 +170,10 @@ func retryAfterSeconds(rec *httptest.ResponseRecorder) int {
 }
 
 func TestUrgentIsTakenOnlyFromDevicesAllowedToSendIt(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("plain"), Principal: Principal{Name: "p", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("er"), Principal: Principal{Name: "er", Role: RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
-		{SHA256: HashToken("router"), Principal: Principal{Name: "r", Role: RoleRouter, DeviceID: "orthanc", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("plain"), Principal: auth.Principal{Name: "p", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("er"), Principal: auth.Principal{Name: "er", Role: auth.RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
+		{SHA256: auth.HashToken("router"), Principal: auth.Principal{Name: "r", Role: auth.RoleRouter, DeviceID: "orthanc", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -234,9 +238,9 @@ func TestAnUrgentExamFromADeviceThatMayNotSendItStartsAsNormal(t *testing.T) {
 	if err := octdicom.WriteDICOM(&scan, p.Volume, octdicom.Header{SOPInstanceUID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("plain"), Principal: Principal{Name: "p", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("er"), Principal: Principal{Name: "er", Role: RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("plain"), Principal: auth.Principal{Name: "p", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("er"), Principal: auth.Principal{Name: "er", Role: auth.RoleDevice, DeviceID: "oct-er", Campus: "north", Urgent: true}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +252,7 @@ func TestAnUrgentExamFromADeviceThatMayNotSendItStartsAsNormal(t *testing.T) {
 		temporal := &startRecorder{}
 		srv := newServer(t, Config{Tokens: tokens, SpoolDir: t.TempDir(), MaxScanBytes: 32 << 20,
 			Temporal: temporal, Store: &storagetest.Memory{}})
-		contentType, body := Multipart(SubmitMeta{ExamID: "E-" + tc.token, Priority: "urgent"}, scan.Bytes())
+		contentType, body := Multipart(intake.Meta{ExamID: "E-" + tc.token, Priority: "urgent"}, scan.Bytes())
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", body)
 		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Authorization", "Bearer "+tc.token)

@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -72,7 +74,7 @@ func healthView(h contract.NodeHealth) NodeHealthView {
 func (s *Server) listNodes(c echo.Context) error {
 	views, err := s.nodeViews(c.Request().Context())
 	if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
 	}
 	return c.JSON(http.StatusOK, views)
 }
@@ -125,16 +127,16 @@ func (s *Server) updateFleet(ctx context.Context, name string, arg, out any) err
 		Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if isNotFound(err) {
-		return problem(http.StatusNotFound, "not-found", "no node has reported yet")
+		return problems.New(http.StatusNotFound, "not-found", "no node has reported yet")
 	} else if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
 	}
 	if err := handle.Get(ctx, out); err != nil {
 		var rejected *temporal.ApplicationError // the fleet knows no such node
 		if errors.As(err, &rejected) {
-			return problem(http.StatusNotFound, "not-found", "no such node")
+			return problems.New(http.StatusNotFound, "not-found", "no such node")
 		}
-		return problem(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "fleet: "+err.Error())
 	}
 	return nil
 }
@@ -155,7 +157,7 @@ func (s *Server) resetBreaker(c echo.Context) error {
 	if err := s.updateFleet(c.Request().Context(), contract.ResetBreakerUpdate, nodeID, &gen); err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("breaker reset requested", zap.String("nodeId", nodeID), zap.String("by", principal(c).Name))
+	s.cfg.Logger.Info("breaker reset requested", zap.String("nodeId", nodeID), zap.String("by", auth.Of(c).Name))
 	return c.JSON(http.StatusAccepted, BreakerReset{NodeID: nodeID, ResetGeneration: gen,
 		Note: "the node applies the reset at its next report"})
 }
@@ -176,13 +178,13 @@ func (s *Server) markNode(c echo.Context) error {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 4<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return jsonProblem("the mark (JSON {state})", err)
+		return problems.JSON("the mark (JSON {state})", err)
 	}
 	if body.State != contract.Degraded && body.State != contract.Healthy {
-		return problem(http.StatusBadRequest, "malformed-request", `state: want "degraded" or "healthy"`)
+		return problems.New(http.StatusBadRequest, "malformed-request", `state: want "degraded" or "healthy"`)
 	}
 	nodeID := c.Param("nodeId")
-	mark := contract.NodeMark{NodeID: nodeID, State: body.State, By: principal(c).Name}
+	mark := contract.NodeMark{NodeID: nodeID, State: body.State, By: auth.Of(c).Name}
 	var h contract.NodeHealth
 	if err := s.updateFleet(c.Request().Context(), contract.MarkNodeUpdate, mark, &h); err != nil {
 		return err

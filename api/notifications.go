@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/auth"
 	"octflow/api/problems"
 	"octflow/contract"
 )
@@ -60,23 +61,23 @@ const keepaliveEvery = 15 * time.Second
 // campus are fed by one reading of its inbox per poll interval (a hub),
 // whatever their number.
 func (s *Server) notifications(c echo.Context) error {
-	who := principal(c)
+	who := auth.Of(c)
 	campus := c.QueryParam("campus")
 	if campus == "" {
 		campus = who.Campus
 	}
 	if campus == "" {
-		return problem(http.StatusBadRequest, "malformed-request", "campus is required (?campus=)")
+		return problems.New(http.StatusBadRequest, "malformed-request", "campus is required (?campus=)")
 	}
 	if !campusAllowed(who, campus) {
 		// Not 403: nobody learns which campuses exist.
-		return problem(http.StatusNotFound, "not-found", "no such campus")
+		return problems.New(http.StatusNotFound, "not-found", "no such campus")
 	}
 	var last int64
 	if h := c.Request().Header.Get("Last-Event-ID"); h != "" {
 		n, err := strconv.ParseInt(h, 10, 64)
 		if err != nil || n < 0 {
-			return problem(http.StatusBadRequest, "malformed-request", "Last-Event-ID must be an event number")
+			return problems.New(http.StatusBadRequest, "malformed-request", "Last-Event-ID must be an event number")
 		}
 		last = n
 	}
@@ -155,9 +156,9 @@ func isNotSupported(err error) bool { return errors.Is(err, http.ErrNotSupported
 // limits: the hash of its bearer token, or else its principal's name.
 func tokenKey(c echo.Context) string {
 	if token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer "); ok && token != "" {
-		return "token:" + HashToken(strings.TrimSpace(token))
+		return "token:" + auth.HashToken(strings.TrimSpace(token))
 	}
-	return "principal:" + principal(c).Name
+	return "principal:" + auth.Of(c).Name
 }
 
 // inboxReader reads a campus inbox's events after a sequence number.
@@ -189,10 +190,10 @@ func (n *notifier) admit(token string) (leave func(), err error) {
 	defer n.mu.Unlock()
 	switch {
 	case n.perToken[token] >= n.limits.PerToken:
-		return nil, problem(http.StatusTooManyRequests, "rate-limited",
+		return nil, problems.New(http.StatusTooManyRequests, "rate-limited",
 			fmt.Sprintf("this token already holds %d event streams", n.limits.PerToken))
 	case n.total >= n.limits.Total:
-		return nil, problem(http.StatusTooManyRequests, "rate-limited",
+		return nil, problems.New(http.StatusTooManyRequests, "rate-limited",
 			fmt.Sprintf("the gateway already serves %d event streams", n.limits.Total))
 	}
 	n.perToken[token]++

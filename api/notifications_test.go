@@ -13,18 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"octflow/api/auth"
 	"octflow/contract"
 	"octflow/internal/testwait"
 )
 
 // streamTokens are clinician tokens of the campus north; "both" may also
 // read the campus south.
-func streamTokens(t *testing.T) *Tokens {
+func streamTokens(t *testing.T) *auth.Tokens {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("clin-1"), Principal: Principal{Name: "c1", Role: RoleClinician, Campus: "north"}},
-		{SHA256: HashToken("clin-2"), Principal: Principal{Name: "c2", Role: RoleClinician, Campus: "north"}},
-		{SHA256: HashToken("both"), Principal: Principal{Name: "b", Role: RoleClinician, Campus: "north", Campuses: []string{"south"}}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("clin-1"), Principal: auth.Principal{Name: "c1", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("clin-2"), Principal: auth.Principal{Name: "c2", Role: auth.RoleClinician, Campus: "north"}},
+		{SHA256: auth.HashToken("both"), Principal: auth.Principal{Name: "b", Role: auth.RoleClinician, Campus: "north", Campuses: []string{"south"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

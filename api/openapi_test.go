@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"octflow/api/auth"
 	"octflow/codec"
 )
 
@@ -25,7 +26,7 @@ func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}
-	tokens, _ := NewTokens(nil)
+	tokens, _ := auth.NewTokens(nil)
 	keys, _ := codec.NewKeys("k")
 	sealer, err := codec.New(keys)
 	if err != nil {

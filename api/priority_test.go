@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/exam"
 )
 
@@ -46,9 +48,9 @@ func TestACampusSharesTheBucketsOnlyWhileItSendsExams(t *testing.T) {
 // A campus weight must name a campus that uploads: a misspelt one would
 // otherwise weigh nothing, silently.
 func TestACampusWeightForNoUploadingCampusIsRefused(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
-		{SHA256: HashToken("clin"), Principal: Principal{Name: "c", Role: RoleClinician, Campus: "east"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev-a"), Principal: auth.Principal{Name: "a", Role: auth.RoleDevice, DeviceID: "oct-a", Campus: "north"}},
+		{SHA256: auth.HashToken("clin"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "east"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestACampusWeightForNoUploadingCampusIsRefused(t *testing.T) {
 	} {
 		pol := exam.DefaultPolicy()
 		pol.CampusWeights = tc.weights
-		_, err := New(Config{Policy: pol, Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef"))})
+		_, err := New(Config{Policy: pol, Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef"))})
 		switch {
 		case tc.refused == "" && err != nil && strings.Contains(err.Error(), "campus weights"):
 			t.Errorf("weights %v refused: %v", tc.weights, err)

@@ -11,6 +11,7 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"octflow/api/problems"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -87,7 +88,7 @@ func (s *Server) listQueues(c echo.Context) error {
 	view := QueuesView{ScheduledExams: map[exam.Priority]int64{}}
 	queues, err := s.queueStats(ctx)
 	if err != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 	}
 	for _, q := range queues {
 		view.Queues = append(view.Queues, QueueView{Queue: q.name, Kind: q.kind, Backlog: q.backlog,
@@ -99,7 +100,7 @@ func (s *Server) listQueues(c echo.Context) error {
 				exam.AttrState, lifecycle.Queued, exam.AttrPriority, b),
 		})
 		if err != nil {
-			return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+			return problems.New(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 		}
 		view.ScheduledExams[b] = resp.GetCount()
 	}

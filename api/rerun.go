@@ -12,6 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/lifecycle"
 )
@@ -47,7 +50,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
 		enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 	default:
-		p := problem(http.StatusConflict, "not-dead", "only a DEAD exam can be run again; this one is not")
+		p := problems.New(http.StatusConflict, "not-dead", "only a DEAD exam can be run again; this one is not")
 		p.ExamID = id
 		return p
 	}
@@ -55,7 +58,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	who := principal(c)
+	who := auth.Of(c)
 	in.Policy = s.policyFor(in.Submission.Campus)
 	in.Rerun = &contract.Rerun{PreviousRunID: info.GetExecution().GetRunId(), By: who.Name, At: time.Now().UTC()}
 	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -76,7 +79,7 @@ func (s *Server) rerunExam(c echo.Context) error {
 		return unavailable(ctx, err)
 	}
 	s.cfg.Logger.Info("exam rerun", zap.String("campus", f.ref.Campus), zap.String("examId", id), zap.String("by", who.Name))
-	s.audit(c, "rerun", f.ref, http.StatusAccepted)
+	auditing.Note(c, "rerun", f.ref)
 	if f.desc, err = s.cfg.Temporal.DescribeWorkflowExecution(ctx, f.workflowID(), ""); err != nil {
 		return unavailable(ctx, err)
 	}

@@ -11,6 +11,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -39,24 +42,24 @@ func (s *Server) postReview(c echo.Context) error {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return jsonProblem("the review (JSON {decision, note})", err)
+		return problems.JSON("the review (JSON {decision, note})", err)
 	}
 	decision, err := exam.ParseDecision(body.Decision)
 	if err != nil {
-		return problem(http.StatusBadRequest, "malformed-request", err.Error())
+		return problems.New(http.StatusBadRequest, "malformed-request", err.Error())
 	}
 	if len(body.Note) > 4000 {
-		return problem(http.StatusBadRequest, "malformed-request", "note is longer than 4000 characters")
+		return problems.New(http.StatusBadRequest, "malformed-request", "note is longer than 4000 characters")
 	}
 	f, err := s.findExam(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	req := contract.ReviewRequest{Decision: decision, Note: body.Note, By: principal(c).Name}
+	req := contract.ReviewRequest{Decision: decision, Note: body.Note, By: auth.Of(c).Name}
 	refused := func(detail string) error {
-		s.audit(c, "review", f.ref, http.StatusConflict)
-		p := problem(http.StatusConflict, "review-refused", detail)
+		auditing.Note(c, "review", f.ref)
+		p := problems.New(http.StatusConflict, "review-refused", detail)
 		p.ExamID = f.ref.ID
 		return p
 	}
@@ -73,7 +76,7 @@ func (s *Server) postReview(c echo.Context) error {
 	case err != nil:
 		return unavailable(ctx, err)
 	}
-	s.audit(c, "review", f.ref, http.StatusOK)
+	auditing.Note(c, "review", f.ref)
 	return c.JSON(http.StatusOK, ReviewResponse{ExamID: f.ref.ID, Campus: f.ref.Campus, Review: status})
 }
 

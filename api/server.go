@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"octflow/api/auditing"
+	"octflow/api/auth"
 	"octflow/api/codecserver"
 	"octflow/api/intake"
 	"octflow/api/problems"
@@ -45,8 +46,8 @@ type Config struct {
 	// Namespace is the Temporal namespace (default "default").
 	Namespace     string
 	Store         ObjectStore
-	Tokens        *Tokens
-	Pseudonymizer *Pseudonymizer
+	Tokens        *auth.Tokens
+	Pseudonymizer *intake.Pseudonymizer
 	Logger        *zap.Logger
 	// AuditTrail receives one DICOM audit event per access decision,
 	// allowed or refused (see package auditing): audit.Open's trail to a
@@ -77,9 +78,9 @@ type Config struct {
 	// Streams bounds the event streams held open.
 	Streams StreamLimits
 	// DeviceRate limits each device's submissions.
-	DeviceRate RateLimit
+	DeviceRate intake.RateLimit
 	// Uploads bounds what uploads may take of the gateway.
-	Uploads UploadLimits
+	Uploads intake.Limits
 	// SpoolMaxBytes caps what all uploads in flight may put in SpoolDir
 	// together (default DefaultSpoolMaxBytes); over it an upload is
 	// answered 503 with Retry-After. It must hold one upload of
@@ -96,37 +97,6 @@ type Config struct {
 	PayloadCodec converter.PayloadCodec
 	CodecOrigins []string
 }
-
-// What uploads may take of the gateway, and the exams' pseudonyms, are
-// package intake's; these are their names in the gateway's Config.
-type (
-	// UploadLimits bound what uploads may take of the gateway
-	// (intake.Limits).
-	UploadLimits = intake.Limits
-	// UploadPace says how slowly an upload may arrive (intake.UploadPace).
-	UploadPace = intake.UploadPace
-	// RateLimit bounds how fast one device may submit exams
-	// (intake.RateLimit).
-	RateLimit = intake.RateLimit
-	// Pseudonymizer derives the exams' references and the patients'
-	// pseudonyms (intake.Pseudonymizer).
-	Pseudonymizer = intake.Pseudonymizer
-)
-
-// NewPseudonymizer uses key (at least 16 bytes) for HMAC-SHA256
-// (intake.NewPseudonymizer).
-func NewPseudonymizer(key []byte) *Pseudonymizer { return intake.NewPseudonymizer(key) }
-
-// The intake's defaults (intake.DefaultSpoolMaxBytes,
-// intake.DefaultValidationBytes).
-const (
-	DefaultSpoolMaxBytes   = intake.DefaultSpoolMaxBytes
-	DefaultValidationBytes = intake.DefaultValidationBytes
-)
-
-// SpoolBytesFor is what the spool must hold for one upload of a scan of
-// maxScanBytes (intake.SpoolBytesFor).
-func SpoolBytesFor(maxScanBytes int64) int64 { return intake.SpoolBytesFor(maxScanBytes) }
 
 // Server is the HTTP gateway.
 type Server struct {
@@ -219,21 +189,21 @@ func New(cfg Config) (*Server, error) {
 		codecserver.Register(e, codecserver.Config{Codec: cfg.PayloadCodec, Origins: cfg.CodecOrigins, Tokens: cfg.Tokens, Logger: cfg.Logger})
 	}
 	// DICOMweb STOW-RS, for devices and DICOM routers (see stow.go).
-	e.POST("/dicom-web/studies", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), in.DeviceRate, in.SpoolBudget)
-	e.POST("/dicom-web/studies/:study", s.storeInstances, require(cfg.Tokens, RoleDevice, RoleRouter), in.DeviceRate, in.SpoolBudget)
+	e.POST("/dicom-web/studies", s.storeInstances, require(cfg.Tokens, auth.RoleDevice, auth.RoleRouter), in.DeviceRate, in.SpoolBudget)
+	e.POST("/dicom-web/studies/:study", s.storeInstances, require(cfg.Tokens, auth.RoleDevice, auth.RoleRouter), in.DeviceRate, in.SpoolBudget)
 	v1 := e.Group("/v1")
-	v1.POST("/exams", s.submitExam, require(cfg.Tokens, RoleDevice), in.DeviceRate, in.SpoolBudget)
-	v1.GET("/exams/:examId", s.getExam, require(cfg.Tokens, RoleDevice, RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/events", s.getEvents, require(cfg.Tokens, RoleClinician, RoleAdmin))
-	v1.GET("/exams/:examId/report", s.getReport, require(cfg.Tokens, RoleClinician, RoleAdmin))
-	v1.POST("/exams/:examId/review", s.postReview, require(cfg.Tokens, RoleClinician))
-	v1.POST("/exams/:examId/rerun", s.rerunExam, require(cfg.Tokens, RoleAdmin))
-	v1.POST("/exams/:examId/export", s.rerunExport, require(cfg.Tokens, RoleAdmin))
-	v1.GET("/notifications", s.notifications, require(cfg.Tokens, RoleClinician))
-	v1.GET("/nodes", s.listNodes, require(cfg.Tokens, RoleAdmin))
-	v1.GET("/queues", s.listQueues, require(cfg.Tokens, RoleAdmin))
-	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, require(cfg.Tokens, RoleAdmin))
-	v1.POST("/nodes/:nodeId/health", s.markNode, require(cfg.Tokens, RoleAdmin))
+	v1.POST("/exams", s.submitExam, require(cfg.Tokens, auth.RoleDevice), in.DeviceRate, in.SpoolBudget)
+	v1.GET("/exams/:examId", s.getExam, require(cfg.Tokens, auth.RoleDevice, auth.RoleClinician, auth.RoleAdmin))
+	v1.GET("/exams/:examId/events", s.getEvents, require(cfg.Tokens, auth.RoleClinician, auth.RoleAdmin))
+	v1.GET("/exams/:examId/report", s.getReport, require(cfg.Tokens, auth.RoleClinician, auth.RoleAdmin))
+	v1.POST("/exams/:examId/review", s.postReview, require(cfg.Tokens, auth.RoleClinician))
+	v1.POST("/exams/:examId/rerun", s.rerunExam, require(cfg.Tokens, auth.RoleAdmin))
+	v1.POST("/exams/:examId/export", s.rerunExport, require(cfg.Tokens, auth.RoleAdmin))
+	v1.GET("/notifications", s.notifications, require(cfg.Tokens, auth.RoleClinician))
+	v1.GET("/nodes", s.listNodes, require(cfg.Tokens, auth.RoleAdmin))
+	v1.GET("/queues", s.listQueues, require(cfg.Tokens, auth.RoleAdmin))
+	v1.POST("/nodes/:nodeId/breaker/reset", s.resetBreaker, require(cfg.Tokens, auth.RoleAdmin))
+	v1.POST("/nodes/:nodeId/health", s.markNode, require(cfg.Tokens, auth.RoleAdmin))
 	return s, nil
 }
 
@@ -249,10 +219,10 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return problem(http.StatusServiceUnavailable, "not-ready", "temporal: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "not-ready", "temporal: "+err.Error())
 	}
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		return problem(http.StatusServiceUnavailable, "not-ready", "object store: "+err.Error())
+		return problems.New(http.StatusServiceUnavailable, "not-ready", "object store: "+err.Error())
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
@@ -272,7 +242,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			zap.Int("status", c.Response().Status),
 			zap.Duration("took", time.Since(start)),
 			zap.String("requestId", c.Response().Header().Get(echo.HeaderXRequestID)),
-			zap.String("principal", principal(c).Name))
+			zap.String("principal", auth.Of(c).Name))
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.uber.org/zap"
 
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
@@ -159,12 +160,12 @@ func (s *Server) status(ctx context.Context, f *examFound) (*ExamStatus, error) 
 
 // unavailable is the problem for a backing service that did not answer.
 func unavailable(ctx context.Context, err error) error {
-	var p *Problem
+	var p *problems.Problem
 	if errors.As(err, &p) {
 		return p
 	}
 	if ctx.Err() != nil {
-		return problem(http.StatusServiceUnavailable, "unavailable", "the request ended before Temporal answered")
+		return problems.New(http.StatusServiceUnavailable, "unavailable", "the request ended before Temporal answered")
 	}
-	return problem(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
+	return problems.New(http.StatusServiceUnavailable, "unavailable", "temporal: "+err.Error())
 }

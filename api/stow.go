@@ -13,7 +13,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
 	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/exam"
 	"octflow/octdicom"
 )
@@ -99,7 +102,7 @@ func definitive(status int) bool {
 // stored is answered as stored).
 func (s *Server) storeInstances(c echo.Context) error {
 	err := s.storeInstancesAnswering(c, c.Request().Header.Get(RefusalStatusHeader) == "400")
-	var p *Problem
+	var p *problems.Problem
 	if c.Request().Header.Get(RefusalStatusHeader) == "400" && errors.As(err, &p) && definitive(p.Status) &&
 		p.Status != http.StatusUnauthorized && p.Status != http.StatusForbidden && p.Status != http.StatusNotFound {
 		p.Status = http.StatusBadRequest
@@ -111,20 +114,20 @@ func (s *Server) storeInstances(c echo.Context) error {
 // none of whose instances is stored, and none for want of resources, 400
 // instead of 409 (RefusalStatusHeader).
 func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
-	who := principal(c)
+	who := auth.Of(c)
 	prio, err := exam.ParsePriority(c.Request().Header.Get(PriorityHeader))
 	if err != nil {
-		return problem(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
+		return problems.New(http.StatusBadRequest, "invalid-meta", PriorityHeader+": "+err.Error())
 	}
 	prio = intake.AllowedPriority(c, prio)
 	study := c.Param("study")
 	if study != "" && !octdicom.ValidUID(study) {
-		return problem(http.StatusBadRequest, "malformed-request",
+		return problems.New(http.StatusBadRequest, "malformed-request",
 			"the study in /dicom-web/studies/{study} is not a UID (digits and dots, at most 64 characters)")
 	}
 	answerAs := stowAnswerType(c.Request().Header.Values(echo.HeaderAccept))
 	if answerAs == "" {
-		return problem(http.StatusNotAcceptable, "not-acceptable",
+		return problems.New(http.StatusNotAcceptable, "not-acceptable",
 			"a STOW-RS answer is given as application/dicom+json or application/dicom+xml; the Accept header allows neither")
 	}
 	boundary, err := intake.InstancesBoundary(c.Request().Header.Get(echo.HeaderContentType))
@@ -191,7 +194,7 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 // gateway's own failure.
 // Sent to a study's resource (study not ""), an instance of another
 // study is refused (stowOtherStudy) and starts nothing.
-func (s *Server) storeInstance(c echo.Context, who Principal, study string, up *intake.Upload) (stowResult, error) {
+func (s *Server) storeInstance(c echo.Context, who auth.Principal, study string, up *intake.Upload) (stowResult, error) {
 	var res stowResult
 	if up == nil {
 		res.reason = stowCannotUnderstand
@@ -218,7 +221,7 @@ func (s *Server) storeInstance(c echo.Context, who Principal, study string, up *
 	if err != nil {
 		return s.refused(res, err)
 	}
-	s.audit(c, "store-instances", a.ref, a.code)
+	auditing.Note(c, "store-instances", a.ref)
 	res.status = examLocation(a.ref)
 	return res, nil
 }
@@ -238,7 +241,7 @@ func named(res stowResult, up *intake.Upload) stowResult {
 // anything but a problem is the gateway's own failure and fails the
 // request.
 func (s *Server) refused(res stowResult, err error) (stowResult, error) {
-	var p *Problem
+	var p *problems.Problem
 	// The reason's text stays here: a STOW-RS answer carries only its
 	// code. (No patient data: the pre-scan and the parser name
 	// structure, never values that identify.)
@@ -272,8 +275,8 @@ var deviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // names it; a router's instance is named by its Device Serial Number
 // (0018,1000) under the router's ID, or the router's ID alone when the
 // instance has none that can name it.
-func routedDevice(who Principal, serial string) string {
-	if who.Role != RoleRouter || !deviceName.MatchString(serial) {
+func routedDevice(who auth.Principal, serial string) string {
+	if who.Role != auth.RoleRouter || !deviceName.MatchString(serial) {
 		return who.DeviceID
 	}
 	return who.DeviceID + "." + serial

@@ -13,14 +13,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"octflow/api/auditing"
+	"octflow/api/auth"
 	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
-
-// SubmitMeta is the JSON "meta" part of POST /v1/exams (intake.Meta).
-type SubmitMeta = intake.Meta
 
 // submitExam accepts a scan. New exam → 202; the same scan again → 200
 // with the existing exam; another scan under a taken exam ID → 409.
@@ -35,7 +35,7 @@ type SubmitMeta = intake.Meta
 // stored is ever deleted here, where a start's outcome may be unknown
 // (the scan sweep removes scans no exam took).
 func (s *Server) submitExam(c echo.Context) error {
-	who := principal(c)
+	who := auth.Of(c)
 	release, err := s.intake.Turn(c)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func (s *Server) submitExam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.audit(c, "submit", a.ref, a.code)
+	auditing.Note(c, "submit", a.ref)
 	c.Response().Header().Set(echo.HeaderLocation, examLocation(a.ref))
 	return c.JSON(a.code, forUploader(a.status))
 }
@@ -70,7 +70,7 @@ type admission struct {
 // recorded. Another scan under a taken exam is a 409 problem. Nothing
 // stored is ever deleted here, where a start's outcome may be unknown
 // (the scan sweep removes scans no exam took).
-func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref exam.Ref, up *intake.Upload, clean *intake.Scan) (*admission, error) {
+func (s *Server) admit(ctx context.Context, who auth.Principal, deviceID string, ref exam.Ref, up *intake.Upload, clean *intake.Scan) (*admission, error) {
 	// A repeat of a known exam is answered from Temporal.
 	if desc, err := s.describeExam(ctx, ref); err == nil {
 		return s.admitKnown(ctx, &examFound{ref: ref, desc: desc}, up, clean)
@@ -174,7 +174,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 	// may have removed the scan just now: the record stops the next one.
 	switch ok, err := s.cfg.Store.Exists(ctx, sub.ScanKey); {
 	case err != nil:
-		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problems.New(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	case !ok:
 		if err := s.intake.StoreScan(ctx, sub.ScanKey, clean); err != nil {
 			return nil, err
@@ -198,7 +198,7 @@ func (s *Server) admit(ctx context.Context, who Principal, deviceID string, ref 
 // so the exam can still run), another scan is a conflict.
 func (s *Server) admitKnown(ctx context.Context, f *examFound, up *intake.Upload, clean *intake.Scan) (*admission, error) {
 	if s.memoString(f.desc, memoDigest) != up.Digest {
-		p := problem(http.StatusConflict, "exam-conflict", "exam "+f.ref.ID+" was submitted with a different scan")
+		p := problems.New(http.StatusConflict, "exam-conflict", "exam "+f.ref.ID+" was submitted with a different scan")
 		p.ExamID = f.ref.ID
 		return nil, p
 	}
@@ -212,7 +212,7 @@ func (s *Server) admitKnown(ctx context.Context, f *examFound, up *intake.Upload
 	key := exam.ScanKey(f.ref, up.Digest)
 	switch ok, err := s.cfg.Store.Exists(ctx, key); {
 	case err != nil:
-		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problems.New(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	case !ok:
 		s.cfg.Logger.Warn("a resent exam's scan was missing; storing it again",
 			zap.String("campus", f.ref.Campus), zap.String("examId", f.ref.ID))
@@ -234,13 +234,13 @@ func (s *Server) admitKnown(ctx context.Context, f *examFound, up *intake.Upload
 // no admission and no error, and the caller starts it again.
 func (s *Server) admitRecorded(ctx context.Context, rec *exam.Record, up *intake.Upload) (*admission, error) {
 	if rec.ScanDigest != up.Digest {
-		p := problem(http.StatusConflict, "exam-conflict", "exam "+rec.Exam.ID+" was submitted with a different scan")
+		p := problems.New(http.StatusConflict, "exam-conflict", "exam "+rec.Exam.ID+" was submitted with a different scan")
 		p.ExamID = rec.Exam.ID
 		return nil, p
 	}
 	reported, err := s.cfg.Store.Exists(ctx, exam.ReportJSONKey(rec.Exam))
 	if err != nil {
-		return nil, problem(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
+		return nil, problems.New(http.StatusServiceUnavailable, "unavailable", "object store: "+err.Error())
 	}
 	if !reported {
 		s.cfg.Logger.Warn("an accepted exam is unknown to Temporal and has no report; starting it again",

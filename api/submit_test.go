@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"octflow/api/auth"
+	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/callback"
 	"octflow/exam"
 )
@@ -21,9 +24,9 @@ import (
 // would panic and show up as a 500. The end-to-end tests in cmd/octflow/e2e
 // cover the same refusals against the real stack.
 func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-token"), Principal: Principal{Name: "d", Role: RoleDevice, DeviceID: "oct-1", Campus: "north"}},
-		{SHA256: HashToken("clin-token"), Principal: Principal{Name: "c", Role: RoleClinician, Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev-token"), Principal: auth.Principal{Name: "d", Role: auth.RoleDevice, DeviceID: "oct-1", Campus: "north"}},
+		{SHA256: auth.HashToken("clin-token"), Principal: auth.Principal{Name: "c", Role: auth.RoleClinician, Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +35,7 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024, Callbacks: guard})
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")), MaxScanBytes: 1024, Callbacks: guard})
 
 	form := func(parts map[string]string) (string, *bytes.Buffer) {
 		var body bytes.Buffer
@@ -87,7 +90,7 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			srv.ServeHTTP(rec, req)
-			var p Problem
+			var p problems.Problem
 			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 				t.Fatalf("body %q: %v", rec.Body.String(), err)
 			}
@@ -102,15 +105,15 @@ func TestSubmitRefusesBadRequestsBeforeStoringAnything(t *testing.T) {
 }
 
 func TestADeviceOverItsRateGets429WithRetryAfter(t *testing.T) {
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
-		{SHA256: HashToken("dev-b"), Principal: Principal{Name: "b", Role: RoleDevice, DeviceID: "oct-b", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev-a"), Principal: auth.Principal{Name: "a", Role: auth.RoleDevice, DeviceID: "oct-a", Campus: "north"}},
+		{SHA256: auth.HashToken("dev-b"), Principal: auth.Principal{Name: "b", Role: auth.RoleDevice, DeviceID: "oct-b", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: NewPseudonymizer([]byte("0123456789abcdef")),
-		DeviceRate: RateLimit{PerMinute: 2, Burst: 2}})
+	srv := newServer(t, Config{Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte("0123456789abcdef")),
+		DeviceRate: intake.RateLimit{PerMinute: 2, Burst: 2}})
 	post := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/exams", strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json") // refused with 415 when admitted
@@ -158,14 +161,14 @@ func stall(srv *Server, token string) (finish func(error) int) {
 
 func twoDevices(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	tokens, err := NewTokens([]TokenEntry{
-		{SHA256: HashToken("dev-a"), Principal: Principal{Name: "a", Role: RoleDevice, DeviceID: "oct-a", Campus: "north"}},
-		{SHA256: HashToken("dev-b"), Principal: Principal{Name: "b", Role: RoleDevice, DeviceID: "oct-b", Campus: "north"}},
+	tokens, err := auth.NewTokens([]auth.TokenEntry{
+		{SHA256: auth.HashToken("dev-a"), Principal: auth.Principal{Name: "a", Role: auth.RoleDevice, DeviceID: "oct-a", Campus: "north"}},
+		{SHA256: auth.HashToken("dev-b"), Principal: auth.Principal{Name: "b", Role: auth.RoleDevice, DeviceID: "oct-b", Campus: "north"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tokens, cfg.Pseudonymizer = tokens, NewPseudonymizer([]byte("0123456789abcdef"))
+	cfg.Tokens, cfg.Pseudonymizer = tokens, intake.NewPseudonymizer([]byte("0123456789abcdef"))
 	return newServer(t, cfg)
 }
 
@@ -186,7 +189,7 @@ func postScan(srv *Server, token, scan string) *httptest.ResponseRecorder {
 }
 
 func TestAStalledUploadHoldsNoValidationSlot(t *testing.T) {
-	srv := twoDevices(t, Config{Uploads: UploadLimits{Validating: 1, Wait: 100 * time.Millisecond}})
+	srv := twoDevices(t, Config{Uploads: intake.Limits{Validating: 1, Wait: 100 * time.Millisecond}})
 	finish := stall(srv, "dev-a")
 	// The only validation slot is free: b's scan is received, validated
 	// and refused on its merits, not turned away.
@@ -199,7 +202,7 @@ func TestAStalledUploadHoldsNoValidationSlot(t *testing.T) {
 }
 
 func TestADeviceOverItsConcurrentUploadsGets429(t *testing.T) {
-	srv := twoDevices(t, Config{Uploads: UploadLimits{PerDevice: 1}})
+	srv := twoDevices(t, Config{Uploads: intake.Limits{PerDevice: 1}})
 	finish := stall(srv, "dev-a")
 	rec := postScan(srv, "dev-a", "x")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
@@ -215,7 +218,7 @@ func TestADeviceOverItsConcurrentUploadsGets429(t *testing.T) {
 }
 
 func TestATrickledUploadIsCutOffWith408(t *testing.T) {
-	srv := twoDevices(t, Config{Uploads: UploadLimits{Pace: UploadPace{Idle: time.Minute, Grace: 200 * time.Millisecond, MinRate: 1 << 20}}})
+	srv := twoDevices(t, Config{Uploads: intake.Limits{Pace: intake.UploadPace{Idle: time.Minute, Grace: 200 * time.Millisecond, MinRate: 1 << 20}}})
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	req := httptest.NewRequest(http.MethodPost, "/v1/exams", pr)
@@ -238,7 +241,7 @@ func TestATrickledUploadIsCutOffWith408(t *testing.T) {
 	}()
 	select {
 	case rec := <-done:
-		var p Problem
+		var p problems.Problem
 		json.Unmarshal(rec.Body.Bytes(), &p)
 		if rec.Code != http.StatusRequestTimeout || p.Type != "urn:octflow:problem:too-slow" {
 			t.Errorf("trickle answered %d %s, want 408 too-slow", rec.Code, p.Type)
@@ -257,7 +260,7 @@ func newServer(t testing.TB, cfg Config) *Server {
 		cfg.Policy = exam.DefaultPolicy()
 	}
 	if cfg.Pseudonymizer == nil {
-		cfg.Pseudonymizer = NewPseudonymizer([]byte("0123456789abcdef"))
+		cfg.Pseudonymizer = intake.NewPseudonymizer([]byte("0123456789abcdef"))
 	}
 	s, err := New(cfg)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"octflow/api/auditing"
+	"octflow/api/auth"
+	"octflow/api/problems"
 	"octflow/contract"
 	"octflow/exam"
 )
@@ -37,7 +39,7 @@ func (f *examFound) runID() string {
 // audited.
 func (s *Server) findExam(c echo.Context) (*examFound, error) {
 	id := c.Param("examId")
-	notFound := problem(http.StatusNotFound, "not-found", "no such exam")
+	notFound := problems.New(http.StatusNotFound, "not-found", "no such exam")
 	if exam.ValidateID(id) != nil {
 		return nil, notFound
 	}
@@ -67,7 +69,7 @@ func (s *Server) findExam(c echo.Context) (*examFound, error) {
 	for _, f := range found {
 		names = append(names, f.ref.Campus)
 	}
-	return nil, problem(http.StatusConflict, "ambiguous-exam",
+	return nil, problems.New(http.StatusConflict, "ambiguous-exam",
 		"the exam exists in campuses "+strings.Join(names, ", ")+"; say which with ?campus=")
 }
 
@@ -76,13 +78,13 @@ func (s *Server) findExam(c echo.Context) (*examFound, error) {
 // An admin sees every campus and so must say which, unless their token
 // names a home campus.
 func (s *Server) campusesFor(c echo.Context) ([]string, error) {
-	who := principal(c)
+	who := auth.Of(c)
 	if q := c.QueryParam("campus"); q != "" {
 		if exam.ValidateCampus(q) != nil || !who.CanSee(q) {
 			if exam.ValidateCampus(q) == nil && exam.ValidateID(c.Param("examId")) == nil {
 				auditing.Probe(c, s.cfg.Pseudonymizer.ExamRef(q, c.Param("examId")))
 			}
-			return nil, problem(http.StatusNotFound, "not-found", "no such exam")
+			return nil, problems.New(http.StatusNotFound, "not-found", "no such exam")
 		}
 		return []string{q}, nil
 	}
@@ -92,7 +94,7 @@ func (s *Server) campusesFor(c echo.Context) ([]string, error) {
 	if who.Campus != "" {
 		return []string{who.Campus}, nil
 	}
-	return nil, problem(http.StatusBadRequest, "malformed-request", "an admin must say which campus: ?campus=")
+	return nil, problems.New(http.StatusBadRequest, "malformed-request", "an admin must say which campus: ?campus=")
 }
 
 // describeExam describes an exam's latest pipeline run. An exam Temporal
@@ -103,6 +105,6 @@ func (s *Server) describeExam(ctx context.Context, ref exam.Ref) (*workflowservi
 
 // campusAllowed checks a ?campus= for a request about a whole campus
 // (the event stream): it must be one the caller may see.
-func campusAllowed(who Principal, campus string) bool {
-	return exam.ValidateCampus(campus) == nil && (who.Role == RoleAdmin || slices.Contains(who.Scope(), campus))
+func campusAllowed(who auth.Principal, campus string) bool {
+	return exam.ValidateCampus(campus) == nil && (who.Role == auth.RoleAdmin || slices.Contains(who.Scope(), campus))
 }

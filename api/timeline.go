@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"octflow/api/auditing"
 
 	"github.com/labstack/echo/v4"
 )
@@ -18,7 +19,7 @@ func (s *Server) getEvents(c echo.Context) error {
 	if err != nil {
 		return unavailable(c.Request().Context(), err)
 	}
-	s.audit(c, "read-events", f.ref, http.StatusOK)
+	auditing.Note(c, "read-events", f.ref)
 	if rec.Timeline == nil {
 		return c.JSON(http.StatusOK, []struct{}{}) // [], never null
 	}

@@ -26,6 +26,8 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/callback"
 	"octflow/codec"
@@ -84,10 +86,10 @@ type GatewayOptions struct {
 	// Addr is where it listens; TLS, when set, serves it over HTTPS.
 	Addr          string
 	TLS           *tls.Config
-	Tokens        *api.Tokens
-	Pseudonymizer *api.Pseudonymizer
+	Tokens        *auth.Tokens
+	Pseudonymizer *intake.Pseudonymizer
 	Policy        exam.Policy
-	DeviceRate    api.RateLimit
+	DeviceRate    intake.RateLimit
 	// Callbacks checks callback URLs at submission.
 	Callbacks *callback.Guard
 	// Identities seals patients' identities at intake: keys of their
@@ -113,7 +115,7 @@ type GatewayOptions struct {
 	SpoolMaxBytes int64
 	// Uploads bounds the gateway's uploads (zero fields: defaults), and
 	// MaxScanBytes the size of a scan (0: 512 MiB).
-	Uploads      api.UploadLimits
+	Uploads      intake.Limits
 	MaxScanBytes int64
 	// AuditTrail receives the gateway's audit events (default: JSON lines
 	// on stderr).

@@ -23,6 +23,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/callback"
 	"octflow/codec"
@@ -139,13 +140,13 @@ func Models(m config.Models) map[exam.Stage]inference.Model {
 }
 
 // DeviceRate is each device's submission limit.
-func DeviceRate(r config.DeviceRate) api.RateLimit {
-	return api.RateLimit{PerMinute: r.PerMinute, Burst: r.Burst}
+func DeviceRate(r config.DeviceRate) intake.RateLimit {
+	return intake.RateLimit{PerMinute: r.PerMinute, Burst: r.Burst}
 }
 
 // UploadDefaults are the gateway's upload limits unless configured.
 func UploadDefaults() config.Uploads {
-	return config.Uploads{MaxScanBytes: 512 << 20, Validating: 4, ValidationBytes: api.DefaultValidationBytes, PerDevice: 2,
+	return config.Uploads{MaxScanBytes: 512 << 20, Validating: 4, ValidationBytes: intake.DefaultValidationBytes, PerDevice: 2,
 		Idle: 30 * time.Second, MinRate: 16 << 10}
 }
 
@@ -160,15 +161,15 @@ func GPUNodeDefaults(host string) config.GPUNode {
 // ServingDefaults are how the gateway serves unless configured.
 func ServingDefaults() config.Serving {
 	return config.Serving{HTTP: config.DefaultHTTPLimits(), Streams: config.Streams{Total: 256, PerToken: 8},
-		SpoolMaxBytes: api.DefaultSpoolMaxBytes, MetricsAddr: "127.0.0.1:9464", StatusMaxAge: api.DefaultStatusMaxAge}
+		SpoolMaxBytes: intake.DefaultSpoolMaxBytes, MetricsAddr: "127.0.0.1:9464", StatusMaxAge: api.DefaultStatusMaxAge}
 }
 
 // SetGateway sets the gateway's limits and codec origins (o.Gateway,
 // made if nil) and the process's metrics listener from g and v. The
-// spool must hold the largest upload (api.SpoolBytesFor).
+// spool must hold the largest upload (intake.SpoolBytesFor).
 func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	u := g.Uploads
-	if need := api.SpoolBytesFor(u.MaxScanBytes); v.SpoolMaxBytes < need {
+	if need := intake.SpoolBytesFor(u.MaxScanBytes); v.SpoolMaxBytes < need {
 		return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d holds no upload of OCTFLOW_MAX_SCAN_MIB: want at least %d",
 			v.SpoolMaxBytes>>20, (need+1<<20-1)>>20)
 	}
@@ -176,8 +177,8 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 		o.Gateway = &GatewayOptions{}
 	}
 	gw := o.Gateway
-	gw.Uploads = api.UploadLimits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
-		Pace: api.UploadPace{Idle: u.Idle, MinRate: u.MinRate}}
+	gw.Uploads = intake.Limits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
+		Pace: intake.UploadPace{Idle: u.Idle, MinRate: u.MinRate}}
 	gw.MaxScanBytes, gw.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
 	gw.HTTP, gw.Streams, gw.SpoolMaxBytes = v.HTTP, api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
 	gw.StatusMaxAge = v.StatusMaxAge

@@ -11,6 +11,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/codec"
 	"octflow/config"
@@ -126,7 +127,7 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 		models[exam.Layers].Client == nil || models[exam.Layers].Client.Timeout == 0 {
 		t.Errorf("served models %+v", models)
 	}
-	if got := DeviceRate(*r); got != (api.RateLimit{PerMinute: 60, Burst: 7}) {
+	if got := DeviceRate(*r); got != (intake.RateLimit{PerMinute: 60, Burst: 7}) {
 		t.Errorf("device rate %+v", got)
 	}
 	var o Options
@@ -135,7 +136,7 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 	}
 	gw := o.Gateway
 	if gw.MaxScanBytes != 16<<20 || gw.SpoolMaxBytes != 64<<20 || gw.Uploads.Pace.MinRate != 1000 || gw.Uploads.Validating != 4 ||
-		gw.Uploads.ValidationBytes != api.DefaultValidationBytes || gw.Streams.Total != 9 || gw.Streams.PerToken != 8 ||
+		gw.Uploads.ValidationBytes != intake.DefaultValidationBytes || gw.Streams.Total != 9 || gw.Streams.PerToken != 8 ||
 		gw.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || gw.HTTP != config.DefaultHTTPLimits() {
 		t.Errorf("gateway options %+v, metrics on %q", gw, o.MetricsAddr)
 	}

@@ -238,7 +238,7 @@ func BindSweep(s *Set) *Sweep {
 	return w
 }
 
-// Uploads bound what uploads may take of the api (app: api.UploadLimits
+// Uploads bound what uploads may take of the api (app: intake.Limits
 // and the largest scan).
 type Uploads struct {
 	// MaxScanBytes is the largest scan accepted.

@@ -312,7 +312,7 @@ func BindModels(s *Set, stages exam.Pipeline) *Models {
 }
 
 // DeviceRate is each device's submission limit (app turns it into an
-// api.RateLimit).
+// intake.RateLimit).
 type DeviceRate struct {
 	PerMinute float64
 	Burst     int
@@ -424,7 +424,7 @@ type Serving struct {
 	HTTP    HTTPLimits
 	Streams Streams
 	// SpoolMaxBytes caps the bytes all uploads in flight may spool. That
-	// it holds the largest upload is the api's rule (api.SpoolBytesFor),
+	// it holds the largest upload is the api's rule (intake.SpoolBytesFor),
 	// checked by app at start, naming OCTFLOW_SPOOL_MAX_MIB.
 	SpoolMaxBytes int64
 	// MetricsAddr serves Prometheus /metrics, off the public port ("":

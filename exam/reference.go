@@ -4,7 +4,7 @@ import "regexp"
 
 // An exam's reference is what octflow keeps it under: ReferencePrefix
 // and ReferenceDigits lower-case hex digits of a keyed hash of the exam
-// ID a device gave, within its campus (api.Pseudonymizer.Exam). A
+// ID a device gave, within its campus (intake.Pseudonymizer.Exam). A
 // device's exam ID may be an Accession Number or a Patient ID, so it is
 // used only to find the reference; workflow IDs, object keys, logs,
 // events and reports carry the reference.

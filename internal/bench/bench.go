@@ -28,6 +28,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -343,7 +344,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 		if err != nil {
 			return nil, err
 		}
-		if _, _, err := device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
+		if _, _, err := device.Submit(ctx, intake.Meta{ExamID: id, Priority: string(exam.Normal)}, scan); err != nil {
 			return nil, err
 		}
 		if err := waitExams(ctx, sys.Temporal(), campuses[:1], i+1, 10*time.Minute); err != nil {
@@ -427,7 +428,7 @@ func Run(ctx context.Context, sys System, c Config, logDir string, w io.Writer) 
 	for range Uploaders {
 		wg.Go(func() {
 			for e := range jobs {
-				meta := api.SubmitMeta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
+				meta := intake.Meta{ExamID: e.id, Priority: string(e.priority), Eye: "OD"}
 				st, _, err := devices[e.campus].Submit(ctx, meta, e.scan)
 				okResend := false
 				if err == nil && e.resend {

@@ -27,6 +27,8 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/app"
 	"octflow/audit"
 	"octflow/callback"
@@ -76,9 +78,9 @@ type Config struct {
 	// DeviceRate limits each device's submissions (zero: the dev
 	// default, 6000 a minute with bursts of 1000, for demos and tests
 	// that submit in bursts from the one demo device).
-	DeviceRate api.RateLimit
+	DeviceRate intake.RateLimit
 	// Uploads bounds the gateway's uploads (zero fields: defaults).
-	Uploads api.UploadLimits
+	Uploads intake.Limits
 	// SweepEvery and SweepGrace schedule the scan sweep (zero: every
 	// 10 minutes, scans older than an hour).
 	SweepEvery, SweepGrace time.Duration
@@ -156,8 +158,8 @@ type System struct {
 
 // Start starts the embedded stack and every octflow part on it.
 func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
-	if cfg.DeviceRate == (api.RateLimit{}) {
-		cfg.DeviceRate = api.RateLimit{PerMinute: 6000, Burst: 1000}
+	if cfg.DeviceRate == (intake.RateLimit{}) {
+		cfg.DeviceRate = intake.RateLimit{PerMinute: 6000, Burst: 1000}
 	}
 	apiURL := "http://" + cfg.APIAddr
 	if cfg.APITLS != nil {
@@ -185,7 +187,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		stack.Stop()
 		return nil, err
 	}
-	tokens, err := api.LoadTokens(secrets.TokensFile)
+	tokens, err := auth.LoadTokens(secrets.TokensFile)
 	if err != nil {
 		stack.Stop()
 		return nil, err
@@ -245,7 +247,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), Codec: sealer,
 		ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
 		Gateway: &app.GatewayOptions{
-			Addr: cfg.APIAddr, TLS: cfg.APITLS, Tokens: tokens, Pseudonymizer: api.NewPseudonymizer([]byte(secrets.PseudonymKey)),
+			Addr: cfg.APIAddr, TLS: cfg.APITLS, Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 			Policy: cfg.Policy, DeviceRate: cfg.DeviceRate, Callbacks: guard, Identities: identities,
 			ExportCampuses: slices.Collect(maps.Keys(pacs)), CodecOrigins: []string{stack.UIURL()},
 			StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second), Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
@@ -356,8 +358,8 @@ func EnsureSecrets(dataDir string, extraCampuses ...string) (Secrets, error) {
 			return s, err
 		}
 	}
-	entries := []api.TokenEntry{
-		{SHA256: api.HashToken(s.Admin), Principal: api.Principal{Name: "demo admin", Role: api.RoleAdmin}},
+	entries := []auth.TokenEntry{
+		{SHA256: auth.HashToken(s.Admin), Principal: auth.Principal{Name: "demo admin", Role: auth.RoleAdmin}},
 	}
 	// The first campus's principals are "demo <role>", the others "<campus> <role>".
 	name := func(role, campus string) string {
@@ -367,14 +369,14 @@ func EnsureSecrets(dataDir string, extraCampuses ...string) (Secrets, error) {
 		return campus + " " + role
 	}
 	for _, d := range s.Devices {
-		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(d.Token),
-			Principal: api.Principal{Name: name("device", d.Campus), Role: api.RoleDevice, DeviceID: d.DeviceID, Campus: d.Campus, Urgent: true}})
+		entries = append(entries, auth.TokenEntry{SHA256: auth.HashToken(d.Token),
+			Principal: auth.Principal{Name: name("device", d.Campus), Role: auth.RoleDevice, DeviceID: d.DeviceID, Campus: d.Campus, Urgent: true}})
 	}
-	entries = append(entries, api.TokenEntry{SHA256: api.HashToken(s.Router),
-		Principal: api.Principal{Name: "demo router", Role: api.RoleRouter, DeviceID: "demo-router", Campus: s.Campus, Urgent: true}})
+	entries = append(entries, auth.TokenEntry{SHA256: auth.HashToken(s.Router),
+		Principal: auth.Principal{Name: "demo router", Role: auth.RoleRouter, DeviceID: "demo-router", Campus: s.Campus, Urgent: true}})
 	for _, c := range s.Clinicians {
-		entries = append(entries, api.TokenEntry{SHA256: api.HashToken(c.Token),
-			Principal: api.Principal{Name: name("clinician", c.Campus), Role: api.RoleClinician, Campus: c.Campus}})
+		entries = append(entries, auth.TokenEntry{SHA256: auth.HashToken(c.Token),
+			Principal: auth.Principal{Name: name("clinician", c.Campus), Role: auth.RoleClinician, Campus: c.Campus}})
 	}
 	if err := writeJSON(s.TokensFile, entries); err != nil {
 		return s, err

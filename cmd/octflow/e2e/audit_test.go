@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/intake"
 	"octflow/audit"
 	"octflow/audit/audittest"
 	"octflow/internal/devsystem"
@@ -39,7 +39,7 @@ func TestTheAuditRepositoryReceivesEveryAccessDecision(t *testing.T) {
 	ctx := context.Background()
 
 	_, scan := phantomDICOM(t, tiny(251))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "audited-1"}, scan); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "audited-1"}, scan); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("audited-1"); st.State != lifecycle.Completed {

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/cmd/octflow/internal/cli"
 	"octflow/codec"
 	"octflow/contract"
@@ -50,7 +51,7 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 		c    *api.Client
 		scan []byte
 	}{{h.device, scanA}, {deviceB, scanB}} {
-		if _, code, err := d.c.Submit(ctx, api.SubmitMeta{ExamID: "OWN-1"}, d.scan); code != http.StatusAccepted {
+		if _, code, err := d.c.Submit(ctx, intake.Meta{ExamID: "OWN-1"}, d.scan); code != http.StatusAccepted {
 			t.Fatalf("submit: %d %v", code, err)
 		}
 	}
@@ -59,7 +60,7 @@ func TestACampusBoundNodeRunsItsCampusAloneAndOpensNoOtherCampus(t *testing.T) {
 			t.Fatalf("OWN-1 ended %s: %+v", st.State, st.LastFailure)
 		}
 	}
-	pseudonyms := api.NewPseudonymizer([]byte(s.PseudonymKey))
+	pseudonyms := intake.NewPseudonymizer([]byte(s.PseudonymKey))
 	wfA, wfB := contract.ExamWorkflowID(pseudonyms.ExamRef(a, "OWN-1")), contract.ExamWorkflowID(pseudonyms.ExamRef(b, "OWN-1"))
 	ranOn := func(wf string) map[string]bool {
 		nodes := map[string]bool{}

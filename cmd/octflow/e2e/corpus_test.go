@@ -34,6 +34,7 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -82,7 +83,7 @@ func recordHedged(t *testing.T, dir string) {
 	})
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-held"})
 	_, scan := phantomDICOM(t, tiny(332))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.waitFor(examID, time.Minute, func(st *api.ExamStatus) bool {
@@ -130,7 +131,7 @@ func recordExport(t *testing.T, dir string) {
 		h := newHarness(t, 1, corpusKeys(t, dir), func(cfg *devsystem.Config) {
 			cfg.PACSURL, cfg.Policy.ExportRetryFor = c.pacs, 8*time.Second
 		})
-		if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: c.id}, scanOf(len(c.file))); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: c.id}, scanOf(len(c.file))); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", c.id, code, err)
 		}
 		if st := h.waitTerminal(c.id); st.State != lifecycle.Completed {
@@ -151,7 +152,7 @@ func recordExport(t *testing.T, dir string) {
 func recordPinned(t *testing.T, dir string) {
 	h := newHarness(t, 1, corpusKeys(t, dir))
 	_, scan := phantomDICOM(t, tiny(330))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "corpus-pinned"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "corpus-pinned"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("corpus-pinned"); st.State != lifecycle.Completed {
@@ -189,7 +190,7 @@ func recordAffinityFallback(t *testing.T, dir string) {
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-first"})
 	first := h.extra[0]
 	_, scan := phantomDICOM(t, tiny(331))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.waitFor(examID, time.Minute, func(st *api.ExamStatus) bool {
@@ -282,7 +283,7 @@ func recordExams(t *testing.T, dir string) {
 	for i, id := range []string{"corpus-plain", "corpus-retry", "corpus-infra", "corpus-dead", "corpus-spent", "corpus-infra-spent",
 		"corpus-notify", "corpus-sla", "corpus-lost"} {
 		_, scan := phantomDICOM(t, tiny(uint64(300+i)))
-		meta := api.SubmitMeta{ExamID: id, Priority: "normal"}
+		meta := intake.Meta{ExamID: id, Priority: "normal"}
 		switch id {
 		case "corpus-sla":
 			meta.Priority = "urgent"
@@ -321,7 +322,7 @@ func recordAging(t *testing.T, dir string) {
 		c.Policy.Aging = map[exam.Priority]time.Duration{exam.Low: 2 * time.Second, exam.Normal: 2 * time.Second}
 	})
 	_, scan := phantomDICOM(t, tiny(310))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "corpus-aging", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "corpus-aging", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.waitFor("corpus-aging", time.Minute, func(s *api.ExamStatus) bool { return s.EffectivePriority == exam.Urgent })
@@ -348,11 +349,11 @@ func recordReview(t *testing.T, dir string) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(320))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "corpus-remind", Priority: "urgent", CallbackURL: ws.URL + "/hook"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "corpus-remind", Priority: "urgent", CallbackURL: ws.URL + "/hook"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	_, scan = phantomDICOM(t, tiny(321))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "corpus-decide"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "corpus-decide"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.waitTerminal("corpus-decide")

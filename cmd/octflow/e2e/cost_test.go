@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/internal/cost"
 	"octflow/lifecycle"
@@ -34,7 +34,7 @@ func TestAnExamStaysWithinItsEngineCostBudget(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("cost-%d", i+1)
 		_, scan := phantomDICOM(t, tiny(uint64(400+i)))
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: ids[i], Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: ids[i], Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", ids[i], code, err)
 		}
 	}

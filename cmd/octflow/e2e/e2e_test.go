@@ -32,6 +32,8 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/intake"
+	"octflow/api/problems"
 	"octflow/app"
 	"octflow/codec"
 	"octflow/contract"
@@ -186,7 +188,7 @@ func (h *harness) waitTerminal(examID string) *api.ExamStatus {
 // ref is the reference of the demo device's exam examID, as the gateway
 // keeps it.
 func (h *harness) ref(examID string) exam.Ref {
-	return api.NewPseudonymizer([]byte(h.sys.Secrets.PseudonymKey)).ExamRef(h.sys.Secrets.Campus, examID)
+	return intake.NewPseudonymizer([]byte(h.sys.Secrets.PseudonymKey)).ExamRef(h.sys.Secrets.Campus, examID)
 }
 
 // objects is the prefix of the object keys of the demo device's exam
@@ -320,7 +322,7 @@ func TestExamRunsEndToEndToAReportWithPlausibleThickness(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "e2e-1", Priority: "urgent"}, scan)
+	st, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "e2e-1", Priority: "urgent"}, scan)
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
@@ -401,7 +403,7 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	codes := make([]int, 20)
 	for i := range codes {
 		wg.Go(func() {
-			_, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+			_, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "dup-1"}, scan)
 			if err != nil {
 				t.Errorf("submit %d: %v", i, err)
 			}
@@ -425,12 +427,12 @@ func TestSubmissionIsIdempotentOnTheExamID(t *testing.T) {
 	}
 
 	// After completion: the same scan is answered from the finished exam.
-	st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, scan)
+	st, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "dup-1"}, scan)
 	if err != nil || code != http.StatusOK || st.State != lifecycle.Completed {
 		t.Fatalf("resend after completion: %d %v %+v", code, err, st)
 	}
 	// Another scan under the same exam ID is a conflict and stores nothing.
-	if _, code, _ = h.device.Submit(ctx, api.SubmitMeta{ExamID: "dup-1"}, other); code != http.StatusConflict {
+	if _, code, _ = h.device.Submit(ctx, intake.Meta{ExamID: "dup-1"}, other); code != http.StatusConflict {
 		t.Errorf("other scan under a taken exam ID answered %d, want 409", code)
 	}
 
@@ -486,7 +488,7 @@ func TestBadSubmissionsAreRefusedAndLeaveNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var p api.Problem
+			var p problems.Problem
 			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 				t.Fatal(err)
 			}
@@ -511,7 +513,7 @@ func TestBadSubmissionsAreRefusedAndLeaveNothing(t *testing.T) {
 }
 
 func (h *harness) rawSubmit(token, examID string, scan []byte) *http.Request {
-	req, body := api.Multipart(api.SubmitMeta{ExamID: examID}, scan)
+	req, body := api.Multipart(intake.Meta{ExamID: examID}, scan)
 	r, _ := http.NewRequest(http.MethodPost, h.sys.App.APIURL()+"/v1/exams", body)
 	r.Header.Set("Content-Type", req)
 	if token != "" {
@@ -542,7 +544,7 @@ func TestExamCompletesAfterTheStackRestartsMidStage(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(31))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "restart-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	// EXECUTING: the server has the attempt's heartbeat, so its retry
@@ -590,7 +592,7 @@ func TestRetriedStageShowsFailureRetryWaitAndNodeInTheTimeline(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(41))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "retry-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "retry-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("retry-1"); st.State != lifecycle.Completed {
@@ -642,7 +644,7 @@ func TestAStageThatKeepsFailingSpendsOnlyItsOwnAttempts(t *testing.T) {
 		})
 	})
 	_, scan := phantomDICOM(t, tiny(43))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "fail-2"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "fail-2"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	st := h.waitTerminal("fail-2")
@@ -720,7 +722,7 @@ func (h *harness) call(method, token, path string, body io.Reader, status int, v
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != status {
-		var p api.Problem
+		var p problems.Problem
 		json.NewDecoder(resp.Body).Decode(&p)
 		h.t.Fatalf("%s %s: %d (%s), want %d", method, path, resp.StatusCode, p.Detail, status)
 	}

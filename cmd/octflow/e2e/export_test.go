@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/imaging"
 	"octflow/internal/devsystem"
@@ -64,7 +65,7 @@ end
 			PatientID: fmt.Sprintf("EXPORT-PATIENT-%d", n)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 		return study
@@ -225,7 +226,7 @@ func TestResultsGoToACampussPACSOverTLSWithItsCredentials(t *testing.T) {
 		SOPInstanceUID: "2.25.29102", StudyInstanceUID: study, SeriesInstanceUID: "2.25.29103", PatientID: "TLS-PATIENT-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "export-tls", Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "export-tls", Priority: "urgent"}, scan.Bytes()); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	st := h.waitFor("export-tls", 3*time.Minute, func(s *api.ExamStatus) bool {
@@ -248,7 +249,7 @@ func TestResultsGoToACampussPACSOverTLSWithItsCredentials(t *testing.T) {
 		SOPInstanceUID: "2.25.29112", StudyInstanceUID: "2.25.29111", SeriesInstanceUID: "2.25.29113", PatientID: "TLS-PATIENT-2"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, code, err := north.Submit(ctx, api.SubmitMeta{ExamID: "export-untrusted", Priority: "urgent"}, other.Bytes()); err != nil || code != http.StatusAccepted {
+	if _, code, err := north.Submit(ctx, intake.Meta{ExamID: "export-untrusted", Priority: "urgent"}, other.Bytes()); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit to the second campus: %d %v", code, err)
 	}
 	northClin := &api.Client{Base: h.sys.App.APIURL(), Token: h.sys.Secrets.Clinicians[1].Token}

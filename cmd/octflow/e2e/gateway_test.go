@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/gpuworker"
 	"octflow/internal/devsystem"
@@ -39,7 +40,7 @@ func TestHostileFilesAreRefusedAndTheGatewayStaysSmall(t *testing.T) {
 	before := peakRSS(t, cmd.Process.Pid)
 	device := &api.Client{Base: base, Token: secrets.Device}
 	for _, f := range hostile.Files() {
-		_, code, err := device.Submit(context.Background(), api.SubmitMeta{ExamID: "hostile-" + f.Name}, f.Data)
+		_, code, err := device.Submit(context.Background(), intake.Meta{ExamID: "hostile-" + f.Name}, f.Data)
 		if code != http.StatusUnprocessableEntity || err == nil || !strings.Contains(err.Error(), "not a valid OCT volume") {
 			t.Errorf("%s (%s): %d %v, want 422 invalid-volume", f.Name, f.Attack, code, err)
 		}
@@ -82,7 +83,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // and the silent uploads are cut off after the idle time (408).
 func TestSlowUploadsDoNotBlockOtherDevices(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.Uploads = api.UploadLimits{Validating: 1, PerDevice: 2, Pace: api.UploadPace{Idle: 3 * time.Second}}
+		c.Uploads = intake.Limits{Validating: 1, PerDevice: 2, Pace: intake.UploadPace{Idle: 3 * time.Second}}
 	})
 	slow := h.sys.Secrets.Devices[1] // the second campus's device
 	var stalled []*stalledUpload
@@ -91,11 +92,11 @@ func TestSlowUploadsDoNotBlockOtherDevices(t *testing.T) {
 	}
 	_, scan := phantomDICOM(t, tiny(191))
 	other := &api.Client{Base: h.sys.App.APIURL(), Token: slow.Token}
-	if _, code, _ := other.Submit(context.Background(), api.SubmitMeta{ExamID: "slow-3"}, scan); code != http.StatusTooManyRequests {
+	if _, code, _ := other.Submit(context.Background(), intake.Meta{ExamID: "slow-3"}, scan); code != http.StatusTooManyRequests {
 		t.Errorf("the slow device's third upload: %d, want 429", code)
 	}
 	start := time.Now()
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "fast-1"}, scan); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "fast-1"}, scan); code != http.StatusAccepted {
 		t.Fatalf("another device's upload while two stall: %d %v", code, err)
 	}
 	if took := time.Since(start); took > 2*time.Second {
@@ -170,7 +171,7 @@ type flakyStartCalls struct {
 
 // ref is the reference of the demo campus's exam examID.
 func (f *flakyStart) ref(examID string) string {
-	return api.NewPseudonymizer([]byte(testPseudonymKey)).Exam(devsystem.FirstCampus, examID)
+	return intake.NewPseudonymizer([]byte(testPseudonymKey)).Exam(devsystem.FirstCampus, examID)
 }
 
 func (c *flakyStartCalls) ExecuteWorkflow(ctx context.Context, in *interceptor.ClientExecuteWorkflowInput) (client.WorkflowRun, error) {
@@ -200,15 +201,15 @@ func TestAStartWithAnUnknownOutcomeLosesNoScan(t *testing.T) {
 	_, scan2 := phantomDICOM(t, tiny(202))
 	// Temporal never heard of it: 503, the scan stays, and the resend
 	// runs the exam on it.
-	if _, code, _ := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-1"}, scan1); code != http.StatusServiceUnavailable {
+	if _, code, _ := h.device.Submit(ctx, intake.Meta{ExamID: "unknown-1"}, scan1); code != http.StatusServiceUnavailable {
 		t.Fatalf("a failed start answered %d, want 503", code)
 	}
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-1"}, scan1); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "unknown-1"}, scan1); code != http.StatusAccepted {
 		t.Fatalf("the resend: %d %v", code, err)
 	}
 	// The start failed after Temporal created the workflow: the gateway
 	// looks, finds it, and answers as for any new exam.
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "unknown-2"}, scan2); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "unknown-2"}, scan2); code != http.StatusAccepted {
 		t.Fatalf("a start that timed out after it worked: %d %v", code, err)
 	}
 	for _, id := range []string{"unknown-1", "unknown-2"} {
@@ -225,7 +226,7 @@ func TestAResendStoresAMissingScanAgain(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(211))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "lost-1"}, scan); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "lost-1"}, scan); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	keys, err := h.store.List(ctx, h.objects("lost-1")+"scan-")
@@ -235,7 +236,7 @@ func TestAResendStoresAMissingScanAgain(t *testing.T) {
 	if err := h.store.Delete(ctx, keys[0]); err != nil { // the scan is lost
 		t.Fatal(err)
 	}
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "lost-1"}, scan); code != http.StatusOK {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "lost-1"}, scan); code != http.StatusOK {
 		t.Fatalf("resend: %d %v", code, err)
 	}
 	if ok, err := h.store.Exists(ctx, keys[0]); !ok || err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/lifecycle"
@@ -22,7 +23,7 @@ func TestAGPUWithAFaultTakesNoStageUntilItClears(t *testing.T) {
 	inv.SetFaults(0, exam.FaultThermal)
 	h.startParts(false, gpuworker.Config{NodeID: "gpu-hot", GPUs: inv})
 	_, scan := phantomDICOM(t, tiny(95))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "hot-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "hot-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	reported := func(want []exam.GPUFault) bool {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -190,7 +191,7 @@ func TestASlowNodeIsDegradedItsStagesRunElsewhereAndItComesBackWhenReleased(t *t
 	submit := func(id string, seed uint64) time.Time {
 		_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: seed, Frames: 13, Rows: 496, Cols: 512})
 		at := time.Now()
-		if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 		return at

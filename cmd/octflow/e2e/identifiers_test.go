@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/imaging"
 	"octflow/lifecycle"
@@ -53,7 +53,7 @@ func TestAnExamIDThatIsAnIdentifierLeavesNoTrace(t *testing.T) {
 	_, other := phantomDICOM(t, tiny(242))
 	sent := map[string][]byte{accession: scan.Bytes(), patientID: other}
 	for id, b := range sent {
-		st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, CallbackURL: ws.URL + "/hook"}, b)
+		st, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, CallbackURL: ws.URL + "/hook"}, b)
 		if code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}

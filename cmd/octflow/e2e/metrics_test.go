@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/lifecycle"
 )
@@ -58,7 +58,7 @@ func samples(f *dto.MetricFamily) map[string]float64 {
 func TestMetricsAfterOneExamShowEveryFamilyWithSaneValues(t *testing.T) {
 	h := newHarness(t, 1)
 	_, scan := phantomDICOM(t, tiny(41))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "metrics-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "metrics-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("metrics-1"); st.State != lifecycle.Completed {

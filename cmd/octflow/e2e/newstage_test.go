@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"octflow/activities"
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/internal/devsystem"
@@ -60,7 +60,7 @@ func TestAStageAddedToThePipelineRunsOnTheEmbeddedStack(t *testing.T) {
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.Stages = stages })
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, small(61))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "toy-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "toy-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	final := h.waitTerminal("toy-1")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/internal/devsystem"
@@ -94,7 +95,7 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(101))
 	for i := range 8 {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit: %d %v", code, err)
 		}
 	}
@@ -127,7 +128,7 @@ func TestFailingNodeTripsItsBreakerAndAnAdminResetBringsItBack(t *testing.T) {
 	})
 	resetAt := time.Now()
 	for i := 8; i < 12; i++ {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: fmt.Sprintf("fleet-%d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit: %d %v", code, err)
 		}
 	}

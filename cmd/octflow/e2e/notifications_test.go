@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/lifecycle"
 )
@@ -69,7 +70,7 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 	_, scan := phantomDICOM(t, tiny(161))
 	_, other := phantomDICOM(t, tiny(162))
 
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "sse-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "sse-1", Priority: "urgent"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	first := h.readEvents(0, 1)[0]
@@ -78,7 +79,7 @@ func TestNotificationStreamDeliversReportReadyAndResumesAfterReconnect(t *testin
 	}
 	// The workstation was away while another report became ready; it
 	// reconnects with the last event it saw and gets only the new one.
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "sse-2"}, other); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "sse-2"}, other); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.waitFor("sse-2", time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Completed })

@@ -19,6 +19,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/cmd/octflow/internal/cli"
 	"octflow/contract"
 	"octflow/exam"
@@ -148,7 +149,7 @@ func TestKilledNodesStageIsRetriedOnTheOtherNodeWithoutSpendingAnAttempt(t *test
 	a, b := h.spawnNode("gpu-proc-a", 30*time.Second), h.spawnNode("gpu-proc-b", 30*time.Second)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 111}) // full size: stages last long enough to be caught
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "kill-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "kill-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	victim, st := h.runningOn("kill-1", a, b)
@@ -181,7 +182,7 @@ func TestAKilledNodeHandsBackItsStageWhenItStartsAgain(t *testing.T) {
 	node := h.spawnNode("gpu-back", 30*time.Second, takes)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 113}) // full size: stages last long enough to be caught
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "back-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "back-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	_, st := h.runningOn("back-1", node)
@@ -236,7 +237,7 @@ func TestSIGTERMLetsTheRunningStageFinishAndExitsZero(t *testing.T) {
 	a, b := h.spawnNode("gpu-term-a", drain), h.spawnNode("gpu-term-b", drain)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 121})
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "term-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "term-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	node, st := h.runningOn("term-1", a, b)
@@ -305,7 +306,7 @@ func TestAnExamPinnedToAKilledNodeCompletesOnAnotherNode(t *testing.T) {
 	a := h.spawnNode("gpu-pin-a", 30*time.Second)
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 112})
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "pin-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "pin-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	// A stage shows CLAIMED until its first heartbeat reaches the engine

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"octflow/activities"
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/imaging"
 	"octflow/lifecycle"
 	"octflow/octdicom"
@@ -57,7 +57,7 @@ func TestARealCircleScanCompletesWithAnRNFLReport(t *testing.T) {
 	h := newHarness(t, 1)
 	ctx := context.Background()
 
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "real-circle", Priority: "urgent"}, scan); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "real-circle", Priority: "urgent"}, scan); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	st := h.waitTerminal("real-circle")
@@ -164,7 +164,7 @@ func TestRealLineAndClippedScansThroughTheAPI(t *testing.T) {
 	h := newHarness(t, 1)
 	ctx := context.Background()
 	for id, scan := range map[string][]byte{"real-line": line, "real-clipped": clipped} {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "urgent"}, scan); code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, Priority: "urgent"}, scan); code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestANoiseScanCompletesAsUngradable(t *testing.T) {
 	if err := octdicom.WriteDICOM(&scan, v, octdicom.Header{SOPInstanceUID: "2.25.77", PatientID: "NOISE-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "noise-1", CallbackURL: ws.URL + "/hook"}, scan.Bytes()); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "noise-1", CallbackURL: ws.URL + "/hook"}, scan.Bytes()); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	st := h.waitTerminal("noise-1")

@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/imaging"
@@ -116,7 +116,7 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 	scan := buf.Bytes()
 	_, other := phantomDICOM(t, tiny(222))
 	for _, id := range []string{"kept-1", "forgotten-1", "repaired-1"} {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, scan); code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id}, scan); code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 		if st := h.waitTerminal(id); st.State != lifecycle.Completed {
@@ -212,14 +212,14 @@ func TestTheScanSweepRemovesOnlyScansNoExamWillNeed(t *testing.T) {
 
 	// The forgotten exam is still the device's: a resend is answered from
 	// its record, never run again, and another scan is still a conflict.
-	st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "forgotten-1"}, scan)
+	st, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "forgotten-1"}, scan)
 	if code != http.StatusOK || err != nil {
 		t.Fatalf("resend after retention: %d %v", code, err)
 	}
 	if st.State != lifecycle.Completed || st.Report == nil || st.Report.JSONKey != exam.ReportJSONKey(ref("forgotten-1")) {
 		t.Errorf("resend after retention answered %+v", st)
 	}
-	if _, code, _ := h.device.Submit(ctx, api.SubmitMeta{ExamID: "forgotten-1"}, other); code != http.StatusConflict {
+	if _, code, _ := h.device.Submit(ctx, intake.Meta{ExamID: "forgotten-1"}, other); code != http.StatusConflict {
 		t.Errorf("another scan under a forgotten exam's ID: %d, want 409", code)
 	}
 	if n := h.executions("forgotten-1"); n != 0 {
@@ -276,7 +276,7 @@ func TestARestoredTemporalDatabaseLosesNoScan(t *testing.T) {
 	}
 
 	_, early := phantomDICOM(t, tiny(231))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "early-1"}, early); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "early-1"}, early); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	h.stop()
@@ -286,7 +286,7 @@ func TestARestoredTemporalDatabaseLosesNoScan(t *testing.T) {
 	late := map[string][]byte{}
 	for i, id := range []string{"late-1", "late-2"} {
 		_, late[id] = phantomDICOM(t, tiny(uint64(232+i)))
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, late[id]); code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id}, late[id]); code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 	}
@@ -313,7 +313,7 @@ func TestARestoredTemporalDatabaseLosesNoScan(t *testing.T) {
 		}
 	}
 	for id, scan := range late {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id}, scan); code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id}, scan); code != http.StatusAccepted {
 			t.Fatalf("resend %s after the restore: %d %v", id, code, err)
 		}
 	}

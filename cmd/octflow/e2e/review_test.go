@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/exam"
 	"octflow/internal/devsystem"
 	"octflow/lifecycle"
@@ -41,7 +42,7 @@ func TestReviewRulesAndTheAmendmentTrail(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(151))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "review-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "review-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	clin := h.sys.Secrets.Clinician

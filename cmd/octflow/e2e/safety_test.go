@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/config"
 	"octflow/contract"
 	"octflow/exam"
@@ -43,7 +44,7 @@ func TestAPanickingStageLeavesItsNodeUpAndOnlyItsExamDead(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(161))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "panic-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "panic-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	dead := h.waitTerminal("panic-1")
@@ -55,7 +56,7 @@ func TestAPanickingStageLeavesItsNodeUpAndOnlyItsExamDead(t *testing.T) {
 		t.Errorf("the panicking stage ran %d attempts, want 1: the next node would panic the same way", n)
 	}
 	// The same node, still up, takes the next exam to its report.
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "after-panic-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "after-panic-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("after-panic-1"); st.State != lifecycle.Completed {
@@ -92,7 +93,7 @@ func TestAnObjectStoreOutageMidBurstCompletesEveryExamAndOpensNoBreaker(t *testi
 	ctx := context.Background()
 	for i := range exams {
 		_, scan := phantomDICOM(t, tiny(uint64(170+i)))
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("outage-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: fmt.Sprintf("outage-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %d: %d %v", i, code, err)
 		}
 	}
@@ -147,7 +148,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 	})
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(181))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "rerun-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "rerun-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("rerun-1"); st.State != lifecycle.Dead || st.Stage != exam.Lesions {
@@ -156,7 +157,7 @@ func TestAnAdminRerunsADeadExamUnderTheSameID(t *testing.T) {
 	admin, clin := h.sys.Secrets.Admin, h.sys.Secrets.Clinician
 	// Only admins rerun, and only dead exams; a resend does not rerun.
 	h.call(http.MethodPost, clin, "/v1/exams/rerun-1/rerun?campus="+h.sys.Secrets.Campus, nil, http.StatusForbidden, nil)
-	if st, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "rerun-1"}, scan); err != nil || code != http.StatusOK || st.State != lifecycle.Dead {
+	if st, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "rerun-1"}, scan); err != nil || code != http.StatusOK || st.State != lifecycle.Dead {
 		t.Fatalf("resend of a dead exam: %d %v %+v, want 200 DEAD", code, err, st)
 	}
 	mu.Lock()

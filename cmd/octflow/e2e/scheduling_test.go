@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/gpuworker"
@@ -38,7 +39,7 @@ const testPseudonymKey = "octflow-test-pseudonym-key-0001"
 func isExam(ctx context.Context, examID string) bool {
 	id := activity.GetInfo(ctx).WorkflowExecution.ID
 	campus, ref, _ := strings.Cut(strings.TrimPrefix(id, "exam/"), "/")
-	return ref == api.NewPseudonymizer([]byte(testPseudonymKey)).Exam(campus, examID)
+	return ref == intake.NewPseudonymizer([]byte(testPseudonymKey)).Exam(campus, examID)
 }
 
 func tiny(seed uint64) imaging.PhantomOptions {
@@ -79,7 +80,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 		t.Logf("%-10s stage=%s attempt=%d node=%s", st.State, st.Stage, st.Attempt, st.Node)
 	}
 
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "states-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "states-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	expect(lifecycle.Created) // no workflow worker yet
@@ -97,7 +98,7 @@ func TestEachOfTheSevenStatesIsObservedThroughTheAPI(t *testing.T) {
 	close(executing)
 	expect(lifecycle.Completed)
 
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "dead-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "dead-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	dead := h.waitTerminal("dead-1")
@@ -151,7 +152,7 @@ func TestSimultaneousFailuresRetryOverTheJitterWindow(t *testing.T) {
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(61))
 	for i := range n {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: fmt.Sprintf("storm-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: fmt.Sprintf("storm-%02d", i)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %d: %d %v", i, code, err)
 		}
 	}
@@ -218,7 +219,7 @@ func TestBucketsShareASaturatedGPUQueue60_35_5(t *testing.T) {
 	for i := range perBucket {
 		for _, b := range []exam.Priority{exam.Urgent, exam.Normal, exam.Low} {
 			id := fmt.Sprintf("%s-%02d", b, i)
-			if _, code, err := devices[i%2].Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
+			if _, code, err := devices[i%2].Submit(ctx, intake.Meta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
 				t.Fatalf("submit %s: %d %v", id, code, err)
 			}
 		}
@@ -294,14 +295,14 @@ func TestACampusBurstDoesNotHoldBackAnotherCampus(t *testing.T) {
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
 	for i := range burst {
 		id := fmt.Sprintf("burst-%02d", i)
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("campus A submit %s: %d %v", id, code, err)
 		}
 	}
 	h.waitFor(fmt.Sprintf("burst-%02d", burst-1), time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Queued && s.Stage == exam.Denoise })
 	others := []string{"other-1", "other-2"}
 	for _, id := range others {
-		if _, code, err := deviceB.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := deviceB.Submit(ctx, intake.Meta{ExamID: id, Priority: "normal"}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("campus B submit %s: %d %v", id, code, err)
 		}
 		waitExam(t, clinB, id, time.Minute, func(s *api.ExamStatus) bool { return s.State == lifecycle.Queued && s.Stage == exam.Denoise })
@@ -337,7 +338,7 @@ func TestLowPriorityStageIsPromotedAfterAgingThreshold(t *testing.T) {
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(81))
 	submitted := time.Now()
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "aging-1", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "aging-1", Priority: "low"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	// No GPU node: the stage waits, is promoted to normal, then urgent.
@@ -396,7 +397,7 @@ func TestLowPriorityExamsArePromotedUnderASteadyStream(t *testing.T) {
 			_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
 			submit := func(id string, p exam.Priority) {
 				t.Helper()
-				if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(p)}, scan); err != nil || code != http.StatusAccepted {
+				if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, Priority: string(p)}, scan); err != nil || code != http.StatusAccepted {
 					t.Fatalf("submit %s: %d %v", id, code, err)
 				}
 			}
@@ -481,7 +482,7 @@ func TestAScanDamagedInStorageEndsDeadWithTheReason(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(61))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "damaged-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	keys, err := h.store.List(ctx, h.objects("damaged-1")+"scan-")
@@ -529,7 +530,7 @@ func TestUrgentExamsOvertakeABacklogAndLowStillCompletes(t *testing.T) {
 	// the exams wait for.
 	_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: 91, Frames: 8, Rows: 192, Cols: 128})
 	submit := func(id string, b exam.Priority) {
-		if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id, Priority: string(b)}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", id, code, err)
 		}
 	}

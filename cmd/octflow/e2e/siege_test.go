@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/internal/devstack"
 	"octflow/internal/devsystem"
 	"octflow/lifecycle"
@@ -92,7 +93,7 @@ func TestAHostileClientLeavesOctflowDevStanding(t *testing.T) {
 				// every file of the corpus reaches the gateway's checks.
 				c := &api.Client{Base: base, Token: token}
 				for try := 0; ; try++ {
-					_, code, _ := c.Submit(ctx, api.SubmitMeta{ExamID: "siege-" + f.Name}, f.Data)
+					_, code, _ := c.Submit(ctx, intake.Meta{ExamID: "siege-" + f.Name}, f.Data)
 					if (code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable) || try == 100 {
 						note(who+" upload", code)
 						return
@@ -134,7 +135,7 @@ func TestAHostileClientLeavesOctflowDevStanding(t *testing.T) {
 	_, scan := phantomDICOM(t, tiny(241))
 	otherDevice := &api.Client{Base: base, Token: other.Token}
 	for try := 0; ; try++ {
-		_, code, err := otherDevice.Submit(ctx, api.SubmitMeta{ExamID: "bystander-1"}, scan)
+		_, code, err := otherDevice.Submit(ctx, intake.Meta{ExamID: "bystander-1"}, scan)
 		if code == http.StatusAccepted || code == http.StatusOK {
 			break
 		}

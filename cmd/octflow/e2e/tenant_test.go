@@ -23,6 +23,7 @@ import (
 
 	"octflow/api"
 	"octflow/api/apitest"
+	"octflow/api/intake"
 	"octflow/codec"
 	"octflow/imaging"
 	"octflow/internal/devsystem"
@@ -45,7 +46,7 @@ func TestCampusesAreTenants(t *testing.T) {
 		c    *api.Client
 		scan []byte
 	}{{deviceA, scanA}, {deviceB, scanB}} {
-		if _, code, err := d.c.Submit(ctx, api.SubmitMeta{ExamID: "E-0001", Priority: "urgent"}, d.scan); code != http.StatusAccepted {
+		if _, code, err := d.c.Submit(ctx, intake.Meta{ExamID: "E-0001", Priority: "urgent"}, d.scan); code != http.StatusAccepted {
 			t.Fatalf("submit E-0001: %d %v", code, err)
 		}
 	}
@@ -60,13 +61,13 @@ func TestCampusesAreTenants(t *testing.T) {
 		t.Errorf("each campus's E-0001: %s %s, %s %s", stA.Campus, stA.Report.JSONKey, stB.Campus, stB.Report.JSONKey)
 	}
 	// Another campus's scan under a taken ID is not a conflict there.
-	if _, code, _ := deviceB.Submit(ctx, api.SubmitMeta{ExamID: "E-0001", Priority: "urgent"}, scanB); code != http.StatusOK {
+	if _, code, _ := deviceB.Submit(ctx, intake.Meta{ExamID: "E-0001", Priority: "urgent"}, scanB); code != http.StatusOK {
 		t.Errorf("campus B's resend: %d, want 200", code)
 	}
 
 	// An exam only campus A has: campus B's device and clinician get the
 	// same 404 as for an exam that does not exist, for everything.
-	if _, code, err := deviceA.Submit(ctx, api.SubmitMeta{ExamID: "A-only"}, scanA); code != http.StatusAccepted {
+	if _, code, err := deviceA.Submit(ctx, intake.Meta{ExamID: "A-only"}, scanA); code != http.StatusAccepted {
 		t.Fatalf("submit A-only: %d %v", code, err)
 	}
 	h.waitFor("A-only", 2*60e9, func(s *api.ExamStatus) bool { return s.State.Terminal() })
@@ -97,7 +98,7 @@ func TestCampusesAreTenants(t *testing.T) {
 	}
 	// A resend of A's exam ID from campus B is a new exam of campus B,
 	// not a conflict (which would tell B that A uses the ID).
-	if _, code, _ := deviceB.Submit(ctx, api.SubmitMeta{ExamID: "A-only"}, scanB); code != http.StatusAccepted {
+	if _, code, _ := deviceB.Submit(ctx, intake.Meta{ExamID: "A-only"}, scanB); code != http.StatusAccepted {
 		t.Errorf("campus B submitting A's exam ID: %d, want 202 (a different exam)", code)
 	}
 	// An admin sees every campus, and says which.
@@ -137,7 +138,7 @@ func TestNothingIdentifyingIsStoredLoggedOrSentToTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := httptestServer(t)
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "phi-1", CallbackURL: ws + "/hook-phi"}, scan.Bytes()); code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "phi-1", CallbackURL: ws + "/hook-phi"}, scan.Bytes()); code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("phi-1"); st.State != lifecycle.Completed {

@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/config"
 	"octflow/contract"
 	"octflow/exam"
@@ -102,7 +103,7 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 	} {
 		examID := fmt.Sprintf("topology-%d", i+1)
 		_, scan := phantomDICOM(t, imaging.PhantomOptions{Seed: uint64(300 + i)}) // full size: its stages last seconds
-		if _, code, err := device.Submit(context.Background(), api.SubmitMeta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+		if _, code, err := device.Submit(context.Background(), intake.Meta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
 			t.Fatalf("submit %s: %d %v", examID, code, err)
 		}
 		st := waitExam(t, clin, examID, 2*time.Minute, func(s *api.ExamStatus) bool {
@@ -153,7 +154,7 @@ func TestDevOnPostgreSQLKeepsExamsAcrossARestart(t *testing.T) {
 	pg := startPostgres(t)
 	h := newHarness(t, 1, func(c *devsystem.Config) { c.Postgres = &pg.conn })
 	_, scan := phantomDICOM(t, small(310))
-	if _, code, err := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "dev-pg-1"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: "dev-pg-1"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if final := h.waitTerminal("dev-pg-1"); final.State != lifecycle.Completed {

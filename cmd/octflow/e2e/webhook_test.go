@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"octflow/activities"
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/internal/devsystem"
 	"octflow/lifecycle"
 )
@@ -46,7 +46,7 @@ func TestReportReadyIsSignedRetriedAndDeliveredWithOneIdempotencyKey(t *testing.
 
 	ctx := context.Background()
 	_, scan := phantomDICOM(t, tiny(131))
-	if _, code, err := h.device.Submit(ctx, api.SubmitMeta{ExamID: "hook-1", CallbackURL: ws.URL + "/octflow"}, scan); err != nil || code != http.StatusAccepted {
+	if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: "hook-1", CallbackURL: ws.URL + "/octflow"}, scan); err != nil || code != http.StatusAccepted {
 		t.Fatalf("submit: %d %v", code, err)
 	}
 	if st := h.waitTerminal("hook-1"); st.State != lifecycle.Completed {
@@ -98,7 +98,7 @@ func TestCallbackToAnInternalAddressIsRefusedAtSubmission(t *testing.T) {
 	h := newHarness(t, 0, func(c *devsystem.Config) { c.APIOnly = true })
 	_, scan := phantomDICOM(t, tiny(141))
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "https://10.0.0.7/hook", "https://192.168.0.2/hook"} {
-		_, code, _ := h.device.Submit(context.Background(), api.SubmitMeta{ExamID: "ssrf-1", CallbackURL: u}, scan)
+		_, code, _ := h.device.Submit(context.Background(), intake.Meta{ExamID: "ssrf-1", CallbackURL: u}, scan)
 		if code != http.StatusUnprocessableEntity {
 			t.Errorf("callback %s answered %d, want 422", u, code)
 		}

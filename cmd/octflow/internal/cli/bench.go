@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"octflow/api"
+	"octflow/api/intake"
 	"octflow/config"
 	"octflow/exam"
 	"octflow/internal/bench"
@@ -133,7 +133,7 @@ func RunBenchOnDevSystem(ctx context.Context, c bench.Config, policy exam.Policy
 	cfg := devsystem.Config{DataDir: dataDir, APIAddr: addrs[0], TemporalAddr: addrs[1], S3Addr: addrs[2],
 		UIAddr: "off", Policy: policy, StopTimeout: 5 * time.Second,
 		// One token stands for each campus's devices.
-		Uploads: api.UploadLimits{PerDevice: bench.Uploaders}}
+		Uploads: intake.Limits{PerDevice: bench.Uploaders}}
 	// Campuses beyond the dev system's two, named as the bench's own.
 	for i := 3; i <= c.Campuses; i++ {
 		cfg.ExtraCampuses = append(cfg.ExtraCampuses, fmt.Sprintf("bench-campus-%d", i))

@@ -13,7 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/activities"
-	"octflow/api"
+	"octflow/api/auth"
+	"octflow/api/intake"
 	"octflow/app"
 	"octflow/audit"
 	"octflow/config"
@@ -54,7 +55,7 @@ func runAPI(ctx context.Context, args []string) error {
 	sealer, errCodec := app.Codec(*keys)
 	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
-	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), Pseudonymizer: api.NewPseudonymizer(*key),
+	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), Pseudonymizer: intake.NewPseudonymizer(*key),
 		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Identities: identities}
 	opts := app.Options{Stack: *stack, Identity: "api@" + hostname(), Logger: log, Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		Gateway: gw}
@@ -72,7 +73,7 @@ func runAPI(ctx context.Context, args []string) error {
 			gw.ExportCampuses = append(gw.ExportCampuses, campus)
 		}
 	}
-	if gw.Tokens, err = api.LoadTokens(listen.TokensFile); err != nil {
+	if gw.Tokens, err = auth.LoadTokens(listen.TokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
 	trail, closeTrail, err := app.AuditTrail(gateway.Audit, audit.Source{ID: opts.Identity, Host: hostname()}, log)

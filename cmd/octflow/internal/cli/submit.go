@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"octflow/api"
+	"octflow/api/intake"
 	"octflow/config"
 	"octflow/internal/devsystem"
 	"octflow/lifecycle"
@@ -70,7 +71,7 @@ func runSubmit(ctx context.Context, args []string) error {
 		hc.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
 	}
 	c := &api.Client{Base: strings.TrimRight(apiURL, "/"), Token: *token, HTTP: hc}
-	st, code, err := c.Submit(ctx, api.SubmitMeta{ExamID: *examID, Priority: *priority, Eye: *eye, CallbackURL: *callback, ScanType: *scanType}, scan)
+	st, code, err := c.Submit(ctx, intake.Meta{ExamID: *examID, Priority: *priority, Eye: *eye, CallbackURL: *callback, ScanType: *scanType}, scan)
 	if err != nil {
 		return err
 	}
