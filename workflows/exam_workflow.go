@@ -177,7 +177,7 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 	if err := lifecycle.CheckMove(from, to); err != nil {
 		// Counted and logged, never applied: the exam keeps a state that
 		// its history can explain.
-		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
+		workflow.GetMetricsHandler(ctx).Counter(IllegalTransitionsCounter).Inc(1)
 		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", from, "to", to, "stage", stage)
 		return
 	}
@@ -448,18 +448,18 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in any, try *int32
 			continue
 		}
 		p.settle(ctx, other)
-		result := "hedge"
+		result := hedgeWon
 		if winner == first {
-			result = "original"
+			result = originalWon
 			// It ran on the degraded node: the exam's next stage must
 			// not wait for that node.
 			winner.out.NodeQueue, p.node = "", ""
 		}
 		if winner.err != nil {
-			result = "neither"
+			result = neitherWon
 		}
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"stage": string(stage), "won": result}).
-			Counter("octflow_stage_hedges_total").Inc(1)
+			Counter(StageHedgesCounter).Inc(1)
 		return winner
 	}
 }
@@ -537,7 +537,7 @@ func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Pri
 	to := from.Up()
 	p.bucket = to
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
-		Counter("octflow_promotions_total").Inc(1)
+		Counter(PromotionsCounter).Inc(1)
 	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
 	p.move(ctx, lifecycle.Queued, stage)
 }
@@ -553,7 +553,7 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 			return
 		}
 		if !p.state.Terminal() {
-			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
+			workflow.GetMetricsHandler(ctx).Counter(UrgentSLABreachesCounter).Inc(1)
 			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", p.in.Policy.UrgentSLA,
 				"state", p.state, "stage", p.atStage)
 		}

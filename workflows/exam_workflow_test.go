@@ -241,6 +241,7 @@ func (s *scheduleOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType 
 func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *stages) {
 	t.Helper()
 	rec := newStages(fail)
+	rec.metrics.mustBeMade(t, shipped())
 	var suite testsuite.WorkflowTestSuite
 	suite.SetMetricsHandler(rec.metrics)
 	env := suite.NewTestWorkflowEnvironment()
