@@ -152,15 +152,16 @@ type pipeline struct {
 	algorithms map[exam.Stage]string
 }
 
-// input is what a try of stage is given: the exam, and for the report
-// and notify stages what the stages before them said (the summary, the
+// input is what a try of the stage spec is given, as it states
+// (spec.Input): the exam, and for a stage taking a report's or a
+// notification's input what the stages before it said (the summary, the
 // algorithms), which the pipeline passes on rather than have a stage
 // work it out again.
-func (p *pipeline) input(stage exam.Stage) any {
-	switch stage {
-	case exam.Render:
+func (p *pipeline) input(spec exam.StageSpec) any {
+	switch spec.Input {
+	case exam.ReportInput:
 		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms}
-	case exam.Notify:
+	case exam.NotifyInput:
 		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.summary}
 	}
 	return contract.StageInput{Exam: p.in.Submission}
@@ -215,7 +216,7 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 			queue, wait = p.node, pol.NodeAffinityWait
 		}
 		var out contract.StageOutput
-		in := p.input(stage)
+		in := p.input(spec)
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
