@@ -167,7 +167,7 @@ func scheduleSweep(c client.Client, every, grace time.Duration) error {
 		ID:      contract.ScanSweepScheduleID,
 		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{ID: "octflow-scan-sweep", Workflow: contract.ScanSweepWorkflow,
+		Action: &client.ScheduleWorkflowAction{ID: contract.ScanSweepWorkflowID, Workflow: contract.ScanSweepWorkflow,
 			Args: []any{contract.SweepInput{Grace: grace}}, TaskQueue: exam.WorkflowQueue},
 	})
 	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {

@@ -564,16 +564,15 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 // stageContext sets the activity options of one try of a stage: its
 // activity ID, task queue, timeouts, its bucket's fair share and how
 // long it may wait to start (its bucket's aging, or the wait for its
-// node; 0: no limit), and its campus's share of the bucket. Each try is one attempt: the workflow decides
-// what follows it (stage).
+// node; 0: no limit), and its campus's share of the bucket. Each try is
+// one attempt (oneTry): the workflow decides what follows it (stage).
 func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue, campus string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	return oneTry(ctx, workflow.ActivityOptions{
 		ActivityID:             contract.ActivityID(stage, try),
 		TaskQueue:              queue,
 		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		Priority:               contract.TaskPriority(pol, bucket, campus),
 	})
 }
