@@ -179,8 +179,7 @@ func (a *Activities) notify(ctx context.Context, in contract.NotifyInput, beat *
 	if secret == "" {
 		return contract.StageOutput{}, temporal.NewNonRetryableApplicationError("no webhook secret for campus "+in.Exam.Campus, "CallbackRejected", nil)
 	}
-	base := strings.TrimRight(w.PublicURL, "/") + "/v1/exams/" + url.PathEscape(in.Exam.ExamID) +
-		"/report?campus=" + url.QueryEscape(in.Exam.Campus) + "&format="
+	base := strings.TrimRight(w.PublicURL, "/") + contract.ExamPath(in.Exam.Ref(), "/report") + "&format="
 	event := ReportReady{ExamID: in.Exam.ExamID, Campus: in.Exam.Campus, State: lifecycle.Completed, Eye: in.Exam.Eye,
 		Priority: in.Exam.Priority, Report: ReportLinks{PDF: base + "pdf", JSON: base + "json"}, Reminder: in.Reminder,
 		ScanType: in.Summary.ScanType, Gradable: in.Summary.Gradable, NotMeasurable: in.Summary.NotMeasurable}

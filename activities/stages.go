@@ -22,9 +22,11 @@ type Stage struct {
 // StageOf is the stage spec declares, whose activity is run, run with
 // the parts of the Activities it is registered with. Its input is its
 // own: an image stage's contract.StageInput, the report's
-// contract.ReportInput, the notify stage's contract.NotifyInput, as the
-// pipeline gives each.
-func StageOf[In any](spec exam.StageSpec, run func(a *Activities, ctx context.Context, in In) (contract.StageOutput, error)) Stage {
+// contract.ReportInput, the notify stage's contract.NotifyInput. StageOf
+// states its kind in the spec (exam.StageSpec.Input), which the
+// pipeline gives each stage by.
+func StageOf[In contract.Input](spec exam.StageSpec, run func(a *Activities, ctx context.Context, in In) (contract.StageOutput, error)) Stage {
+	spec.Input = contract.InputKindOf[In]()
 	return Stage{Spec: spec, activity: func(a *Activities) any {
 		return func(ctx context.Context, in In) (contract.StageOutput, error) { return run(a, ctx, in) }
 	}}

@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"context"
 	"slices"
 	"testing"
 
+	"octflow/contract"
 	"octflow/exam"
 )
 
@@ -35,5 +37,36 @@ func TestThePipelineIsOneTheWorkflowsCanRun(t *testing.T) {
 		if !slices.Contains(names, needed) {
 			t.Errorf("the pipeline %v has no %s stage", names, needed)
 		}
+	}
+}
+
+// A stage states the input its activity takes: the pipeline gives it
+// by that statement, not by the stage's name.
+func TestAStageStatesTheInputItsActivityTakes(t *testing.T) {
+	spec := exam.StageSpec{Stage: "toy", Activity: "Toy"}
+	cases := []struct {
+		name  string
+		stage Stage
+		want  exam.InputKind
+	}{
+		{"the exam alone", StageOf(spec, func(*Activities, context.Context, contract.StageInput) (contract.StageOutput, error) {
+			return contract.StageOutput{}, nil
+		}), exam.ImageInput},
+		{"a report's", StageOf(spec, func(*Activities, context.Context, contract.ReportInput) (contract.StageOutput, error) {
+			return contract.StageOutput{}, nil
+		}), exam.ReportInput},
+		{"a notification's", StageOf(spec, func(*Activities, context.Context, contract.NotifyInput) (contract.StageOutput, error) {
+			return contract.StageOutput{}, nil
+		}), exam.NotifyInput},
+		{"the report stage", StageOf(reportSpec(), (*Activities).RenderReport), exam.ReportInput},
+		{"the notify stage", StageOf(notifySpec(), (*Activities).NotifyWorkstation), exam.NotifyInput},
+		{"the denoise stage", StageOf(denoiseSpec(), (*Activities).Denoise), exam.ImageInput},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.stage.Spec.Input; got != c.want {
+				t.Errorf("states %q, want %q", got, c.want)
+			}
+		})
 	}
 }

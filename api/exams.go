@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,30 +11,22 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/temporal"
 
 	"octflow/api/auditing"
 	"octflow/api/auth"
 	"octflow/api/problems"
 	"octflow/contract"
-	"octflow/exam"
 	"octflow/lifecycle"
 	"octflow/storage"
 )
 
-// Memo fields kept on each exam's workflow.
-const (
-	memoDigest       = contract.MemoScanDigest
-	memoSubmissionID = contract.MemoSubmissionID
-	memoDeviceID     = contract.MemoDeviceID
-	memoSubmitter    = contract.MemoSubmitter
-)
-
-// examSearchAttributes are a new run's search attributes: the Web UI
-// and `temporal workflow list --query` filter exams by them.
-func examSearchAttributes(sub exam.Submission) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(append(contract.SubmissionAttributes(sub),
-		temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(string(lifecycle.Created)))...)
+// startRun starts a run of the exam's pipeline with in, keeping memo
+// (contract.ExamStartOptions): a first run, or an admin's rerun. The
+// run's search attributes say CREATED until it moves.
+func (s *Server) startRun(ctx context.Context, in contract.ExamInput, memo contract.ExamMemo, rerun bool) error {
+	_, err := s.cfg.Temporal.ExecuteWorkflow(ctx, contract.ExamStartOptions(in.Submission, in.Policy,
+		contract.ExamStart{Memo: memo, State: string(lifecycle.Created), Rerun: rerun}), contract.ExamWorkflow, in)
+	return err
 }
 
 // getReport serves GET /v1/exams/{examId}/report?format=pdf|json.
@@ -143,7 +136,7 @@ func uploaderFailureMessage(typ string) string {
 // sentBy says whether the exam was sent by who: its device, or the
 // device or router that submitted it.
 func (s *Server) sentBy(f *examFound, who auth.Principal) bool {
-	return s.memoString(f.desc, memoDeviceID) == who.DeviceID || s.memoString(f.desc, memoSubmitter) == who.Name
+	return s.memoString(f.desc, contract.MemoDeviceID) == who.DeviceID || s.memoString(f.desc, contract.MemoSubmitter) == who.Name
 }
 
 func isNotFound(err error) bool {

@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"octflow/api/auditing"
@@ -61,19 +60,9 @@ func (s *Server) rerunExam(c echo.Context) error {
 	who := auth.Of(c)
 	in.Policy = s.policyFor(in.Submission.Campus)
 	in.Rerun = &contract.Rerun{PreviousRunID: info.GetExecution().GetRunId(), By: who.Name, At: time.Now().UTC()}
-	_, err = s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        info.GetExecution().GetWorkflowId(),
-		TaskQueue: desc.GetExecutionConfig().GetTaskQueue().GetName(),
-		// A new run only after a failed one; two admins at once start one.
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		Memo: map[string]any{
-			memoDigest: in.Submission.ScanDigest, memoSubmissionID: randomID(), memoDeviceID: in.Submission.DeviceID,
-			memoSubmitter: s.memoString(desc, memoSubmitter),
-		},
-		TypedSearchAttributes: examSearchAttributes(in.Submission),
-		Priority:              contract.TaskPriority(in.Policy, in.Submission.Priority, in.Submission.Campus),
-	}, contract.ExamWorkflow, in)
+	// A new run only after a failed one; two admins at once start one.
+	err = s.startRun(ctx, in, contract.ExamMemo{ScanDigest: in.Submission.ScanDigest, SubmissionID: randomID(),
+		DeviceID: in.Submission.DeviceID, Submitter: s.memoString(desc, contract.MemoSubmitter)}, true)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return unavailable(ctx, err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"octflow/api/auditing"
@@ -117,30 +114,12 @@ func (s *Server) admit(ctx context.Context, who auth.Principal, deviceID string,
 
 	submissionID := randomID()
 	pol := s.policyFor(ref.Campus)
-	_, startErr := s.cfg.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        contract.ExamWorkflowID(ref),
-		TaskQueue: exam.WorkflowQueue,
-		// Temporal's uniqueness on the workflow ID is the lock: a start
-		// that finds the exam running or finished is refused, and this
-		// request then answers as a repeat. A start that succeeds is this
-		// request's own (the SDK retries a start under one request ID,
-		// which Temporal answers as the same start).
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		Memo: map[string]any{
-			memoDigest: up.Digest, memoSubmissionID: submissionID, memoDeviceID: deviceID,
-			memoSubmitter: who.Name,
-		},
-		TypedSearchAttributes: examSearchAttributes(sub),
-		// The exam's bucket orders its workflow tasks too, not only its
-		// stages. An urgent exam starts eagerly: where this process also
-		// runs the workflow worker, its first workflow task comes back
-		// with the start and runs here, skipping a queue that may hold a
-		// burst (the upload's answer waits for it, so only urgent ones).
-		Priority:         contract.TaskPriority(pol, sub.Priority, ref.Campus),
-		EnableEagerStart: sub.Priority == exam.Urgent,
-	}, contract.ExamWorkflow, contract.ExamInput{Submission: sub, Policy: pol, Export: s.cfg.ExportCampuses[sub.Campus]})
+	// Temporal's uniqueness on the workflow ID is the lock: a start
+	// that finds the exam running or finished is refused, and this
+	// request then answers as a repeat. A start that succeeds is this
+	// request's own.
+	startErr := s.startRun(ctx, contract.ExamInput{Submission: sub, Policy: pol, Export: s.cfg.ExportCampuses[sub.Campus]},
+		contract.ExamMemo{ScanDigest: up.Digest, SubmissionID: submissionID, DeviceID: deviceID, Submitter: who.Name}, false)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil {
 		if !errors.As(startErr, &already) {
@@ -161,7 +140,7 @@ func (s *Server) admit(ctx context.Context, who auth.Principal, deviceID string,
 		if err != nil {
 			return nil, unavailable(ctx, err)
 		}
-		if s.memoString(desc, memoSubmissionID) != submissionID {
+		if s.memoString(desc, contract.MemoSubmissionID) != submissionID {
 			// Another request won the race for this exam.
 			return s.admitKnown(ctx, &examFound{ref: ref, desc: desc}, up, clean)
 		}
@@ -197,7 +176,7 @@ func (s *Server) admit(ctx context.Context, who auth.Principal, deviceID string,
 // answered 200 with the exam (storing the scan again if it went missing,
 // so the exam can still run), another scan is a conflict.
 func (s *Server) admitKnown(ctx context.Context, f *examFound, up *intake.Upload, clean *intake.Scan) (*admission, error) {
-	if s.memoString(f.desc, memoDigest) != up.Digest {
+	if s.memoString(f.desc, contract.MemoScanDigest) != up.Digest {
 		p := problems.New(http.StatusConflict, "exam-conflict", "exam "+f.ref.ID+" was submitted with a different scan")
 		p.ExamID = f.ref.ID
 		return nil, p
@@ -266,6 +245,5 @@ func archivedStatus(rec *exam.Record) *ExamStatus {
 	}
 }
 
-func examLocation(ref exam.Ref) string {
-	return "/v1/exams/" + url.PathEscape(ref.ID) + "?campus=" + url.QueryEscape(ref.Campus)
-}
+// examLocation is the exam's URL path, which a Location header names.
+func examLocation(ref exam.Ref) string { return contract.ExamPath(ref, "") }

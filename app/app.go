@@ -26,10 +26,6 @@ import (
 
 	"octflow/activities"
 	"octflow/api"
-	"octflow/api/auth"
-	"octflow/api/intake"
-	"octflow/audit"
-	"octflow/callback"
 	"octflow/codec"
 	"octflow/config"
 	"octflow/exam"
@@ -80,64 +76,32 @@ type Options struct {
 	GPU *GPUOptions
 }
 
-// GatewayOptions are the HTTP gateway's: its listener and limits, and
-// what app makes its api.Config of.
+// GatewayOptions are the HTTP gateway's: where and how it listens, and
+// its own configuration.
 type GatewayOptions struct {
 	// Addr is where it listens; TLS, when set, serves it over HTTPS.
-	Addr          string
-	TLS           *tls.Config
-	Tokens        *auth.Tokens
-	Pseudonymizer *intake.Pseudonymizer
-	Policy        exam.Policy
-	DeviceRate    intake.RateLimit
-	// Callbacks checks callback URLs at submission.
-	Callbacks *callback.Guard
-	// Identities seals patients' identities at intake: keys of their
-	// own, never a GPU node's (nil: identities are not kept, nothing is
-	// exported).
-	Identities *codec.Codec
-	// ExportCampuses are the campuses whose exams export: the gateway
-	// starts each exam knowing whether it exports but holds no PACS's
-	// credentials.
-	ExportCampuses []string
-	// CodecOrigins are the Web UI origins that may call the gateway's
-	// codec endpoint from a browser.
-	CodecOrigins []string
-	// StatusMaxAge is how long one reading of Temporal for the gateway's
-	// status metrics serves further scrapes (0: api.DefaultStatusMaxAge).
-	StatusMaxAge time.Duration
+	Addr string
+	TLS  *tls.Config
 	// HTTP bounds the gateway's connections (zero fields: the defaults,
 	// config.DefaultHTTPLimits).
 	HTTP config.HTTPLimits
-	// Streams bounds the gateway's event streams, and SpoolMaxBytes the
-	// disk its uploads in flight take (zero: defaults).
-	Streams       api.StreamLimits
-	SpoolMaxBytes int64
-	// Uploads bounds the gateway's uploads (zero fields: defaults), and
-	// MaxScanBytes the size of a scan (0: 512 MiB).
-	Uploads      intake.Limits
-	MaxScanBytes int64
-	// AuditTrail receives the gateway's audit events (default: JSON lines
-	// on stderr).
-	AuditTrail audit.Sink
+	// API is the gateway's configuration. App sets in it the parts the
+	// process holds, replacing what API has there: Temporal (the
+	// process's client), Namespace, Store, Logger, Registerer (the
+	// process's registry), Converters, and PayloadCodec (the process's
+	// Codec; none when that is nil).
+	API api.Config
 }
 
 // WorkerOptions are the pipeline worker's and housekeeping's, which run
-// together (workers.Start).
+// together (workers.Start). App sets in them the parts the process
+// holds, replacing what they have there: the pipeline's Identity, Stages
+// and Common, and housekeeping's Store, Logger and Converters; it adds
+// the process's WorkerInterceptors to the pipeline's Interceptors, and
+// gives it the process's StopTimeout where it sets none of its own.
 type WorkerOptions struct {
-	// Webhooks deliver report-ready events to workstations.
-	Webhooks *activities.Webhooks
-	// PACS names, per campus, the PACS its results are exported to (see
-	// activities.Exporter); a campus not named exports nothing.
-	// Identities open the identities the results are filed under: keys
-	// of their own, never a GPU node's.
-	PACS       map[string]activities.PACSTarget
-	Identities *codec.Codec
-	// Installation names this octflow installation, the device the
-	// exported results name (OCTFLOW_INSTALLATION).
-	Installation string
-	// SweepEvery and SweepGrace schedule the scan sweep (0: none).
-	SweepEvery, SweepGrace time.Duration
+	Pipeline     workers.PipelineOptions
+	Housekeeping workers.HousekeepingOptions
 }
 
 // GPUOptions are the GPU nodes' this process runs.
@@ -244,12 +208,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		}
 	}
 	common := activities.Common{Store: a.store, Logger: opts.Logger.Named("stage"), Models: opts.Models, Metrics: stageMetrics}
-	if w := opts.Worker; w != nil {
-		if a.workers, err = workers.Start(a.client, workers.PipelineOptions{Identity: opts.Identity, Stages: opts.Stages, Common: common,
-			Webhooks: w.Webhooks, PACS: w.PACS, Identities: w.Identities, Installation: w.Installation,
-			Interceptors: opts.workerInterceptors(opts.Identity), StopTimeout: opts.StopTimeout},
-			workers.HousekeepingOptions{Store: a.store, Logger: opts.Logger.Named("housekeeping"), Converters: conv,
-				SweepEvery: w.SweepEvery, SweepGrace: w.SweepGrace}); err != nil {
+	if opts.Worker != nil {
+		if err := a.startWorkers(opts, common, conv); err != nil {
 			return nil, err
 		}
 	}
@@ -295,25 +255,30 @@ func (a *App) startNodes(opts Options, common activities.Common) error {
 	return nil
 }
 
+// startWorkers starts the pipeline worker and housekeeping of
+// opts.Worker, its stages run with common, reading Temporal with conv.
+func (a *App) startWorkers(opts Options, common activities.Common, conv lifecycle.Converters) (err error) {
+	p, h := opts.Worker.Pipeline, opts.Worker.Housekeeping
+	p.Identity, p.Stages, p.Common = opts.Identity, opts.Stages, common
+	p.Interceptors = append(p.Interceptors, opts.workerInterceptors(opts.Identity)...)
+	p.StopTimeout = cmp.Or(p.StopTimeout, opts.StopTimeout)
+	h.Store, h.Logger, h.Converters = a.store, opts.Logger.Named("housekeeping"), conv
+	a.workers, err = workers.Start(a.client, p, h)
+	return err
+}
+
 // serveGateway serves the HTTP gateway of opts.Gateway, reading Temporal
 // with conv.
 func (a *App) serveGateway(opts Options, conv lifecycle.Converters) error {
 	g := opts.Gateway
-	exportCampuses := map[string]bool{}
-	for _, campus := range g.ExportCampuses {
-		exportCampuses[campus] = true
-	}
-	gwCfg := api.Config{
-		Temporal: a.client, Namespace: opts.Stack.Namespace, Store: a.store, Tokens: g.Tokens, Pseudonymizer: g.Pseudonymizer,
-		Logger: opts.Logger.Named("api"), AuditTrail: g.AuditTrail, Policy: g.Policy, StatusMaxAge: g.StatusMaxAge,
-		Registerer: a.metrics.Registry, Streams: g.Streams, SpoolMaxBytes: g.SpoolMaxBytes, Callbacks: g.Callbacks, DeviceRate: g.DeviceRate, Converters: conv,
-		Uploads: g.Uploads, MaxScanBytes: g.MaxScanBytes, CodecOrigins: g.CodecOrigins, ExportCampuses: exportCampuses,
-	}
+	cfg := g.API
+	cfg.Temporal, cfg.Namespace, cfg.Store = a.client, opts.Stack.Namespace, a.store
+	cfg.Logger, cfg.Registerer, cfg.Converters = opts.Logger.Named("api"), a.metrics.Registry, conv
+	cfg.PayloadCodec = nil
 	if opts.Codec != nil {
-		gwCfg.PayloadCodec = opts.Codec
+		cfg.PayloadCodec = opts.Codec
 	}
-	gwCfg.Identities = g.Identities
-	gw, err := api.New(gwCfg)
+	gw, err := api.New(cfg)
 	if err != nil {
 		return err
 	}

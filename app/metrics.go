@@ -13,27 +13,24 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
-	"octflow/contract"
 	"octflow/exam"
-	"octflow/workers"
+	"octflow/workflows"
 )
 
 // Metrics is a process's Prometheus registry. The Temporal SDK reports
 // into it (worker, poller and activity metrics, and the counters
-// workflow code keeps: octflow_urgent_sla_breaches_total,
-// octflow_illegal_transitions_total, octflow_promotions_total,
-// octflow_stage_hedges_total, octflow_node_health_changes_total).
+// workflow code keeps: workflows.Counters).
 type Metrics struct {
 	Registry *prometheus.Registry
 	// SDK is the handler to give the Temporal client. A worker of the
 	// workflow queue made with it creates the exam workflow's counters
-	// at 0 (workers.WorkflowCounters).
+	// at 0 (workflows.Counters).
 	SDK   client.MetricsHandler
 	scope io.Closer
 }
 
 // NewMetrics creates the registry with Go runtime and process metrics,
-// for a process whose workflows run stages (workers.WorkflowCounters).
+// for a process whose workflows run stages (workflows.Counters).
 func NewMetrics(stages exam.Pipeline) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -42,7 +39,7 @@ func NewMetrics(stages exam.Pipeline) *Metrics {
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), workers.WorkflowCounters(stages)}, scope: closer}
+	return &Metrics{Registry: reg, SDK: zeroingHandler{sdktally.NewMetricsHandler(scope), workflows.Counters(stages)}, scope: closer}
 }
 
 // zeroingHandler is the SDK's handler until a worker of the workflow
@@ -55,11 +52,15 @@ func NewMetrics(stages exam.Pipeline) *Metrics {
 // exposes them at 0 from the worker's start.
 type zeroingHandler struct {
 	client.MetricsHandler
-	counters map[string][]map[string]string // workers.WorkflowCounters
+	counters []workflows.Counter
 }
 
-// taskQueueTag is the tag the SDK gives a worker's metrics handler.
-const taskQueueTag = "task_queue"
+// taskQueueTag is the tag the SDK gives a worker's metrics handler,
+// workflowTypeTag the one it adds for a workflow's.
+const (
+	taskQueueTag    = "task_queue"
+	workflowTypeTag = "workflow_type"
+)
 
 // WithTags implements client.MetricsHandler.
 func (h zeroingHandler) WithTags(tags map[string]string) client.MetricsHandler {
@@ -67,11 +68,8 @@ func (h zeroingHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	if len(tags) != 1 || tags[taskQueueTag] != exam.WorkflowQueue {
 		return zeroingHandler{inner, h.counters}
 	}
-	wf := inner.WithTags(map[string]string{"workflow_type": contract.ExamWorkflow})
-	for name, tagSets := range h.counters {
-		for _, t := range tagSets {
-			wf.WithTags(t).Counter(name)
-		}
+	for _, c := range h.counters {
+		inner.WithTags(map[string]string{workflowTypeTag: c.Workflow}).WithTags(c.Tags).Counter(c.Name)
 	}
 	return inner
 }

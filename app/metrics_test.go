@@ -10,7 +10,7 @@ import (
 
 	"octflow/activities"
 	"octflow/exam"
-	"octflow/workers"
+	"octflow/workflows"
 )
 
 // counters are the registry's series of name: label set (k=v, sorted by
@@ -44,6 +44,15 @@ func labelString(ls []*dto.LabelPair) string {
 // shipped is the pipeline octflow ships.
 var shipped = activities.Pipeline().Specs()
 
+// seriesByName is workflows.Counters(stages) by counter name.
+func seriesByName(stages exam.Pipeline) map[string][]workflows.Counter {
+	out := map[string][]workflows.Counter{}
+	for _, c := range workflows.Counters(stages) {
+		out[c.Name] = append(out[c.Name], c)
+	}
+	return out
+}
+
 // newWorker makes (never starts) an SDK worker on queue with m's
 // handler, as workers.Start does: no server is needed to make one.
 func newWorker(t *testing.T, m *Metrics, queue string) {
@@ -59,7 +68,7 @@ func newWorker(t *testing.T, m *Metrics, queue string) {
 func TestAWorkflowWorkerExposesTheWorkflowsCountersAtZeroFromItsStart(t *testing.T) {
 	m := NewMetrics(shipped)
 	defer m.Close()
-	for name := range workers.WorkflowCounters(shipped) {
+	for name := range seriesByName(shipped) {
 		if got := counters(t, m, name); len(got) != 0 {
 			t.Errorf("%s before any worker: %v, want no series", name, got)
 		}
@@ -73,16 +82,16 @@ func TestAWorkflowWorkerExposesTheWorkflowsCountersAtZeroFromItsStart(t *testing
 	// tags, the worker's task queue (tally's sanitiser writes "_" for "-"),
 	// the workflow's type.
 	want := "activity_type=none,client_name=temporal_go,namespace=octflow,task_queue=oct_workflows,worker_type=none,workflow_type=ExamWorkflow,"
-	for name, tagSets := range workers.WorkflowCounters(shipped) {
+	for name, series := range seriesByName(shipped) {
 		got := counters(t, m, name)
-		if len(got) != len(tagSets) {
-			t.Errorf("%s: %v, want %d series", name, got, len(tagSets))
+		if len(got) != len(series) {
+			t.Errorf("%s: %v, want %d series", name, got, len(series))
 		}
 		for labels, v := range got {
 			if v != 0 {
 				t.Errorf("%s{%s} = %v, want 0", name, labels, v)
 			}
-			if tagSets[0] == nil && labels != want {
+			if series[0].Tags == nil && labels != want {
 				t.Errorf("%s has labels %s, want %s", name, labels, want)
 			}
 		}

@@ -176,12 +176,13 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	if o.Gateway == nil {
 		o.Gateway = &GatewayOptions{}
 	}
-	gw := o.Gateway
-	gw.Uploads = intake.Limits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
+	cfg := &o.Gateway.API
+	cfg.Uploads = intake.Limits{Validating: u.Validating, ValidationBytes: u.ValidationBytes, PerDevice: u.PerDevice,
 		Pace: intake.UploadPace{Idle: u.Idle, MinRate: u.MinRate}}
-	gw.MaxScanBytes, gw.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
-	gw.HTTP, gw.Streams, gw.SpoolMaxBytes = v.HTTP, api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
-	gw.StatusMaxAge = v.StatusMaxAge
+	cfg.MaxScanBytes, cfg.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
+	o.Gateway.HTTP = v.HTTP
+	cfg.Streams, cfg.SpoolMaxBytes = api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
+	cfg.StatusMaxAge = v.StatusMaxAge
 	o.MetricsAddr = v.MetricsAddr
 	return nil
 }

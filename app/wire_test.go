@@ -134,10 +134,10 @@ func TestTheWiredPartsCarryTheirSettings(t *testing.T) {
 	if err := o.SetGateway(*g, *v); err != nil {
 		t.Fatal(err)
 	}
-	gw := o.Gateway
+	gw := o.Gateway.API
 	if gw.MaxScanBytes != 16<<20 || gw.SpoolMaxBytes != 64<<20 || gw.Uploads.Pace.MinRate != 1000 || gw.Uploads.Validating != 4 ||
 		gw.Uploads.ValidationBytes != intake.DefaultValidationBytes || gw.Streams.Total != 9 || gw.Streams.PerToken != 8 ||
-		gw.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || gw.HTTP != config.DefaultHTTPLimits() {
+		gw.StatusMaxAge != api.DefaultStatusMaxAge || o.MetricsAddr != "127.0.0.1:9464" || o.Gateway.HTTP != config.DefaultHTTPLimits() {
 		t.Errorf("gateway options %+v, metrics on %q", gw, o.MetricsAddr)
 	}
 }

@@ -282,7 +282,7 @@ func TestScopeOfWorkflowFollowsTheWorkflowIDs(t *testing.T) {
 		{contract.InboxWorkflowID("st-mary-2"), CampusScope("st-mary-2")},
 		{contract.FleetWorkflowID, System},
 		{"exam-" + ref.ID, System},
-		{contract.ScanSweepScheduleID + "-2026-01-01T00:00:00Z", System},
+		{contract.ScanSweepWorkflowID + "-2026-01-01T00:00:00Z", System},
 		{"", System},
 		{"exam/north", System},
 		{"exam/North/E-1", System},

@@ -9,7 +9,9 @@
 //
 // An exam's pipeline is the [ExamWorkflow], started by the gateway under
 // [ExamWorkflowID] (the exam's campus and ID: one run per exam) with an
-// [ExamInput]. Each stage is an activity that takes its own input (an
+// [ExamInput], a device's submission and an admin's rerun alike by
+// [ExamStartOptions] (the memo an [ExamMemo]); [ExamPath] is the
+// exam's URL path at the gateway. Each stage is an activity that takes its own input (an
 // image stage a [StageInput], the report a [ReportInput], the
 // notification a [NotifyInput]) and returns a [StageOutput]: object
 // keys, never volume bytes, and what the stages after it are given (the

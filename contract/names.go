@@ -1,6 +1,10 @@
 package contract
 
-import "octflow/exam"
+import (
+	"net/url"
+
+	"octflow/exam"
+)
 
 // Workflow types, as registered on the workflow worker.
 const (
@@ -32,6 +36,10 @@ const (
 
 // ScanSweepScheduleID is the Temporal schedule that runs the sweep.
 const ScanSweepScheduleID = "octflow-scan-sweep"
+
+// ScanSweepWorkflowID is the workflow ID the schedule starts the sweep
+// under (Temporal appends each run's scheduled time).
+const ScanSweepWorkflowID = "octflow-scan-sweep"
 
 // Queries, updates and signals.
 const (
@@ -78,8 +86,8 @@ const FleetWorkflowID = "octflow-fleet"
 // InboxWorkflowID is the workflow ID of a campus's inbox.
 func InboxWorkflowID(campus string) string { return "inbox-" + campus }
 
-// Memo fields of an exam's pipeline run, written by the gateway. They
-// identify no patient.
+// Memo fields of an exam's pipeline run, written by the gateway
+// (ExamMemo). They identify no patient.
 const (
 	// MemoScanDigest is the scan's instance digest: SHA-256 of its
 	// transfer syntax and data set, not of the file meta a router
@@ -92,3 +100,11 @@ const (
 	// MemoSubmitter names the principal who submitted the exam.
 	MemoSubmitter = "submittedBy"
 )
+
+// ExamPath is the gateway's path of the exam ref, or of one of its
+// resources (sub: "" or e.g. "/report"), with the exam's campus in its
+// query: /v1/exams/{examId}{sub}?campus={campus}. The gateway's
+// Location headers and the report-ready events name it.
+func ExamPath(ref exam.Ref, sub string) string {
+	return "/v1/exams/" + url.PathEscape(ref.ID) + sub + "?campus=" + url.QueryEscape(ref.Campus)
+}

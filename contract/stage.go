@@ -38,6 +38,24 @@ type NotifyInput struct {
 	Reminder int `json:"reminder,omitempty"`
 }
 
+// Input is an input the pipeline gives a stage.
+type Input interface {
+	StageInput | ReportInput | NotifyInput
+}
+
+// InputKindOf is the kind of input In is, which a stage taking it
+// states (exam.StageSpec.Input) and the pipeline gives by.
+func InputKindOf[In Input]() exam.InputKind {
+	var in In
+	switch any(in).(type) {
+	case ReportInput:
+		return exam.ReportInput
+	case NotifyInput:
+		return exam.NotifyInput
+	}
+	return exam.ImageInput
+}
+
 // StageOutput says what a stage wrote.
 type StageOutput struct {
 	Keys []string `json:"keys"`

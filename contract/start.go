@@ -82,3 +82,64 @@ func ExportStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
 func ReviewStartOptions(sub exam.Submission, pol exam.Policy) StartOptions {
 	return examStart(ReviewWorkflowID(sub.Ref()), sub, pol, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
 }
+
+// ExamMemo is what a run of an exam's pipeline keeps in its memo (the
+// Memo fields): nothing that identifies a patient.
+type ExamMemo struct {
+	// ScanDigest is the scan's instance digest (MemoScanDigest).
+	ScanDigest string
+	// SubmissionID tells two racing submissions apart (MemoSubmissionID).
+	SubmissionID string
+	// DeviceID is the submitting device (MemoDeviceID).
+	DeviceID string
+	// Submitter names the principal who submitted the exam (MemoSubmitter).
+	Submitter string
+}
+
+// ExamStart is how a run of an exam's pipeline is started.
+type ExamStart struct {
+	Memo ExamMemo
+	// State is the exam's state as the run's search attributes say it
+	// when it starts (the gateway's lifecycle.Created); the run upserts
+	// every later one.
+	State string
+	// Rerun says the run is an admin's rerun of the exam: its workflow
+	// ID is reused only after a failed run, so two admins at once start
+	// one. A first run's ID is never reused, and an urgent first run
+	// starts eagerly.
+	Rerun bool
+}
+
+// ExamStartOptions are the start options of a run of an exam's
+// pipeline, under ExamWorkflowID, with the exam's priority and search
+// attributes, started by the gateway on a device's submission or an
+// admin's rerun. Temporal's uniqueness on the workflow ID is the lock: a
+// start that finds a run of the exam fails with
+// WorkflowExecutionAlreadyStarted (the SDK retries a start under one
+// request ID, which Temporal answers as the same start). The exam's
+// bucket orders its workflow tasks too, not only its stages. An urgent
+// exam's first run starts eagerly: where the gateway's process also runs
+// the workflow worker, its first workflow task comes back with the start
+// and runs there, skipping a queue that may hold a burst (the upload's
+// answer waits for it, so only urgent ones).
+func ExamStartOptions(sub exam.Submission, pol exam.Policy, s ExamStart) client.StartWorkflowOptions {
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	if s.Rerun {
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
+	}
+	return client.StartWorkflowOptions{
+		ID:                                       ExamWorkflowID(sub.Ref()),
+		TaskQueue:                                exam.WorkflowQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    reuse,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		Memo: map[string]any{
+			MemoScanDigest: s.Memo.ScanDigest, MemoSubmissionID: s.Memo.SubmissionID,
+			MemoDeviceID: s.Memo.DeviceID, MemoSubmitter: s.Memo.Submitter,
+		},
+		TypedSearchAttributes: temporal.NewSearchAttributes(append(SubmissionAttributes(sub),
+			temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(s.State))...),
+		Priority:         TaskPriority(pol, sub.Priority, sub.Campus),
+		EnableEagerStart: !s.Rerun && sub.Priority == exam.Urgent,
+	}
+}

@@ -56,3 +56,72 @@ func TestAnExamsOwnWorkflowsStartAlikeAsAChildAndThroughTheClient(t *testing.T) 
 		})
 	}
 }
+
+// A device's submission and an admin's rerun start an exam's pipeline
+// alike but for the reuse of its ID and the eager start of an urgent
+// first run.
+func TestAnExamsRunsStartAlikeButForReuseAndEagerness(t *testing.T) {
+	pol := exam.DefaultPolicy()
+	memo := ExamMemo{ScanDigest: "d1", SubmissionID: "s1", DeviceID: "oct-3", Submitter: "dev-north"}
+	for _, c := range []struct {
+		name     string
+		priority exam.Priority
+		rerun    bool
+		reused   enumspb.WorkflowIdReusePolicy
+		eager    bool
+	}{
+		{"a submission", exam.Normal, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, false},
+		{"an urgent submission", exam.Urgent, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, true},
+		{"a rerun", exam.Normal, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false},
+		{"an urgent rerun", exam.Urgent, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub := exam.Submission{ExamID: "E1", Campus: "north", Priority: c.priority, DeviceID: "oct-3"}
+			o := ExamStartOptions(sub, pol, ExamStart{Memo: memo, State: "CREATED", Rerun: c.rerun})
+			if o.ID != "exam/north/E1" || o.TaskQueue != exam.WorkflowQueue {
+				t.Errorf("started as %q on %q", o.ID, o.TaskQueue)
+			}
+			if o.WorkflowIDReusePolicy != c.reused || o.EnableEagerStart != c.eager {
+				t.Errorf("reuse %v, eager %t; want %v, %t", o.WorkflowIDReusePolicy, o.EnableEagerStart, c.reused, c.eager)
+			}
+			if o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL || !o.WorkflowExecutionErrorWhenAlreadyStarted {
+				t.Errorf("a start on a running run: %v, error %t; want it to fail", o.WorkflowIDConflictPolicy, o.WorkflowExecutionErrorWhenAlreadyStarted)
+			}
+			if want := TaskPriority(pol, sub.Priority, sub.Campus); o.Priority != want {
+				t.Errorf("priority %+v, want the exam's %+v", o.Priority, want)
+			}
+			want := map[string]any{MemoScanDigest: "d1", MemoSubmissionID: "s1", MemoDeviceID: "oct-3", MemoSubmitter: "dev-north"}
+			if len(o.Memo) != len(want) {
+				t.Errorf("memo %v, want %v", o.Memo, want)
+			}
+			for k, v := range want {
+				if o.Memo[k] != v {
+					t.Errorf("memo %s = %v, want %v", k, o.Memo[k], v)
+				}
+			}
+			sa := o.TypedSearchAttributes
+			if v, _ := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(exam.AttrState)); v != "CREATED" {
+				t.Errorf("starts in state %q, want CREATED", v)
+			}
+			if v, _ := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(exam.AttrCampus)); v != "north" {
+				t.Errorf("search attributes name campus %q, want the exam's", v)
+			}
+		})
+	}
+}
+
+func TestTheExamsPathEscapesItsIDAndCampus(t *testing.T) {
+	for _, c := range []struct {
+		ref  exam.Ref
+		sub  string
+		want string
+	}{
+		{exam.Ref{Campus: "north", ID: "E1"}, "", "/v1/exams/E1?campus=north"},
+		{exam.Ref{Campus: "north", ID: "E1"}, "/report", "/v1/exams/E1/report?campus=north"},
+		{exam.Ref{Campus: "st mary", ID: "E/1 a"}, "", "/v1/exams/E%2F1%20a?campus=st+mary"},
+	} {
+		if got := ExamPath(c.ref, c.sub); got != c.want {
+			t.Errorf("ExamPath(%v, %q) = %q, want %q", c.ref, c.sub, got, c.want)
+		}
+	}
+}

@@ -41,7 +41,28 @@ type StageSpec struct {
 	// points the stage at a model served over KServe v2 instead of its
 	// Go reference implementation ("": a stage no model runs).
 	Model string
+	// Input is what the pipeline gives the stage: the kind of input its
+	// activity takes, which activities.StageOf sets from the activity's
+	// type (the workflows refuse a stage that states none).
+	Input InputKind
 }
+
+// InputKind names the input the pipeline gives a stage (package
+// contract holds each: contract.InputKindOf).
+type InputKind string
+
+// The inputs a stage may take.
+const (
+	// ImageInput is the exam alone (contract.StageInput): an image
+	// stage reads what it needs from the object store.
+	ImageInput InputKind = "image"
+	// ReportInput is the exam and what the stages before said of it
+	// (contract.ReportInput).
+	ReportInput InputKind = "report"
+	// NotifyInput is the exam and its headline result
+	// (contract.NotifyInput), as the review's reminders give it too.
+	NotifyInput InputKind = "notify"
+)
 
 // Queue is the task queue the stage's activity is scheduled on: the
 // shared GPU queue for a GPU stage, the CPU workers' queue otherwise

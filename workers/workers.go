@@ -3,8 +3,7 @@
 // notify), the PACS export and, beside them, housekeeping (the review
 // archive, the scan sweep and its schedule), each from options of its
 // own (Start). It holds the Temporal adapters those activities reach
-// Temporal through (InboxPublisher, ScanIndex) and the
-// counters the workflows keep (WorkflowCounters). GPU stages are served
+// Temporal through (InboxPublisher, ScanIndex). GPU stages are served
 // by gpuworker nodes; package app dials the client and holds the
 // process's metrics registry.
 package workers
@@ -168,7 +167,7 @@ func scheduleSweep(c client.Client, every, grace time.Duration) error {
 		ID:      contract.ScanSweepScheduleID,
 		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{ID: "octflow-scan-sweep", Workflow: contract.ScanSweepWorkflow,
+		Action: &client.ScheduleWorkflowAction{ID: contract.ScanSweepWorkflowID, Workflow: contract.ScanSweepWorkflow,
 			Args: []any{contract.SweepInput{Grace: grace}}, TaskQueue: exam.WorkflowQueue},
 	})
 	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {

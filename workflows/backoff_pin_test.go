@@ -78,12 +78,14 @@ func twoExams(ctx workflow.Context, ins []contract.ExamInput) error {
 // must not come back in lockstep: each run draws its own delays, and
 // every delay stays within [0, the backoff's cap].
 func TestTwoExamsFailingTogetherDoNotRetryInLockstep(t *testing.T) {
+	rec := newStages(map[exam.Stage]error{exam.Layers: infraDown()})
+	rec.metrics.mustBeMade(t, shipped())
 	var suite testsuite.WorkflowTestSuite
+	suite.SetMetricsHandler(rec.metrics)
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	env.RegisterWorkflow(twoExams)
-	rec := newStages(map[exam.Stage]error{exam.Layers: infraDown()})
 	rec.register(env)
 	sleeps := &sleepRecorder{sleeps: map[string][]time.Duration{}}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec, sleeps}})

@@ -152,15 +152,16 @@ type pipeline struct {
 	algorithms map[exam.Stage]string
 }
 
-// input is what a try of stage is given: the exam, and for the report
-// and notify stages what the stages before them said (the summary, the
+// input is what a try of the stage spec is given, as it states
+// (spec.Input): the exam, and for a stage taking a report's or a
+// notification's input what the stages before it said (the summary, the
 // algorithms), which the pipeline passes on rather than have a stage
 // work it out again.
-func (p *pipeline) input(stage exam.Stage) any {
-	switch stage {
-	case exam.Render:
+func (p *pipeline) input(spec exam.StageSpec) any {
+	switch spec.Input {
+	case exam.ReportInput:
 		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms}
-	case exam.Notify:
+	case exam.NotifyInput:
 		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.summary}
 	}
 	return contract.StageInput{Exam: p.in.Submission}
@@ -177,7 +178,7 @@ func (p *pipeline) move(ctx workflow.Context, to lifecycle.State, stage exam.Sta
 	if err := lifecycle.CheckMove(from, to); err != nil {
 		// Counted and logged, never applied: the exam keeps a state that
 		// its history can explain.
-		workflow.GetMetricsHandler(ctx).Counter("octflow_illegal_transitions_total").Inc(1)
+		workflow.GetMetricsHandler(ctx).Counter(IllegalTransitionsCounter).Inc(1)
 		workflow.GetLogger(ctx).Error("illegal transition rejected", "from", from, "to", to, "stage", stage)
 		return
 	}
@@ -215,7 +216,7 @@ func (p *pipeline) stage(ctx workflow.Context, spec exam.StageSpec) (contract.St
 			queue, wait = p.node, pol.NodeAffinityWait
 		}
 		var out contract.StageOutput
-		in := p.input(stage)
+		in := p.input(spec)
 		att := contract.Attempt{Stage: stage, Try: try, Number: failed + lost + 1, Queue: queue, Bucket: bucket, ScheduledAt: workflow.Now(ctx)}
 		first := p.startTry(ctx, spec, att, in, wait, pinned)
 		decided := p.await(ctx, first, in, &try)
@@ -448,18 +449,18 @@ func (p *pipeline) await(ctx workflow.Context, first *tryRun, in any, try *int32
 			continue
 		}
 		p.settle(ctx, other)
-		result := "hedge"
+		result := hedgeWon
 		if winner == first {
-			result = "original"
+			result = originalWon
 			// It ran on the degraded node: the exam's next stage must
 			// not wait for that node.
 			winner.out.NodeQueue, p.node = "", ""
 		}
 		if winner.err != nil {
-			result = "neither"
+			result = neitherWon
 		}
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"stage": string(stage), "won": result}).
-			Counter("octflow_stage_hedges_total").Inc(1)
+			Counter(StageHedgesCounter).Inc(1)
 		return winner
 	}
 }
@@ -537,7 +538,7 @@ func (p *pipeline) promote(ctx workflow.Context, stage exam.Stage, from exam.Pri
 	to := from.Up()
 	p.bucket = to
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"from": string(from), "to": string(to)}).
-		Counter("octflow_promotions_total").Inc(1)
+		Counter(PromotionsCounter).Inc(1)
 	workflow.GetLogger(ctx).Info("stage promoted after aging", "stage", stage, "from", from, "to", to, "waited", waited)
 	p.move(ctx, lifecycle.Queued, stage)
 }
@@ -553,7 +554,7 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 			return
 		}
 		if !p.state.Terminal() {
-			workflow.GetMetricsHandler(ctx).Counter("octflow_urgent_sla_breaches_total").Inc(1)
+			workflow.GetMetricsHandler(ctx).Counter(UrgentSLABreachesCounter).Inc(1)
 			workflow.GetLogger(ctx).Warn("urgent exam breached its SLA", "sla", p.in.Policy.UrgentSLA,
 				"state", p.state, "stage", p.atStage)
 		}
@@ -563,16 +564,15 @@ func (p *pipeline) watchUrgentSLA(ctx workflow.Context) {
 // stageContext sets the activity options of one try of a stage: its
 // activity ID, task queue, timeouts, its bucket's fair share and how
 // long it may wait to start (its bucket's aging, or the wait for its
-// node; 0: no limit), and its campus's share of the bucket. Each try is one attempt: the workflow decides
-// what follows it (stage).
+// node; 0: no limit), and its campus's share of the bucket. Each try is
+// one attempt (oneTry): the workflow decides what follows it (stage).
 func stageContext(ctx workflow.Context, stage exam.Stage, pol exam.Policy, queue, campus string, bucket exam.Priority, wait time.Duration, try int32) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	return oneTry(ctx, workflow.ActivityOptions{
 		ActivityID:             contract.ActivityID(stage, try),
 		TaskQueue:              queue,
 		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    pol.StageTimeout,
 		HeartbeatTimeout:       pol.HeartbeatTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		Priority:               contract.TaskPriority(pol, bucket, campus),
 	})
 }

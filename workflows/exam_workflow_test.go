@@ -42,9 +42,11 @@ func testInput() contract.ExamInput {
 // schedule-to-start timeout it was scheduled, and fails calls as told.
 type stages struct {
 	interceptor.WorkerInterceptorBase
-	mu     sync.Mutex
-	calls  []exam.Stage
-	queues map[exam.Stage]string
+	// pipeline is the pipeline whose stages it stands in for.
+	pipeline exam.Pipeline
+	mu       sync.Mutex
+	calls    []exam.Stage
+	queues   map[exam.Stage]string
 	// fail fails every call of a stage; failOnce the next n calls.
 	fail     map[exam.Stage]error
 	failNext map[exam.Stage][]error
@@ -117,7 +119,7 @@ func (r *stages) register(env *testsuite.TestWorkflowEnvironment) {
 		r.archives = append(r.archives, a)
 		return nil
 	}, activity.RegisterOptions{Name: contract.ArchiveReview})
-	for _, spec := range shipped() {
+	for _, spec := range r.pipeline {
 		stage := spec.Stage
 		env.RegisterActivityWithOptions(func(ctx context.Context, in json.RawMessage) (contract.StageOutput, error) {
 			r.mu.Lock()
@@ -203,7 +205,7 @@ type scheduleOutbound struct {
 
 func (s *scheduleOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	opts := workflow.GetActivityOptions(ctx)
-	spec, isStage := shipped().OfActivity(activityType)
+	spec, isStage := s.r.pipeline.OfActivity(activityType)
 	s.r.mu.Lock()
 	s.r.scheduled[spec.Stage] = opts
 	s.r.timeouts = append(s.r.timeouts, opts.ScheduleToStartTimeout)
@@ -240,11 +242,19 @@ func (s *scheduleOutbound) ExecuteChildWorkflow(ctx workflow.Context, childType 
 
 func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnvironment, *stages) {
 	t.Helper()
+	return newEnvOver(t, fail, shipped())
+}
+
+// newEnvOver is newEnv with the exam's workflow run over pipeline.
+func newEnvOver(t *testing.T, fail map[exam.Stage]error, pipeline exam.Pipeline) (*testsuite.TestWorkflowEnvironment, *stages) {
+	t.Helper()
 	rec := newStages(fail)
+	rec.pipeline = pipeline
+	rec.metrics.mustBeMade(t, pipeline)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetMetricsHandler(rec.metrics)
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(ExamWorkflow(shipped()), workflow.RegisterOptions{Name: contract.ExamWorkflow})
+	env.RegisterWorkflowWithOptions(ExamWorkflow(pipeline), workflow.RegisterOptions{Name: contract.ExamWorkflow})
 	env.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
 	rec.register(env)
 	return env, rec
@@ -252,7 +262,7 @@ func newEnv(t *testing.T, fail map[exam.Stage]error) (*testsuite.TestWorkflowEnv
 
 // newStages is a recorder whose stages fail as fail says.
 func newStages(fail map[exam.Stage]error) *stages {
-	return &stages{queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
+	return &stages{pipeline: shipped(), queues: map[exam.Stage]string{}, fail: fail, failNext: map[exam.Stage][]error{},
 		saturated: map[exam.Stage]int{}, scheduled: map[exam.Stage]workflow.ActivityOptions{}, queueLog: map[exam.Stage][]string{},
 		inputs: map[exam.Stage]json.RawMessage{}, activityIDs: map[exam.Stage][]string{}, slow: map[string]time.Duration{},
 		tries: map[exam.Stage][]string{}, buckets: map[exam.Stage][]exam.Priority{}, ended: map[string]error{}, metrics: newCounters()}
@@ -1022,6 +1032,15 @@ func TestAPipelineTheWorkflowsCannotRunIsRefused(t *testing.T) {
 		return out
 	}
 	twice := append(shipped(), shipped()[0])
+	stated := func(stage exam.Stage, input exam.InputKind) exam.Pipeline {
+		out := shipped()
+		for i := range out {
+			if out[i].Stage == stage {
+				out[i].Input = input
+			}
+		}
+		return out
+	}
 	gpuNotify := shipped()
 	for i := range gpuNotify {
 		if gpuNotify[i].Stage == exam.Notify {
@@ -1032,11 +1051,13 @@ func TestAPipelineTheWorkflowsCannotRunIsRefused(t *testing.T) {
 		stages exam.Pipeline
 		want   string
 	}{
-		"no report stage":      {without(exam.Render), "no report stage"},
-		"no notify stage":      {without(exam.Notify), "notify stage must run NotifyWorkstation"},
-		"notify on a GPU":      {gpuNotify, "notify stage must run NotifyWorkstation"},
-		"a stage named twice":  {twice, "named twice"},
-		"the shipped pipeline": {shipped(), ""},
+		"no report stage":                      {without(exam.Render), "no report stage"},
+		"no notify stage":                      {without(exam.Notify), "notify stage must run NotifyWorkstation"},
+		"notify on a GPU":                      {gpuNotify, "notify stage must run NotifyWorkstation"},
+		"a stage named twice":                  {twice, "named twice"},
+		"a stage stating no input":             {stated(exam.Layers, ""), "layers states no input"},
+		"a notify stage taking the exam alone": {stated(exam.Notify, exam.ImageInput), "taking a notify input"},
+		"the shipped pipeline":                 {shipped(), ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite

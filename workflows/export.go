@@ -39,7 +39,7 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 		return st, err
 	}
 	exports := func(outcome string) {
-		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter("octflow_exports_total").Inc(1)
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter(ExportsCounter).Inc(1)
 	}
 	// The budget counts the sends' time too: a PACS that takes the
 	// connection and then hangs costs a timeout per try.
@@ -61,13 +61,13 @@ func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.Exp
 	})
 	if err != nil {
 		st.Status = contract.ExportFailed
-		exports("failed")
+		exports(exportFailed)
 		workflow.GetLogger(ctx).Error("export to the PACS failed", "tries", st.Tries, "error", st.Failure)
 		return st, temporal.NewNonRetryableApplicationError(st.Failure, failureType(err), err)
 	}
 	now := workflow.Now(ctx)
 	st.Status, st.Instances, st.Failure, st.DeliveredAt = contract.ExportDelivered, out.Instances, "", &now
-	exports("delivered")
+	exports(exportDelivered)
 	return st, nil
 }
 

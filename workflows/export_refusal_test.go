@@ -36,6 +36,9 @@ func TestTheExportNeverResendsARefusal(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite
+			metrics := newCounters()
+			metrics.mustBeMade(t, shipped())
+			suite.SetMetricsHandler(metrics)
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterWorkflowWithOptions(ExportWorkflow, workflow.RegisterOptions{Name: contract.ExportWorkflow})
 			answers, sends := c.answers, 0

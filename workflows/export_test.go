@@ -37,6 +37,9 @@ func TestAnExportIsRetriedWhileThePACSIsDownAndFailsOnARefusal(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite
+			metrics := newCounters()
+			metrics.mustBeMade(t, shipped())
+			suite.SetMetricsHandler(metrics)
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterWorkflowWithOptions(ExportWorkflow, workflow.RegisterOptions{Name: contract.ExportWorkflow})
 			answers := c.answers

@@ -126,7 +126,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 				h.Since, h.Hedged = n.Health.Since, n.Health.Hedged
 			} else {
 				workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"to": h.State}).
-					Counter("octflow_node_health_changes_total").Inc(1)
+					Counter(NodeHealthChangesCounter).Inc(1)
 			}
 			n.Health = h
 			workflow.GetLogger(ctx).Info("node marked by an operator", "node", m.NodeID, "health", m.State, "by", m.By)
@@ -175,7 +175,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 			workflow.GetLogger(ctx).Warn("node health changed", "node", r.NodeID, "from", was, "to", n.Health.State,
 				"reason", n.Health.Reason)
 			workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"to": n.Health.State}).
-				Counter("octflow_node_health_changes_total").Inc(1)
+				Counter(NodeHealthChangesCounter).Inc(1)
 		}
 	}
 	// forget drops every node past its forgetAt; next is the earliest

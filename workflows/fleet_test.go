@@ -204,6 +204,9 @@ func TestTheFleetForgetsNodesThatLeft(t *testing.T) {
 // hedge it on the peer, once; an operator's marks hold and clear.
 func TestTheFleetDegradesASlowNodeHedgesItsStagesAndTakesOperatorMarks(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
+	metrics := newCounters()
+	metrics.mustBeMade(t, shipped())
+	suite.SetMetricsHandler(metrics)
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(FleetWorkflow)
 	var hedges []contract.Hedge

@@ -119,14 +119,19 @@ func (c *counters) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (c *counters) Counter(name string) client.MetricsCounter {
-	var tags []string
-	for _, k := range slices.Sorted(maps.Keys(c.tags)) {
-		tags = append(tags, k+"="+c.tags[k])
+	return counter{c: c, name: seriesKey(name, c.tags)}
+}
+
+// seriesKey names a counter's series: name{k=v,...}, the tags sorted.
+func seriesKey(name string, tags map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		kv = append(kv, k+"="+tags[k])
 	}
-	if len(tags) > 0 {
-		name += "{" + strings.Join(tags, ",") + "}"
+	if len(kv) > 0 {
+		name += "{" + strings.Join(kv, ",") + "}"
 	}
-	return counter{c: c, name: name}
+	return name
 }
 
 func (c *counters) Gauge(string) client.MetricsGauge { return nopMetric{} }

@@ -17,7 +17,9 @@ import (
 // another is a new version, Worker Versioning's to route). A pipeline
 // the workflows cannot run is refused: it must have a report stage,
 // after which the review and the export start, and a notify stage on
-// the CPU workers whose activity is the review's reminder.
+// the CPU workers whose activity is the review's reminder; and every
+// stage must state its input (activities.StageOf does), which the exam's
+// workflow gives it by.
 func Register(r worker.WorkflowRegistry, stages exam.Pipeline) error {
 	if err := runnable(stages); err != nil {
 		return err
@@ -39,12 +41,18 @@ func runnable(stages exam.Pipeline) error {
 			return fmt.Errorf("pipeline %v: stage %q (activity %q) is unnamed or named twice", stages.Stages(), s.Stage, s.Activity)
 		}
 		seen[string(s.Stage)], seen["activity "+s.Activity] = true, true
+		switch s.Input {
+		case exam.ImageInput, exam.ReportInput, exam.NotifyInput:
+		default:
+			return fmt.Errorf("pipeline %v: stage %s states no input the pipeline gives (%q): declare it with activities.StageOf", stages.Stages(), s.Stage, s.Input)
+		}
 	}
 	if _, ok := stages.Spec(exam.Render); !ok {
 		return fmt.Errorf("pipeline %v has no %s stage", stages.Stages(), exam.Render)
 	}
-	if n, ok := stages.Spec(exam.Notify); !ok || n.Activity != contract.NotifyWorkstation || n.GPU {
-		return fmt.Errorf("pipeline %v: its %s stage must run %s on the CPU workers, as the review's reminders do", stages.Stages(), exam.Notify, contract.NotifyWorkstation)
+	if n, ok := stages.Spec(exam.Notify); !ok || n.Activity != contract.NotifyWorkstation || n.GPU || n.Input != exam.NotifyInput {
+		return fmt.Errorf("pipeline %v: its %s stage must run %s on the CPU workers, taking a %s input, as the review's reminders do",
+			stages.Stages(), exam.Notify, contract.NotifyWorkstation, exam.NotifyInput)
 	}
 	return nil
 }

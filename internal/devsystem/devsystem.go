@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +37,7 @@ import (
 	"octflow/gpuworker"
 	"octflow/inference"
 	"octflow/internal/devstack"
+	"octflow/workers"
 )
 
 // Config is what the dev system is told.
@@ -242,21 +242,29 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	case cfg.PACSURL != "":
 		pacs = map[string]activities.PACSTarget{secrets.Campus: {URL: cfg.PACSURL}}
 	}
+	// Which campuses export: those with a PACS.
+	exportCampuses := map[string]bool{}
+	for campus := range pacs {
+		exportCampuses[campus] = true
+	}
 	opts := app.Options{
 		Stack: stackCfg, Identity: "octflow-dev", Logger: log, Stages: cfg.Stages, Models: cfg.Models, StopTimeout: cfg.StopTimeout,
 		MetricsAddr: metricsAddr(cfg.MetricsAddr), Codec: sealer,
 		ClientInterceptors: cfg.ClientInterceptors, WorkerInterceptors: cfg.WorkerInterceptors,
-		Gateway: &app.GatewayOptions{
-			Addr: cfg.APIAddr, TLS: cfg.APITLS, Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte(secrets.PseudonymKey)),
+		Gateway: &app.GatewayOptions{Addr: cfg.APIAddr, TLS: cfg.APITLS, API: api.Config{
+			Tokens: tokens, Pseudonymizer: intake.NewPseudonymizer([]byte(secrets.PseudonymKey)),
 			Policy: cfg.Policy, DeviceRate: cfg.DeviceRate, Callbacks: guard, Identities: identities,
-			ExportCampuses: slices.Collect(maps.Keys(pacs)), CodecOrigins: []string{stack.UIURL()},
+			ExportCampuses: exportCampuses, CodecOrigins: []string{stack.UIURL()},
 			StatusMaxAge: cmp.Or(cfg.StatusMaxAge, time.Second), Streams: cfg.Streams, SpoolMaxBytes: cfg.SpoolMaxBytes,
 			Uploads: cfg.Uploads, AuditTrail: trail,
-		},
+		}},
 	}
 	if !cfg.APIOnly {
-		opts.Worker = &app.WorkerOptions{Webhooks: hooks, PACS: pacs, Identities: identities,
-			SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute), SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour)}
+		opts.Worker = &app.WorkerOptions{
+			Pipeline: workers.PipelineOptions{Webhooks: hooks, PACS: pacs, Identities: identities},
+			Housekeeping: workers.HousekeepingOptions{SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute),
+				SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour)},
+		}
 		opts.GPU = &app.GPUOptions{Nodes: nodes, ReportEvery: cmp.Or(cfg.NodeReportEvery, 5*time.Second),
 			SimulatedCompute: cfg.SimulatedCompute}
 	}

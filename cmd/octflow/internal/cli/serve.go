@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"octflow/activities"
+	"octflow/api"
 	"octflow/api/auth"
 	"octflow/api/intake"
 	"octflow/app"
@@ -20,6 +21,7 @@ import (
 	"octflow/config"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/workers"
 )
 
 func hostname() string {
@@ -55,8 +57,8 @@ func runAPI(ctx context.Context, args []string) error {
 	sealer, errCodec := app.Codec(*keys)
 	identities, errIdentities := app.IdentityCodec(*identityKeys, *keys)
 	guard, errGuard := app.CallbackGuard(*hooks)
-	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), Pseudonymizer: intake.NewPseudonymizer(*key),
-		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Identities: identities}
+	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), API: api.Config{Pseudonymizer: intake.NewPseudonymizer(*key),
+		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Identities: identities}}
 	opts := app.Options{Stack: *stack, Identity: "api@" + hostname(), Logger: log, Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		Gateway: gw}
 	if err := errors.Join(errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
@@ -69,11 +71,12 @@ func runAPI(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		gw.API.ExportCampuses = map[string]bool{}
 		for campus := range entries {
-			gw.ExportCampuses = append(gw.ExportCampuses, campus)
+			gw.API.ExportCampuses[campus] = true
 		}
 	}
-	if gw.Tokens, err = auth.LoadTokens(listen.TokensFile); err != nil {
+	if gw.API.Tokens, err = auth.LoadTokens(listen.TokensFile); err != nil {
 		return fmt.Errorf("OCTFLOW_TOKENS_FILE: %w", err)
 	}
 	trail, closeTrail, err := app.AuditTrail(gateway.Audit, audit.Source{ID: opts.Identity, Host: hostname()}, log)
@@ -81,7 +84,7 @@ func runAPI(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeTrail.Close()
-	gw.AuditTrail = trail
+	gw.API.AuditTrail = trail
 	return app.Run(ctx, opts)
 }
 
@@ -111,8 +114,10 @@ func runWorker(ctx context.Context, args []string) error {
 	if err := errors.Join(errCodec, errGuard, errIdentities); err != nil {
 		return err
 	}
-	worker := &app.WorkerOptions{Webhooks: app.Webhooks(*hooks, guard), Identities: identities, Installation: *installation,
-		SweepEvery: sweep.Every, SweepGrace: sweep.Grace}
+	worker := &app.WorkerOptions{
+		Pipeline:     workers.PipelineOptions{Webhooks: app.Webhooks(*hooks, guard), Identities: identities, Installation: *installation},
+		Housekeeping: workers.HousekeepingOptions{SweepEvery: sweep.Every, SweepGrace: sweep.Grace},
+	}
 	opts := app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, StopTimeout: proc.Drain,
 		MetricsAddr: proc.MetricsAddr, Models: app.Models(*models),
@@ -123,7 +128,7 @@ func runWorker(ctx context.Context, args []string) error {
 		// and opens the identities the results are filed under.
 		entries, err := app.ReadPACSFile(*pacsFile)
 		if err == nil {
-			worker.PACS, err = app.PACSTargets(entries)
+			worker.Pipeline.PACS, err = app.PACSTargets(entries)
 		}
 		if err != nil {
 			return err
