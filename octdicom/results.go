@@ -263,58 +263,58 @@ func (b *builder) characterSet() string {
 // the Contributing Equipment Sequence), the Patient and General Study
 // modules copied from the source, a new series and the General Equipment
 // module naming octflow.
-func (b *builder) common(e *elems, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
+func (b *builder) common(e *Elements, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
 	if cs := b.characterSet(); cs != "" {
-		e.str(tag.SpecificCharacterSet, cs)
+		e.Str(tag.SpecificCharacterSet, cs)
 	}
-	e.str(tag.SOPClassUID, sopClass)
-	e.str(tag.SOPInstanceUID, sopInstance)
-	e.str(tag.InstanceCreationDate, da(b.created))
-	e.str(tag.InstanceCreationTime, tm(b.created))
+	e.Str(tag.SOPClassUID, sopClass)
+	e.Str(tag.SOPInstanceUID, sopInstance)
+	e.Str(tag.InstanceCreationDate, da(b.created))
+	e.Str(tag.InstanceCreationTime, tm(b.created))
 	// The zone every date and time of the object is in: the source's,
 	// whose study date and time are copied as they are. A source that
 	// names none leaves it unsaid (its study time's zone is unknown);
 	// octflow's own times are then in UTC.
 	if b.offset != "" {
-		e.str(tag.TimezoneOffsetFromUTC, b.offset)
+		e.Str(tag.TimezoneOffsetFromUTC, b.offset)
 	}
-	e.str(tag.InstanceNumber, "1")
-	e.seq(tag.ContributingEquipmentSequence, b.contributor())
+	e.Str(tag.InstanceNumber, "1")
+	e.Seq(tag.ContributingEquipmentSequence, b.contributor())
 
 	// Patient: Type 2, empty where the source had nothing.
-	e.multi(tag.PatientName, b.id.PatientName)
-	e.str(tag.PatientID, b.id.PatientID)
+	e.Multi(tag.PatientName, b.id.PatientName)
+	e.Str(tag.PatientID, b.id.PatientID)
 	if b.id.IssuerOfPatientID != "" {
-		e.str(tag.IssuerOfPatientID, b.id.IssuerOfPatientID)
+		e.Str(tag.IssuerOfPatientID, b.id.IssuerOfPatientID)
 	}
-	e.str(tag.PatientBirthDate, b.id.PatientBirthDate)
-	e.str(tag.PatientSex, b.id.PatientSex)
+	e.Str(tag.PatientBirthDate, b.id.PatientBirthDate)
+	e.Str(tag.PatientSex, b.id.PatientSex)
 
 	// General Study: the source's, so the PACS files the object there.
-	e.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	e.str(tag.StudyDate, b.id.StudyDate)
-	e.str(tag.StudyTime, b.id.StudyTime)
-	e.multi(tag.ReferringPhysicianName, b.id.ReferringPhysicianName)
-	e.str(tag.StudyID, b.id.StudyID)
-	e.str(tag.AccessionNumber, b.id.AccessionNumber)
+	e.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	e.Str(tag.StudyDate, b.id.StudyDate)
+	e.Str(tag.StudyTime, b.id.StudyTime)
+	e.Multi(tag.ReferringPhysicianName, b.id.ReferringPhysicianName)
+	e.Str(tag.StudyID, b.id.StudyID)
+	e.Str(tag.AccessionNumber, b.id.AccessionNumber)
 	if b.id.StudyDescription != "" {
-		e.str(tag.StudyDescription, b.id.StudyDescription)
+		e.Str(tag.StudyDescription, b.id.StudyDescription)
 	}
 
 	// A new series of octflow's.
-	e.str(tag.Modality, modality)
-	e.str(tag.SeriesInstanceUID, series)
-	e.str(tag.SeriesNumber, seriesNumber)
-	e.str(tag.SeriesDescription, seriesDescription)
-	e.str(tag.SeriesDate, da(b.created))
-	e.str(tag.SeriesTime, tm(b.created))
+	e.Str(tag.Modality, modality)
+	e.Str(tag.SeriesInstanceUID, series)
+	e.Str(tag.SeriesNumber, seriesNumber)
+	e.Str(tag.SeriesDescription, seriesDescription)
+	e.Str(tag.SeriesDate, da(b.created))
+	e.Str(tag.SeriesTime, tm(b.created))
 
 	// General Equipment: the software that made the object, and the
 	// installation that ran it.
-	e.str(tag.Manufacturer, "octflow")
-	e.str(tag.ManufacturerModelName, "octflow")
-	e.str(tag.DeviceSerialNumber, b.serialNumber())
-	e.add(tag.SoftwareVersions, b.softwareVersions())
+	e.Str(tag.Manufacturer, "octflow")
+	e.Str(tag.ManufacturerModelName, "octflow")
+	e.Str(tag.DeviceSerialNumber, b.serialNumber())
+	e.Add(tag.SoftwareVersions, b.softwareVersions())
 }
 
 // softwareVersions names octflow's version and each stage's algorithm,
@@ -337,14 +337,14 @@ func (b *builder) softwareVersions() []string {
 
 // contributor is the Contributing Equipment Sequence's item: octflow as
 // the processing equipment, its version and algorithms, and when.
-func (b *builder) contributor() *elems {
-	it := &elems{}
-	it.seq(tag.PurposeOfReferenceCodeSequence, code("109102", "DCM", "Processing Equipment"))
-	it.str(tag.Manufacturer, "octflow")
-	it.str(tag.ManufacturerModelName, "octflow")
-	it.add(tag.SoftwareVersions, b.softwareVersions())
-	it.str(tag.ContributionDateTime, b.dateTime())
-	it.str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
+func (b *builder) contributor() *Elements {
+	it := &Elements{}
+	it.Seq(tag.PurposeOfReferenceCodeSequence, Code("109102", "DCM", "Processing Equipment"))
+	it.Str(tag.Manufacturer, "octflow")
+	it.Str(tag.ManufacturerModelName, "octflow")
+	it.Add(tag.SoftwareVersions, b.softwareVersions())
+	it.Str(tag.ContributionDateTime, b.dateTime())
+	it.Str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
 		"measurement) and report, computed by octflow from the referenced scan; to be reviewed by a clinician")
 	return it
 }
@@ -374,19 +374,19 @@ func (b *builder) requests() []Request {
 // number and requested procedure; the Type 2 attributes octflow does not
 // know (the placer's and filler's order numbers, the Referenced Study
 // Sequence) empty.
-func (b *builder) referencedRequest(r Request) *elems {
-	it := &elems{}
-	it.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	it.seq(tag.ReferencedStudySequence)
-	it.str(tag.AccessionNumber, r.AccessionNumber)
-	it.str(tag.PlacerOrderNumberImagingServiceRequest, "")
-	it.str(tag.FillerOrderNumberImagingServiceRequest, "")
-	it.str(tag.RequestedProcedureID, r.RequestedProcedureID)
-	it.str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
+func (b *builder) referencedRequest(r Request) *Elements {
+	it := &Elements{}
+	it.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	it.Seq(tag.ReferencedStudySequence)
+	it.Str(tag.AccessionNumber, r.AccessionNumber)
+	it.Str(tag.PlacerOrderNumberImagingServiceRequest, "")
+	it.Str(tag.FillerOrderNumberImagingServiceRequest, "")
+	it.Str(tag.RequestedProcedureID, r.RequestedProcedureID)
+	it.Str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
 	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+		it.Seq(tag.RequestedProcedureCodeSequence, Code(c.Value, c.Scheme, c.Meaning))
 	} else {
-		it.seq(tag.RequestedProcedureCodeSequence)
+		it.Seq(tag.RequestedProcedureCodeSequence)
 	}
 	return it
 }
@@ -394,8 +394,8 @@ func (b *builder) referencedRequest(r Request) *elems {
 // requestAttributes is an item of the PDF's Request Attributes Sequence
 // (Encapsulated Document Series, the Request Attributes Macro of PS3.3
 // Table 10-9): what of the order the source names, the study's UID.
-func (b *builder) requestAttributes(r Request) *elems {
-	it := &elems{}
+func (b *builder) requestAttributes(r Request) *Elements {
+	it := &Elements{}
 	for _, v := range []struct {
 		t tag.Tag
 		v string
@@ -405,20 +405,20 @@ func (b *builder) requestAttributes(r Request) *elems {
 		{tag.ScheduledProcedureStepID, r.ScheduledProcedureStepID}, {tag.RequestedProcedureID, r.RequestedProcedureID},
 	} {
 		if v.v != "" {
-			it.str(v.t, v.v)
+			it.Str(v.t, v.v)
 		}
 	}
 	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+		it.Seq(tag.RequestedProcedureCodeSequence, Code(c.Value, c.Scheme, c.Meaning))
 	}
 	return it
 }
 
 // sourceRef is a Referenced SOP item naming the source scan.
-func (b *builder) sourceRef() *elems {
-	it := &elems{}
-	it.str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
-	it.str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
+func (b *builder) sourceRef() *Elements {
+	it := &Elements{}
+	it.Str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
+	it.Str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
 	return it
 }
 
