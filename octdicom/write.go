@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
@@ -109,8 +108,3 @@ func EncodePart10(e *Elements, sopClass, sopInstance string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-// da and tm are a time as DICOM's DA and TM write it, in t's own zone
-// (the builder's: the source study's, or UTC).
-func da(t time.Time) string { return t.Format("20060102") }
-func tm(t time.Time) string { return t.Format("150405") }

@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
 
+	"octflow/octdicom"
+	"octflow/octdicom/octdicomtest"
 	"octflow/report"
 )
 
@@ -199,7 +201,7 @@ func macularTemplateRows() []templateRow {
 // templates (dsrdump checks the IOD's relationships only).
 func TestTheMacularGridReportFollowsItsTemplatesRowByRow(t *testing.T) {
 	rep := cubeReport()
-	root := srTree(t, results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))[1])
+	root := srTree(t, build(t, octdicomtest.Identity(testRef), rep, []byte("%PDF-1.4 test"))[1])
 	for _, r := range macularTemplateRows() {
 		t.Run(r.row, func(t *testing.T) {
 			got := root.find(r.path...)
@@ -217,7 +219,7 @@ func TestTheMacularGridReportFollowsItsTemplatesRowByRow(t *testing.T) {
 				if n.vt == "CODE" && n.code != r.code {
 					t.Errorf("at %v: value %v, want %v", r.path, n.code, r.code)
 				}
-				if n.vt == "TEXT" && n.text == "" || n.vt == "UIDREF" && !ValidUID(n.uid) {
+				if n.vt == "TEXT" && n.text == "" || n.vt == "UIDREF" && !octdicom.ValidUID(n.uid) {
 					t.Errorf("at %v: no value", r.path)
 				}
 			}
@@ -270,7 +272,7 @@ func TestTheMacularGridReportGivesEveryFigureOrSaysWhyNot(t *testing.T) {
 			"total volume not reported: subfield OT is not reported", "Quality gate: partial: some figures withheld."}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			root := srTree(t, results(t, testIdentity(testRef), c.rep, []byte("%PDF-1.4 test"))[1])
+			root := srTree(t, build(t, octdicomtest.Identity(testRef), c.rep, []byte("%PDF-1.4 test"))[1])
 			for concept, want := range c.want {
 				got := root.find(group, concept)
 				if len(got) != 1 {
@@ -309,7 +311,7 @@ func TestTheAlgorithmsBehindAFigureAreIdentified(t *testing.T) {
 	rep := cubeReport()
 	rep.Algorithms = map[string]string{"denoise": "nlm-log/v1", "layers": "kserve:http://triton:8000/v2/models/layers",
 		"lesions": "fluid-drusen/v1", "measure": "etdrs-layers/v1.2"}
-	root := srTree(t, results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))[1])
+	root := srTree(t, build(t, octdicomtest.Identity(testRef), rep, []byte("%PDF-1.4 test"))[1])
 	var got []string
 	for _, n := range root.find(group, "57109-1")[0].children {
 		if n.rel == "HAS OBS CONTEXT" {
@@ -347,7 +349,7 @@ func TestTheDeviceIsTheInstallation(t *testing.T) {
 		ref.Campus = campus
 		rep := cubeReport()
 		rep.Campus = campus
-		objs, err := Results(testIdentity(ref), rep, []byte("%PDF-1.4 test"), Software{Version: "v1", Installation: installation})
+		objs, err := Build(octdicomtest.Identity(ref), rep, []byte("%PDF-1.4 test"), Software{Version: "v1", Installation: installation})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +360,7 @@ func TestTheDeviceIsTheInstallation(t *testing.T) {
 				t.Errorf("%s: Device Serial Number %q, the SR's observer %q", o.Kind, got, serial)
 			}
 		}
-		if !ValidUID(uid) || len(serial) > 64 || serial == "" {
+		if !octdicom.ValidUID(uid) || len(serial) > 64 || serial == "" {
 			t.Errorf("observer UID %q, serial number %q", uid, serial)
 		}
 		return uid, serial
@@ -408,10 +410,10 @@ func TestTheResultsAreWrittenInTheSourcesZone(t *testing.T) {
 		{"0100", "20261202", "080000", "20261202080000+0000", ""},
 	} {
 		t.Run(fmt.Sprintf("offset %q", c.offset), func(t *testing.T) {
-			id := testIdentity(testRef)
+			id := octdicomtest.Identity(testRef)
 			id.TimezoneOffset = c.offset
 			rep := cubeReport()
-			for _, o := range results(t, id, rep, renderPDF(t, rep)) {
+			for _, o := range build(t, id, rep, renderPDF(t, rep)) {
 				ds := parse(t, o)
 				for _, tg := range []tag.Tag{tag.InstanceCreationDate, tag.SeriesDate, tag.ContentDate} {
 					if got := value(t, ds, tg); got != c.date {
@@ -449,14 +451,14 @@ func TestTheResultsAreWrittenInTheSourcesZone(t *testing.T) {
 // made for: the source's requests, else the study's accession number;
 // neither when the source names no order.
 func TestTheResultsReferenceTheOrder(t *testing.T) {
-	withRequest := testIdentity(testRef)
-	accessionOnly := testIdentity(testRef)
+	withRequest := octdicomtest.Identity(testRef)
+	accessionOnly := octdicomtest.Identity(testRef)
 	accessionOnly.Requests = nil
 	noOrder := accessionOnly
 	noOrder.AccessionNumber = ""
 	for _, c := range []struct {
 		name string
-		id   Identity
+		id   octdicom.Identity
 		// want: accession number, requested procedure ID, description,
 		// code value; nil: no sequence.
 		want []string
@@ -467,7 +469,7 @@ func TestTheResultsReferenceTheOrder(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := cubeReport()
-			objs := results(t, c.id, rep, renderPDF(t, rep))
+			objs := build(t, c.id, rep, renderPDF(t, rep))
 			for _, o := range objs {
 				seq := map[string]tag.Tag{KindPDF: tag.RequestAttributesSequence, KindMacularGridSR: tag.ReferencedRequestSequence}[o.Kind]
 				items := seqItems(parse(t, o).Elements, seq)
@@ -504,7 +506,7 @@ func TestTheEncapsulatedPDFHasACodedTitle(t *testing.T) {
 		{cubeReport(), "Macular OCT report"},
 		{circleReport(), "Peripapillary RNFL report"},
 	} {
-		ds := parse(t, results(t, testIdentity(testRef), c.rep, []byte("%PDF-1.4 test"))[0])
+		ds := parse(t, build(t, octdicomtest.Identity(testRef), c.rep, []byte("%PDF-1.4 test"))[0])
 		if got := value(t, ds, tag.DocumentTitle); got != c.title {
 			t.Errorf("%s: Document Title %q, want %q", c.rep.ScanPattern, got, c.title)
 		}

@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"crypto/sha256"
@@ -17,10 +17,11 @@ import (
 	"octflow/codec"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 	"octflow/report"
 )
 
-// SOP classes of the objects Results makes.
+// SOP classes of the objects Build makes.
 const (
 	// EncapsulatedPDFSOPClass is Encapsulated PDF Storage.
 	EncapsulatedPDFSOPClass = "1.2.840.10008.5.1.4.1.1.104.1"
@@ -74,39 +75,39 @@ type Object struct {
 	Part10 []byte
 }
 
-// ResultsFromSealed opens the exam's sealed identity (OpenIdentity:
-// only for ref's campus and exam) and builds its objects (Results). It
+// FromSealed opens the exam's sealed identity (octdicom.OpenIdentity:
+// only for ref's campus and exam) and builds its objects (Build). It
 // is what an export activity calls with the exam's stored identity
 // (exam.IdentityKey of its scan digest), its report.json and its
 // report.pdf.
-func ResultsFromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
-	id, err := OpenIdentity(c, ref, sealed)
+func FromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	id, err := octdicom.OpenIdentity(c, ref, sealed)
 	if err != nil {
 		return nil, err
 	}
-	return Results(id, rep, pdf, sw)
+	return Build(id, rep, pdf, sw)
 }
 
-// Results builds the objects an exam's results are filed as, in the
+// Build builds the objects an exam's results are filed as, in the
 // source study of id: the report PDF as an Encapsulated PDF, and for a
 // macular cube that was measured, of an eye the report or the scan
-// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam that could not be measured (ungradable, or
-// nothing the analysis vouches for) gets the PDF only, which says why; a
-// line or circle scan gets the PDF only, with its figures (RNFL thickness
-// for a circle). Each object is in a new series of its own in the source
+// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam
+// that could not be measured (ungradable, or nothing the analysis vouches
+// for) gets the PDF only, which says why; a line or circle scan gets the
+// PDF only, with its figures (RNFL thickness for a circle). Each object is in a new series of its own in the source
 // study, under the source's patient; its series and instance UIDs are
 // derived from the exam and the report's run, so the same report gives
 // the same objects, byte for byte, on every call. It is a pure function
 // of its arguments.
-func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+func Build(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
 	if rep == nil {
 		return nil, errors.New("results: no report")
 	}
 	if rep.Campus != id.Exam.Campus || rep.ExamID != id.Exam.ID {
 		return nil, errors.New("results: the report and the identity are of different exams")
 	}
-	if !ValidUID(id.StudyInstanceUID) || !ValidUID(id.SeriesInstanceUID) || !ValidUID(id.SOPInstanceUID) || !ValidUID(id.SOPClassUID) {
-		return nil, fmt.Errorf("results: %w", ErrNoIdentity)
+	if !octdicom.ValidUID(id.StudyInstanceUID) || !octdicom.ValidUID(id.SeriesInstanceUID) || !octdicom.ValidUID(id.SOPInstanceUID) || !octdicom.ValidUID(id.SOPClassUID) {
+		return nil, fmt.Errorf("results: %w", octdicom.ErrNoIdentity)
 	}
 	b := newBuilder(id, rep, sw)
 	p, err := b.encapsulatedPDF(pdf)
@@ -138,7 +139,7 @@ func WantsMacularGridSR(rep *report.Report) bool {
 
 // builder holds what every object of one exam's results shares.
 type builder struct {
-	id  Identity
+	id  octdicom.Identity
 	rep *report.Report
 	sw  Software
 	// created is when the objects were made, in the source study's
@@ -148,7 +149,7 @@ type builder struct {
 	offset  string
 }
 
-func newBuilder(id Identity, rep *report.Report, sw Software) *builder {
+func newBuilder(id octdicom.Identity, rep *report.Report, sw Software) *builder {
 	if sw.Version == "" {
 		sw.Version = "unknown"
 	}
@@ -206,7 +207,7 @@ func (b *builder) installation() []string {
 // observerUID is the Device Observer UID (TID 1004) of the installation:
 // the same for every object it makes, another for another installation.
 func (b *builder) observerUID() string {
-	return DerivedUID(append([]string{"octflow", "device-observer"}, b.installation()...)...)
+	return octdicom.DerivedUID(append([]string{"octflow", "device-observer"}, b.installation()...)...)
 }
 
 // serialNumber is the installation's Device Serial Number (LO): "OCTFLOW-"
@@ -226,7 +227,7 @@ func (b *builder) serialNumber() string {
 // uid is the UID of one of the exam's objects (role: "pdf-series",
 // "sr-instance", …) for the report's run.
 func (b *builder) uid(role string) string {
-	return DerivedUID("result", b.id.Exam.Campus, b.id.Exam.ID, b.rep.Run, role)
+	return octdicom.DerivedUID("result", b.id.Exam.Campus, b.id.Exam.ID, b.rep.Run, role)
 }
 
 // characterSet is the Specific Character Set the objects need: none for
@@ -263,7 +264,7 @@ func (b *builder) characterSet() string {
 // the Contributing Equipment Sequence), the Patient and General Study
 // modules copied from the source, a new series and the General Equipment
 // module naming octflow.
-func (b *builder) common(e *Elements, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
+func (b *builder) common(e *octdicom.Elements, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
 	if cs := b.characterSet(); cs != "" {
 		e.Str(tag.SpecificCharacterSet, cs)
 	}
@@ -337,9 +338,9 @@ func (b *builder) softwareVersions() []string {
 
 // contributor is the Contributing Equipment Sequence's item: octflow as
 // the processing equipment, its version and algorithms, and when.
-func (b *builder) contributor() *Elements {
-	it := &Elements{}
-	it.Seq(tag.PurposeOfReferenceCodeSequence, Code("109102", "DCM", "Processing Equipment"))
+func (b *builder) contributor() *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Seq(tag.PurposeOfReferenceCodeSequence, octdicom.Code("109102", "DCM", "Processing Equipment"))
 	it.Str(tag.Manufacturer, "octflow")
 	it.Str(tag.ManufacturerModelName, "octflow")
 	it.Add(tag.SoftwareVersions, b.softwareVersions())
@@ -353,12 +354,12 @@ func (b *builder) contributor() *Elements {
 // Attributes items, each with the study's Accession Number where it
 // names none, or else the order the study's Accession Number names;
 // none when neither says.
-func (b *builder) requests() []Request {
+func (b *builder) requests() []octdicom.Request {
 	if len(b.id.Requests) == 0 {
 		if b.id.AccessionNumber == "" {
 			return nil
 		}
-		return []Request{{AccessionNumber: b.id.AccessionNumber}}
+		return []octdicom.Request{{AccessionNumber: b.id.AccessionNumber}}
 	}
 	out := slices.Clone(b.id.Requests)
 	for i := range out {
@@ -374,8 +375,8 @@ func (b *builder) requests() []Request {
 // number and requested procedure; the Type 2 attributes octflow does not
 // know (the placer's and filler's order numbers, the Referenced Study
 // Sequence) empty.
-func (b *builder) referencedRequest(r Request) *Elements {
-	it := &Elements{}
+func (b *builder) referencedRequest(r octdicom.Request) *octdicom.Elements {
+	it := &octdicom.Elements{}
 	it.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
 	it.Seq(tag.ReferencedStudySequence)
 	it.Str(tag.AccessionNumber, r.AccessionNumber)
@@ -383,8 +384,8 @@ func (b *builder) referencedRequest(r Request) *Elements {
 	it.Str(tag.FillerOrderNumberImagingServiceRequest, "")
 	it.Str(tag.RequestedProcedureID, r.RequestedProcedureID)
 	it.Str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
-	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.Seq(tag.RequestedProcedureCodeSequence, Code(c.Value, c.Scheme, c.Meaning))
+	if c := r.RequestedProcedureCode; c != (octdicom.CodedEntry{}) {
+		it.Seq(tag.RequestedProcedureCodeSequence, octdicom.Code(c.Value, c.Scheme, c.Meaning))
 	} else {
 		it.Seq(tag.RequestedProcedureCodeSequence)
 	}
@@ -394,8 +395,8 @@ func (b *builder) referencedRequest(r Request) *Elements {
 // requestAttributes is an item of the PDF's Request Attributes Sequence
 // (Encapsulated Document Series, the Request Attributes Macro of PS3.3
 // Table 10-9): what of the order the source names, the study's UID.
-func (b *builder) requestAttributes(r Request) *Elements {
-	it := &Elements{}
+func (b *builder) requestAttributes(r octdicom.Request) *octdicom.Elements {
+	it := &octdicom.Elements{}
 	for _, v := range []struct {
 		t tag.Tag
 		v string
@@ -408,15 +409,15 @@ func (b *builder) requestAttributes(r Request) *Elements {
 			it.Str(v.t, v.v)
 		}
 	}
-	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.Seq(tag.RequestedProcedureCodeSequence, Code(c.Value, c.Scheme, c.Meaning))
+	if c := r.RequestedProcedureCode; c != (octdicom.CodedEntry{}) {
+		it.Seq(tag.RequestedProcedureCodeSequence, octdicom.Code(c.Value, c.Scheme, c.Meaning))
 	}
 	return it
 }
 
 // sourceRef is a Referenced SOP item naming the source scan.
-func (b *builder) sourceRef() *Elements {
-	it := &Elements{}
+func (b *builder) sourceRef() *octdicom.Elements {
+	it := &octdicom.Elements{}
 	it.Str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
 	it.Str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
 	return it
@@ -432,6 +433,11 @@ func cut(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// da and tm are a time as DICOM's DA and TM write it, in t's own zone
+// (the builder's: the source study's, or UTC).
+func da(t time.Time) string { return t.Format("20060102") }
+func tm(t time.Time) string { return t.Format("150405") }
 
 // errResult wraps a writer's failure with the object it was making.
 func errResult(kind string, err error) error { return fmt.Errorf("results: %s: %w", kind, err) }

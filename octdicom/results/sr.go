@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // The codes of the Macular Grid Thickness and Volume Report, each as
@@ -18,7 +19,7 @@ import (
 //
 // The ETDRS figures are LOINC's "Macular grid.… by OCT" codes, which
 // CID 4285 lists; the units are UCUM's.
-func etdrsCode(subfield string) *Elements {
+func etdrsCode(subfield string) *octdicom.Elements {
 	names := map[string][2]string{
 		"C":  {"57109-1", "center subfield"},
 		"IS": {"57110-9", "inner superior subfield"},
@@ -31,34 +32,40 @@ func etdrsCode(subfield string) *Elements {
 		"OT": {"57117-4", "outer temporal subfield"},
 	}
 	n := names[subfield]
-	return Code(n[0], "LN", "Macular grid."+n[1]+" thickness by OCT")
+	return octdicom.Code(n[0], "LN", "Macular grid."+n[1]+" thickness by OCT")
 }
 
-func centerPointCode() *Elements {
-	return Code("57108-3", "LN", "Macular grid.center point thickness by OCT")
+func centerPointCode() *octdicom.Elements {
+	return octdicom.Code("57108-3", "LN", "Macular grid.center point thickness by OCT")
 }
-func totalVolumeCode() *Elements { return Code("57118-2", "LN", "Macular grid.total volume by OCT") }
-func averageThicknessCode() *Elements {
-	return Code("131255", "DCM", "Average macular thickness")
+func totalVolumeCode() *octdicom.Elements {
+	return octdicom.Code("57118-2", "LN", "Macular grid.total volume by OCT")
 }
-func micrometre() *Elements  { return Code("um", "UCUM", "micrometer") }
-func microlitre() *Elements  { return Code("uL", "UCUM", "microliter") }
-func percent() *Elements     { return Code("%", "UCUM", "%") }
-func noUnits() *Elements     { return Code("1", "UCUM", "no units") }
-func commentCode() *Elements { return Code("121106", "DCM", "Comment") }
+func averageThicknessCode() *octdicom.Elements {
+	return octdicom.Code("131255", "DCM", "Average macular thickness")
+}
+func micrometre() *octdicom.Elements  { return octdicom.Code("um", "UCUM", "micrometer") }
+func microlitre() *octdicom.Elements  { return octdicom.Code("uL", "UCUM", "microliter") }
+func percent() *octdicom.Elements     { return octdicom.Code("%", "UCUM", "%") }
+func noUnits() *octdicom.Elements     { return octdicom.Code("1", "UCUM", "no units") }
+func commentCode() *octdicom.Elements { return octdicom.Code("121106", "DCM", "Comment") }
 
 // Numeric Value Qualifiers (CID 42) of a figure that is not reported: the
 // analysis withheld it (its boundaries are not reliable there), or it was
 // not measured (too little of its subfield was graded, or octflow does
 // not measure it).
-func withheldQualifier() *Elements    { return Code("114011", "DCM", "Value indeterminate") }
-func notMeasuredQualifier() *Elements { return Code("114007", "DCM", "Measurement not attempted") }
+func withheldQualifier() *octdicom.Elements {
+	return octdicom.Code("114011", "DCM", "Value indeterminate")
+}
+func notMeasuredQualifier() *octdicom.Elements {
+	return octdicom.Code("114007", "DCM", "Measurement not attempted")
+}
 
 // macularFigure is one concept of CID 4285 "Macular Thickness Key
 // Measurements" and how the report gives it.
 type macularFigure struct {
-	concept *Elements
-	units   func() *Elements
+	concept *octdicom.Elements
+	units   func() *octdicom.Elements
 	// name is how a comment names the figure.
 	name string
 	// withheldAs is the Withheld.Figure naming it ("": never withheld).
@@ -138,7 +145,7 @@ func figureStages() []exam.Stage { return []exam.Stage{exam.Denoise, exam.Layers
 func (b *builder) macularGridSR() (Object, error) {
 	obj := Object{Kind: KindMacularGridSR, SOPClassUID: MacularGridSOPClass, SOPInstanceUID: b.uid("sr-instance"),
 		SeriesInstanceUID: b.uid("sr-series"), StudyInstanceUID: b.id.StudyInstanceUID}
-	e := &Elements{}
+	e := &octdicom.Elements{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "SR", obj.SeriesInstanceUID, srSeriesNumber,
 		"octflow macular grid thickness and volume")
 	// SR Document Series.
@@ -150,7 +157,7 @@ func (b *builder) macularGridSR() (Object, error) {
 	e.Str(tag.VerificationFlag, "UNVERIFIED")
 	e.Str(tag.ContentDate, da(b.created))
 	e.Str(tag.ContentTime, tm(b.created))
-	var requests []*Elements
+	var requests []*octdicom.Elements
 	for _, r := range b.requests() {
 		requests = append(requests, b.referencedRequest(r))
 	}
@@ -158,16 +165,16 @@ func (b *builder) macularGridSR() (Object, error) {
 		e.Seq(tag.ReferencedRequestSequence, requests...)
 	}
 	e.Seq(tag.PerformedProcedureCodeSequence)
-	evidence := &Elements{}
+	evidence := &octdicom.Elements{}
 	evidence.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	series := &Elements{}
+	series := &octdicom.Elements{}
 	series.Str(tag.SeriesInstanceUID, b.id.SeriesInstanceUID)
 	series.Seq(tag.ReferencedSOPSequence, b.sourceRef())
 	evidence.Seq(tag.ReferencedSeriesSequence, series)
 	e.Seq(tag.CurrentRequestedProcedureEvidenceSequence, evidence)
 	// SR Document Content: the root container.
 	e.Str(tag.ValueType, "CONTAINER")
-	e.Seq(tag.ConceptNameCodeSequence, Code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
+	e.Seq(tag.ConceptNameCodeSequence, octdicom.Code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
 	e.Str(tag.ContinuityOfContent, "SEPARATE")
 	e.Seq(tag.ContentTemplateSequence, template("2100"))
 	content, err := b.macularContent()
@@ -175,37 +182,37 @@ func (b *builder) macularGridSR() (Object, error) {
 		return Object{}, errResult("sr", err)
 	}
 	e.Seq(tag.ContentSequence, content...)
-	if obj.Part10, err = EncodePart10(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
+	if obj.Part10, err = octdicom.EncodePart10(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
 		return Object{}, errResult("sr", err)
 	}
 	return obj, nil
 }
 
 // template is a Content Template Sequence item naming a DCMR template.
-func template(id string) *Elements {
-	t := &Elements{}
+func template(id string) *octdicom.Elements {
+	t := &octdicom.Elements{}
 	t.Str(tag.MappingResource, "DCMR")
 	t.Str(tag.TemplateIdentifier, id)
 	return t
 }
 
 // macularContent is the root container's content.
-func (b *builder) macularContent() ([]*Elements, error) {
+func (b *builder) macularContent() ([]*octdicom.Elements, error) {
 	m, ok := b.rep.Figures.(*imaging.Measurements)
 	if !ok {
 		return nil, fmt.Errorf("macular grid SR of a report without a cube's measurements (%s scan)", b.rep.ScanPattern)
 	}
-	out := []*Elements{
+	out := []*octdicom.Elements{
 		// TID 1204.
-		codeItem("HAS CONCEPT MOD", Code("121049", "DCM", "Language of Content Item and Descendants"),
-			Code("en-US", "RFC5646", "English (United States)")),
+		codeItem("HAS CONCEPT MOD", octdicom.Code("121049", "DCM", "Language of Content Item and Descendants"),
+			octdicom.Code("en-US", "RFC5646", "English (United States)")),
 		// TID 1002 and 1004: the installation as the device observer.
-		codeItem("HAS OBS CONTEXT", Code("121005", "DCM", "Observer Type"), Code("121007", "DCM", "Device")),
-		uidItem("HAS OBS CONTEXT", Code("121012", "DCM", "Device Observer UID"), b.observerUID()),
-		textItem("HAS OBS CONTEXT", Code("121013", "DCM", "Device Observer Name"), "octflow"),
-		textItem("HAS OBS CONTEXT", Code("121014", "DCM", "Device Observer Manufacturer"), "octflow"),
-		textItem("HAS OBS CONTEXT", Code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
-		textItem("HAS OBS CONTEXT", Code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
+		codeItem("HAS OBS CONTEXT", octdicom.Code("121005", "DCM", "Observer Type"), octdicom.Code("121007", "DCM", "Device")),
+		uidItem("HAS OBS CONTEXT", octdicom.Code("121012", "DCM", "Device Observer UID"), b.observerUID()),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121013", "DCM", "Device Observer Name"), "octflow"),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121014", "DCM", "Device Observer Manufacturer"), "octflow"),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
 	}
 	group, err := b.measurementGroup(m)
 	if err != nil {
@@ -217,20 +224,20 @@ func (b *builder) macularContent() ([]*Elements, error) {
 // measurementGroup is the eye's measurement group (TID 2120): its finding
 // site with the eye's laterality, the figures of CID 4285, the quality
 // concepts and the comments.
-func (b *builder) measurementGroup(m *imaging.Measurements) (*Elements, error) {
-	site := codeItem("HAS CONCEPT MOD", Code("363698007", "SCT", "Finding Site"), Code("81745001", "SCT", "Eye"))
+func (b *builder) measurementGroup(m *imaging.Measurements) (*octdicom.Elements, error) {
+	site := codeItem("HAS CONCEPT MOD", octdicom.Code("363698007", "SCT", "Finding Site"), octdicom.Code("81745001", "SCT", "Eye"))
 	if lat := b.laterality(); lat != nil {
 		// TID 2120 row 3: the laterality modifies the finding site.
-		site.Seq(tag.ContentSequence, codeItem("HAS CONCEPT MOD", Code("272741003", "SCT", "Laterality"), lat))
+		site.Seq(tag.ContentSequence, codeItem("HAS CONCEPT MOD", octdicom.Code("272741003", "SCT", "Laterality"), lat))
 	}
-	group := []*Elements{site}
+	group := []*octdicom.Elements{site}
 	withheld := map[string]string{}
 	for _, w := range b.rep.Withheld {
 		withheld[w.Figure] = w.Reason
 	}
 	var reasons []string
 	for _, f := range cid4285() {
-		var context []*Elements
+		var context []*octdicom.Elements
 		if f.measured {
 			context = b.figureAlgorithms()
 		}
@@ -272,10 +279,10 @@ func (b *builder) measurementGroup(m *imaging.Measurements) (*Elements, error) {
 	}
 	group = append(group, textItem("CONTAINS", commentCode(), "Computed automatically by octflow, to be reviewed by a clinician."))
 	// No Content Template Sequence names TID 2120 here: dsrdump takes
-	// any as the root's and answers that 2100 was expected. Results
+	// any as the root's and answers that 2100 was expected. Build
 	// makes no SR without the eye's laterality (TID 2120's mandatory row
 	// 3; octflow does not guess it).
-	return container("CONTAINS", Code("125007", "DCM", "Measurement Group"), group...), nil
+	return container("CONTAINS", octdicom.Code("125007", "DCM", "Measurement Group"), group...), nil
 }
 
 // figureAlgorithms identify the algorithms every figure rests on (TID
@@ -283,8 +290,8 @@ func (b *builder) measurementGroup(m *imaging.Measurements) (*Elements, error) {
 // order), as the observation context of each figure: the IOD allows a
 // NUM only TEXT children in its observation context, so the template's
 // items are siblings, each name followed by its version.
-func (b *builder) figureAlgorithms() []*Elements {
-	var out []*Elements
+func (b *builder) figureAlgorithms() []*octdicom.Elements {
+	var out []*octdicom.Elements
 	for _, s := range figureStages() {
 		a, ok := b.rep.Algorithms[string(s)]
 		if !ok {
@@ -298,13 +305,13 @@ func (b *builder) figureAlgorithms() []*Elements {
 
 // algorithmIdentification is TID 4019: the algorithm's name and version,
 // and its parameters if any.
-func algorithmIdentification(name, version string, parameters ...string) []*Elements {
-	out := []*Elements{
-		textItem("HAS OBS CONTEXT", Code("111001", "DCM", "Algorithm Name"), name),
-		textItem("HAS OBS CONTEXT", Code("111003", "DCM", "Algorithm Version"), version),
+func algorithmIdentification(name, version string, parameters ...string) []*octdicom.Elements {
+	out := []*octdicom.Elements{
+		textItem("HAS OBS CONTEXT", octdicom.Code("111001", "DCM", "Algorithm Name"), name),
+		textItem("HAS OBS CONTEXT", octdicom.Code("111003", "DCM", "Algorithm Version"), version),
 	}
 	for _, p := range parameters {
-		out = append(out, textItem("HAS OBS CONTEXT", Code("111002", "DCM", "Algorithm Parameters"), p))
+		out = append(out, textItem("HAS OBS CONTEXT", octdicom.Code("111002", "DCM", "Algorithm Parameters"), p))
 	}
 	return out
 }
@@ -332,23 +339,23 @@ func splitAlgorithm(a string) (name, version string) {
 // Their value types and units are octflow's reading: counts and the
 // signal strength in UCUM's "1" (no units), the share in percent. The
 // template row that defines them was not at hand when this was written.
-func (b *builder) qualityItems() ([]*Elements, error) {
+func (b *builder) qualityItems() ([]*octdicom.Elements, error) {
 	q, v := b.rep.Quality, b.rep.Volume
-	gate := func(scale string) []*Elements {
+	gate := func(scale string) []*octdicom.Elements {
 		return algorithmIdentification("octflow quality gate", b.sw.Version, scale)
 	}
-	var out []*Elements
+	var out []*octdicom.Elements
 	for _, it := range []struct {
-		concept *Elements
+		concept *octdicom.Elements
 		value   float64
-		units   *Elements
-		context []*Elements
+		units   *octdicom.Elements
+		context []*octdicom.Elements
 	}{
-		{Code("111691", "DCM", "Number of Images Used for Macular Measurements"), float64(v.Frames), noUnits(), nil},
-		{Code("111692", "DCM", "Number of Samples Used per Image"), float64(v.Cols), noUnits(), nil},
-		{Code("111693", "DCM", "Analysis Quality Rating"), math.Round(1000*q.GradableFraction) / 10, percent(),
+		{octdicom.Code("111691", "DCM", "Number of Images Used for Macular Measurements"), float64(v.Frames), noUnits(), nil},
+		{octdicom.Code("111692", "DCM", "Number of Samples Used per Image"), float64(v.Cols), noUnits(), nil},
+		{octdicom.Code("111693", "DCM", "Analysis Quality Rating"), math.Round(1000*q.GradableFraction) / 10, percent(),
 			gate("percent of the A-scans graded")},
-		{Code("111694", "DCM", "Image Set Quality Rating"), q.SignalStrength, noUnits(),
+		{octdicom.Code("111694", "DCM", "Image Set Quality Rating"), q.SignalStrength, noUnits(),
 			gate("signal strength, 0 to 10 (" + q.Grade + ")")},
 	} {
 		n, err := numItem("CONTAINS", it.concept, it.value, it.units, it.context...)
@@ -362,56 +369,56 @@ func (b *builder) qualityItems() ([]*Elements, error) {
 
 // laterality is the eye's code (SCT Right or Left), from the report or
 // else the scan; nil when neither says.
-func (b *builder) laterality() *Elements {
+func (b *builder) laterality() *octdicom.Elements {
 	switch {
 	case b.rep.Eye == "OD" || b.rep.Eye == "" && b.id.Laterality == "R":
-		return Code("24028007", "SCT", "Right")
+		return octdicom.Code("24028007", "SCT", "Right")
 	case b.rep.Eye == "OS" || b.rep.Eye == "" && b.id.Laterality == "L":
-		return Code("7771000", "SCT", "Left")
+		return octdicom.Code("7771000", "SCT", "Left")
 	}
 	return nil
 }
 
 // item is an SR content item's head: its relationship, value type and
 // concept name.
-func item(rel, valueType string, concept *Elements) *Elements {
-	it := &Elements{}
+func item(rel, valueType string, concept *octdicom.Elements) *octdicom.Elements {
+	it := &octdicom.Elements{}
 	it.Str(tag.RelationshipType, rel)
 	it.Str(tag.ValueType, valueType)
 	it.Seq(tag.ConceptNameCodeSequence, concept)
 	return it
 }
 
-func container(rel string, concept *Elements, children ...*Elements) *Elements {
+func container(rel string, concept *octdicom.Elements, children ...*octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "CONTAINER", concept)
 	it.Str(tag.ContinuityOfContent, "SEPARATE")
 	it.Seq(tag.ContentSequence, children...)
 	return it
 }
 
-func codeItem(rel string, concept, value *Elements) *Elements {
+func codeItem(rel string, concept, value *octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "CODE", concept)
 	it.Seq(tag.ConceptCodeSequence, value)
 	return it
 }
 
-func textItem(rel string, concept *Elements, text string) *Elements {
+func textItem(rel string, concept *octdicom.Elements, text string) *octdicom.Elements {
 	it := item(rel, "TEXT", concept)
 	it.Str(tag.TextValue, text)
 	return it
 }
 
-func uidItem(rel string, concept *Elements, uid string) *Elements {
+func uidItem(rel string, concept *octdicom.Elements, uid string) *octdicom.Elements {
 	it := item(rel, "UIDREF", concept)
 	it.Str(tag.UID, uid)
 	return it
 }
 
-func imageItem(rel, sopClass, sopInstance string) *Elements {
-	it := &Elements{}
+func imageItem(rel, sopClass, sopInstance string) *octdicom.Elements {
+	it := &octdicom.Elements{}
 	it.Str(tag.RelationshipType, rel)
 	it.Str(tag.ValueType, "IMAGE")
-	ref := &Elements{}
+	ref := &octdicom.Elements{}
 	ref.Str(tag.ReferencedSOPClassUID, sopClass)
 	ref.Str(tag.ReferencedSOPInstanceUID, sopInstance)
 	it.Seq(tag.ReferencedSOPSequence, ref)
@@ -420,13 +427,13 @@ func imageItem(rel, sopClass, sopInstance string) *Elements {
 
 // numItem is a NUM content item of v in units, with its children (its
 // observation context, the source image it is inferred from).
-func numItem(rel string, concept *Elements, v float64, units *Elements, from ...*Elements) (*Elements, error) {
+func numItem(rel string, concept *octdicom.Elements, v float64, units *octdicom.Elements, from ...*octdicom.Elements) (*octdicom.Elements, error) {
 	s, err := decimalString(v)
 	if err != nil {
 		return nil, err
 	}
 	it := item(rel, "NUM", concept)
-	mv := &Elements{}
+	mv := &octdicom.Elements{}
 	mv.Str(tag.NumericValue, s)
 	mv.Seq(tag.MeasurementUnitsCodeSequence, units)
 	it.Seq(tag.MeasuredValueSequence, mv)
@@ -438,7 +445,7 @@ func numItem(rel string, concept *Elements, v float64, units *Elements, from ...
 
 // numAbsent is a NUM content item without a value: an empty Measured
 // Value Sequence and the qualifier that says why, with children if any.
-func numAbsent(rel string, concept, qualifier *Elements, children ...*Elements) *Elements {
+func numAbsent(rel string, concept, qualifier *octdicom.Elements, children ...*octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "NUM", concept)
 	it.Seq(tag.MeasuredValueSequence)
 	it.Seq(tag.NumericValueQualifierCodeSequence, qualifier)

@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"bytes"
@@ -6,11 +6,14 @@ import (
 
 	"github.com/suyashkumar/dicom/pkg/tag"
 
+	"octflow/octdicom"
 	"octflow/report"
 )
 
 // pdfTitleCode is the Encapsulated PDF's coded document title.
-func pdfTitleCode() *Elements { return Code("18748-4", "LN", "Diagnostic Imaging Report") }
+func pdfTitleCode() *octdicom.Elements {
+	return octdicom.Code("18748-4", "LN", "Diagnostic Imaging Report")
+}
 
 // encapsulatedPDF is the report PDF as an Encapsulated PDF instance
 // (PS3.3 A.45.1): the Patient, General Study, Encapsulated Document
@@ -24,10 +27,10 @@ func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 	}
 	obj := Object{Kind: KindPDF, SOPClassUID: EncapsulatedPDFSOPClass, SOPInstanceUID: b.uid("pdf-instance"),
 		SeriesInstanceUID: b.uid("pdf-series"), StudyInstanceUID: b.id.StudyInstanceUID}
-	e := &Elements{}
+	e := &octdicom.Elements{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "DOC", obj.SeriesInstanceUID, pdfSeriesNumber, "octflow OCT report (PDF)")
 	// Encapsulated Document Series: the order the report answers.
-	var requests []*Elements
+	var requests []*octdicom.Elements
 	for _, r := range b.requests() {
 		requests = append(requests, b.requestAttributes(r))
 	}
@@ -55,7 +58,7 @@ func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 	e.Add(tag.EncapsulatedDocument, pdf)
 	e.Add(tag.EncapsulatedDocumentLength, []int{len(pdf)})
 	var err error
-	if obj.Part10, err = EncodePart10(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
+	if obj.Part10, err = octdicom.EncodePart10(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
 		return Object{}, errResult("pdf", err)
 	}
 	return obj, nil
