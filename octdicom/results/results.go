@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -319,15 +318,11 @@ func (b *builder) common(e *octdicom.Elements, sopClass, sopInstance, modality, 
 }
 
 // softwareVersions names octflow's version and each stage's algorithm,
-// in stage order ("measure: etdrs-v3"), each cut to LO's 64 characters.
+// in the pipeline's order as the report records it (AlgorithmStages:
+// "measure: etdrs-v3"), each cut to LO's 64 characters.
 func (b *builder) softwareVersions() []string {
 	out := []string{"octflow " + b.sw.Version}
-	stages := make([]string, 0, len(b.rep.Algorithms))
-	for s := range b.rep.Algorithms {
-		stages = append(stages, s)
-	}
-	sort.Strings(stages)
-	for _, s := range stages {
+	for _, s := range b.rep.AlgorithmStages() {
 		out = append(out, s+": "+b.rep.Algorithms[s])
 	}
 	for i, v := range out {

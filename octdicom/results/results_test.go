@@ -47,9 +47,10 @@ func cubeReport() *report.Report {
 		Quality: imaging.Quality{Gradable: imaging.Gradable, SignalStrength: 8.2, Grade: "good", GradableFraction: 0.97},
 		Figures: &imaging.Measurements{CentralSubfieldThicknessUm: 271.43, TotalVolumeMm3: 8.614, MeanThicknessUm: 301,
 			ETDRS: map[string]float64{"C": 271.43, "IS": 338.1, "IN": 341.7, "II": 335.2, "IT": 322.9, "OS": 297.4, "ON": 312.8, "OI": 286.5, "OT": 280.2}},
-		Lesions:    []imaging.Lesion{},
-		Algorithms: map[string]string{"denoise": "nlm-v2", "layers": "graph-v4", "lesions": "fluid-v3", "measure": "etdrs-v2"},
-		Run:        "0190d9e4-run-1"}
+		Lesions:        []imaging.Lesion{},
+		Algorithms:     map[string]string{"denoise": "nlm-v2", "layers": "graph-v4", "lesions": "fluid-v3", "measure": "etdrs-v2"},
+		AlgorithmOrder: []string{"denoise", "layers", "lesions", "measure"},
+		Run:            "0190d9e4-run-1"}
 }
 
 // partialCube withholds a subfield and so the total volume.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/suyashkumar/dicom/pkg/tag"
 
-	"octflow/exam"
 	"octflow/imaging"
 	"octflow/octdicom"
 )
@@ -123,10 +122,6 @@ func cid4285() []macularFigure {
 		unmeasured: "no A-scan was graded", measured: true,
 	})
 }
-
-// figureStages are the stages whose algorithms every figure rests on, in
-// pipeline order: the denoised volume, its boundaries, the grid.
-func figureStages() []exam.Stage { return []exam.Stage{exam.Denoise, exam.Layers, exam.Measure} }
 
 // macularGridSR is the Macular Grid Thickness and Volume Report (PS3.3
 // A.37, content TID 2100) of a measured macular cube: the SR Document
@@ -286,18 +281,21 @@ func (b *builder) measurementGroup(m *imaging.Measurements) (*octdicom.Elements,
 }
 
 // figureAlgorithms identify the algorithms every figure rests on (TID
-// 4019, one Algorithm Name and Version pair per stage, in pipeline
-// order), as the observation context of each figure: the IOD allows a
-// NUM only TEXT children in its observation context, so the template's
-// items are siblings, each name followed by its version.
+// 4019, one Algorithm Name and Version pair per stage), as the
+// observation context of each figure: the IOD allows a NUM only TEXT
+// children in its observation context, so the template's items are
+// siblings, each name followed by its version.
+//
+// They are every algorithm the report names, in the pipeline's order
+// (report.Report.AlgorithmStages): the stages that name one are the
+// image stages, whose outputs the figures are measured from, and a stage
+// added to or replaced in the pipeline is identified as the report
+// records it, with no list here to keep. The lesion search is among
+// them, though the thickness figures do not read its output.
 func (b *builder) figureAlgorithms() []*octdicom.Elements {
 	var out []*octdicom.Elements
-	for _, s := range figureStages() {
-		a, ok := b.rep.Algorithms[string(s)]
-		if !ok {
-			continue
-		}
-		name, version := splitAlgorithm(a)
+	for _, s := range b.rep.AlgorithmStages() {
+		name, version := splitAlgorithm(b.rep.Algorithms[s])
 		out = append(out, algorithmIdentification(name, version)...)
 	}
 	return out
