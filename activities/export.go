@@ -26,6 +26,7 @@ import (
 	"octflow/contract"
 	"octflow/exam"
 	"octflow/octdicom"
+	"octflow/octdicom/results"
 	"octflow/report"
 	"octflow/storage"
 )
@@ -62,7 +63,7 @@ type Exporter struct {
 	// codec's, which GPU nodes hold.
 	Identities *codec.Codec
 	// Installation names this octflow installation: the device the
-	// results name (octdicom.Software.Installation).
+	// results name (results.Software.Installation).
 	Installation string
 	// HTTP is the client the export uses for every campus (default: one
 	// per campus, see client).
@@ -77,7 +78,7 @@ func RegisterExport(r worker.ActivityRegistry, x *Exporter) {
 }
 
 // ExportToPACS builds an exam's results as DICOM objects, filed in the
-// patient's own study (package octdicom: the report as Encapsulated PDF,
+// patient's own study (package results: the report as Encapsulated PDF,
 // a macular cube's TID 2100 SR), and sends them to the campus's PACS by
 // STOW-RS, then asks the PACS for each one (WADO-RS metadata): only what
 // it holds is delivered. The objects and their UIDs are the same on
@@ -112,9 +113,9 @@ func (x *Exporter) ExportToPACS(ctx context.Context, in contract.StageInput) (co
 	if err != nil {
 		return out, err
 	}
-	sw := octdicom.BuildSoftware()
+	sw := results.BuildSoftware()
 	sw.Installation = x.Installation
-	objs, err := octdicom.ResultsFromSealed(x.Identities, ref, sealed, &rep, pdf, sw)
+	objs, err := results.FromSealed(x.Identities, ref, sealed, &rep, pdf, sw)
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
 	}
@@ -215,7 +216,7 @@ func netCause(err error) string {
 
 // verify asks the PACS for an object's metadata (WADO-RS): it holds the
 // object only if it answers 200.
-func (x *Exporter) verify(ctx context.Context, campus string, target PACSTarget, o octdicom.Object) error {
+func (x *Exporter) verify(ctx context.Context, campus string, target PACSTarget, o results.Object) error {
 	url := fmt.Sprintf("%s/studies/%s/series/%s/instances/%s/metadata", strings.TrimRight(target.URL, "/"),
 		o.StudyInstanceUID, o.SeriesInstanceUID, o.SOPInstanceUID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

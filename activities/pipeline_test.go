@@ -97,6 +97,9 @@ func TestTheReportRecordsWhatTheStagesSaidOfThemselves(t *testing.T) {
 		got["layers"] != want[exam.Layers] || got["lesions"] != want[exam.Lesions] {
 		t.Errorf("the report records %v, want %v", got, want)
 	}
+	if got, order := rep.AlgorithmOrder, []string{"denoise", "layers", "lesions", "measure"}; !slices.Equal(got, order) {
+		t.Errorf("the report orders the stages %q, want the pipeline's %q", got, order)
+	}
 	// The gate's verdict as the measure stage stored it is the gate's.
 	v, layers, err := a.loadVolumeAndLayers(context.Background(), sub)
 	if err != nil {

@@ -76,7 +76,10 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.ReportInput) 
 			GeneratedAt: info.ScheduledTime.UTC().Truncate(time.Second),
 			Volume:      mf.Volume,
 			Algorithms:  algorithmsOf(in.Algorithms),
-			Intensity:   &intensity,
+			// The stages that named one, in the pipeline's order: the
+			// SR identifies them so.
+			AlgorithmOrder: algorithmOrder(in.Algorithms),
+			Intensity:      &intensity,
 		}
 		rep.FromAnalysis(mf.Analysis, lesions, mf.Volume.Cols)
 		figs := reportFigures(v, layers, mf.Analysis)
@@ -120,6 +123,19 @@ func algorithmsOf(byStage map[exam.Stage]string) map[string]string {
 	out := make(map[string]string, len(byStage))
 	for stage, name := range byStage {
 		out[string(stage)] = name
+	}
+	return out
+}
+
+// algorithmOrder lists the stages of byStage in the order Pipeline runs
+// them (a stage it does not run, none in practice, is left to
+// report.Report.AlgorithmStages, which puts it last).
+func algorithmOrder(byStage map[exam.Stage]string) []string {
+	var out []string
+	for _, s := range Pipeline().Specs().Stages() {
+		if _, ok := byStage[s]; ok {
+			out = append(out, string(s))
+		}
 	}
 	return out
 }

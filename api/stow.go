@@ -27,37 +27,6 @@ import (
 // instances of one study. Each Ophthalmic Tomography instance becomes one
 // exam, through the same intake as POST /v1/exams.
 
-// Failure Reason (0008,1197) values of a STOW-RS answer (PS3.18 Table
-// 10.5.3-1, from the C-STORE statuses of PS3.4).
-const (
-	// stowOutOfResources: refused for now (Temporal, the object store
-	// or the validation slots busy or away); send it again later.
-	stowOutOfResources = 0xA700
-	// stowCannotUnderstand: not a DICOM object octflow can read, or an
-	// OCT object that is broken or hostile.
-	stowCannotUnderstand = 0xC000
-	// stowSOPClassNotSupported: a readable object of another kind (CT,
-	// fundus photograph, …): octflow analyses OCT only.
-	stowSOPClassNotSupported = 0x0122
-	// stowDuplicateInstance: this SOP Instance UID was stored before with
-	// other content; the first is kept.
-	stowDuplicateInstance = 0x0111
-	// stowTransferSyntax: an OCT object in a transfer syntax octflow
-	// does not read (compressed, big endian).
-	stowTransferSyntax = 0xC122
-	// stowOtherStudy: sent to a study's resource
-	// (/dicom-web/studies/{study}), the instance is of another study. The
-	// value is the one dcm4chee answers (PS3.18 leaves it to the origin
-	// server, in the C000–CFFF "cannot understand" range that senders
-	// take as final).
-	stowOtherStudy = 0xC409
-)
-
-// stowCoerced is the Warning Reason (0008,1196) of every instance
-// stored: Coercion of Data Elements (PS3.18 Table I.2-1). octflow keeps a
-// de-identified copy, never the instance as sent (docs/conformance.md).
-const stowCoerced = 0xB000
-
 // PriorityHeader names the priority of the exams a STOW-RS request
 // starts (urgent, normal or low; default normal).
 const PriorityHeader = "X-Octflow-Priority"
@@ -193,11 +162,11 @@ func (s *Server) storeInstancesAnswering(c echo.Context, as400 bool) error {
 // instance refused is a result with its reason; an error is the
 // gateway's own failure.
 // Sent to a study's resource (study not ""), an instance of another
-// study is refused (stowOtherStudy) and starts nothing.
+// study is refused (octdicom.FailureOtherStudy) and starts nothing.
 func (s *Server) storeInstance(c echo.Context, who auth.Principal, study string, up *intake.Upload) (stowResult, error) {
 	var res stowResult
 	if up == nil {
-		res.reason = stowCannotUnderstand
+		res.reason = octdicom.FailureCannotUnderstand
 		return res, nil
 	}
 	clean, err := s.intake.Clean(c, up)
@@ -207,13 +176,13 @@ func (s *Server) storeInstance(c echo.Context, who auth.Principal, study string,
 	}
 	if clean.SOPInstance == "" {
 		res = named(res, up)
-		res.reason = stowCannotUnderstand
+		res.reason = octdicom.FailureCannotUnderstand
 		return res, nil
 	}
 	res.sopClass, res.sopInstance = octdicom.OphthalmicTomographySOPClass, clean.SOPInstance
 	if study != "" && clean.Study != study {
 		s.cfg.Logger.Info("STOW-RS instance refused: of another study than the resource it was sent to")
-		res.reason = stowOtherStudy
+		res.reason = octdicom.FailureOtherStudy
 		return res, nil
 	}
 	ref := s.cfg.Pseudonymizer.ExamRef(who.Campus, "sop:"+clean.SOPInstance)
@@ -248,19 +217,19 @@ func (s *Server) refused(res stowResult, err error) (stowResult, error) {
 	s.cfg.Logger.Info("STOW-RS instance refused", zap.Error(err))
 	switch {
 	case errors.Is(err, octdicom.ErrNotOCT):
-		res.reason = stowSOPClassNotSupported
+		res.reason = octdicom.FailureSOPClassNotSupported
 	case errors.Is(err, octdicom.ErrTransferSyntax):
-		res.reason = stowTransferSyntax
+		res.reason = octdicom.FailureTransferSyntax
 	case errors.As(err, &p) && p.Status == http.StatusConflict:
-		res.reason = stowDuplicateInstance
+		res.reason = octdicom.FailureDuplicateInstance
 	case errors.As(err, &p) && (p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests):
-		res.reason, res.transient = stowOutOfResources, true
+		res.reason, res.transient = octdicom.FailureOutOfResources, true
 	case errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge:
 		// Too large ever to validate: final, not "out of resources",
 		// which senders send again.
-		res.reason = stowCannotUnderstand
+		res.reason = octdicom.FailureCannotUnderstand
 	case errors.As(err, &p) && p.Status < 500:
-		res.reason = stowCannotUnderstand
+		res.reason = octdicom.FailureCannotUnderstand
 	default:
 		return res, err
 	}
@@ -298,7 +267,7 @@ func retrieveBase(c echo.Context) string {
 // and empty as octflow serves no WADO-RS; Referenced SOP Sequence
 // (0008,1199) for the instances stored, each with its Retrieve URL
 // (empty likewise), the Warning Reason (0008,1196) Coercion of Data
-// Elements (stowCoerced), and in a private attribute (creator OCTFLOW,
+// Elements (octdicom.WarningCoercion), and in a private attribute (creator OCTFLOW,
 // (0009,1001)) the absolute URL, on base, of its exam's status; and
 // Failed SOP Sequence (0008,1198) with each refusal's Failure Reason
 // (0008,1197). Every item names its instance (Referenced SOP Class and
@@ -316,7 +285,7 @@ func stowAnswer(results []stowResult, base string) octdicom.JSONDataset {
 		}
 		if r.reason == 0 {
 			item[octdicom.TagRetrieveURL] = octdicom.JSONAttribute{VR: "UR"}
-			item[octdicom.TagWarningReason] = octdicom.JSONAttribute{VR: "US", Value: []any{stowCoerced}}
+			item[octdicom.TagWarningReason] = octdicom.JSONAttribute{VR: "US", Value: []any{octdicom.WarningCoercion}}
 			item[octdicom.TagPrivateCreator] = octdicom.JSONAttribute{VR: "LO", Value: []any{octdicom.PrivateCreator}}
 			item[octdicom.TagExamStatusURL] = octdicom.JSONAttribute{VR: "UR", Value: []any{base + r.status}}
 			referenced = append(referenced, item)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/xml"
+	"octflow/octdicom"
 	"slices"
 	"testing"
 )
@@ -41,7 +42,7 @@ func TestTheAnswerIsGivenAsTheAcceptHeaderAllows(t *testing.T) {
 func TestTheXMLAnswerIsTheJSONAnswerInTheNativeModel(t *testing.T) {
 	answer := stowAnswer([]stowResult{
 		{sopClass: "1.2.840.10008.5.1.4.1.1.77.1.5.4", sopInstance: "2.25.1", status: "/v1/exams/x?campus=a&b"},
-		{sopInstance: "2.25.2", reason: stowOtherStudy},
+		{sopInstance: "2.25.2", reason: octdicom.FailureOtherStudy},
 	}, "https://octflow.test")
 	b, err := answer.NativeXML()
 	if err != nil {

@@ -76,7 +76,7 @@ func bindPACSFile(s *Set, p *string) {
 // installation (the hospital's domain, say), unique among those that file
 // results to the same PACS. The results name the installation as their
 // device: their Device Observer UID and Device Serial Number are derived
-// from it (octdicom.Software.Installation), so that two installations
+// from it (results.Software.Installation), so that two installations
 // are two devices; empty, they are derived from each exam's campus. The
 // worker, which exports, reads it. Changing it makes the objects of later
 // exports name another device.

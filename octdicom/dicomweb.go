@@ -21,6 +21,40 @@ const (
 	TagReferencedSOPSequence    = "00081199"
 )
 
+// Failure Reason (0008,1197) values of a STOW-RS answer (PS3.18 Table
+// 10.5.3-1, from the C-STORE statuses of PS3.4), each with what octflow's
+// gateway answers it for.
+const (
+	// FailureOutOfResources (A700H): refused for now (Temporal, the
+	// object store or the validation slots busy or away); send it again
+	// later.
+	FailureOutOfResources = 0xA700
+	// FailureCannotUnderstand (C000H): not a DICOM object octflow can
+	// read, or an OCT object that is broken or hostile.
+	FailureCannotUnderstand = 0xC000
+	// FailureSOPClassNotSupported (0122H): a readable object of another
+	// kind (CT, fundus photograph, …): octflow analyses OCT only.
+	FailureSOPClassNotSupported = 0x0122
+	// FailureDuplicateInstance (0111H): this SOP Instance UID was stored
+	// before with other content; the first is kept.
+	FailureDuplicateInstance = 0x0111
+	// FailureTransferSyntax (C122H): an OCT object in a transfer syntax
+	// octflow does not read (compressed, big endian).
+	FailureTransferSyntax = 0xC122
+	// FailureOtherStudy (C409H): sent to a study's resource
+	// (/dicom-web/studies/{study}), the instance is of another study.
+	// The value is the one dcm4chee answers (PS3.18 leaves it to the
+	// origin server, in the C000–CFFF "cannot understand" range that
+	// senders take as final).
+	FailureOtherStudy = 0xC409
+)
+
+// WarningCoercion (B000H) is the Warning Reason (0008,1196) Coercion of
+// Data Elements (PS3.18 Table I.2-1): octflow's gateway answers it for
+// every instance it stores, since it keeps a de-identified copy, never
+// the instance as sent (docs/conformance.md).
+const WarningCoercion = 0xB000
+
 // octflow's private attributes in a STOW-RS answer's items: the block of
 // creator PrivateCreator, and in it the absolute URL of a stored
 // instance's exam status in octflow's API.

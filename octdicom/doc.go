@@ -26,12 +26,16 @@
 //     sealed for its campus (SealIdentity, OpenIdentity), so that the
 //     results can be filed under the patient's own study while
 //     everything else octflow keeps stays de-identified;
-//   - the results as standard objects filed in that study (Results): the
-//     report PDF as an Encapsulated PDF instance, and for a macular cube a
-//     Macular Grid Thickness and Volume Report (TID 2100), each in a
-//     series of its own, with instance UIDs derived from the exam and its
-//     report's run (DerivedUID), so that a retried export sends the same
-//     instances again.
+//   - the writer octflow's own objects are made with (Elements, Code,
+//     EncodePart10), and the UIDs they are given (DerivedUID): pure
+//     functions of octflow's references (the exam, its report's run), so
+//     that a retried export sends the same instances again.
+//
+// The results themselves, the objects filed in that study (the report
+// PDF as an Encapsulated PDF, a macular cube's Macular Grid Thickness and
+// Volume Report), are written by package octdicom/results, which builds
+// them from the report: octdicom imports no report, so the gateway, which
+// reads scans with it, holds none.
 //
 // The image analysis (package imaging) knows nothing of DICOM: octdicom
 // imports imaging for its Volume, never the other way round. imaging's

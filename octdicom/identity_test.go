@@ -113,35 +113,35 @@ func TestReadIdentityRefusesWhatCannotBeFiledBack(t *testing.T) {
 // an item naming nothing is no order, a code lacking its meaning no
 // code.
 func TestReadIdentityReadsTheOrders(t *testing.T) {
-	item := func(accession, procedure string, c *elems) *elems {
-		it := &elems{}
+	item := func(accession, procedure string, c *Elements) *Elements {
+		it := &Elements{}
 		if accession != "" {
-			it.str(tag.AccessionNumber, accession)
+			it.Str(tag.AccessionNumber, accession)
 		}
 		if procedure != "" {
-			it.str(tag.RequestedProcedureID, procedure)
-			it.str(tag.RequestedProcedureDescription, "OCT "+procedure)
+			it.Str(tag.RequestedProcedureID, procedure)
+			it.Str(tag.RequestedProcedureDescription, "OCT "+procedure)
 		}
 		if c != nil {
-			it.seq(tag.RequestedProcedureCodeSequence, c)
+			it.Seq(tag.RequestedProcedureCodeSequence, c)
 		}
 		return it
 	}
-	noMeaning := &elems{}
-	noMeaning.str(tag.CodeValue, "X1")
-	noMeaning.str(tag.CodingSchemeDesignator, "99IHE")
+	noMeaning := &Elements{}
+	noMeaning.Str(tag.CodeValue, "X1")
+	noMeaning.Str(tag.CodingSchemeDesignator, "99IHE")
 	for _, c := range []struct {
 		name  string
-		items []*elems
+		items []*Elements
 		want  []Request
 	}{
-		{"one order with its code", []*elems{item("A-1", "P-1", code("OCT-MAC", "99IHE", "OCT Makula"))},
+		{"one order with its code", []*Elements{item("A-1", "P-1", Code("OCT-MAC", "99IHE", "OCT Makula"))},
 			[]Request{{AccessionNumber: "A-1", RequestedProcedureID: "P-1", RequestedProcedureDescription: "OCT P-1",
 				RequestedProcedureCode: CodedEntry{"OCT-MAC", "99IHE", "OCT Makula"}}}},
-		{"an empty item and a code without its meaning", []*elems{item("", "", nil), item("", "P-2", noMeaning)},
+		{"an empty item and a code without its meaning", []*Elements{item("", "", nil), item("", "P-2", noMeaning)},
 			[]Request{{RequestedProcedureID: "P-2", RequestedProcedureDescription: "OCT P-2"}}},
-		{"more orders than are kept", func() []*elems {
-			var out []*elems
+		{"more orders than are kept", func() []*Elements {
+			var out []*Elements
 			for i := range maxRequests + 3 {
 				out = append(out, item(fmt.Sprintf("A-%d", i), "", nil))
 			}
@@ -155,13 +155,13 @@ func TestReadIdentityReadsTheOrders(t *testing.T) {
 		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := &elems{}
-			e.str(tag.SOPClassUID, OphthalmicTomographySOPClass)
-			e.str(tag.SOPInstanceUID, "1.2.3.1")
-			e.str(tag.StudyInstanceUID, "1.2.3")
-			e.str(tag.SeriesInstanceUID, "1.2.3.4")
-			e.seq(tag.RequestAttributesSequence, c.items...)
-			b, err := encode(e, OphthalmicTomographySOPClass, "1.2.3.1")
+			e := &Elements{}
+			e.Str(tag.SOPClassUID, OphthalmicTomographySOPClass)
+			e.Str(tag.SOPInstanceUID, "1.2.3.1")
+			e.Str(tag.StudyInstanceUID, "1.2.3")
+			e.Str(tag.SeriesInstanceUID, "1.2.3.4")
+			e.Seq(tag.RequestAttributesSequence, c.items...)
+			b, err := EncodePart10(e, OphthalmicTomographySOPClass, "1.2.3.1")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package octdicom
+package octdicom_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"octflow/codec"
 	"octflow/exam"
+	"octflow/octdicom"
+	"octflow/octdicom/octdicomtest"
 )
 
 func newCodec(t *testing.T, id string) *codec.Codec {
@@ -27,23 +29,9 @@ func newCodec(t *testing.T, id string) *codec.Codec {
 	return c
 }
 
-// testIdentity is an identity whose every value is easy to find in
-// clear, non-ASCII included.
-func testIdentity(ref exam.Ref) Identity {
-	return Identity{Exam: ref, ScanDigest: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
-		PatientName: "Müller^Jürgen", PatientID: "PID-4711-XYZ", IssuerOfPatientID: "HOSP-NORTH", PatientBirthDate: "19500102",
-		PatientSex: "M", StudyInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1", StudyDate: "20261201", StudyTime: "101112",
-		StudyID: "STUDY-88", AccessionNumber: "ACC-2026-0042", ReferringPhysicianName: "Doe^Jane",
-		StudyDescription: "OCT macula both eyes", SeriesInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2",
-		SOPClassUID: OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R",
-		TimezoneOffset: "+0100", Requests: []Request{{AccessionNumber: "ACC-2026-0042", RequestedProcedureID: "RP-7731",
-			RequestedProcedureDescription: "OCT Makula beidseits", ScheduledProcedureStepID: "SPS-7731-1",
-			RequestedProcedureCode: CodedEntry{Value: "OCT-MAC", Scheme: "99IHE", Meaning: "OCT Makula"}}}}
-}
-
 // identifiers are the values of id that identify the patient or the
 // study: none may be found in clear in a sealed identity.
-func identifiers(id Identity) []string {
+func identifiers(id octdicom.Identity) []string {
 	return []string{id.PatientName, "Müller", "Jürgen", id.PatientID, id.IssuerOfPatientID, id.PatientBirthDate, id.StudyInstanceUID,
 		id.StudyID, id.AccessionNumber, id.ReferringPhysicianName, id.StudyDescription, id.SeriesInstanceUID, id.SOPInstanceUID,
 		id.Requests[0].RequestedProcedureID, id.Requests[0].RequestedProcedureDescription, id.Requests[0].ScheduledProcedureStepID}
@@ -52,8 +40,8 @@ func identifiers(id Identity) []string {
 func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testing.T) {
 	c := newCodec(t, "2026-12")
 	ref := exam.Ref{Campus: "north", ID: "ex-0123456789abcdef01234567"}
-	id := testIdentity(ref)
-	sealed, err := SealIdentity(c, id)
+	id := octdicomtest.Identity(ref)
+	sealed, err := octdicom.SealIdentity(c, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +51,10 @@ func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testin
 		}
 	}
 	// Twice sealed, twice different: a fresh nonce each time.
-	if again, err := SealIdentity(c, id); err != nil || bytes.Equal(again, sealed) {
+	if again, err := octdicom.SealIdentity(c, id); err != nil || bytes.Equal(again, sealed) {
 		t.Errorf("sealing twice gave the same bytes (%v)", err)
 	}
-	got, err := OpenIdentity(c, ref, sealed)
+	got, err := octdicom.OpenIdentity(c, ref, sealed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +92,16 @@ func TestASealedIdentityHoldsNoIdentifierInClearAndOpensOnlyForItsExam(t *testin
 		sealed []byte
 		want   error // nil: any error
 	}{
-		{"another campus", c, south, sealed, ErrWrongCampus},
+		{"another campus", c, south, sealed, octdicom.ErrWrongCampus},
 		{"relabelled for another campus", c, south, relabel("south"), nil},
-		{"another exam of the campus", c, exam.Ref{Campus: "north", ID: "ex-ffffffffffffffffffffffff"}, sealed, ErrWrongCampus},
+		{"another exam of the campus", c, exam.Ref{Campus: "north", ID: "ex-ffffffffffffffffffffffff"}, sealed, octdicom.ErrWrongCampus},
 		{"other keys", newCodec(t, "2026-12"), ref, sealed, nil},
 		{"a plaintext identity", c, ref, plainBytes, nil},
 		{"not a payload", c, ref, []byte("garbage"), nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := OpenIdentity(tc.c, tc.ref, tc.sealed)
+			_, err := octdicom.OpenIdentity(tc.c, tc.ref, tc.sealed)
 			if err == nil {
 				t.Fatal("opened")
 			}
@@ -137,7 +125,7 @@ func FuzzOpenIdentity(f *testing.F) {
 		f.Fatal(err)
 	}
 	ref := exam.Ref{Campus: "north", ID: "ex-0123456789abcdef01234567"}
-	sealed, err := SealIdentity(c, testIdentity(ref))
+	sealed, err := octdicom.SealIdentity(c, octdicomtest.Identity(ref))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -145,10 +133,10 @@ func FuzzOpenIdentity(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("garbage"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := OpenIdentity(c, exam.Ref{Campus: "south", ID: ref.ID}, b); err == nil {
+		if _, err := octdicom.OpenIdentity(c, exam.Ref{Campus: "south", ID: ref.ID}, b); err == nil {
 			t.Fatal("opened for another campus")
 		}
-		if id, err := OpenIdentity(c, ref, b); err == nil && id.Exam != ref {
+		if id, err := octdicom.OpenIdentity(c, ref, b); err == nil && id.Exam != ref {
 			t.Fatalf("opened an identity of exam %v", id.Exam)
 		}
 	})

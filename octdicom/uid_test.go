@@ -51,9 +51,3 @@ func TestValidUID(t *testing.T) {
 		}
 	}
 }
-
-func TestBuildSoftwareNamesAVersion(t *testing.T) {
-	if v := BuildSoftware().Version; v == "" || strings.ContainsAny(v, `\`) {
-		t.Errorf("version %q", v)
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
@@ -20,16 +19,18 @@ func implementationClassUID() string { return DerivedUID("octflow", "implementat
 // (SH: at most 16 characters).
 const implementationVersionName = "OCTFLOW"
 
-// elems collects the elements of one object or item; the first error
-// stops it and is kept.
-type elems struct {
+// Elements collects the elements of one object or sequence item, as
+// octflow writes its own objects (here and in package results, which
+// writes an exam's results): the first error stops it and is kept, and
+// EncodePart10 returns it.
+type Elements struct {
 	els []*dicom.Element
 	err error
 }
 
-// add appends t with value v: []string, []int, []float64, []byte or
+// Add appends t with value v: []string, []int, []float64, []byte or
 // [][]*dicom.Element (a sequence), as the DICOM library takes them.
-func (e *elems) add(t tag.Tag, v any) {
+func (e *Elements) Add(t tag.Tag, v any) {
 	if e.err != nil {
 		return
 	}
@@ -41,16 +42,17 @@ func (e *elems) add(t tag.Tag, v any) {
 	e.els = append(e.els, el)
 }
 
-// str appends a single-valued text element; "" writes it empty (a Type 2
+// Str appends a single-valued text element; "" writes it empty (a Type 2
 // attribute).
-func (e *elems) str(t tag.Tag, v string) { e.add(t, []string{v}) }
+func (e *Elements) Str(t tag.Tag, v string) { e.Add(t, []string{v}) }
 
-// multi appends a text element of the values that DICOM joins with a
+// Multi appends a text element of the values that DICOM joins with a
 // backslash, as Identity keeps them.
-func (e *elems) multi(t tag.Tag, joined string) { e.add(t, strings.Split(joined, `\`)) }
+func (e *Elements) Multi(t tag.Tag, joined string) { e.Add(t, strings.Split(joined, `\`)) }
 
-// seq appends a sequence of items (none: an empty Type 2 sequence).
-func (e *elems) seq(t tag.Tag, items ...*elems) {
+// Seq appends a sequence of items, each in tag order (none: an empty
+// Type 2 sequence); an item's error is e's.
+func (e *Elements) Seq(t tag.Tag, items ...*Elements) {
 	if e.err != nil {
 		return
 	}
@@ -63,15 +65,15 @@ func (e *elems) seq(t tag.Tag, items ...*elems) {
 		sortElements(it.els)
 		out = append(out, it.els)
 	}
-	e.add(t, out)
+	e.Add(t, out)
 }
 
-// code is a Code Sequence Macro item: value, scheme, meaning.
-func code(value, scheme, meaning string) *elems {
-	it := &elems{}
-	it.str(tag.CodeValue, value)
-	it.str(tag.CodingSchemeDesignator, scheme)
-	it.str(tag.CodeMeaning, meaning)
+// Code is a Code Sequence Macro item: value, scheme, meaning.
+func Code(value, scheme, meaning string) *Elements {
+	it := &Elements{}
+	it.Str(tag.CodeValue, value)
+	it.Str(tag.CodingSchemeDesignator, scheme)
+	it.Str(tag.CodeMeaning, meaning)
 	return it
 }
 
@@ -80,17 +82,18 @@ func sortElements(els []*dicom.Element) {
 	slices.SortStableFunc(els, func(a, b *dicom.Element) int { return a.Tag.Compare(b.Tag) })
 }
 
-// encode writes the elements as a Part 10 file in Explicit VR Little
-// Endian, with its File Meta Information, its SOP class and instance
-// taken from the dataset's.
-func encode(e *elems, sopClass, sopInstance string) ([]byte, error) {
-	meta := &elems{}
-	meta.add(tag.FileMetaInformationVersion, []byte{0, 1})
-	meta.str(tag.MediaStorageSOPClassUID, sopClass)
-	meta.str(tag.MediaStorageSOPInstanceUID, sopInstance)
-	meta.str(tag.TransferSyntaxUID, uid.ExplicitVRLittleEndian)
-	meta.str(tag.ImplementationClassUID, implementationClassUID())
-	meta.str(tag.ImplementationVersionName, implementationVersionName)
+// EncodePart10 writes the elements as a Part 10 file in Explicit VR
+// Little Endian, with its File Meta Information naming sopClass and
+// sopInstance (the dataset's own) and octflow as its writer; the
+// elements' first error, if any, instead.
+func EncodePart10(e *Elements, sopClass, sopInstance string) ([]byte, error) {
+	meta := &Elements{}
+	meta.Add(tag.FileMetaInformationVersion, []byte{0, 1})
+	meta.Str(tag.MediaStorageSOPClassUID, sopClass)
+	meta.Str(tag.MediaStorageSOPInstanceUID, sopInstance)
+	meta.Str(tag.TransferSyntaxUID, uid.ExplicitVRLittleEndian)
+	meta.Str(tag.ImplementationClassUID, implementationClassUID())
+	meta.Str(tag.ImplementationVersionName, implementationVersionName)
 	if meta.err != nil {
 		return nil, meta.err
 	}
@@ -105,8 +108,3 @@ func encode(e *elems, sopClass, sopInstance string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
-
-// da and tm are a time as DICOM's DA and TM write it, in t's own zone
-// (the builder's: the source study's, or UTC).
-func da(t time.Time) string { return t.Format("20060102") }
-func tm(t time.Time) string { return t.Format("150405") }

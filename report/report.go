@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"image/png"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,9 +80,33 @@ type Report struct {
 	Boundaries []imaging.BoundaryReliability `json:"boundaries,omitempty"`
 	// Algorithms names the version of each stage that produced the result.
 	Algorithms map[string]string `json:"algorithms"`
+	// AlgorithmOrder lists the stages of Algorithms in the order the
+	// pipeline runs them (AlgorithmStages reads them in that order).
+	// Absent from a report written before it was recorded.
+	AlgorithmOrder []string `json:"algorithmOrder,omitempty"`
 	// Run is the pipeline run that wrote the report: a report is never
 	// overwritten by another run.
 	Run string `json:"run,omitempty"`
+}
+
+// AlgorithmStages are the stages Algorithms names, each once: in the
+// pipeline's order (AlgorithmOrder), then any it does not order (every
+// one, for a report that recorded no order) by name.
+func (r *Report) AlgorithmStages() []string {
+	out := make([]string, 0, len(r.Algorithms))
+	for _, s := range r.AlgorithmOrder {
+		if _, ok := r.Algorithms[s]; ok && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	ordered := len(out)
+	for s := range r.Algorithms {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out[ordered:])
+	return out
 }
 
 // FromAnalysis fills the report's pattern, quality and measurements from
@@ -394,12 +418,7 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 	}
 
 	section(pdf, "Algorithms")
-	stages := make([]string, 0, len(r.Algorithms))
-	for s := range r.Algorithms {
-		stages = append(stages, s)
-	}
-	sort.Strings(stages)
-	for _, s := range stages {
+	for _, s := range r.AlgorithmStages() {
 		row(pdf, s, r.Algorithms[s])
 	}
 

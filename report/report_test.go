@@ -200,3 +200,29 @@ func TestTitleIsThePDFsTitle(t *testing.T) {
 		}
 	}
 }
+
+// The stages a report names algorithms of are read in the pipeline's
+// order it recorded, each once; a stage it did not order (every one, in
+// a report of before the order was recorded) follows by name, and an
+// ordered stage of no algorithm is not read.
+func TestAlgorithmStagesFollowThePipelinesOrder(t *testing.T) {
+	algorithms := map[string]string{"denoise": "a/v1", "layers": "b/v1", "lesions": "c/v1", "measure": "d/v1"}
+	for _, c := range []struct {
+		name  string
+		order []string
+		want  []string
+	}{
+		{"the pipeline's order", []string{"measure", "layers", "denoise", "lesions"}, []string{"measure", "layers", "denoise", "lesions"}},
+		{"no order recorded", nil, []string{"denoise", "layers", "lesions", "measure"}},
+		{"a stage not ordered", []string{"measure", "denoise"}, []string{"measure", "denoise", "layers", "lesions"}},
+		{"a stage of no algorithm, and one twice", []string{"report", "measure", "measure", "lesions", "layers", "denoise"},
+			[]string{"measure", "lesions", "layers", "denoise"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Report{Algorithms: algorithms, AlgorithmOrder: c.order}
+			if got := r.AlgorithmStages(); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("AlgorithmStages() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

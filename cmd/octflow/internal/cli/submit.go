@@ -23,11 +23,12 @@ import (
 // 1 on any error, 3 when the exam ended DEAD.
 func runSubmit(ctx context.Context, args []string) error {
 	s := config.New("submit", nil)
+	// The device token is OCTFLOW_TOKEN's (config.Client): never a flag,
+	// which ps would show.
 	client := config.BindClient(s)
 	token := &client.Token
 	apiTLS := config.BindAPITLS(s)
 	fs := s.FlagSet()
-	fs.StringVar(token, "token", client.Token, "device bearer token (better: OCTFLOW_TOKEN, which ps does not show)")
 	devTokens := fs.String("dev-tokens", "", "read the device token from octflow dev's dev-tokens.json instead")
 	file := fs.String("file", "", "DICOM Ophthalmic Tomography file to submit (required)")
 	examID := fs.String("exam-id", "", "exam ID (default: derived from the file's digest, so a resend is idempotent)")
@@ -56,7 +57,7 @@ func runSubmit(ctx context.Context, args []string) error {
 		*token = secrets.Device
 	}
 	if *token == "" {
-		return fmt.Errorf("--token, OCTFLOW_TOKEN or --dev-tokens is required")
+		return fmt.Errorf("OCTFLOW_TOKEN or --dev-tokens is required")
 	}
 	scan, err := os.ReadFile(*file)
 	if err != nil {

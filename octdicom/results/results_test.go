@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
+	"octflow/octdicom/octdicomtest"
 	"octflow/report"
 )
 
@@ -45,9 +47,10 @@ func cubeReport() *report.Report {
 		Quality: imaging.Quality{Gradable: imaging.Gradable, SignalStrength: 8.2, Grade: "good", GradableFraction: 0.97},
 		Figures: &imaging.Measurements{CentralSubfieldThicknessUm: 271.43, TotalVolumeMm3: 8.614, MeanThicknessUm: 301,
 			ETDRS: map[string]float64{"C": 271.43, "IS": 338.1, "IN": 341.7, "II": 335.2, "IT": 322.9, "OS": 297.4, "ON": 312.8, "OI": 286.5, "OT": 280.2}},
-		Lesions:    []imaging.Lesion{},
-		Algorithms: map[string]string{"denoise": "nlm-v2", "layers": "graph-v4", "lesions": "fluid-v3", "measure": "etdrs-v2"},
-		Run:        "0190d9e4-run-1"}
+		Lesions:        []imaging.Lesion{},
+		Algorithms:     map[string]string{"denoise": "nlm-v2", "layers": "graph-v4", "lesions": "fluid-v3", "measure": "etdrs-v2"},
+		AlgorithmOrder: []string{"denoise", "layers", "lesions", "measure"},
+		Run:            "0190d9e4-run-1"}
 }
 
 // partialCube withholds a subfield and so the total volume.
@@ -92,9 +95,9 @@ func renderPDF(t *testing.T, rep *report.Report) []byte {
 }
 
 // results builds an exam's objects.
-func results(t *testing.T, id Identity, rep *report.Report, pdf []byte) []Object {
+func build(t *testing.T, id octdicom.Identity, rep *report.Report, pdf []byte) []Object {
 	t.Helper()
-	objs, err := Results(id, rep, pdf, Software{Version: "v0.27.0"})
+	objs, err := Build(id, rep, pdf, Software{Version: "v0.27.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func value(t *testing.T, ds dicom.Dataset, tg tag.Tag) string {
 }
 
 func TestResultsFileEachExamInItsSourceStudy(t *testing.T) {
-	id := testIdentity(testRef)
+	id := octdicomtest.Identity(testRef)
 	cases := []struct {
 		name  string
 		rep   *report.Report
@@ -137,7 +140,7 @@ func TestResultsFileEachExamInItsSourceStudy(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pdf := renderPDF(t, c.rep)
-			objs := results(t, id, c.rep, pdf)
+			objs := build(t, id, c.rep, pdf)
 			var kinds []string
 			for _, o := range objs {
 				kinds = append(kinds, o.Kind)
@@ -183,10 +186,10 @@ func TestResultsFileEachExamInItsSourceStudy(t *testing.T) {
 			}
 			// A retry makes the same objects, byte for byte; another run
 			// of the pipeline makes new instances.
-			again := results(t, id, c.rep, pdf)
+			again := build(t, id, c.rep, pdf)
 			other := *c.rep
 			other.Run = "another-run"
-			rerun := results(t, id, &other, pdf)
+			rerun := build(t, id, &other, pdf)
 			for i := range objs {
 				if !bytes.Equal(objs[i].Part10, again[i].Part10) {
 					t.Errorf("%s: a second call made other bytes", objs[i].Kind)
@@ -208,7 +211,7 @@ func TestTheEncapsulatedPDFCarriesTheReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Results(testIdentity(testRef), rep, pdf, Software{Version: "v0.27.0"})
+	objs, err := Build(octdicomtest.Identity(testRef), rep, pdf, Software{Version: "v0.27.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,16 +227,16 @@ func TestTheEncapsulatedPDFCarriesTheReport(t *testing.T) {
 	if got := value(t, ds, tag.MIMETypeOfEncapsulatedDocument); got != "application/pdf" {
 		t.Errorf("MIME type %q", got)
 	}
-	if _, err := Results(testIdentity(testRef), rep, []byte("not a pdf"), Software{}); err == nil {
+	if _, err := Build(octdicomtest.Identity(testRef), rep, []byte("not a pdf"), Software{}); err == nil {
 		t.Error("made an Encapsulated PDF of something that is not a PDF")
 	}
-	other := testIdentity(exam.Ref{Campus: "south", ID: testRef.ID})
-	if _, err := Results(other, rep, pdf, Software{}); err == nil {
+	other := octdicomtest.Identity(exam.Ref{Campus: "south", ID: testRef.ID})
+	if _, err := Build(other, rep, pdf, Software{}); err == nil {
 		t.Error("filed a report under another exam's identity")
 	}
-	nameless := testIdentity(testRef)
+	nameless := octdicomtest.Identity(testRef)
 	nameless.StudyInstanceUID = ""
-	if _, err := Results(nameless, rep, pdf, Software{}); !errors.Is(err, ErrNoIdentity) {
+	if _, err := Build(nameless, rep, pdf, Software{}); !errors.Is(err, octdicom.ErrNoIdentity) {
 		t.Errorf("filed a report in no study: %v", err)
 	}
 }
@@ -254,10 +257,10 @@ func srItems(t *testing.T, o Object) string {
 }
 
 func TestTheMacularGridReportGivesTheReportsFigures(t *testing.T) {
-	id := testIdentity(testRef)
+	id := octdicomtest.Identity(testRef)
 	t.Run("measured", func(t *testing.T) {
 		rep := cubeReport()
-		sr := results(t, id, rep, renderPDF(t, rep))[1]
+		sr := build(t, id, rep, renderPDF(t, rep))[1]
 		tree := srItems(t, sr)
 		for _, want := range []string{
 			`"Macular grid.center subfield thickness by OCT")="271.43" (um,UCUM,"micrometer")`,
@@ -283,18 +286,18 @@ func TestTheMacularGridReportGivesTheReportsFigures(t *testing.T) {
 		// it: the PDF alone is filed.
 		rep, unnamed := cubeReport(), id
 		rep.Eye, unnamed.Laterality = "", ""
-		if objs := results(t, unnamed, rep, renderPDF(t, rep)); len(objs) != 1 || objs[0].SOPClassUID != EncapsulatedPDFSOPClass {
+		if objs := build(t, unnamed, rep, renderPDF(t, rep)); len(objs) != 1 || objs[0].SOPClassUID != EncapsulatedPDFSOPClass {
 			t.Errorf("a cube of an unnamed eye gave %d objects, want the PDF alone", len(objs))
 		}
 		named := cubeReport()
 		named.Eye = ""
-		if objs := results(t, id, named, renderPDF(t, named)); len(objs) != 2 {
+		if objs := build(t, id, named, renderPDF(t, named)); len(objs) != 2 {
 			t.Errorf("a cube whose scan names the eye gave %d objects, want the PDF and the SR", len(objs))
 		}
 	})
 	t.Run("partly gradable", func(t *testing.T) {
 		rep := partialCube()
-		tree := srItems(t, results(t, id, rep, renderPDF(t, rep))[1])
+		tree := srItems(t, build(t, id, rep, renderPDF(t, rep))[1])
 		for _, want := range []string{
 			`"Macular grid.outer temporal subfield thickness by OCT")=empty (114011,DCM,"Value indeterminate")`,
 			`"Macular grid.total volume by OCT")=empty (114011,DCM,"Value indeterminate")`,
@@ -373,9 +376,9 @@ func withSOPClass(t *testing.T, b []byte, class string) []byte {
 // Every object passes dciodvfy without an error or a warning, and the
 // SR dcmtk's check of its IOD's content constraints (dsrdump).
 func TestEveryObjectPassesTheValidators(t *testing.T) {
-	id := testIdentity(testRef)
+	id := octdicomtest.Identity(testRef)
 	for _, rep := range []*report.Report{cubeReport(), partialCube(), ungradableCube(), circleReport()} {
-		for _, o := range results(t, id, rep, renderPDF(t, rep)) {
+		for _, o := range build(t, id, rep, renderPDF(t, rep)) {
 			errs, warns := validate(t, o)
 			if len(errs) > 0 || len(warns) > 0 {
 				t.Errorf("%s of a %s (%s): dciodvfy errors %q, warnings %q", o.Kind, rep.ScanPattern, rep.Quality.Gradable, errs, warns)
@@ -406,27 +409,27 @@ func TestEveryObjectPassesTheValidators(t *testing.T) {
 
 // The objects declare UTF-8 exactly when some text they carry needs it.
 func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
-	ascii := testIdentity(testRef)
+	ascii := octdicomtest.Identity(testRef)
 	ascii.PatientName = "Mueller^Juergen"
-	orderInWords := testIdentity(testRef)
+	orderInWords := octdicomtest.Identity(testRef)
 	orderInWords.PatientName = ascii.PatientName
 	orderInWords.Requests[0].RequestedProcedureDescription = "OCT Makula, Überweisung"
 	withheldInWords := partialCube()
 	withheldInWords.Withheld[0].Reason = "the ILM is reliable in 41 % of subfield OT (≥ 60 % needed)"
 	cases := []struct {
 		name string
-		id   Identity
+		id   octdicom.Identity
 		rep  *report.Report
 		want string
 	}{
 		{"an ASCII identity and report", ascii, partialCube(), ""},
-		{"a patient name in UTF-8", testIdentity(testRef), partialCube(), "ISO_IR 192"},
+		{"a patient name in UTF-8", octdicomtest.Identity(testRef), partialCube(), "ISO_IR 192"},
 		{"a reason in UTF-8", ascii, withheldInWords, "ISO_IR 192"},
 		{"an order's description in UTF-8", orderInWords, partialCube(), "ISO_IR 192"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, o := range results(t, c.id, c.rep, renderPDF(t, c.rep)) {
+			for _, o := range build(t, c.id, c.rep, renderPDF(t, c.rep)) {
 				ds := parse(t, o)
 				got := ""
 				if el, err := ds.FindElementByTag(tag.SpecificCharacterSet); err == nil {
@@ -437,5 +440,11 @@ func TestTheObjectsDeclareUTF8OnlyWhenTheyNeedIt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestBuildSoftwareNamesAVersion(t *testing.T) {
+	if v := BuildSoftware().Version; v == "" || strings.ContainsAny(v, `\`) {
+		t.Errorf("version %q", v)
 	}
 }

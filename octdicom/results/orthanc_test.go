@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"bytes"
@@ -20,8 +20,13 @@ import (
 	"time"
 
 	"octflow/imaging"
+	"octflow/octdicom"
 	"octflow/report"
 )
+
+// realScan is a real device's scan (a Spectralis circle), the source
+// the results are filed with.
+const realScan = "../../imaging/testdata/realdata/spectralis-circle-2.dcm"
 
 // orthanc is a real Orthanc (Debian's, with its DICOMweb plugin) run as
 // a process on a loopback port, in the test's own directory: the PACS
@@ -196,7 +201,7 @@ func TestOrthancFilesTheResultsInTheSourceStudy(t *testing.T) {
 	if code := o.do(http.MethodPost, "/instances", "application/dicom", scan, nil); code != http.StatusOK {
 		t.Fatalf("storing the source scan in Orthanc: %d", code)
 	}
-	id, err := ReadIdentity(bytes.NewReader(scan), int64(len(scan)))
+	id, err := octdicom.ReadIdentity(bytes.NewReader(scan), int64(len(scan)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +211,7 @@ func TestOrthancFilesTheResultsInTheSourceStudy(t *testing.T) {
 		if rep.ScanPattern == imaging.Circle {
 			rep.Run = "circle-run" // another exam's report, in the same study
 		}
-		objs := results(t, id, rep, renderPDF(t, rep))
+		objs := build(t, id, rep, renderPDF(t, rep))
 		code, failed := o.stow(objs)
 		if code != http.StatusOK || len(failed) > 0 {
 			t.Fatalf("STOW-RS of the %s's results: %d, failed %v", rep.ScanPattern, code, failed)

@@ -1,9 +1,11 @@
-package octdicom
+package results
 
 import (
 	"testing"
 
 	"octflow/exam"
+	"octflow/octdicom"
+	"octflow/octdicom/octdicomtest"
 )
 
 // TestResultUIDsAreKeyedByCampusExamAndRun walks the keys the results'
@@ -29,7 +31,7 @@ func TestResultUIDsAreKeyedByCampusExamAndRun(t *testing.T) {
 			rep := cubeReport()
 			rep.Campus, rep.ExamID, rep.Run = c.ref.Campus, c.ref.ID, c.run
 			out := map[string]string{}
-			for _, o := range results(t, testIdentity(c.ref), rep, []byte("%PDF-1.4 test")) {
+			for _, o := range build(t, octdicomtest.Identity(c.ref), rep, []byte("%PDF-1.4 test")) {
 				out[o.Kind+" series"] = o.SeriesInstanceUID
 				out[o.Kind+" instance"] = o.SOPInstanceUID
 			}
@@ -43,7 +45,7 @@ func TestResultUIDsAreKeyedByCampusExamAndRun(t *testing.T) {
 			if again[role] != u {
 				t.Errorf("%s: the %s UID is %s, then %s: a resend would file a second copy", c.name, role, u, again[role])
 			}
-			if !ValidUID(u) {
+			if !octdicom.ValidUID(u) {
 				t.Errorf("%s: the %s UID %q is not a valid UID", c.name, role, u)
 			}
 			if prev, dup := seen[u]; dup {

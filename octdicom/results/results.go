@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"crypto/sha256"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,10 +16,11 @@ import (
 	"octflow/codec"
 	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 	"octflow/report"
 )
 
-// SOP classes of the objects Results makes.
+// SOP classes of the objects Build makes.
 const (
 	// EncapsulatedPDFSOPClass is Encapsulated PDF Storage.
 	EncapsulatedPDFSOPClass = "1.2.840.10008.5.1.4.1.1.104.1"
@@ -74,39 +74,39 @@ type Object struct {
 	Part10 []byte
 }
 
-// ResultsFromSealed opens the exam's sealed identity (OpenIdentity:
-// only for ref's campus and exam) and builds its objects (Results). It
+// FromSealed opens the exam's sealed identity (octdicom.OpenIdentity:
+// only for ref's campus and exam) and builds its objects (Build). It
 // is what an export activity calls with the exam's stored identity
 // (exam.IdentityKey of its scan digest), its report.json and its
 // report.pdf.
-func ResultsFromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
-	id, err := OpenIdentity(c, ref, sealed)
+func FromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	id, err := octdicom.OpenIdentity(c, ref, sealed)
 	if err != nil {
 		return nil, err
 	}
-	return Results(id, rep, pdf, sw)
+	return Build(id, rep, pdf, sw)
 }
 
-// Results builds the objects an exam's results are filed as, in the
+// Build builds the objects an exam's results are filed as, in the
 // source study of id: the report PDF as an Encapsulated PDF, and for a
 // macular cube that was measured, of an eye the report or the scan
-// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam that could not be measured (ungradable, or
-// nothing the analysis vouches for) gets the PDF only, which says why; a
-// line or circle scan gets the PDF only, with its figures (RNFL thickness
-// for a circle). Each object is in a new series of its own in the source
+// names, a Macular Grid Thickness and Volume Report (TID 2100). An exam
+// that could not be measured (ungradable, or nothing the analysis vouches
+// for) gets the PDF only, which says why; a line or circle scan gets the
+// PDF only, with its figures (RNFL thickness for a circle). Each object is in a new series of its own in the source
 // study, under the source's patient; its series and instance UIDs are
 // derived from the exam and the report's run, so the same report gives
 // the same objects, byte for byte, on every call. It is a pure function
 // of its arguments.
-func Results(id Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+func Build(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
 	if rep == nil {
 		return nil, errors.New("results: no report")
 	}
 	if rep.Campus != id.Exam.Campus || rep.ExamID != id.Exam.ID {
 		return nil, errors.New("results: the report and the identity are of different exams")
 	}
-	if !ValidUID(id.StudyInstanceUID) || !ValidUID(id.SeriesInstanceUID) || !ValidUID(id.SOPInstanceUID) || !ValidUID(id.SOPClassUID) {
-		return nil, fmt.Errorf("results: %w", ErrNoIdentity)
+	if !octdicom.ValidUID(id.StudyInstanceUID) || !octdicom.ValidUID(id.SeriesInstanceUID) || !octdicom.ValidUID(id.SOPInstanceUID) || !octdicom.ValidUID(id.SOPClassUID) {
+		return nil, fmt.Errorf("results: %w", octdicom.ErrNoIdentity)
 	}
 	b := newBuilder(id, rep, sw)
 	p, err := b.encapsulatedPDF(pdf)
@@ -138,7 +138,7 @@ func WantsMacularGridSR(rep *report.Report) bool {
 
 // builder holds what every object of one exam's results shares.
 type builder struct {
-	id  Identity
+	id  octdicom.Identity
 	rep *report.Report
 	sw  Software
 	// created is when the objects were made, in the source study's
@@ -148,7 +148,7 @@ type builder struct {
 	offset  string
 }
 
-func newBuilder(id Identity, rep *report.Report, sw Software) *builder {
+func newBuilder(id octdicom.Identity, rep *report.Report, sw Software) *builder {
 	if sw.Version == "" {
 		sw.Version = "unknown"
 	}
@@ -206,7 +206,7 @@ func (b *builder) installation() []string {
 // observerUID is the Device Observer UID (TID 1004) of the installation:
 // the same for every object it makes, another for another installation.
 func (b *builder) observerUID() string {
-	return DerivedUID(append([]string{"octflow", "device-observer"}, b.installation()...)...)
+	return octdicom.DerivedUID(append([]string{"octflow", "device-observer"}, b.installation()...)...)
 }
 
 // serialNumber is the installation's Device Serial Number (LO): "OCTFLOW-"
@@ -226,7 +226,7 @@ func (b *builder) serialNumber() string {
 // uid is the UID of one of the exam's objects (role: "pdf-series",
 // "sr-instance", …) for the report's run.
 func (b *builder) uid(role string) string {
-	return DerivedUID("result", b.id.Exam.Campus, b.id.Exam.ID, b.rep.Run, role)
+	return octdicom.DerivedUID("result", b.id.Exam.Campus, b.id.Exam.ID, b.rep.Run, role)
 }
 
 // characterSet is the Specific Character Set the objects need: none for
@@ -263,70 +263,66 @@ func (b *builder) characterSet() string {
 // the Contributing Equipment Sequence), the Patient and General Study
 // modules copied from the source, a new series and the General Equipment
 // module naming octflow.
-func (b *builder) common(e *elems, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
+func (b *builder) common(e *octdicom.Elements, sopClass, sopInstance, modality, series, seriesNumber, seriesDescription string) {
 	if cs := b.characterSet(); cs != "" {
-		e.str(tag.SpecificCharacterSet, cs)
+		e.Str(tag.SpecificCharacterSet, cs)
 	}
-	e.str(tag.SOPClassUID, sopClass)
-	e.str(tag.SOPInstanceUID, sopInstance)
-	e.str(tag.InstanceCreationDate, da(b.created))
-	e.str(tag.InstanceCreationTime, tm(b.created))
+	e.Str(tag.SOPClassUID, sopClass)
+	e.Str(tag.SOPInstanceUID, sopInstance)
+	e.Str(tag.InstanceCreationDate, da(b.created))
+	e.Str(tag.InstanceCreationTime, tm(b.created))
 	// The zone every date and time of the object is in: the source's,
 	// whose study date and time are copied as they are. A source that
 	// names none leaves it unsaid (its study time's zone is unknown);
 	// octflow's own times are then in UTC.
 	if b.offset != "" {
-		e.str(tag.TimezoneOffsetFromUTC, b.offset)
+		e.Str(tag.TimezoneOffsetFromUTC, b.offset)
 	}
-	e.str(tag.InstanceNumber, "1")
-	e.seq(tag.ContributingEquipmentSequence, b.contributor())
+	e.Str(tag.InstanceNumber, "1")
+	e.Seq(tag.ContributingEquipmentSequence, b.contributor())
 
 	// Patient: Type 2, empty where the source had nothing.
-	e.multi(tag.PatientName, b.id.PatientName)
-	e.str(tag.PatientID, b.id.PatientID)
+	e.Multi(tag.PatientName, b.id.PatientName)
+	e.Str(tag.PatientID, b.id.PatientID)
 	if b.id.IssuerOfPatientID != "" {
-		e.str(tag.IssuerOfPatientID, b.id.IssuerOfPatientID)
+		e.Str(tag.IssuerOfPatientID, b.id.IssuerOfPatientID)
 	}
-	e.str(tag.PatientBirthDate, b.id.PatientBirthDate)
-	e.str(tag.PatientSex, b.id.PatientSex)
+	e.Str(tag.PatientBirthDate, b.id.PatientBirthDate)
+	e.Str(tag.PatientSex, b.id.PatientSex)
 
 	// General Study: the source's, so the PACS files the object there.
-	e.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	e.str(tag.StudyDate, b.id.StudyDate)
-	e.str(tag.StudyTime, b.id.StudyTime)
-	e.multi(tag.ReferringPhysicianName, b.id.ReferringPhysicianName)
-	e.str(tag.StudyID, b.id.StudyID)
-	e.str(tag.AccessionNumber, b.id.AccessionNumber)
+	e.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	e.Str(tag.StudyDate, b.id.StudyDate)
+	e.Str(tag.StudyTime, b.id.StudyTime)
+	e.Multi(tag.ReferringPhysicianName, b.id.ReferringPhysicianName)
+	e.Str(tag.StudyID, b.id.StudyID)
+	e.Str(tag.AccessionNumber, b.id.AccessionNumber)
 	if b.id.StudyDescription != "" {
-		e.str(tag.StudyDescription, b.id.StudyDescription)
+		e.Str(tag.StudyDescription, b.id.StudyDescription)
 	}
 
 	// A new series of octflow's.
-	e.str(tag.Modality, modality)
-	e.str(tag.SeriesInstanceUID, series)
-	e.str(tag.SeriesNumber, seriesNumber)
-	e.str(tag.SeriesDescription, seriesDescription)
-	e.str(tag.SeriesDate, da(b.created))
-	e.str(tag.SeriesTime, tm(b.created))
+	e.Str(tag.Modality, modality)
+	e.Str(tag.SeriesInstanceUID, series)
+	e.Str(tag.SeriesNumber, seriesNumber)
+	e.Str(tag.SeriesDescription, seriesDescription)
+	e.Str(tag.SeriesDate, da(b.created))
+	e.Str(tag.SeriesTime, tm(b.created))
 
 	// General Equipment: the software that made the object, and the
 	// installation that ran it.
-	e.str(tag.Manufacturer, "octflow")
-	e.str(tag.ManufacturerModelName, "octflow")
-	e.str(tag.DeviceSerialNumber, b.serialNumber())
-	e.add(tag.SoftwareVersions, b.softwareVersions())
+	e.Str(tag.Manufacturer, "octflow")
+	e.Str(tag.ManufacturerModelName, "octflow")
+	e.Str(tag.DeviceSerialNumber, b.serialNumber())
+	e.Add(tag.SoftwareVersions, b.softwareVersions())
 }
 
 // softwareVersions names octflow's version and each stage's algorithm,
-// in stage order ("measure: etdrs-v3"), each cut to LO's 64 characters.
+// in the pipeline's order as the report records it (AlgorithmStages:
+// "measure: etdrs-v3"), each cut to LO's 64 characters.
 func (b *builder) softwareVersions() []string {
 	out := []string{"octflow " + b.sw.Version}
-	stages := make([]string, 0, len(b.rep.Algorithms))
-	for s := range b.rep.Algorithms {
-		stages = append(stages, s)
-	}
-	sort.Strings(stages)
-	for _, s := range stages {
+	for _, s := range b.rep.AlgorithmStages() {
 		out = append(out, s+": "+b.rep.Algorithms[s])
 	}
 	for i, v := range out {
@@ -337,14 +333,14 @@ func (b *builder) softwareVersions() []string {
 
 // contributor is the Contributing Equipment Sequence's item: octflow as
 // the processing equipment, its version and algorithms, and when.
-func (b *builder) contributor() *elems {
-	it := &elems{}
-	it.seq(tag.PurposeOfReferenceCodeSequence, code("109102", "DCM", "Processing Equipment"))
-	it.str(tag.Manufacturer, "octflow")
-	it.str(tag.ManufacturerModelName, "octflow")
-	it.add(tag.SoftwareVersions, b.softwareVersions())
-	it.str(tag.ContributionDateTime, b.dateTime())
-	it.str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
+func (b *builder) contributor() *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Seq(tag.PurposeOfReferenceCodeSequence, octdicom.Code("109102", "DCM", "Processing Equipment"))
+	it.Str(tag.Manufacturer, "octflow")
+	it.Str(tag.ManufacturerModelName, "octflow")
+	it.Add(tag.SoftwareVersions, b.softwareVersions())
+	it.Str(tag.ContributionDateTime, b.dateTime())
+	it.Str(tag.ContributionDescription, "Automated OCT analysis (denoising, retinal layer segmentation, lesion marking, "+
 		"measurement) and report, computed by octflow from the referenced scan; to be reviewed by a clinician")
 	return it
 }
@@ -353,12 +349,12 @@ func (b *builder) contributor() *elems {
 // Attributes items, each with the study's Accession Number where it
 // names none, or else the order the study's Accession Number names;
 // none when neither says.
-func (b *builder) requests() []Request {
+func (b *builder) requests() []octdicom.Request {
 	if len(b.id.Requests) == 0 {
 		if b.id.AccessionNumber == "" {
 			return nil
 		}
-		return []Request{{AccessionNumber: b.id.AccessionNumber}}
+		return []octdicom.Request{{AccessionNumber: b.id.AccessionNumber}}
 	}
 	out := slices.Clone(b.id.Requests)
 	for i := range out {
@@ -374,19 +370,19 @@ func (b *builder) requests() []Request {
 // number and requested procedure; the Type 2 attributes octflow does not
 // know (the placer's and filler's order numbers, the Referenced Study
 // Sequence) empty.
-func (b *builder) referencedRequest(r Request) *elems {
-	it := &elems{}
-	it.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	it.seq(tag.ReferencedStudySequence)
-	it.str(tag.AccessionNumber, r.AccessionNumber)
-	it.str(tag.PlacerOrderNumberImagingServiceRequest, "")
-	it.str(tag.FillerOrderNumberImagingServiceRequest, "")
-	it.str(tag.RequestedProcedureID, r.RequestedProcedureID)
-	it.str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
-	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+func (b *builder) referencedRequest(r octdicom.Request) *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	it.Seq(tag.ReferencedStudySequence)
+	it.Str(tag.AccessionNumber, r.AccessionNumber)
+	it.Str(tag.PlacerOrderNumberImagingServiceRequest, "")
+	it.Str(tag.FillerOrderNumberImagingServiceRequest, "")
+	it.Str(tag.RequestedProcedureID, r.RequestedProcedureID)
+	it.Str(tag.RequestedProcedureDescription, r.RequestedProcedureDescription)
+	if c := r.RequestedProcedureCode; c != (octdicom.CodedEntry{}) {
+		it.Seq(tag.RequestedProcedureCodeSequence, octdicom.Code(c.Value, c.Scheme, c.Meaning))
 	} else {
-		it.seq(tag.RequestedProcedureCodeSequence)
+		it.Seq(tag.RequestedProcedureCodeSequence)
 	}
 	return it
 }
@@ -394,8 +390,8 @@ func (b *builder) referencedRequest(r Request) *elems {
 // requestAttributes is an item of the PDF's Request Attributes Sequence
 // (Encapsulated Document Series, the Request Attributes Macro of PS3.3
 // Table 10-9): what of the order the source names, the study's UID.
-func (b *builder) requestAttributes(r Request) *elems {
-	it := &elems{}
+func (b *builder) requestAttributes(r octdicom.Request) *octdicom.Elements {
+	it := &octdicom.Elements{}
 	for _, v := range []struct {
 		t tag.Tag
 		v string
@@ -405,20 +401,20 @@ func (b *builder) requestAttributes(r Request) *elems {
 		{tag.ScheduledProcedureStepID, r.ScheduledProcedureStepID}, {tag.RequestedProcedureID, r.RequestedProcedureID},
 	} {
 		if v.v != "" {
-			it.str(v.t, v.v)
+			it.Str(v.t, v.v)
 		}
 	}
-	if c := r.RequestedProcedureCode; c != (CodedEntry{}) {
-		it.seq(tag.RequestedProcedureCodeSequence, code(c.Value, c.Scheme, c.Meaning))
+	if c := r.RequestedProcedureCode; c != (octdicom.CodedEntry{}) {
+		it.Seq(tag.RequestedProcedureCodeSequence, octdicom.Code(c.Value, c.Scheme, c.Meaning))
 	}
 	return it
 }
 
 // sourceRef is a Referenced SOP item naming the source scan.
-func (b *builder) sourceRef() *elems {
-	it := &elems{}
-	it.str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
-	it.str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
+func (b *builder) sourceRef() *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Str(tag.ReferencedSOPClassUID, b.id.SOPClassUID)
+	it.Str(tag.ReferencedSOPInstanceUID, b.id.SOPInstanceUID)
 	return it
 }
 
@@ -432,6 +428,11 @@ func cut(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// da and tm are a time as DICOM's DA and TM write it, in t's own zone
+// (the builder's: the source study's, or UTC).
+func da(t time.Time) string { return t.Format("20060102") }
+func tm(t time.Time) string { return t.Format("150405") }
 
 // errResult wraps a writer's failure with the object it was making.
 func errResult(kind string, err error) error { return fmt.Errorf("results: %s: %w", kind, err) }

@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/suyashkumar/dicom/pkg/tag"
 
-	"octflow/exam"
 	"octflow/imaging"
+	"octflow/octdicom"
 )
 
 // The codes of the Macular Grid Thickness and Volume Report, each as
@@ -18,7 +18,7 @@ import (
 //
 // The ETDRS figures are LOINC's "Macular grid.… by OCT" codes, which
 // CID 4285 lists; the units are UCUM's.
-func etdrsCode(subfield string) *elems {
+func etdrsCode(subfield string) *octdicom.Elements {
 	names := map[string][2]string{
 		"C":  {"57109-1", "center subfield"},
 		"IS": {"57110-9", "inner superior subfield"},
@@ -31,34 +31,40 @@ func etdrsCode(subfield string) *elems {
 		"OT": {"57117-4", "outer temporal subfield"},
 	}
 	n := names[subfield]
-	return code(n[0], "LN", "Macular grid."+n[1]+" thickness by OCT")
+	return octdicom.Code(n[0], "LN", "Macular grid."+n[1]+" thickness by OCT")
 }
 
-func centerPointCode() *elems {
-	return code("57108-3", "LN", "Macular grid.center point thickness by OCT")
+func centerPointCode() *octdicom.Elements {
+	return octdicom.Code("57108-3", "LN", "Macular grid.center point thickness by OCT")
 }
-func totalVolumeCode() *elems { return code("57118-2", "LN", "Macular grid.total volume by OCT") }
-func averageThicknessCode() *elems {
-	return code("131255", "DCM", "Average macular thickness")
+func totalVolumeCode() *octdicom.Elements {
+	return octdicom.Code("57118-2", "LN", "Macular grid.total volume by OCT")
 }
-func micrometre() *elems  { return code("um", "UCUM", "micrometer") }
-func microlitre() *elems  { return code("uL", "UCUM", "microliter") }
-func percent() *elems     { return code("%", "UCUM", "%") }
-func noUnits() *elems     { return code("1", "UCUM", "no units") }
-func commentCode() *elems { return code("121106", "DCM", "Comment") }
+func averageThicknessCode() *octdicom.Elements {
+	return octdicom.Code("131255", "DCM", "Average macular thickness")
+}
+func micrometre() *octdicom.Elements  { return octdicom.Code("um", "UCUM", "micrometer") }
+func microlitre() *octdicom.Elements  { return octdicom.Code("uL", "UCUM", "microliter") }
+func percent() *octdicom.Elements     { return octdicom.Code("%", "UCUM", "%") }
+func noUnits() *octdicom.Elements     { return octdicom.Code("1", "UCUM", "no units") }
+func commentCode() *octdicom.Elements { return octdicom.Code("121106", "DCM", "Comment") }
 
 // Numeric Value Qualifiers (CID 42) of a figure that is not reported: the
 // analysis withheld it (its boundaries are not reliable there), or it was
 // not measured (too little of its subfield was graded, or octflow does
 // not measure it).
-func withheldQualifier() *elems    { return code("114011", "DCM", "Value indeterminate") }
-func notMeasuredQualifier() *elems { return code("114007", "DCM", "Measurement not attempted") }
+func withheldQualifier() *octdicom.Elements {
+	return octdicom.Code("114011", "DCM", "Value indeterminate")
+}
+func notMeasuredQualifier() *octdicom.Elements {
+	return octdicom.Code("114007", "DCM", "Measurement not attempted")
+}
 
 // macularFigure is one concept of CID 4285 "Macular Thickness Key
 // Measurements" and how the report gives it.
 type macularFigure struct {
-	concept *elems
-	units   func() *elems
+	concept *octdicom.Elements
+	units   func() *octdicom.Elements
 	// name is how a comment names the figure.
 	name string
 	// withheldAs is the Withheld.Figure naming it ("": never withheld).
@@ -117,10 +123,6 @@ func cid4285() []macularFigure {
 	})
 }
 
-// figureStages are the stages whose algorithms every figure rests on, in
-// pipeline order: the denoised volume, its boundaries, the grid.
-func figureStages() []exam.Stage { return []exam.Stage{exam.Denoise, exam.Layers, exam.Measure} }
-
 // macularGridSR is the Macular Grid Thickness and Volume Report (PS3.3
 // A.37, content TID 2100) of a measured macular cube: the SR Document
 // Series, Enhanced General Equipment, SR Document General and SR
@@ -138,74 +140,74 @@ func figureStages() []exam.Stage { return []exam.Stage{exam.Denoise, exam.Layers
 func (b *builder) macularGridSR() (Object, error) {
 	obj := Object{Kind: KindMacularGridSR, SOPClassUID: MacularGridSOPClass, SOPInstanceUID: b.uid("sr-instance"),
 		SeriesInstanceUID: b.uid("sr-series"), StudyInstanceUID: b.id.StudyInstanceUID}
-	e := &elems{}
+	e := &octdicom.Elements{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "SR", obj.SeriesInstanceUID, srSeriesNumber,
 		"octflow macular grid thickness and volume")
 	// SR Document Series.
-	e.seq(tag.ReferencedPerformedProcedureStepSequence)
+	e.Seq(tag.ReferencedPerformedProcedureStepSequence)
 	// Enhanced General Equipment: Type 1 throughout (common writes
 	// them).
 	// SR Document General.
-	e.str(tag.CompletionFlag, "COMPLETE")
-	e.str(tag.VerificationFlag, "UNVERIFIED")
-	e.str(tag.ContentDate, da(b.created))
-	e.str(tag.ContentTime, tm(b.created))
-	var requests []*elems
+	e.Str(tag.CompletionFlag, "COMPLETE")
+	e.Str(tag.VerificationFlag, "UNVERIFIED")
+	e.Str(tag.ContentDate, da(b.created))
+	e.Str(tag.ContentTime, tm(b.created))
+	var requests []*octdicom.Elements
 	for _, r := range b.requests() {
 		requests = append(requests, b.referencedRequest(r))
 	}
 	if len(requests) > 0 {
-		e.seq(tag.ReferencedRequestSequence, requests...)
+		e.Seq(tag.ReferencedRequestSequence, requests...)
 	}
-	e.seq(tag.PerformedProcedureCodeSequence)
-	evidence := &elems{}
-	evidence.str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
-	series := &elems{}
-	series.str(tag.SeriesInstanceUID, b.id.SeriesInstanceUID)
-	series.seq(tag.ReferencedSOPSequence, b.sourceRef())
-	evidence.seq(tag.ReferencedSeriesSequence, series)
-	e.seq(tag.CurrentRequestedProcedureEvidenceSequence, evidence)
+	e.Seq(tag.PerformedProcedureCodeSequence)
+	evidence := &octdicom.Elements{}
+	evidence.Str(tag.StudyInstanceUID, b.id.StudyInstanceUID)
+	series := &octdicom.Elements{}
+	series.Str(tag.SeriesInstanceUID, b.id.SeriesInstanceUID)
+	series.Seq(tag.ReferencedSOPSequence, b.sourceRef())
+	evidence.Seq(tag.ReferencedSeriesSequence, series)
+	e.Seq(tag.CurrentRequestedProcedureEvidenceSequence, evidence)
 	// SR Document Content: the root container.
-	e.str(tag.ValueType, "CONTAINER")
-	e.seq(tag.ConceptNameCodeSequence, code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
-	e.str(tag.ContinuityOfContent, "SEPARATE")
-	e.seq(tag.ContentTemplateSequence, template("2100"))
+	e.Str(tag.ValueType, "CONTAINER")
+	e.Seq(tag.ConceptNameCodeSequence, octdicom.Code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
+	e.Str(tag.ContinuityOfContent, "SEPARATE")
+	e.Seq(tag.ContentTemplateSequence, template("2100"))
 	content, err := b.macularContent()
 	if err != nil {
 		return Object{}, errResult("sr", err)
 	}
-	e.seq(tag.ContentSequence, content...)
-	if obj.Part10, err = encode(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
+	e.Seq(tag.ContentSequence, content...)
+	if obj.Part10, err = octdicom.EncodePart10(e, obj.SOPClassUID, obj.SOPInstanceUID); err != nil {
 		return Object{}, errResult("sr", err)
 	}
 	return obj, nil
 }
 
 // template is a Content Template Sequence item naming a DCMR template.
-func template(id string) *elems {
-	t := &elems{}
-	t.str(tag.MappingResource, "DCMR")
-	t.str(tag.TemplateIdentifier, id)
+func template(id string) *octdicom.Elements {
+	t := &octdicom.Elements{}
+	t.Str(tag.MappingResource, "DCMR")
+	t.Str(tag.TemplateIdentifier, id)
 	return t
 }
 
 // macularContent is the root container's content.
-func (b *builder) macularContent() ([]*elems, error) {
+func (b *builder) macularContent() ([]*octdicom.Elements, error) {
 	m, ok := b.rep.Figures.(*imaging.Measurements)
 	if !ok {
 		return nil, fmt.Errorf("macular grid SR of a report without a cube's measurements (%s scan)", b.rep.ScanPattern)
 	}
-	out := []*elems{
+	out := []*octdicom.Elements{
 		// TID 1204.
-		codeItem("HAS CONCEPT MOD", code("121049", "DCM", "Language of Content Item and Descendants"),
-			code("en-US", "RFC5646", "English (United States)")),
+		codeItem("HAS CONCEPT MOD", octdicom.Code("121049", "DCM", "Language of Content Item and Descendants"),
+			octdicom.Code("en-US", "RFC5646", "English (United States)")),
 		// TID 1002 and 1004: the installation as the device observer.
-		codeItem("HAS OBS CONTEXT", code("121005", "DCM", "Observer Type"), code("121007", "DCM", "Device")),
-		uidItem("HAS OBS CONTEXT", code("121012", "DCM", "Device Observer UID"), b.observerUID()),
-		textItem("HAS OBS CONTEXT", code("121013", "DCM", "Device Observer Name"), "octflow"),
-		textItem("HAS OBS CONTEXT", code("121014", "DCM", "Device Observer Manufacturer"), "octflow"),
-		textItem("HAS OBS CONTEXT", code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
-		textItem("HAS OBS CONTEXT", code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
+		codeItem("HAS OBS CONTEXT", octdicom.Code("121005", "DCM", "Observer Type"), octdicom.Code("121007", "DCM", "Device")),
+		uidItem("HAS OBS CONTEXT", octdicom.Code("121012", "DCM", "Device Observer UID"), b.observerUID()),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121013", "DCM", "Device Observer Name"), "octflow"),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121014", "DCM", "Device Observer Manufacturer"), "octflow"),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
+		textItem("HAS OBS CONTEXT", octdicom.Code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
 	}
 	group, err := b.measurementGroup(m)
 	if err != nil {
@@ -217,20 +219,20 @@ func (b *builder) macularContent() ([]*elems, error) {
 // measurementGroup is the eye's measurement group (TID 2120): its finding
 // site with the eye's laterality, the figures of CID 4285, the quality
 // concepts and the comments.
-func (b *builder) measurementGroup(m *imaging.Measurements) (*elems, error) {
-	site := codeItem("HAS CONCEPT MOD", code("363698007", "SCT", "Finding Site"), code("81745001", "SCT", "Eye"))
+func (b *builder) measurementGroup(m *imaging.Measurements) (*octdicom.Elements, error) {
+	site := codeItem("HAS CONCEPT MOD", octdicom.Code("363698007", "SCT", "Finding Site"), octdicom.Code("81745001", "SCT", "Eye"))
 	if lat := b.laterality(); lat != nil {
 		// TID 2120 row 3: the laterality modifies the finding site.
-		site.seq(tag.ContentSequence, codeItem("HAS CONCEPT MOD", code("272741003", "SCT", "Laterality"), lat))
+		site.Seq(tag.ContentSequence, codeItem("HAS CONCEPT MOD", octdicom.Code("272741003", "SCT", "Laterality"), lat))
 	}
-	group := []*elems{site}
+	group := []*octdicom.Elements{site}
 	withheld := map[string]string{}
 	for _, w := range b.rep.Withheld {
 		withheld[w.Figure] = w.Reason
 	}
 	var reasons []string
 	for _, f := range cid4285() {
-		var context []*elems
+		var context []*octdicom.Elements
 		if f.measured {
 			context = b.figureAlgorithms()
 		}
@@ -272,25 +274,28 @@ func (b *builder) measurementGroup(m *imaging.Measurements) (*elems, error) {
 	}
 	group = append(group, textItem("CONTAINS", commentCode(), "Computed automatically by octflow, to be reviewed by a clinician."))
 	// No Content Template Sequence names TID 2120 here: dsrdump takes
-	// any as the root's and answers that 2100 was expected. Results
+	// any as the root's and answers that 2100 was expected. Build
 	// makes no SR without the eye's laterality (TID 2120's mandatory row
 	// 3; octflow does not guess it).
-	return container("CONTAINS", code("125007", "DCM", "Measurement Group"), group...), nil
+	return container("CONTAINS", octdicom.Code("125007", "DCM", "Measurement Group"), group...), nil
 }
 
 // figureAlgorithms identify the algorithms every figure rests on (TID
-// 4019, one Algorithm Name and Version pair per stage, in pipeline
-// order), as the observation context of each figure: the IOD allows a
-// NUM only TEXT children in its observation context, so the template's
-// items are siblings, each name followed by its version.
-func (b *builder) figureAlgorithms() []*elems {
-	var out []*elems
-	for _, s := range figureStages() {
-		a, ok := b.rep.Algorithms[string(s)]
-		if !ok {
-			continue
-		}
-		name, version := splitAlgorithm(a)
+// 4019, one Algorithm Name and Version pair per stage), as the
+// observation context of each figure: the IOD allows a NUM only TEXT
+// children in its observation context, so the template's items are
+// siblings, each name followed by its version.
+//
+// They are every algorithm the report names, in the pipeline's order
+// (report.Report.AlgorithmStages): the stages that name one are the
+// image stages, whose outputs the figures are measured from, and a stage
+// added to or replaced in the pipeline is identified as the report
+// records it, with no list here to keep. The lesion search is among
+// them, though the thickness figures do not read its output.
+func (b *builder) figureAlgorithms() []*octdicom.Elements {
+	var out []*octdicom.Elements
+	for _, s := range b.rep.AlgorithmStages() {
+		name, version := splitAlgorithm(b.rep.Algorithms[s])
 		out = append(out, algorithmIdentification(name, version)...)
 	}
 	return out
@@ -298,13 +303,13 @@ func (b *builder) figureAlgorithms() []*elems {
 
 // algorithmIdentification is TID 4019: the algorithm's name and version,
 // and its parameters if any.
-func algorithmIdentification(name, version string, parameters ...string) []*elems {
-	out := []*elems{
-		textItem("HAS OBS CONTEXT", code("111001", "DCM", "Algorithm Name"), name),
-		textItem("HAS OBS CONTEXT", code("111003", "DCM", "Algorithm Version"), version),
+func algorithmIdentification(name, version string, parameters ...string) []*octdicom.Elements {
+	out := []*octdicom.Elements{
+		textItem("HAS OBS CONTEXT", octdicom.Code("111001", "DCM", "Algorithm Name"), name),
+		textItem("HAS OBS CONTEXT", octdicom.Code("111003", "DCM", "Algorithm Version"), version),
 	}
 	for _, p := range parameters {
-		out = append(out, textItem("HAS OBS CONTEXT", code("111002", "DCM", "Algorithm Parameters"), p))
+		out = append(out, textItem("HAS OBS CONTEXT", octdicom.Code("111002", "DCM", "Algorithm Parameters"), p))
 	}
 	return out
 }
@@ -332,23 +337,23 @@ func splitAlgorithm(a string) (name, version string) {
 // Their value types and units are octflow's reading: counts and the
 // signal strength in UCUM's "1" (no units), the share in percent. The
 // template row that defines them was not at hand when this was written.
-func (b *builder) qualityItems() ([]*elems, error) {
+func (b *builder) qualityItems() ([]*octdicom.Elements, error) {
 	q, v := b.rep.Quality, b.rep.Volume
-	gate := func(scale string) []*elems {
+	gate := func(scale string) []*octdicom.Elements {
 		return algorithmIdentification("octflow quality gate", b.sw.Version, scale)
 	}
-	var out []*elems
+	var out []*octdicom.Elements
 	for _, it := range []struct {
-		concept *elems
+		concept *octdicom.Elements
 		value   float64
-		units   *elems
-		context []*elems
+		units   *octdicom.Elements
+		context []*octdicom.Elements
 	}{
-		{code("111691", "DCM", "Number of Images Used for Macular Measurements"), float64(v.Frames), noUnits(), nil},
-		{code("111692", "DCM", "Number of Samples Used per Image"), float64(v.Cols), noUnits(), nil},
-		{code("111693", "DCM", "Analysis Quality Rating"), math.Round(1000*q.GradableFraction) / 10, percent(),
+		{octdicom.Code("111691", "DCM", "Number of Images Used for Macular Measurements"), float64(v.Frames), noUnits(), nil},
+		{octdicom.Code("111692", "DCM", "Number of Samples Used per Image"), float64(v.Cols), noUnits(), nil},
+		{octdicom.Code("111693", "DCM", "Analysis Quality Rating"), math.Round(1000*q.GradableFraction) / 10, percent(),
 			gate("percent of the A-scans graded")},
-		{code("111694", "DCM", "Image Set Quality Rating"), q.SignalStrength, noUnits(),
+		{octdicom.Code("111694", "DCM", "Image Set Quality Rating"), q.SignalStrength, noUnits(),
 			gate("signal strength, 0 to 10 (" + q.Grade + ")")},
 	} {
 		n, err := numItem("CONTAINS", it.concept, it.value, it.units, it.context...)
@@ -362,88 +367,88 @@ func (b *builder) qualityItems() ([]*elems, error) {
 
 // laterality is the eye's code (SCT Right or Left), from the report or
 // else the scan; nil when neither says.
-func (b *builder) laterality() *elems {
+func (b *builder) laterality() *octdicom.Elements {
 	switch {
 	case b.rep.Eye == "OD" || b.rep.Eye == "" && b.id.Laterality == "R":
-		return code("24028007", "SCT", "Right")
+		return octdicom.Code("24028007", "SCT", "Right")
 	case b.rep.Eye == "OS" || b.rep.Eye == "" && b.id.Laterality == "L":
-		return code("7771000", "SCT", "Left")
+		return octdicom.Code("7771000", "SCT", "Left")
 	}
 	return nil
 }
 
 // item is an SR content item's head: its relationship, value type and
 // concept name.
-func item(rel, valueType string, concept *elems) *elems {
-	it := &elems{}
-	it.str(tag.RelationshipType, rel)
-	it.str(tag.ValueType, valueType)
-	it.seq(tag.ConceptNameCodeSequence, concept)
+func item(rel, valueType string, concept *octdicom.Elements) *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Str(tag.RelationshipType, rel)
+	it.Str(tag.ValueType, valueType)
+	it.Seq(tag.ConceptNameCodeSequence, concept)
 	return it
 }
 
-func container(rel string, concept *elems, children ...*elems) *elems {
+func container(rel string, concept *octdicom.Elements, children ...*octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "CONTAINER", concept)
-	it.str(tag.ContinuityOfContent, "SEPARATE")
-	it.seq(tag.ContentSequence, children...)
+	it.Str(tag.ContinuityOfContent, "SEPARATE")
+	it.Seq(tag.ContentSequence, children...)
 	return it
 }
 
-func codeItem(rel string, concept, value *elems) *elems {
+func codeItem(rel string, concept, value *octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "CODE", concept)
-	it.seq(tag.ConceptCodeSequence, value)
+	it.Seq(tag.ConceptCodeSequence, value)
 	return it
 }
 
-func textItem(rel string, concept *elems, text string) *elems {
+func textItem(rel string, concept *octdicom.Elements, text string) *octdicom.Elements {
 	it := item(rel, "TEXT", concept)
-	it.str(tag.TextValue, text)
+	it.Str(tag.TextValue, text)
 	return it
 }
 
-func uidItem(rel string, concept *elems, uid string) *elems {
+func uidItem(rel string, concept *octdicom.Elements, uid string) *octdicom.Elements {
 	it := item(rel, "UIDREF", concept)
-	it.str(tag.UID, uid)
+	it.Str(tag.UID, uid)
 	return it
 }
 
-func imageItem(rel, sopClass, sopInstance string) *elems {
-	it := &elems{}
-	it.str(tag.RelationshipType, rel)
-	it.str(tag.ValueType, "IMAGE")
-	ref := &elems{}
-	ref.str(tag.ReferencedSOPClassUID, sopClass)
-	ref.str(tag.ReferencedSOPInstanceUID, sopInstance)
-	it.seq(tag.ReferencedSOPSequence, ref)
+func imageItem(rel, sopClass, sopInstance string) *octdicom.Elements {
+	it := &octdicom.Elements{}
+	it.Str(tag.RelationshipType, rel)
+	it.Str(tag.ValueType, "IMAGE")
+	ref := &octdicom.Elements{}
+	ref.Str(tag.ReferencedSOPClassUID, sopClass)
+	ref.Str(tag.ReferencedSOPInstanceUID, sopInstance)
+	it.Seq(tag.ReferencedSOPSequence, ref)
 	return it
 }
 
 // numItem is a NUM content item of v in units, with its children (its
 // observation context, the source image it is inferred from).
-func numItem(rel string, concept *elems, v float64, units *elems, from ...*elems) (*elems, error) {
+func numItem(rel string, concept *octdicom.Elements, v float64, units *octdicom.Elements, from ...*octdicom.Elements) (*octdicom.Elements, error) {
 	s, err := decimalString(v)
 	if err != nil {
 		return nil, err
 	}
 	it := item(rel, "NUM", concept)
-	mv := &elems{}
-	mv.str(tag.NumericValue, s)
-	mv.seq(tag.MeasurementUnitsCodeSequence, units)
-	it.seq(tag.MeasuredValueSequence, mv)
+	mv := &octdicom.Elements{}
+	mv.Str(tag.NumericValue, s)
+	mv.Seq(tag.MeasurementUnitsCodeSequence, units)
+	it.Seq(tag.MeasuredValueSequence, mv)
 	if len(from) > 0 {
-		it.seq(tag.ContentSequence, from...)
+		it.Seq(tag.ContentSequence, from...)
 	}
 	return it, nil
 }
 
 // numAbsent is a NUM content item without a value: an empty Measured
 // Value Sequence and the qualifier that says why, with children if any.
-func numAbsent(rel string, concept, qualifier *elems, children ...*elems) *elems {
+func numAbsent(rel string, concept, qualifier *octdicom.Elements, children ...*octdicom.Elements) *octdicom.Elements {
 	it := item(rel, "NUM", concept)
-	it.seq(tag.MeasuredValueSequence)
-	it.seq(tag.NumericValueQualifierCodeSequence, qualifier)
+	it.Seq(tag.MeasuredValueSequence)
+	it.Seq(tag.NumericValueQualifierCodeSequence, qualifier)
 	if len(children) > 0 {
-		it.seq(tag.ContentSequence, children...)
+		it.Seq(tag.ContentSequence, children...)
 	}
 	return it
 }

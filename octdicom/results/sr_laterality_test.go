@@ -1,4 +1,4 @@
-package octdicom
+package results
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"octflow/imaging"
+	"octflow/octdicom/octdicomtest"
 	"octflow/report"
 
 	"github.com/suyashkumar/dicom"
@@ -96,12 +97,12 @@ func TestTheMacularGridReportNamesTheEye(t *testing.T) {
 		{"neither says", "", "", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			id := testIdentity(testRef)
+			id := octdicomtest.Identity(testRef)
 			id.Laterality = c.scanSide
 			rep := cubeReport()
 			rep.Eye = c.reportEye
 			var sr *Object
-			objs := results(t, id, rep, []byte("%PDF-1.4 test"))
+			objs := build(t, id, rep, []byte("%PDF-1.4 test"))
 			for i := range objs {
 				if objs[i].Kind == KindMacularGridSR {
 					sr = &objs[i]
@@ -169,7 +170,7 @@ func TestTheMacularGridReportSaysTheLesionFinding(t *testing.T) {
 			rep := cubeReport()
 			c.edit(rep)
 			var sr *Object
-			objs := results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))
+			objs := build(t, octdicomtest.Identity(testRef), rep, []byte("%PDF-1.4 test"))
 			for i := range objs {
 				if objs[i].Kind == KindMacularGridSR {
 					sr = &objs[i]

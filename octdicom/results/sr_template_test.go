@@ -1,7 +1,8 @@
-package octdicom
+package results
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/suyashkumar/dicom"
 	"github.com/suyashkumar/dicom/pkg/tag"
 
+	"octflow/octdicom"
+	"octflow/octdicom/octdicomtest"
 	"octflow/report"
 )
 
@@ -170,6 +173,7 @@ func macularTemplateRows() []templateRow {
 			templateRow{row: "TID 4019 row 2 of the quality gate", path: []string{group, q, "111003"}, count: 1, rel: "HAS OBS CONTEXT",
 				vt: "TEXT", concept: srCode{"111003", "DCM", "Algorithm Version"}})
 	}
+	stages := len(cubeReport().Algorithms)
 	for _, f := range cid4285Rows {
 		c := f.concept.value
 		rows = append(rows, templateRow{row: "TID 2120 $Measurement, CID 4285 " + c, path: []string{group, c}, count: 1,
@@ -181,11 +185,12 @@ func macularTemplateRows() []templateRow {
 			continue
 		}
 		rows = append(rows,
-			// One name and version per algorithm behind the figure: the
-			// denoising, the segmentation, the grid.
-			templateRow{row: "TID 4019 row 1 of " + c, path: []string{group, c, "111001"}, count: 3, rel: "HAS OBS CONTEXT",
+			// One name and version per algorithm the report names (the
+			// image stages': the denoising, the segmentation, the lesion
+			// search, the grid).
+			templateRow{row: "TID 4019 row 1 of " + c, path: []string{group, c, "111001"}, count: stages, rel: "HAS OBS CONTEXT",
 				vt: "TEXT", concept: srCode{"111001", "DCM", "Algorithm Name"}},
-			templateRow{row: "TID 4019 row 2 of " + c, path: []string{group, c, "111003"}, count: 3, rel: "HAS OBS CONTEXT",
+			templateRow{row: "TID 4019 row 2 of " + c, path: []string{group, c, "111003"}, count: stages, rel: "HAS OBS CONTEXT",
 				vt: "TEXT", concept: srCode{"111003", "DCM", "Algorithm Version"}},
 			templateRow{row: "TID 300 INFERRED FROM of " + c, path: []string{group, c, "IMAGE"}, count: 1, rel: "INFERRED FROM", vt: "IMAGE"})
 	}
@@ -199,7 +204,7 @@ func macularTemplateRows() []templateRow {
 // templates (dsrdump checks the IOD's relationships only).
 func TestTheMacularGridReportFollowsItsTemplatesRowByRow(t *testing.T) {
 	rep := cubeReport()
-	root := srTree(t, results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))[1])
+	root := srTree(t, build(t, octdicomtest.Identity(testRef), rep, []byte("%PDF-1.4 test"))[1])
 	for _, r := range macularTemplateRows() {
 		t.Run(r.row, func(t *testing.T) {
 			got := root.find(r.path...)
@@ -217,7 +222,7 @@ func TestTheMacularGridReportFollowsItsTemplatesRowByRow(t *testing.T) {
 				if n.vt == "CODE" && n.code != r.code {
 					t.Errorf("at %v: value %v, want %v", r.path, n.code, r.code)
 				}
-				if n.vt == "TEXT" && n.text == "" || n.vt == "UIDREF" && !ValidUID(n.uid) {
+				if n.vt == "TEXT" && n.text == "" || n.vt == "UIDREF" && !octdicom.ValidUID(n.uid) {
 					t.Errorf("at %v: no value", r.path)
 				}
 			}
@@ -270,7 +275,7 @@ func TestTheMacularGridReportGivesEveryFigureOrSaysWhyNot(t *testing.T) {
 			"total volume not reported: subfield OT is not reported", "Quality gate: partial: some figures withheld."}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			root := srTree(t, results(t, testIdentity(testRef), c.rep, []byte("%PDF-1.4 test"))[1])
+			root := srTree(t, build(t, octdicomtest.Identity(testRef), c.rep, []byte("%PDF-1.4 test"))[1])
 			for concept, want := range c.want {
 				got := root.find(group, concept)
 				if len(got) != 1 {
@@ -302,25 +307,53 @@ func TestTheMacularGridReportGivesEveryFigureOrSaysWhyNot(t *testing.T) {
 }
 
 // TestTheAlgorithmsBehindAFigureAreIdentified reads the TID 4019 items
-// of a figure: one name and version per stage it rests on, in pipeline
-// order, as the report names their algorithms ("name/version"; a served
-// model's URL is all name, of an unknown version).
+// of a figure: one name and version per stage the report names an
+// algorithm of, in the pipeline's order as the report records it (a
+// report that recorded none: by name), as the report names them
+// ("name/version"; a served model's URL is all name, of an unknown
+// version). A stage added to the pipeline is identified with no change
+// here; one replaced drops out.
 func TestTheAlgorithmsBehindAFigureAreIdentified(t *testing.T) {
-	rep := cubeReport()
-	rep.Algorithms = map[string]string{"denoise": "nlm-log/v1", "layers": "kserve:http://triton:8000/v2/models/layers",
+	reference := map[string]string{"denoise": "nlm-log/v1", "layers": "kserve:http://triton:8000/v2/models/layers",
 		"lesions": "fluid-drusen/v1", "measure": "etdrs-layers/v1.2"}
-	root := srTree(t, results(t, testIdentity(testRef), rep, []byte("%PDF-1.4 test"))[1])
-	var got []string
-	for _, n := range root.find(group, "57109-1")[0].children {
-		if n.rel == "HAS OBS CONTEXT" {
-			got = append(got, n.concept.meaning+"="+n.text)
-		}
+	withFlatten := maps.Clone(reference)
+	withFlatten["flatten"] = "rpe-flatten/v2"
+	withoutDenoise := maps.Clone(reference)
+	delete(withoutDenoise, "denoise")
+	pair := func(name, version string) []string {
+		return []string{"Algorithm Name=" + name, "Algorithm Version=" + version}
 	}
-	want := []string{"Algorithm Name=nlm-log", "Algorithm Version=v1",
-		"Algorithm Name=kserve:http://triton:8000/v2/models/layers", "Algorithm Version=unknown",
-		"Algorithm Name=etdrs-layers", "Algorithm Version=v1.2"}
-	if !slices.Equal(got, want) {
-		t.Errorf("the central subfield's algorithms\n got %q\nwant %q", got, want)
+	denoise, layers := pair("nlm-log", "v1"), pair("kserve:http://triton:8000/v2/models/layers", "unknown")
+	lesions, measure, flatten := pair("fluid-drusen", "v1"), pair("etdrs-layers", "v1.2"), pair("rpe-flatten", "v2")
+	for _, c := range []struct {
+		name       string
+		algorithms map[string]string
+		order      []string
+		want       [][]string
+	}{
+		{"the reference pipeline", reference, []string{"denoise", "layers", "lesions", "measure"},
+			[][]string{denoise, layers, lesions, measure}},
+		{"a stage added, in its place", withFlatten, []string{"denoise", "flatten", "layers", "lesions", "measure"},
+			[][]string{denoise, flatten, layers, lesions, measure}},
+		{"a stage gone", withoutDenoise, []string{"layers", "lesions", "measure"}, [][]string{layers, lesions, measure}},
+		{"a report that recorded no order", withFlatten, nil, [][]string{denoise, flatten, layers, lesions, measure}},
+		{"an order naming a stage of no algorithm", reference, []string{"measure", "report", "denoise"},
+			[][]string{measure, denoise, layers, lesions}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := cubeReport()
+			rep.Algorithms, rep.AlgorithmOrder = c.algorithms, c.order
+			root := srTree(t, build(t, octdicomtest.Identity(testRef), rep, []byte("%PDF-1.4 test"))[1])
+			var got []string
+			for _, n := range root.find(group, "57109-1")[0].children {
+				if n.rel == "HAS OBS CONTEXT" {
+					got = append(got, n.concept.meaning+"="+n.text)
+				}
+			}
+			if want := slices.Concat(c.want...); !slices.Equal(got, want) {
+				t.Errorf("the central subfield's algorithms\n got %q\nwant %q", got, want)
+			}
+		})
 	}
 	for _, c := range []struct{ in, name, version string }{
 		{"chiu-graph/v1", "chiu-graph", "v1"},
@@ -347,7 +380,7 @@ func TestTheDeviceIsTheInstallation(t *testing.T) {
 		ref.Campus = campus
 		rep := cubeReport()
 		rep.Campus = campus
-		objs, err := Results(testIdentity(ref), rep, []byte("%PDF-1.4 test"), Software{Version: "v1", Installation: installation})
+		objs, err := Build(octdicomtest.Identity(ref), rep, []byte("%PDF-1.4 test"), Software{Version: "v1", Installation: installation})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +391,7 @@ func TestTheDeviceIsTheInstallation(t *testing.T) {
 				t.Errorf("%s: Device Serial Number %q, the SR's observer %q", o.Kind, got, serial)
 			}
 		}
-		if !ValidUID(uid) || len(serial) > 64 || serial == "" {
+		if !octdicom.ValidUID(uid) || len(serial) > 64 || serial == "" {
 			t.Errorf("observer UID %q, serial number %q", uid, serial)
 		}
 		return uid, serial
@@ -408,10 +441,10 @@ func TestTheResultsAreWrittenInTheSourcesZone(t *testing.T) {
 		{"0100", "20261202", "080000", "20261202080000+0000", ""},
 	} {
 		t.Run(fmt.Sprintf("offset %q", c.offset), func(t *testing.T) {
-			id := testIdentity(testRef)
+			id := octdicomtest.Identity(testRef)
 			id.TimezoneOffset = c.offset
 			rep := cubeReport()
-			for _, o := range results(t, id, rep, renderPDF(t, rep)) {
+			for _, o := range build(t, id, rep, renderPDF(t, rep)) {
 				ds := parse(t, o)
 				for _, tg := range []tag.Tag{tag.InstanceCreationDate, tag.SeriesDate, tag.ContentDate} {
 					if got := value(t, ds, tg); got != c.date {
@@ -449,14 +482,14 @@ func TestTheResultsAreWrittenInTheSourcesZone(t *testing.T) {
 // made for: the source's requests, else the study's accession number;
 // neither when the source names no order.
 func TestTheResultsReferenceTheOrder(t *testing.T) {
-	withRequest := testIdentity(testRef)
-	accessionOnly := testIdentity(testRef)
+	withRequest := octdicomtest.Identity(testRef)
+	accessionOnly := octdicomtest.Identity(testRef)
 	accessionOnly.Requests = nil
 	noOrder := accessionOnly
 	noOrder.AccessionNumber = ""
 	for _, c := range []struct {
 		name string
-		id   Identity
+		id   octdicom.Identity
 		// want: accession number, requested procedure ID, description,
 		// code value; nil: no sequence.
 		want []string
@@ -467,7 +500,7 @@ func TestTheResultsReferenceTheOrder(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := cubeReport()
-			objs := results(t, c.id, rep, renderPDF(t, rep))
+			objs := build(t, c.id, rep, renderPDF(t, rep))
 			for _, o := range objs {
 				seq := map[string]tag.Tag{KindPDF: tag.RequestAttributesSequence, KindMacularGridSR: tag.ReferencedRequestSequence}[o.Kind]
 				items := seqItems(parse(t, o).Elements, seq)
@@ -504,7 +537,7 @@ func TestTheEncapsulatedPDFHasACodedTitle(t *testing.T) {
 		{cubeReport(), "Macular OCT report"},
 		{circleReport(), "Peripapillary RNFL report"},
 	} {
-		ds := parse(t, results(t, testIdentity(testRef), c.rep, []byte("%PDF-1.4 test"))[0])
+		ds := parse(t, build(t, octdicomtest.Identity(testRef), c.rep, []byte("%PDF-1.4 test"))[0])
 		if got := value(t, ds, tag.DocumentTitle); got != c.title {
 			t.Errorf("%s: Document Title %q, want %q", c.rep.ScanPattern, got, c.title)
 		}
