@@ -91,6 +91,10 @@ type Activities struct {
 	// Workstations is the pipeline worker's part: how the notify stage
 	// reaches the clinicians (nil on a GPU node).
 	Workstations *Workstations
+	// Pipeline is the pipeline the stages run in, whose order the report
+	// lists what computed each stage in (nil: Pipeline(), the shipped
+	// one).
+	Pipeline exam.Pipeline
 }
 
 // GPUNode is a GPU node's part of its stages, which the node

@@ -177,3 +177,25 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// The report lists what computed each stage in the order of the pipeline
+// its worker runs, not the shipped one's.
+func TestTheReportOrdersTheAlgorithmsByItsWorkersPipeline(t *testing.T) {
+	shipped := Pipeline().Specs()
+	toy := exam.StageSpec{Stage: "toy", Activity: "Toy", Input: exam.ImageInput}
+	// The toy stage before measure: the shipped order would put it last.
+	custom := append(append(append(exam.Pipeline{}, shipped[:3]...), toy), shipped[3:]...)
+	said := map[exam.Stage]string{exam.Denoise: "d", exam.Layers: "l", exam.Lesions: "x", "toy": "t", exam.Measure: "m"}
+	for _, c := range []struct {
+		name     string
+		pipeline exam.Pipeline
+		want     []string
+	}{
+		{"the shipped pipeline (none given)", nil, []string{"denoise", "layers", "lesions", "measure"}},
+		{"a pipeline with a stage before measure", custom, []string{"denoise", "layers", "lesions", "toy", "measure"}},
+	} {
+		if got := (&Activities{Pipeline: c.pipeline}).algorithmOrder(said); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.ReportInput) 
 			Algorithms:  algorithmsOf(in.Algorithms),
 			// The stages that named one, in the pipeline's order: the
 			// SR identifies them so.
-			AlgorithmOrder: algorithmOrder(in.Algorithms),
+			AlgorithmOrder: a.algorithmOrder(in.Algorithms),
 			Intensity:      &intensity,
 		}
 		rep.FromAnalysis(mf.Analysis, lesions, mf.Volume.Cols)
@@ -127,12 +127,16 @@ func algorithmsOf(byStage map[exam.Stage]string) map[string]string {
 	return out
 }
 
-// algorithmOrder lists the stages of byStage in the order Pipeline runs
-// them (a stage it does not run, none in practice, is left to
+// algorithmOrder lists the stages of byStage in the order a's pipeline
+// runs them (a stage it does not run, none in practice, is left to
 // report.Report.AlgorithmStages, which puts it last).
-func algorithmOrder(byStage map[exam.Stage]string) []string {
+func (a *Activities) algorithmOrder(byStage map[exam.Stage]string) []string {
+	pipeline := a.Pipeline
+	if pipeline == nil {
+		pipeline = Pipeline().Specs()
+	}
 	var out []string
-	for _, s := range Pipeline().Specs().Stages() {
+	for _, s := range pipeline.Stages() {
 		if _, ok := byStage[s]; ok {
 			out = append(out, string(s))
 		}

@@ -102,7 +102,7 @@ func Start(c client.Client, p PipelineOptions, h HousekeepingOptions) (*Workers,
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: p.Identity, WorkerStopTimeout: p.StopTimeout,
 		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: p.Interceptors})
 	inbox := InboxPublisher{Client: c}
-	acts := &activities.Activities{Common: p.Common, Node: p.Identity,
+	acts := &activities.Activities{Common: p.Common, Node: p.Identity, Pipeline: p.Stages.Specs(),
 		Workstations: &activities.Workstations{Webhooks: p.Webhooks, Inbox: inbox}}
 	activities.RegisterStages(cpu, acts, p.Stages, false)
 	activities.RegisterExport(cpu, &activities.Exporter{Store: p.Common.Store, Logger: p.Common.Logger, Inbox: inbox,

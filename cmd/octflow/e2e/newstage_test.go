@@ -73,10 +73,15 @@ func TestAStageAddedToThePipelineRunsOnTheEmbeddedStack(t *testing.T) {
 		t.Fatalf("the toy stage's note: %q (%v); want the size of the measurements it read", note, err)
 	}
 
-	// The report names what computed the toy stage, as the stage said:
-	// the report stage has no line for it.
-	if rep, _ := h.readReport(exam.ReportJSONKey(h.ref("toy-1"))); rep.Algorithms["toy"] != "toy-note/v1" || rep.Algorithms["measure"] == "" {
+	// The report names what computed the toy stage, as the stage said
+	// (the report stage has no line for it), in the order the pipeline
+	// it ran in put it: after measure.
+	rep, _ := h.readReport(exam.ReportJSONKey(h.ref("toy-1")))
+	if rep.Algorithms["toy"] != "toy-note/v1" || rep.Algorithms["measure"] == "" {
 		t.Errorf("the report names %v, want the toy stage's algorithm beside the others", rep.Algorithms)
+	}
+	if want := []string{"denoise", "layers", "lesions", "measure", "toy"}; !slices.Equal(rep.AlgorithmOrder, want) {
+		t.Errorf("the report lists the algorithms in the order %v, want the pipeline's %v", rep.AlgorithmOrder, want)
 	}
 
 	var events []lifecycle.Entry
