@@ -11,14 +11,16 @@
 # from the Debian mirror apt's sources name, an Alpine-like base (busybox
 # as /bin/sh and its applets, CA certificates, tzdata), Temporal's server,
 # admin tools and UI and versitygw from their Go modules at the versions
-# go.mod pins, PostgreSQL, Prometheus and Alertmanager from Debian, the octflow
+# go.mod pins, PostgreSQL, Prometheus, Alertmanager, node-exporter and
+# postgres-exporter from Debian, the octflow
 # image from the shipped Dockerfile's runtime stage with the host-built
 # bin/octflow, and the audit collector (rsyslog) and the TLS proxy
 # (stunnel4) from their shipped Dockerfiles, all onto the debootstrapped
 # Debian base. deploy/compose-test/compose.test.yml swaps those images in.
 #
 # It installs what it lacks (Debian: docker.io, debootstrap,
-# busybox-static, prometheus, prometheus-alertmanager, jq, curl, openssl;
+# busybox-static, prometheus, prometheus-alertmanager,
+# prometheus-node-exporter, prometheus-postgres-exporter, jq, curl, openssl;
 # Docker Compose v2 built
 # from its Go module), starts dockerd if none answers, and keeps its
 # caches under $OCTFLOW_COMPOSE_CACHE (default /var/cache/octflow-compose):
@@ -51,6 +53,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 [ -x /bin/busybox ] && /bin/busybox --list | grep -x wget >/dev/null || missing+=(busybox-static) # not grep -q: its early exit fails the pipe
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+command -v prometheus-node-exporter >/dev/null || missing+=(prometheus-node-exporter)
+command -v prometheus-postgres-exporter >/dev/null || missing+=(prometheus-postgres-exporter)
 command -v jq >/dev/null || missing+=(jq)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
@@ -189,7 +193,8 @@ cp /bin/busybox "$r/bin/busybox"
 for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
 cp /usr/bin/getent "$r/usr/bin/getent"
 cp /bin/bash "$r/bin/bash" # the UI's start script is bash, and the UI image installs it
-for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool; do
+for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool \
+	/usr/bin/prometheus-node-exporter /usr/bin/prometheus-postgres-exporter; do
 	ldd "$b" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$r$(dirname "$lib")"
@@ -236,6 +241,14 @@ cp -r /usr/share/prometheus/alertmanager "$c/share"
 printf 'route:\n  receiver: default\nreceivers:\n  - name: default\n' >"$c/alertmanager.yml"
 build octflow-test/alertmanager:debian "$HERE/images/alertmanager.Dockerfile" "$c"
 
+c=$(ctx node-exporter)
+cp /usr/bin/prometheus-node-exporter "$c/node_exporter"
+build octflow-test/node-exporter:debian "$HERE/images/node-exporter.Dockerfile" "$c"
+
+c=$(ctx postgres-exporter)
+cp /usr/bin/prometheus-postgres-exporter "$c/postgres_exporter"
+build octflow-test/postgres-exporter:debian "$HERE/images/postgres-exporter.Dockerfile" "$c"
+
 c=$(ctx alert-sink)
 cp "$HERE/images/alert-sink-hook.sh" "$c/"
 build octflow-test/alert-sink:1 "$HERE/images/alert-sink.Dockerfile" "$c"
@@ -271,7 +284,8 @@ for d in audit tls-proxy; do
 	build "octflow-test/$d:dev" "$c/Dockerfile" "$c"
 done
 docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-test/' | sort | sed 's/^/    /'
-printf '    Debian stand-ins: %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)"
+printf '    Debian stand-ins: %s; %s; %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)" \
+	"$(prometheus-node-exporter --version 2>&1 | sed -n 1p)" "$(prometheus-postgres-exporter --version 2>&1 | sed -n 1p)"
 
 # --- the project: the shipped file and deploy/, test secrets ---------------
 # The shipped file reads deploy/octflow.env and deploy/secrets/, which hold
