@@ -287,10 +287,11 @@ docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-te
 printf '    Debian stand-ins: %s; %s; %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)" \
 	"$(prometheus-node-exporter --version 2>&1 | sed -n 1p)" "$(prometheus-postgres-exporter --version 2>&1 | sed -n 1p)"
 
-# --- the project: the shipped file and deploy/, test secrets ---------------
-# The shipped file reads deploy/octflow.env and deploy/secrets/, which hold
-# a site's real secrets: the test runs a copy of the file and of deploy/
-# in a directory of its own, with secrets made for the run.
+# --- the project: the shipped file and deploy/, bootstrapped by init.sh ----
+# The shipped file reads deploy/secrets/ and .env, which hold a site's
+# real secrets and settings: the test runs a copy of the file and of
+# deploy/ in a clean directory of its own, and sets it up as an operator
+# does, with deploy/init.sh.
 RUN=$CACHE/run
 rm -rf "$RUN"
 mkdir -p "$RUN"
@@ -301,30 +302,90 @@ cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$HERE/compose.node.tes
 cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
 rnd() { openssl rand -hex "$1"; }
-# The secrets, one file each, by the command a site runs.
-"$ROOT/deploy/make-secrets.sh" "$RUN/deploy" >/dev/null || fail "deploy/make-secrets.sh"
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+# The api's and the UI's ports: free ones, picked here, since the UI names
+# the codec endpoint by the api's public URL and the api answers the UI's
+# origin. Temporal's frontend and the S3 proxy, opened by the shipped
+# file's settings on the Docker bridge's address: what host-gateway
+# reaches from the node's network (and no other host).
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p" && return; }
+	done
+}
+OCTFLOW_TEST_API_PORT=$(free_port)
+OCTFLOW_TEST_UI_PORT=$(free_port)
+[ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
+# A daemon's first start (no docker0 yet, an empty network store) leaves
+# the Gateway out of the bridge's IPAM record (moby/moby#26799): the
+# address the bridge's interface holds is the same one, so read that then.
+bridge_address() {
+	local gw dev
+	gw=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
+	if [ -z "$gw" ]; then
+		dev=$(docker network inspect bridge -f '{{index .Options "com.docker.network.bridge.name"}}')
+		gw=$(ip -4 -o addr show dev "${dev:-docker0}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+	fi
+	echo "$gw"
+}
+PUBLIC_BIND=$(bridge_address)
+[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no IPv4 address (neither in its IPAM record nor on its interface)"
+
+# The bootstrap, the one command of docs/operations.md (Production), on
+# the clean directory: the public URL (the api's port picked above; its
+# host, localhost, names the api's certificate) and the three receivers,
+# here the test's webhook receiver (alert-sink) by receiver name. It
+# makes the secrets and certificates, the Alertmanager configuration,
+# the first admin token (printed once) and .env.
+T_INIT=$(date +%s)
+hook=http://alert-sink:8080/cgi-bin/hook
+ADMIN=$(cd "$RUN" && deploy/init.sh --public-url "https://localhost:$OCTFLOW_TEST_API_PORT" --oncall-url "$hook?receiver=oncall" \
+	--ticket-url "$hook?receiver=tickets" --heartbeat-url "$hook?receiver=heartbeat" 2>"$CACHE/logs/init.log") || {
+	cat "$CACHE/logs/init.log"
+	fail "deploy/init.sh"
+}
+ADMIN=$(grep '^octflow-admin-' <<<"$ADMIN") || fail "deploy/init.sh printed no admin token"
+for f in .env deploy/secrets/alertmanager.yml deploy/secrets/tokens.json deploy/secrets/api.pem deploy/secrets/codec-keys.json; do
+	[ -s "$RUN/$f" ] || fail "deploy/init.sh did not write $f"
+done
+grep -q "$(sha "$ADMIN")" "$RUN/deploy/secrets/tokens.json" && ! grep -q "$ADMIN" "$RUN/deploy/secrets/tokens.json" ||
+	fail "tokens.json does not keep the admin token's hash alone"
+amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration init.sh wrote"
+# The api's callers, as docs/security.md says to add them: a device and a
+# clinician of the demo campus, beside init.sh's admin.
 DEVICE=dev-device-$(rnd 16)
 CLINICIAN=dev-clinician-$(rnd 16)
-sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-cat >"$RUN/deploy/secrets/tokens.json" <<EOF
-[
-  {"sha256": "$(sha "$DEVICE")", "name": "compose-test device", "role": "device", "deviceId": "compose-oct-1", "campus": "demo-campus", "urgent": true},
-  {"sha256": "$(sha "$CLINICIAN")", "name": "compose-test clinician", "role": "clinician", "campus": "demo-campus"}
-]
+tokens=$RUN/deploy/secrets/tokens.json
+jq --arg d "$(sha "$DEVICE")" --arg c "$(sha "$CLINICIAN")" '. + [
+	{sha256: $d, name: "compose-test device", role: "device", deviceId: "compose-oct-1", campus: "demo-campus", urgent: true},
+	{sha256: $c, name: "compose-test clinician", role: "clinician", campus: "demo-campus"}]' "$tokens" >"$tokens.new"
+mv "$tokens.new" "$tokens"
+chmod 444 "$tokens"
+# What the test sets beyond init.sh's answers, in the same .env, so that
+# every later `docker compose` in the directory, from any shell, reads
+# it: Temporal's frontend and the S3 proxy opened on one address (the
+# Docker bridge's, what host-gateway reaches from the remote node's
+# network) instead of loopback; the UI's origin; the test's ports and
+# stage time; and its Compose files and project, as init.sh names
+# docker-compose.gpu.yml on a GPU host. Nothing of it is exported to
+# the test's own Compose runs: they read .env too.
+sed -i -e "s|^OCTFLOW_TEMPORAL_BIND=.*|OCTFLOW_TEMPORAL_BIND='$PUBLIC_BIND'|" -e "s|^OCTFLOW_S3_BIND=.*|OCTFLOW_S3_BIND='$PUBLIC_BIND'|" "$RUN/.env"
+OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT
+OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
+cat >>"$RUN/.env" <<EOF
+# The compose test's own (deploy/compose-test/run.sh).
+OCTFLOW_UI_ORIGIN='$OCTFLOW_UI_ORIGIN'
+OCTFLOW_TEST_API_PORT='$OCTFLOW_TEST_API_PORT'
+OCTFLOW_TEST_UI_PORT='$OCTFLOW_TEST_UI_PORT'
+OCTFLOW_TEST_STAGE_TIME='${OCTFLOW_TEST_STAGE_TIME:-2s}'
+COMPOSE_FILE='docker-compose.yml:compose.test.yml'
+COMPOSE_PROJECT_NAME='$PROJECT'
 EOF
-# Alertmanager: the shipped example with each receiver's URL pointed at
-# the test's webhook receiver (alert-sink), by receiver name.
-sed -E 's|https://([a-z]+)\.example\.org/[^ ]*|http://alert-sink:8080/cgi-bin/hook?receiver=\1|' \
-	"$ROOT/deploy/alertmanager/alertmanager.example.yml" >"$RUN/deploy/secrets/alertmanager.yml"
-grep -q "url: .*example\.org" "$RUN/deploy/secrets/alertmanager.yml" && fail "a receiver URL of the example was not replaced"
-amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration"
-# Compose (without Swarm) bind-mounts secret files with their host mode,
-# and each image runs as a user of its own: readable by all, in a
-# directory only root enters (as make-secrets.sh leaves its own).
-chmod 444 "$RUN/deploy/secrets/tokens.json" "$RUN/deploy/secrets/alertmanager.yml"
-# The certificates, by the command a site runs (its keys readable by uid
-# 10001 only); the host's clients trust the stack's CA.
-OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
+grep -qx "OCTFLOW_PUBLIC_URL='$OCTFLOW_PUBLIC_URL'" "$RUN/.env" && grep -qx "OCTFLOW_TEMPORAL_BIND='$PUBLIC_BIND'" "$RUN/.env" ||
+	fail ".env does not hold the public URL and the binds: $(cat "$RUN/.env")"
+step "PASS: deploy/init.sh set the clean directory up in $(($(date +%s) - T_INIT)) s: .env, secrets, certificates, receivers, an admin token"
 # The CA's key leaves the stack's secrets, as docs/security.md says: GPU
 # nodes are enrolled by signing requests, signed where the key is kept.
 CA_OFFLINE=$CACHE/ca-offline
@@ -356,38 +417,7 @@ jq -e '(.keys == null) and (.scoped | keys == ["campus/north", "system"])' "$RUN
 # certificate still passes TLS, and Temporal gives it no role.
 enrol gpu-revoked-1
 "$ROOT/deploy/revoke-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/revoke-node.sh"
-# The api's and the UI's ports: free ones, picked here, since the UI names
-# the codec endpoint by the api's public URL and the api answers the UI's
-# origin. Temporal's frontend and the S3 proxy, opened by the shipped
-# file's settings on the Docker bridge's address: what host-gateway
-# reaches from the node's network (and no other host).
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 20000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p" && return; }
-	done
-}
-OCTFLOW_TEST_API_PORT=$(free_port)
-OCTFLOW_TEST_UI_PORT=$(free_port)
-[ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
-# A daemon's first start (no docker0 yet, an empty network store) leaves
-# the Gateway out of the bridge's IPAM record (moby/moby#26799): the
-# address the bridge's interface holds is the same one, so read that then.
-bridge_address() {
-	local gw dev
-	gw=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
-	if [ -z "$gw" ]; then
-		dev=$(docker network inspect bridge -f '{{index .Options "com.docker.network.bridge.name"}}')
-		gw=$(ip -4 -o addr show dev "${dev:-docker0}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
-	fi
-	echo "$gw"
-}
-PUBLIC_BIND=$(bridge_address)
-[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no IPv4 address (neither in its IPAM record nor on its interface)"
-export OCTFLOW_TEST_API_PORT OCTFLOW_TEST_UI_PORT
-export OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
-export OCTFLOW_TEMPORAL_BIND=$PUBLIC_BIND OCTFLOW_S3_BIND=$PUBLIC_BIND
+
 export CURL_CA_BUNDLE=$RUN/deploy/secrets/ca.pem OCTFLOW_API_CA_FILE=$RUN/deploy/secrets/ca.pem
 
 compose() { (cd "$RUN" && "$COMPOSE_BIN" -p "$PROJECT" -f docker-compose.yml -f compose.test.yml "$@"); }
@@ -430,6 +460,30 @@ curl -fsS "$API/readyz" >/dev/null || logs_and_fail "the api at $API is not read
 PROM=http://$(compose port prometheus 9090)
 SINK=http://$(compose port alert-sink 8080)
 step "api on $API, Prometheus on $PROM, the test's webhook receiver on $SINK"
+
+# A second `up`, as another admin, cron or a reboot would run it: from a
+# shell with nothing of the test's exported, in the stack's directory,
+# with no option. Compose takes every setting from .env, finds every
+# service as it is and recreates none (the same containers, the same
+# configuration as the test's own runs see).
+T_SECOND=$(date +%s)
+clean_compose() { (cd "$RUN" && env -i PATH="$PATH" HOME="$HOME" "$COMPOSE_BIN" "$@"); }
+before=$(compose ps -a -q | sort)
+compose config >"$CACHE/logs/config-test.yml" 2>&1 || logs_and_fail "docker compose config"
+clean_compose config >"$CACHE/logs/config-clean.yml" 2>&1 || logs_and_fail "docker compose config from a clean shell: $(tail -3 "$CACHE/logs/config-clean.yml")"
+diff "$CACHE/logs/config-test.yml" "$CACHE/logs/config-clean.yml" >/dev/null ||
+	logs_and_fail "the configuration from a clean shell differs: $(diff "$CACHE/logs/config-test.yml" "$CACHE/logs/config-clean.yml" | head -20)"
+clean_compose up -d --wait --wait-timeout 300 >"$CACHE/logs/up-clean.log" 2>&1 || {
+	tail -20 "$CACHE/logs/up-clean.log"
+	logs_and_fail "a second up from a clean shell did not come up healthy"
+}
+! grep -E 'Recreate|Creat' "$CACHE/logs/up-clean.log" | grep -v -E 'Network|Volume' || logs_and_fail "a second up from a clean shell recreated services (above)"
+[ "$(compose ps -a -q | sort)" = "$before" ] || logs_and_fail "a second up from a clean shell left other containers: before $before, after $(compose ps -a -q | sort)"
+jq -e --arg u "$OCTFLOW_PUBLIC_URL" '.services.api.environment.OCTFLOW_PUBLIC_URL == $u' <(clean_compose config --format json) >/dev/null ||
+	logs_and_fail "the api's public URL from a clean shell is not $OCTFLOW_PUBLIC_URL"
+code=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$API/v1/nodes")
+[ "$code" = 200 ] || logs_and_fail "the admin token init.sh printed: GET /v1/nodes answered $code"
+step "PASS: a second up from a clean shell (env -i) read .env, recreated nothing ($(wc -l <<<"$before") containers as they were) in $(($(date +%s) - T_SECOND)) s; init.sh's admin token is the api's"
 
 # What the host reaches: the api over HTTPS only, without /metrics; the
 # UI, Prometheus and Alertmanager on loopback (and the test's receiver);
@@ -927,8 +981,8 @@ fi
 # --- backup and restore ----------------------------------------------------
 # As an operator would (docs/operations.md, *Backup and restore*): review
 # decisions recorded, exams in flight, deploy/backup.sh; then every volume
-# of the stack destroyed and the host's deploy/secrets and compose overlay
-# lost; deploy/restore.sh. Then every exam that had completed is back as it
+# of the stack destroyed and the host's deploy/secrets, .env and compose
+# overlay lost; deploy/restore.sh. Then every exam that had completed is back as it
 # was (status, report, timeline, review; its review still closed to a
 # second decision), its report object's ETag and the secrets as they were,
 # every audit entry of the collector's file back, and the exams that were
@@ -1000,14 +1054,15 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 	sed 's/^/    /' "$CACHE/logs/backup.log"
 	step "PASS: deploy/backup.sh took $(basename "$archive") ($(($(stat -c %s "$archive") / 1024)) KiB) in $T_BACKUP s with exams in flight"
 
-	# The disaster: every volume of the stack, the secrets and the overlay gone.
+	# The disaster: every volume of the stack, the secrets, .env and the overlay gone.
 	T_DOWN=$(date +%s)
 	compose down -v --remove-orphans >/dev/null 2>&1 || logs_and_fail "docker compose down -v"
 	left=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT" | tr '\n' ' ')
 	[ -z "$left" ] || logs_and_fail "volumes left after down -v: $left"
-	rm -rf "$RUN/deploy/secrets" "$RUN/docker-compose.override.yml"
+	cp "$RUN/.env" "$scans/env-before"
+	rm -rf "$RUN/deploy/secrets" "$RUN/docker-compose.override.yml" "$RUN/.env"
 	T_DOWN=$(($(date +%s) - T_DOWN))
-	step "docker compose down -v: every volume of the stack destroyed; deploy/secrets and docker-compose.override.yml removed"
+	step "docker compose down -v: every volume of the stack destroyed; deploy/secrets, .env and docker-compose.override.yml removed"
 
 	T_RESTORE=$(date +%s)
 	T_RESTORE_AT=$T_RESTORE
@@ -1025,6 +1080,7 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 
 	T_CHECK=$(date +%s)
 	[ -e "$RUN/docker-compose.override.yml" ] || logs_and_fail "docker-compose.override.yml was not restored"
+	diff "$scans/env-before" "$RUN/.env" || logs_and_fail ".env differs after the restore (above)"
 	secrets_list | diff "$scans/secrets-before.txt" - || logs_and_fail "deploy/secrets differs after the restore (above: contents, owners, modes)"
 	snapshot "${completed[@]}" | diff "$scans/before.txt" - || logs_and_fail "exams completed before the backup differ after the restore (above)"
 	got=$(review "${all[0]}" approve) || true
@@ -1032,7 +1088,7 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 	[ "$(etag "$key")" = "$tag" ] || logs_and_fail "the ETag of $key was $tag, after the restore '$(etag "$key")'"
 	lost=$(trail_seqs | comm -23 "$scans/trail-before.txt" - | wc -l)
 	[ "$lost" = 0 ] || logs_and_fail "$lost audit entries of the collector's file are missing after the restore"
-	step "PASS: after the restore, ${#completed[@]} completed exams as they were (status, report, timeline, reviews), the ETag of $key, deploy/secrets and the overlay, all $(wc -l <"$scans/trail-before.txt") audit entries"
+	step "PASS: after the restore, ${#completed[@]} completed exams as they were (status, report, timeline, reviews), the ETag of $key, deploy/secrets, .env and the overlay, all $(wc -l <"$scans/trail-before.txt") audit entries"
 	check "${inflight[@]}"
 	# ...and the backup caught them in flight: their report stage ran on
 	# the restored stack (the old stack's later moves went with it).
