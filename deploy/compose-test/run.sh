@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# make compose-test: bring the shipped docker-compose.yml up on a real
-# Docker Engine on this machine, submit exams through the api's published
-# port and see each COMPLETED with one report; back it up with exams in
-# flight, destroy every volume, restore it (deploy/backup.sh,
+# make compose-test: set a clean directory up with deploy/init.sh and
+# bring the shipped docker-compose.yml up on a real Docker Engine on this
+# machine (and up again from a clean shell: nothing recreated); submit
+# exams through the api's published port and see each COMPLETED with one
+# report; drill the alerts (the audit collector stopped, a GPU unhealthy,
+# a certificate near expiry, the disk past 90%) to the test's receiver;
+# check what Grafana's datasource and dashboards query; back it up with
+# exams in flight, destroy every volume, restore it (deploy/backup.sh,
 # deploy/restore.sh) and see every exam back or completed; then take the
 # stack down.
 #
@@ -766,6 +770,180 @@ trail=$(compose exec -T audit cat /var/log/audit/audit.log 2>/dev/null || true)
 grep -q 'sent-with-the-api-certificate' <<<"$trail" || logs_and_fail "the entry sent with the api's audit certificate is not in the collector's file"
 ! grep -q "forged-by-$NODE_ID" <<<"$trail" || logs_and_fail "the collector kept an entry sent with a GPU node's certificate"
 step "PASS: the stack's collector keeps an entry sent with the api's audit certificate and refuses one sent with a GPU node's certificate of the same CA"
+
+# --- alert drills ----------------------------------------------------------
+# What stops intake or loses data, made to happen, and each alert followed
+# to the test's receiver, as docs/operations.md (Alerts: drills) has an
+# operator do it: the audit collector stopped, a GPU made unhealthy, a
+# certificate near expiry, the disk under the volumes past 90% full; all
+# four at once. The rules are the shipped ones but for their waits, for
+# the drills only: Prometheus scrapes and evaluates every 5 s instead of
+# 15, the drilled rules' `for:` is 10 s instead of 2 or 5 minutes, and
+# the collector's silence counts from 20 s instead of 300 (a diff checks
+# that nothing else changed; OctflowCertificateExpiring has no `for:`
+# and is as shipped). Alertmanager is as shipped (30 s group_wait).
+T_DRILLS=$(date +%s)
+PROMDIR=$RUN/deploy/prometheus
+SECRETS=$RUN/deploy/secrets
+cp "$PROMDIR/prometheus.yml" "$CACHE/prometheus.yml.orig"
+cp "$PROMDIR/rules/octflow.yml" "$CACHE/octflow-rules.yml.orig"
+drilled='OctflowAuditCollectorNotTaking|OctflowGPUUnhealthy|OctflowCertificateExpiring|OctflowDiskFilling'
+# rule_for NAME: the `for:` Prometheus now holds for rule NAME, in seconds.
+rule_for() { curl -fsS -m 10 "$PROM/api/v1/rules" | jq -r --arg n "$1" '[.data.groups[].rules[] | select(.name == $n) | .duration] | .[0]'; }
+# prometheus_reload GPU_FOR: SIGHUP, then until OctflowGPUUnhealthy's
+# `for:` is GPU_FOR seconds and every target was scraped since. (A reload
+# with new intervals starts each target's scrapes afresh, and a target
+# that goes before its first new scrape, as a restarted worker's old
+# address does, leaves its series unmarked for five minutes.)
+prometheus_reload() {
+	local deadline=$(($(date +%s) + 60)) hup
+	promtool check config "$PROMDIR/prometheus.yml" >/dev/null || fail "promtool check config refuses $PROMDIR/prometheus.yml"
+	hup=$(date +%s)
+	compose kill -s SIGHUP prometheus >/dev/null 2>&1 || logs_and_fail "docker compose kill -s SIGHUP prometheus"
+	until [ "$(rule_for OctflowGPUUnhealthy)" = "$1" ] && [ "$(promql "min(timestamp(up)) > $hup" | jq length)" = 1 ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "Prometheus did not reload (OctflowGPUUnhealthy's for: $(rule_for OctflowGPUUnhealthy) s, want $1; oldest scrape $(promql 'min(timestamp(up))'), reload at $hup)"
+		sleep 1
+	done
+}
+sed -E 's/^(  (scrape|evaluation)_interval:) 15s$/\1 5s/' "$CACHE/prometheus.yml.orig" >"$PROMDIR/prometheus.yml"
+awk -v drilled="^($drilled)\$" '
+	/^      - alert: / { d = ($3 ~ drilled) }
+	d && /^        for: / { sub(/for: .*/, "for: 10s") }
+	d && /\) > 300$/ { sub(/> 300$/, "> 20") }
+	{ print }' "$CACHE/octflow-rules.yml.orig" >"$PROMDIR/rules/octflow.yml"
+[ "$(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml" | grep -c '^>')" = 4 ] &&
+	[ "$(diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml" | grep -c '^>')" = 2 ] ||
+	fail "the drills' waits changed other lines than the three for:, the collector's 300 s and the two intervals: $(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"; diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml")"
+prometheus_reload 10
+# What the drilled rules read is there, healthy, before anything is done:
+# the disk-watch volume (the test's 64 MiB tmpfs) under node-exporter,
+# gpu-1's two GPUs, the worker's certificate a long way off; and
+# PostgreSQL's state, which the PostgreSQL rules read.
+disk_free() { promql 'node_filesystem_avail_bytes{job="node",mountpoint="/watch/disk-watch"} / node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // "none"'; }
+size=$(promql 'node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // "none"')
+[ "$size" = $((64 << 20)) ] || logs_and_fail "node-exporter's disk-watch is $size bytes, want the test's 64 MiB tmpfs: $(promql 'node_filesystem_size_bytes')"
+[ "$(promql 'sum(octflow_gpu_healthy{node="gpu-1"})' | jq -r '.[0].value[1] // "none"')" = 2 ] ||
+	logs_and_fail "gpu-1's GPUs are not both healthy before the drill: $(promql 'octflow_gpu_healthy')"
+pg=$(promql 'pg_up{job="postgresql"}' | jq -r '.[0].value[1] // "none"')
+conns=$(promql 'sum(pg_stat_database_numbackends{job="postgresql"})' | jq -r '.[0].value[1] // "none"')
+maxc=$(promql 'max(pg_settings_max_connections{job="postgresql"})' | jq -r '.[0].value[1] // "none"')
+[ "$pg" = 1 ] && [ "$maxc" = 150 ] && [ "$conns" -gt 0 ] ||
+	logs_and_fail "postgres-exporter: pg_up $pg, numbackends $conns, max_connections $maxc; want 1, some, 150"
+firing() { promql "ALERTS{alertname=~\"$drilled\", alertstate=\"firing\"}" | jq -r '[.[].metric.alertname] | unique | join(" ")'; }
+[ -z "$(firing)" ] || logs_and_fail "drilled alerts firing before the drills: $(firing)"
+echo "    before: disk-watch $(disk_free) free, PostgreSQL up with $conns of $maxc connections, gpu-1's GPUs healthy"
+
+# The four, at once (each one's start kept).
+drill_names=(OctflowAuditCollectorNotTaking OctflowGPUUnhealthy OctflowCertificateExpiring OctflowDiskFilling)
+drill_receivers=(oncall tickets tickets oncall)
+drill_labels=('.labels.instance == "api:9464"' '.labels.node == "gpu-1" and .labels.gpu == "1"'
+	'.labels.use == "temporal-client" and .labels.subject == "octflow-worker"' '.labels.mountpoint == "/watch/disk-watch"')
+drill_start=()
+# 1. The audit collector stopped, and a clinician's reads, which the api
+# must record.
+drill_start[0]=$(date +%s)
+compose stop audit >/dev/null 2>&1 || logs_and_fail "docker compose stop audit"
+for id in "${batch[@]}"; do status "$id" >/dev/null || logs_and_fail "the api did not answer a read with the collector stopped"; done
+# 2. GPU 1 of gpu-1 throttled for heat: its simulated GPUs take their
+# faults from the file compose.test.yml names.
+drill_start[1]=$(date +%s)
+compose exec -T gpu-1 sh -c 'echo "1 thermal" >/var/lib/octflow/gpu-faults' || logs_and_fail "write gpu-1's faults file"
+# 3. The worker's Temporal client certificate replaced by one of its key
+# and role that expires in 20 days, signed with the offline CA, and the
+# worker restarted to take it.
+drill_start[2]=$(date +%s)
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$CACHE/drill-cert.ext"
+openssl req -new -key "$SECRETS/temporal-worker-key.pem" -subj "/OU=octflow-worker/CN=octflow-worker" 2>/dev/null |
+	openssl x509 -req -CA "$CA_OFFLINE/ca.pem" -CAkey "$CA_OFFLINE/ca-key.pem" -set_serial "0x$(rnd 8)" -days 20 \
+		-extfile "$CACHE/drill-cert.ext" -out "$CACHE/drill-cert.pem" 2>/dev/null || fail "sign the worker's 20-day certificate"
+cat "$CACHE/drill-cert.pem" >"$SECRETS/temporal-worker.pem" # in place: the file Compose mounts
+compose restart worker >/dev/null 2>&1 || logs_and_fail "docker compose restart worker"
+# 4. The disk under the volumes: 60 of disk-watch's 64 MiB written.
+drill_start[3]=$(date +%s)
+docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 dd if=/dev/zero of=/fill/drill bs=1M count=60 2>/dev/null ||
+	logs_and_fail "fill the disk-watch volume"
+step "drills: the audit collector stopped, gpu-1's GPU 1 throttled, the worker on a 20-day certificate, disk-watch 60 of 64 MiB full"
+# Each alert, firing, at its receiver (page: oncall; ticket: tickets),
+# with the labels that say what and where.
+drill_took=()
+deadline=$(($(date +%s) + 240))
+while :; do
+	got=$(received)
+	left=0
+	for i in "${!drill_names[@]}"; do
+		[ -z "${drill_took[$i]:-}" ] || continue
+		if jq -e -s --arg n "${drill_names[$i]}" --arg r "${drill_receivers[$i]}" \
+			"map(select(.receiver == \$r) | .alerts[] | select(.status == \"firing\" and .labels.alertname == \$n and (${drill_labels[$i]}))) | length > 0" \
+			<<<"$got" >/dev/null 2>&1; then
+			drill_took[i]=$(($(date +%s) - drill_start[i]))
+			echo "    ${drill_names[$i]} at the ${drill_receivers[$i]} receiver ${drill_took[$i]} s after the drill began"
+		else
+			left=$((left + 1))
+		fi
+	done
+	[ "$left" -gt 0 ] || break
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "$left drilled alerts did not reach their receivers within 4 minutes; ALERTS: $(promql "ALERTS{alertname=~\"$drilled\"}" | jq -c '[.[].metric | {alertname, alertstate}]'); received: $(jq -c -s 'map({receiver, alerts: [.alerts[] | "\(.labels.alertname) \(.status)"]})' <<<"$got" | cut -c1-600)"
+	sleep 2
+done
+step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s"
+
+# And back, by the runbook: the collector started (the api's spool
+# drains to it), the fault cleared, the certificate renewed with
+# deploy/make-certs.sh (the CA key brought back for it, then taken
+# offline again) and the worker restarted, the space freed.
+T_BACK=$(date +%s)
+compose start audit >/dev/null 2>&1 || logs_and_fail "docker compose start audit"
+compose exec -T gpu-1 sh -c ': >/var/lib/octflow/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
+cp "$CA_OFFLINE/ca-key.pem" "$SECRETS/ca-key.pem"
+rm -f "$SECRETS/temporal-worker.pem" "$SECRETS/temporal-worker-key.pem"
+renewed=$(OCTFLOW_API_HOSTS=localhost "$RUN/deploy/make-certs.sh" "$SECRETS") || fail "deploy/make-certs.sh (renewal)"
+rm -f "$SECRETS/ca-key.pem"
+[ "$renewed" = "$(printf 'made temporal-worker.pem (octflow-worker; 825 days)')" ] || fail "make-certs.sh renewed other than the worker's certificate: $renewed"
+compose restart worker >/dev/null 2>&1 || logs_and_fail "docker compose restart worker"
+docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 rm -f /fill/drill || logs_and_fail "free the disk-watch volume"
+deadline=$(($(date +%s) + 120))
+until [ "$(promql 'sum(octflow_audit_pending_records)' | jq -r '.[0].value[1] // "none"')" = 0 ] &&
+	[ "$(promql 'sum(octflow_gpu_healthy{node="gpu-1"})' | jq -r '.[0].value[1] // "none"')" = 2 ] &&
+	[ "$(promql 'min(octflow_certificate_expiry_timestamp_seconds{subject="octflow-worker"}) - time() > 800 * 86400' | jq length)" = 1 ] &&
+	[ -z "$(firing)" ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the drills did not clear within 2 minutes: firing $(firing); pending audit records $(promql 'octflow_audit_pending_records' | jq -c '[.[].value[1]]'), gpu-1 $(promql 'octflow_gpu_healthy{node="gpu-1"}' | jq -c '[.[].value[1]]')"
+	sleep 2
+done
+step "PASS: after the runbook's fixes, in $(($(date +%s) - T_BACK)) s: the api's audit spool drained to the collector, gpu-1's GPUs healthy, the worker on a renewed certificate, disk-watch $(disk_free) free; none of the four firing"
+cp "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml"
+cp "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"
+prometheus_reload 120
+step "alert drills: $(($(date +%s) - T_DRILLS)) s in all; Prometheus back on the shipped rules and intervals"
+
+# --- what Grafana shows: its datasource and every dashboard's queries -----
+# Grafana itself is not built here (no Debian package; its Go module is
+# not served to these machines, and its front end is a JavaScript build:
+# docs/operations.md). What it would show is checked instead: the
+# datasource's URL (deploy/grafana/provisioning) answers on the stack's
+# network, and every query of every provisioned dashboard evaluates on
+# the stack's Prometheus; those of the platform dashboard (Temporal's
+# server, PostgreSQL, the disk) each with data (Temporal's error counters
+# only once an error was counted).
+ds=$(awk '$1 == "url:" { print $2 }' "$RUN/deploy/grafana/provisioning/datasources/prometheus.yml")
+[ "$ds" = http://prometheus:9090 ] || fail "the provisioned datasource's URL is '$ds'"
+compose exec -T alert-sink wget -q -O - "$ds/api/v1/query?query=up" | jq -e '.status == "success" and (.data.result | length > 5)' >/dev/null ||
+	logs_and_fail "the datasource's URL $ds does not answer on the stack's network"
+queries=0 empty=()
+for f in "$RUN"/deploy/grafana/dashboards/*.json; do
+	mapfile -t exprs < <(jq -r '.panels[].targets[].expr' "$f")
+	for e in "${exprs[@]}"; do
+		e=${e//\$node/.*}
+		r=$(curl -sS -m 10 --data-urlencode "query=$e" "$PROM/api/v1/query") || logs_and_fail "Prometheus did not answer $e"
+		jq -e '.status == "success"' <<<"$r" >/dev/null || logs_and_fail "$(basename "$f"): Prometheus refuses $e: $(jq -r .error <<<"$r")"
+		queries=$((queries + 1))
+		case "$f:$e" in
+		*/octflow-platform.json:*_error_with_type*) ;;
+		*/octflow-platform.json:*) [ "$(jq '.data.result | length' <<<"$r")" -gt 0 ] || empty+=("$e") ;;
+		esac
+	done
+done
+[ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data: ${empty[*]}"
+step "PASS: Grafana's datasource ($ds) answers on the stack's network; the $(find "$RUN/deploy/grafana/dashboards" -name '*.json' | wc -l) dashboards' $queries queries evaluate on its Prometheus, the Temporal, PostgreSQL and disk panels with data"
 
 # --- a GPU node on another host ----------------------------------------------
 # deploy/compose.remote-node.yml in a project (and network) of its own,
