@@ -819,7 +819,7 @@ prometheus_reload 10
 # the disk-watch volume (the test's 64 MiB tmpfs) under node-exporter,
 # gpu-1's two GPUs, the worker's certificate a long way off; and
 # PostgreSQL's state, which the PostgreSQL rules read.
-disk_free() { promql 'node_filesystem_avail_bytes{job="node",mountpoint="/watch/disk-watch"} / node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // "none"'; }
+disk_free() { promql 'node_filesystem_avail_bytes{job="node",mountpoint="/watch/disk-watch"} / node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // empty | tonumber * 100 | floor | "\(.)%"'; }
 size=$(promql 'node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // "none"')
 [ "$size" = $((64 << 20)) ] || logs_and_fail "node-exporter's disk-watch is $size bytes, want the test's 64 MiB tmpfs: $(promql 'node_filesystem_size_bytes')"
 [ "$(promql 'sum(octflow_gpu_healthy{node="gpu-1"})' | jq -r '.[0].value[1] // "none"')" = 2 ] ||
@@ -885,7 +885,11 @@ while :; do
 	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "$left drilled alerts did not reach their receivers within 4 minutes; ALERTS: $(promql "ALERTS{alertname=~\"$drilled\"}" | jq -c '[.[].metric | {alertname, alertstate}]'); received: $(jq -c -s 'map({receiver, alerts: [.alerts[] | "\(.labels.alertname) \(.status)"]})' <<<"$got" | cut -c1-600)"
 	sleep 2
 done
-step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s"
+# The dead man's switch beside them: OctflowWatchdog, always firing, at
+# the heartbeat receiver (init.sh's --heartbeat-url).
+jq -e -s 'map(select(.receiver == "watchdog") | .alerts[] | select(.status == "firing" and .labels.alertname == "OctflowWatchdog")) | length > 0' <<<"$got" >/dev/null ||
+	logs_and_fail "OctflowWatchdog, the dead man's switch, did not reach the watchdog receiver"
+step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s; the dead man's switch at its own"
 
 # And back, by the runbook: the collector started (the api's spool
 # drains to it), the fault cleared, the certificate renewed with
