@@ -111,10 +111,12 @@ clean:
 	rm -rf bin
 
 .PHONY: compose-test
-## compose-test: bring docker-compose.yml up on a real Docker Engine with
-## stand-in images built on this machine (no registry is needed), submit
-## exams through the api's published port and see each COMPLETED with one
-## report; back it up with exams in flight, destroy its volumes, restore
+## compose-test: set a clean directory up with deploy/init.sh, bring
+## docker-compose.yml up on a real Docker Engine with stand-in images built
+## on this machine (no registry is needed) and up again from a clean
+## shell, submit exams through the api's published port and see each
+## COMPLETED with one report; drill the alerts to a webhook receiver;
+## back it up with exams in flight, destroy its volumes, restore
 ## it and see them back; then take the stack down (deploy/compose-test/run.sh; installs
 ## Docker Engine, Compose v2 and debootstrap where missing; root)
 compose-test:

@@ -50,7 +50,10 @@
 # uid 1000; S3, its proxy and the collector run as root); otherwise mode
 # 0644, for a host where that is acceptable
 # (docs/operations.md). Files that exist are kept, so a
-# second run makes only what is missing; delete one to renew it.
+# second run makes only what is missing; delete one (the certificate and
+# its key) to renew it, with ca-key.pem back in DIR for the run: without
+# it the script makes nothing and says so (docs/operations.md, Alerts:
+# certificates).
 set -eu
 DIR=${1:-$(dirname "$0")/secrets}
 DAYS=${OCTFLOW_CERT_DAYS:-825}
@@ -63,7 +66,10 @@ mkdir -p "$DIR"
 chmod 700 "$DIR"
 cd "$DIR"
 
-if [ ! -s ca.pem ] || [ ! -s ca-key.pem ]; then
+# The CA only where there is none: once its key is offline, a certificate
+# to make or renew needs the key brought back (below), never a new CA,
+# which would leave every certificate of the old one untrusted.
+if [ ! -s ca.pem ]; then
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days "$((DAYS * 2))" \
 		-subj "/CN=octflow stack CA" -keyout ca-key.pem -out ca.pem \
 		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
@@ -81,6 +87,10 @@ fi
 made=0
 leaf() {
 	[ -s "$1.pem" ] && [ -s "$1-key.pem" ] && return 0
+	[ -s ca-key.pem ] || {
+		echo "make-certs: $1.pem is to be made, and ca-key.pem is not in $DIR (kept offline?): put it back for this run, then take it offline again" >&2
+		exit 1
+	}
 	days=$((DAYS - 7 * made))
 	made=$((made + 1))
 	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "${6:+/OU=$6}/CN=$2" \

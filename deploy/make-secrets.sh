@@ -9,6 +9,9 @@
 #                           (postgresql only)
 #   temporal-db-password    Temporal's own database role (postgresql's
 #                           first start, temporal-schema, temporal)
+#   postgres-exporter-password
+#                           postgres-exporter's database role (postgresql's
+#                           first start, postgres-exporter)
 #   s3-access-key, s3-secret-key
 #                           the S3 service's root account (s3, s3-setup
 #                           only)
@@ -43,7 +46,9 @@
 # mode): octflow's services, its S3 setup job and the remote-node
 # accounts uid 10001; Temporal's server and schema job uid 1000, with
 # PostgreSQL (uid and gid 999) through the group for the database
-# password they share; PostgreSQL's own password 999; Grafana 472; the S3
+# password they share; postgres-exporter nobody (65534), with PostgreSQL
+# through its group, for its role's; PostgreSQL's own password 999;
+# Grafana 472; the S3
 # service runs as root. Otherwise the files are 0444 in the 0700
 # directory, for a host where that is acceptable (docs/operations.md).
 set -eu
@@ -75,6 +80,7 @@ secret() { # NAME OWNER[:GROUP] VALUE
 }
 secret postgres-password 999 "$(rnd 24)"
 secret temporal-db-password 1000:999 "$(rnd 24)"
+secret postgres-exporter-password 65534:999 "$(rnd 24)"
 secret s3-access-key 10001 "$(rnd 10)"
 secret s3-secret-key 10001 "$(rnd 24)"
 secret octflow-s3-access-key 10001 "$(rnd 10)"

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,5 +61,71 @@ func TestTheStacksCertificatesExpireAWeekApart(t *testing.T) {
 	}
 	if days := time.Until(api).Hours() / 24; days < 820 || days > 826 {
 		t.Errorf("the first certificate lives %.0f days, want OCTFLOW_CERT_DAYS (825)", days)
+	}
+}
+
+// A certificate is renewed by deleting it and its key and running
+// deploy/make-certs.sh again, with the CA's key back for the run: it
+// makes that one certificate, under the same CA. With the key kept
+// offline it refuses and makes nothing (never a new CA, which would leave
+// every other certificate untrusted), and with nothing to make it does
+// nothing.
+func TestARenewalNeedsTheCAKeyAndKeepsTheCA(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed")
+	}
+	script := filepath.Join(repoRoot, "deploy/make-certs.sh")
+	dir, offline := t.TempDir(), t.TempDir()
+	run := func() (string, error) {
+		cmd := exec.Command(script, dir)
+		cmd.Env = append(os.Environ(), "OCTFLOW_API_HOSTS=octflow.hospital.test")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(); err != nil {
+		t.Fatalf("make-certs.sh: %v: %s", err, out)
+	}
+	ca := readFile(t, filepath.Join(dir, "ca.pem"))
+	worker := readFile(t, filepath.Join(dir, "temporal-worker.pem"))
+	if err := os.Rename(filepath.Join(dir, "ca-key.pem"), filepath.Join(offline, "ca-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(); err != nil || readFile(t, filepath.Join(dir, "ca.pem")) != ca {
+		t.Errorf("make-certs.sh with every certificate there and the CA key offline: %v %s; the CA changed: %v", err, out, readFile(t, filepath.Join(dir, "ca.pem")) != ca)
+	}
+	for _, f := range []string{"temporal-worker.pem", "temporal-worker-key.pem"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := run(); err == nil || !strings.Contains(out, "ca-key.pem is not in") {
+		t.Errorf("make-certs.sh renewing with the CA key offline: %v %s, want a refusal", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "temporal-worker.pem")); err == nil || readFile(t, filepath.Join(dir, "ca.pem")) != ca {
+		t.Error("make-certs.sh made a certificate, or a new CA, without the CA key")
+	}
+	if err := os.Rename(filepath.Join(offline, "ca-key.pem"), filepath.Join(dir, "ca-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run()
+	if err != nil || strings.TrimSpace(out) != "made temporal-worker.pem (octflow-worker; 825 days)" {
+		t.Fatalf("make-certs.sh renewing the worker's certificate: %v %q", err, out)
+	}
+	renewed := readFile(t, filepath.Join(dir, "temporal-worker.pem"))
+	if renewed == worker || readFile(t, filepath.Join(dir, "ca.pem")) != ca {
+		t.Fatal("the worker's certificate was not renewed under the same CA")
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(ca))
+	block, _ := pem.Decode([]byte(renewed))
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the renewed certificate does not verify under the stack's CA for client use: %v", err)
+	}
+	if len(c.Subject.OrganizationalUnit) != 1 || c.Subject.OrganizationalUnit[0] != "octflow-worker" {
+		t.Errorf("the renewed certificate's role (OU) is %v, want octflow-worker", c.Subject.OrganizationalUnit)
 	}
 }

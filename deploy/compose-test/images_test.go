@@ -107,8 +107,12 @@ func programs(t *testing.T) map[string][]string {
 		// Not readable here: the official images' documented contents.
 		"prom/prometheus":   append(slices.Clone(busybox), "prometheus", "promtool"),
 		"prom/alertmanager": append(slices.Clone(busybox), "alertmanager", "amtool"),
-		"grafana/grafana":   append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
-		"postgres":          {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
+		// Their Dockerfiles (node_exporter v1.8.2, postgres_exporter
+		// v0.16.0): the busybox image and the one binary.
+		"prom/node-exporter":                    append(slices.Clone(busybox), "node_exporter"),
+		"prometheuscommunity/postgres-exporter": append(slices.Clone(busybox), "postgres_exporter"),
+		"grafana/grafana":                       append(slices.Clone(busybox), "grafana", "grafana-server", "grafana-cli"),
+		"postgres":                              {"sh", "bash", "postgres", "pg_isready", "psql", "docker-entrypoint.sh", "gosu"},
 		// Debian slim's dash and coreutils, and what the Dockerfile adds.
 		"octflow": append(append(append(slices.Clone(slim), "octflow"), copied(ours)...), apkOrApt(ours)...),
 		// The stack's own, from Debian slim: rsyslog, stunnel4.

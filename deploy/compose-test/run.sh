@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# make compose-test: bring the shipped docker-compose.yml up on a real
-# Docker Engine on this machine, submit exams through the api's published
-# port and see each COMPLETED with one report; back it up with exams in
-# flight, destroy every volume, restore it (deploy/backup.sh,
+# make compose-test: set a clean directory up with deploy/init.sh and
+# bring the shipped docker-compose.yml up on a real Docker Engine on this
+# machine (and up again from a clean shell: nothing recreated); submit
+# exams through the api's published port and see each COMPLETED with one
+# report; drill the alerts (the audit collector stopped, a GPU unhealthy,
+# a certificate near expiry, the disk past 90%) to the test's receiver;
+# check what Grafana's datasource and dashboards query; back it up with
+# exams in flight, destroy every volume, restore it (deploy/backup.sh,
 # deploy/restore.sh) and see every exam back or completed; then take the
 # stack down.
 #
@@ -11,14 +15,16 @@
 # from the Debian mirror apt's sources name, an Alpine-like base (busybox
 # as /bin/sh and its applets, CA certificates, tzdata), Temporal's server,
 # admin tools and UI and versitygw from their Go modules at the versions
-# go.mod pins, PostgreSQL, Prometheus and Alertmanager from Debian, the octflow
+# go.mod pins, PostgreSQL, Prometheus, Alertmanager, node-exporter and
+# postgres-exporter from Debian, the octflow
 # image from the shipped Dockerfile's runtime stage with the host-built
 # bin/octflow, and the audit collector (rsyslog) and the TLS proxy
 # (stunnel4) from their shipped Dockerfiles, all onto the debootstrapped
 # Debian base. deploy/compose-test/compose.test.yml swaps those images in.
 #
 # It installs what it lacks (Debian: docker.io, debootstrap,
-# busybox-static, prometheus, prometheus-alertmanager, jq, curl, openssl;
+# busybox-static, prometheus, prometheus-alertmanager,
+# prometheus-node-exporter, prometheus-postgres-exporter, jq, curl, openssl;
 # Docker Compose v2 built
 # from its Go module), starts dockerd if none answers, and keeps its
 # caches under $OCTFLOW_COMPOSE_CACHE (default /var/cache/octflow-compose):
@@ -51,6 +57,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 [ -x /bin/busybox ] && /bin/busybox --list | grep -x wget >/dev/null || missing+=(busybox-static) # not grep -q: its early exit fails the pipe
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+command -v prometheus-node-exporter >/dev/null || missing+=(prometheus-node-exporter)
+command -v prometheus-postgres-exporter >/dev/null || missing+=(prometheus-postgres-exporter)
 command -v jq >/dev/null || missing+=(jq)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
@@ -189,7 +197,8 @@ cp /bin/busybox "$r/bin/busybox"
 for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
 cp /usr/bin/getent "$r/usr/bin/getent"
 cp /bin/bash "$r/bin/bash" # the UI's start script is bash, and the UI image installs it
-for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool; do
+for b in "$CACHE"/bin/* /usr/bin/getent /bin/bash /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager /usr/bin/amtool \
+	/usr/bin/prometheus-node-exporter /usr/bin/prometheus-postgres-exporter; do
 	ldd "$b" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$r$(dirname "$lib")"
@@ -236,6 +245,14 @@ cp -r /usr/share/prometheus/alertmanager "$c/share"
 printf 'route:\n  receiver: default\nreceivers:\n  - name: default\n' >"$c/alertmanager.yml"
 build octflow-test/alertmanager:debian "$HERE/images/alertmanager.Dockerfile" "$c"
 
+c=$(ctx node-exporter)
+cp /usr/bin/prometheus-node-exporter "$c/node_exporter"
+build octflow-test/node-exporter:debian "$HERE/images/node-exporter.Dockerfile" "$c"
+
+c=$(ctx postgres-exporter)
+cp /usr/bin/prometheus-postgres-exporter "$c/postgres_exporter"
+build octflow-test/postgres-exporter:debian "$HERE/images/postgres-exporter.Dockerfile" "$c"
+
 c=$(ctx alert-sink)
 cp "$HERE/images/alert-sink-hook.sh" "$c/"
 build octflow-test/alert-sink:1 "$HERE/images/alert-sink.Dockerfile" "$c"
@@ -271,12 +288,14 @@ for d in audit tls-proxy; do
 	build "octflow-test/$d:dev" "$c/Dockerfile" "$c"
 done
 docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-test/' | sort | sed 's/^/    /'
-printf '    Debian stand-ins: %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)"
+printf '    Debian stand-ins: %s; %s; %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)" \
+	"$(prometheus-node-exporter --version 2>&1 | sed -n 1p)" "$(prometheus-postgres-exporter --version 2>&1 | sed -n 1p)"
 
-# --- the project: the shipped file and deploy/, test secrets ---------------
-# The shipped file reads deploy/octflow.env and deploy/secrets/, which hold
-# a site's real secrets: the test runs a copy of the file and of deploy/
-# in a directory of its own, with secrets made for the run.
+# --- the project: the shipped file and deploy/, bootstrapped by init.sh ----
+# The shipped file reads deploy/secrets/ and .env, which hold a site's
+# real secrets and settings: the test runs a copy of the file and of
+# deploy/ in a clean directory of its own, and sets it up as an operator
+# does, with deploy/init.sh.
 RUN=$CACHE/run
 rm -rf "$RUN"
 mkdir -p "$RUN"
@@ -287,30 +306,90 @@ cp "$HERE/compose.test.yml" "$HERE/compose.gpu.test.yml" "$HERE/compose.node.tes
 cp deploy/compose.gpu.example.yml "$RUN/docker-compose.override.yml"
 tar -C "$ROOT" --exclude=deploy/octflow.env --exclude=deploy/secrets --exclude=deploy/compose-test -cf - deploy | tar -C "$RUN" -xf -
 rnd() { openssl rand -hex "$1"; }
-# The secrets, one file each, by the command a site runs.
-"$ROOT/deploy/make-secrets.sh" "$RUN/deploy" >/dev/null || fail "deploy/make-secrets.sh"
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+# The api's and the UI's ports: free ones, picked here, since the UI names
+# the codec endpoint by the api's public URL and the api answers the UI's
+# origin. Temporal's frontend and the S3 proxy, opened by the shipped
+# file's settings on the Docker bridge's address: what host-gateway
+# reaches from the node's network (and no other host).
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p" && return; }
+	done
+}
+OCTFLOW_TEST_API_PORT=$(free_port)
+OCTFLOW_TEST_UI_PORT=$(free_port)
+[ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
+# A daemon's first start (no docker0 yet, an empty network store) leaves
+# the Gateway out of the bridge's IPAM record (moby/moby#26799): the
+# address the bridge's interface holds is the same one, so read that then.
+bridge_address() {
+	local gw dev
+	gw=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
+	if [ -z "$gw" ]; then
+		dev=$(docker network inspect bridge -f '{{index .Options "com.docker.network.bridge.name"}}')
+		gw=$(ip -4 -o addr show dev "${dev:-docker0}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+	fi
+	echo "$gw"
+}
+PUBLIC_BIND=$(bridge_address)
+[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no IPv4 address (neither in its IPAM record nor on its interface)"
+
+# The bootstrap, the one command of docs/operations.md (Production), on
+# the clean directory: the public URL (the api's port picked above; its
+# host, localhost, names the api's certificate) and the three receivers,
+# here the test's webhook receiver (alert-sink) by receiver name. It
+# makes the secrets and certificates, the Alertmanager configuration,
+# the first admin token (printed once) and .env.
+T_INIT=$(date +%s)
+hook=http://alert-sink:8080/cgi-bin/hook
+ADMIN=$(cd "$RUN" && deploy/init.sh --public-url "https://localhost:$OCTFLOW_TEST_API_PORT" --oncall-url "$hook?receiver=oncall" \
+	--ticket-url "$hook?receiver=tickets" --heartbeat-url "$hook?receiver=heartbeat" 2>"$CACHE/logs/init.log") || {
+	cat "$CACHE/logs/init.log"
+	fail "deploy/init.sh"
+}
+ADMIN=$(grep '^octflow-admin-' <<<"$ADMIN") || fail "deploy/init.sh printed no admin token"
+for f in .env deploy/secrets/alertmanager.yml deploy/secrets/tokens.json deploy/secrets/api.pem deploy/secrets/codec-keys.json; do
+	[ -s "$RUN/$f" ] || fail "deploy/init.sh did not write $f"
+done
+grep -q "$(sha "$ADMIN")" "$RUN/deploy/secrets/tokens.json" && ! grep -q "$ADMIN" "$RUN/deploy/secrets/tokens.json" ||
+	fail "tokens.json does not keep the admin token's hash alone"
+amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration init.sh wrote"
+# The api's callers, as docs/security.md says to add them: a device and a
+# clinician of the demo campus, beside init.sh's admin.
 DEVICE=dev-device-$(rnd 16)
 CLINICIAN=dev-clinician-$(rnd 16)
-sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
-cat >"$RUN/deploy/secrets/tokens.json" <<EOF
-[
-  {"sha256": "$(sha "$DEVICE")", "name": "compose-test device", "role": "device", "deviceId": "compose-oct-1", "campus": "demo-campus", "urgent": true},
-  {"sha256": "$(sha "$CLINICIAN")", "name": "compose-test clinician", "role": "clinician", "campus": "demo-campus"}
-]
+tokens=$RUN/deploy/secrets/tokens.json
+jq --arg d "$(sha "$DEVICE")" --arg c "$(sha "$CLINICIAN")" '. + [
+	{sha256: $d, name: "compose-test device", role: "device", deviceId: "compose-oct-1", campus: "demo-campus", urgent: true},
+	{sha256: $c, name: "compose-test clinician", role: "clinician", campus: "demo-campus"}]' "$tokens" >"$tokens.new"
+mv "$tokens.new" "$tokens"
+chmod 444 "$tokens"
+# What the test sets beyond init.sh's answers, in the same .env, so that
+# every later `docker compose` in the directory, from any shell, reads
+# it: Temporal's frontend and the S3 proxy opened on one address (the
+# Docker bridge's, what host-gateway reaches from the remote node's
+# network) instead of loopback; the UI's origin; the test's ports and
+# stage time; and its Compose files and project, as init.sh names
+# docker-compose.gpu.yml on a GPU host. Nothing of it is exported to
+# the test's own Compose runs: they read .env too.
+sed -i -e "s|^OCTFLOW_TEMPORAL_BIND=.*|OCTFLOW_TEMPORAL_BIND='$PUBLIC_BIND'|" -e "s|^OCTFLOW_S3_BIND=.*|OCTFLOW_S3_BIND='$PUBLIC_BIND'|" "$RUN/.env"
+OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT
+OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
+cat >>"$RUN/.env" <<EOF
+# The compose test's own (deploy/compose-test/run.sh).
+OCTFLOW_UI_ORIGIN='$OCTFLOW_UI_ORIGIN'
+OCTFLOW_TEST_API_PORT='$OCTFLOW_TEST_API_PORT'
+OCTFLOW_TEST_UI_PORT='$OCTFLOW_TEST_UI_PORT'
+OCTFLOW_TEST_STAGE_TIME='${OCTFLOW_TEST_STAGE_TIME:-2s}'
+COMPOSE_FILE='docker-compose.yml:compose.test.yml'
+COMPOSE_PROJECT_NAME='$PROJECT'
 EOF
-# Alertmanager: the shipped example with each receiver's URL pointed at
-# the test's webhook receiver (alert-sink), by receiver name.
-sed -E 's|https://([a-z]+)\.example\.org/[^ ]*|http://alert-sink:8080/cgi-bin/hook?receiver=\1|' \
-	"$ROOT/deploy/alertmanager/alertmanager.example.yml" >"$RUN/deploy/secrets/alertmanager.yml"
-grep -q "url: .*example\.org" "$RUN/deploy/secrets/alertmanager.yml" && fail "a receiver URL of the example was not replaced"
-amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration"
-# Compose (without Swarm) bind-mounts secret files with their host mode,
-# and each image runs as a user of its own: readable by all, in a
-# directory only root enters (as make-secrets.sh leaves its own).
-chmod 444 "$RUN/deploy/secrets/tokens.json" "$RUN/deploy/secrets/alertmanager.yml"
-# The certificates, by the command a site runs (its keys readable by uid
-# 10001 only); the host's clients trust the stack's CA.
-OCTFLOW_API_HOSTS=localhost "$ROOT/deploy/make-certs.sh" "$RUN/deploy/secrets" >/dev/null || fail "deploy/make-certs.sh"
+grep -qx "OCTFLOW_PUBLIC_URL='$OCTFLOW_PUBLIC_URL'" "$RUN/.env" && grep -qx "OCTFLOW_TEMPORAL_BIND='$PUBLIC_BIND'" "$RUN/.env" ||
+	fail ".env does not hold the public URL and the binds: $(cat "$RUN/.env")"
+step "PASS: deploy/init.sh set the clean directory up in $(($(date +%s) - T_INIT)) s: .env, secrets, certificates, receivers, an admin token"
 # The CA's key leaves the stack's secrets, as docs/security.md says: GPU
 # nodes are enrolled by signing requests, signed where the key is kept.
 CA_OFFLINE=$CACHE/ca-offline
@@ -342,38 +421,7 @@ jq -e '(.keys == null) and (.scoped | keys == ["campus/north", "system"])' "$RUN
 # certificate still passes TLS, and Temporal gives it no role.
 enrol gpu-revoked-1
 "$ROOT/deploy/revoke-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/revoke-node.sh"
-# The api's and the UI's ports: free ones, picked here, since the UI names
-# the codec endpoint by the api's public URL and the api answers the UI's
-# origin. Temporal's frontend and the S3 proxy, opened by the shipped
-# file's settings on the Docker bridge's address: what host-gateway
-# reaches from the node's network (and no other host).
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 20000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p" && return; }
-	done
-}
-OCTFLOW_TEST_API_PORT=$(free_port)
-OCTFLOW_TEST_UI_PORT=$(free_port)
-[ "$OCTFLOW_TEST_UI_PORT" != "$OCTFLOW_TEST_API_PORT" ] || OCTFLOW_TEST_UI_PORT=$(free_port)
-# A daemon's first start (no docker0 yet, an empty network store) leaves
-# the Gateway out of the bridge's IPAM record (moby/moby#26799): the
-# address the bridge's interface holds is the same one, so read that then.
-bridge_address() {
-	local gw dev
-	gw=$(docker network inspect bridge -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}')
-	if [ -z "$gw" ]; then
-		dev=$(docker network inspect bridge -f '{{index .Options "com.docker.network.bridge.name"}}')
-		gw=$(ip -4 -o addr show dev "${dev:-docker0}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
-	fi
-	echo "$gw"
-}
-PUBLIC_BIND=$(bridge_address)
-[ -n "$PUBLIC_BIND" ] || fail "the Docker bridge has no IPv4 address (neither in its IPAM record nor on its interface)"
-export OCTFLOW_TEST_API_PORT OCTFLOW_TEST_UI_PORT
-export OCTFLOW_PUBLIC_URL=https://localhost:$OCTFLOW_TEST_API_PORT OCTFLOW_UI_ORIGIN=http://127.0.0.1:$OCTFLOW_TEST_UI_PORT
-export OCTFLOW_TEMPORAL_BIND=$PUBLIC_BIND OCTFLOW_S3_BIND=$PUBLIC_BIND
+
 export CURL_CA_BUNDLE=$RUN/deploy/secrets/ca.pem OCTFLOW_API_CA_FILE=$RUN/deploy/secrets/ca.pem
 
 compose() { (cd "$RUN" && "$COMPOSE_BIN" -p "$PROJECT" -f docker-compose.yml -f compose.test.yml "$@"); }
@@ -416,6 +464,30 @@ curl -fsS "$API/readyz" >/dev/null || logs_and_fail "the api at $API is not read
 PROM=http://$(compose port prometheus 9090)
 SINK=http://$(compose port alert-sink 8080)
 step "api on $API, Prometheus on $PROM, the test's webhook receiver on $SINK"
+
+# A second `up`, as another admin, cron or a reboot would run it: from a
+# shell with nothing of the test's exported, in the stack's directory,
+# with no option. Compose takes every setting from .env, finds every
+# service as it is and recreates none (the same containers, the same
+# configuration as the test's own runs see).
+T_SECOND=$(date +%s)
+clean_compose() { (cd "$RUN" && env -i PATH="$PATH" HOME="$HOME" "$COMPOSE_BIN" "$@"); }
+before=$(compose ps -a -q | sort)
+compose config >"$CACHE/logs/config-test.yml" 2>&1 || logs_and_fail "docker compose config"
+clean_compose config >"$CACHE/logs/config-clean.yml" 2>&1 || logs_and_fail "docker compose config from a clean shell: $(tail -3 "$CACHE/logs/config-clean.yml")"
+diff "$CACHE/logs/config-test.yml" "$CACHE/logs/config-clean.yml" >/dev/null ||
+	logs_and_fail "the configuration from a clean shell differs: $(diff "$CACHE/logs/config-test.yml" "$CACHE/logs/config-clean.yml" | head -20)"
+clean_compose up -d --wait --wait-timeout 300 >"$CACHE/logs/up-clean.log" 2>&1 || {
+	tail -20 "$CACHE/logs/up-clean.log"
+	logs_and_fail "a second up from a clean shell did not come up healthy"
+}
+! grep -E 'Recreate|Creat' "$CACHE/logs/up-clean.log" | grep -v -E 'Network|Volume' || logs_and_fail "a second up from a clean shell recreated services (above)"
+[ "$(compose ps -a -q | sort)" = "$before" ] || logs_and_fail "a second up from a clean shell left other containers: before $before, after $(compose ps -a -q | sort)"
+jq -e --arg u "$OCTFLOW_PUBLIC_URL" '.services.api.environment.OCTFLOW_PUBLIC_URL == $u' <(clean_compose config --format json) >/dev/null ||
+	logs_and_fail "the api's public URL from a clean shell is not $OCTFLOW_PUBLIC_URL"
+code=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$API/v1/nodes")
+[ "$code" = 200 ] || logs_and_fail "the admin token init.sh printed: GET /v1/nodes answered $code"
+step "PASS: a second up from a clean shell (env -i) read .env, recreated nothing ($(wc -l <<<"$before") containers as they were) in $(($(date +%s) - T_SECOND)) s; init.sh's admin token is the api's"
 
 # What the host reaches: the api over HTTPS only, without /metrics; the
 # UI, Prometheus and Alertmanager on loopback (and the test's receiver);
@@ -699,6 +771,184 @@ grep -q 'sent-with-the-api-certificate' <<<"$trail" || logs_and_fail "the entry 
 ! grep -q "forged-by-$NODE_ID" <<<"$trail" || logs_and_fail "the collector kept an entry sent with a GPU node's certificate"
 step "PASS: the stack's collector keeps an entry sent with the api's audit certificate and refuses one sent with a GPU node's certificate of the same CA"
 
+# --- alert drills ----------------------------------------------------------
+# What stops intake or loses data, made to happen, and each alert followed
+# to the test's receiver, as docs/operations.md (Alerts: drills) has an
+# operator do it: the audit collector stopped, a GPU made unhealthy, a
+# certificate near expiry, the disk under the volumes past 90% full; all
+# four at once. The rules are the shipped ones but for their waits, for
+# the drills only: Prometheus scrapes and evaluates every 5 s instead of
+# 15, the drilled rules' `for:` is 10 s instead of 2 or 5 minutes, and
+# the collector's silence counts from 20 s instead of 300 (a diff checks
+# that nothing else changed; OctflowCertificateExpiring has no `for:`
+# and is as shipped). Alertmanager is as shipped (30 s group_wait).
+T_DRILLS=$(date +%s)
+PROMDIR=$RUN/deploy/prometheus
+SECRETS=$RUN/deploy/secrets
+cp "$PROMDIR/prometheus.yml" "$CACHE/prometheus.yml.orig"
+cp "$PROMDIR/rules/octflow.yml" "$CACHE/octflow-rules.yml.orig"
+drilled='OctflowAuditCollectorNotTaking|OctflowGPUUnhealthy|OctflowCertificateExpiring|OctflowDiskFilling'
+# rule_for NAME: the `for:` Prometheus now holds for rule NAME, in seconds.
+rule_for() { curl -fsS -m 10 "$PROM/api/v1/rules" | jq -r --arg n "$1" '[.data.groups[].rules[] | select(.name == $n) | .duration] | .[0]'; }
+# prometheus_reload GPU_FOR: SIGHUP, then until OctflowGPUUnhealthy's
+# `for:` is GPU_FOR seconds and every target was scraped since. (A reload
+# with new intervals starts each target's scrapes afresh, and a target
+# that goes before its first new scrape, as a restarted worker's old
+# address does, leaves its series unmarked for five minutes.)
+prometheus_reload() {
+	local deadline=$(($(date +%s) + 60)) hup
+	promtool check config "$PROMDIR/prometheus.yml" >/dev/null || fail "promtool check config refuses $PROMDIR/prometheus.yml"
+	hup=$(date +%s)
+	compose kill -s SIGHUP prometheus >/dev/null 2>&1 || logs_and_fail "docker compose kill -s SIGHUP prometheus"
+	until [ "$(rule_for OctflowGPUUnhealthy)" = "$1" ] && [ "$(promql "min(timestamp(up)) > $hup" | jq length)" = 1 ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "Prometheus did not reload (OctflowGPUUnhealthy's for: $(rule_for OctflowGPUUnhealthy) s, want $1; oldest scrape $(promql 'min(timestamp(up))'), reload at $hup)"
+		sleep 1
+	done
+}
+sed -E 's/^(  (scrape|evaluation)_interval:) 15s$/\1 5s/' "$CACHE/prometheus.yml.orig" >"$PROMDIR/prometheus.yml"
+awk -v drilled="^($drilled)\$" '
+	/^      - alert: / { d = ($3 ~ drilled) }
+	d && /^        for: / { sub(/for: .*/, "for: 10s") }
+	d && /\) > 300$/ { sub(/> 300$/, "> 20") }
+	{ print }' "$CACHE/octflow-rules.yml.orig" >"$PROMDIR/rules/octflow.yml"
+[ "$(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml" | grep -c '^>')" = 4 ] &&
+	[ "$(diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml" | grep -c '^>')" = 2 ] ||
+	fail "the drills' waits changed other lines than the three for:, the collector's 300 s and the two intervals: $(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"; diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml")"
+prometheus_reload 10
+# What the drilled rules read is there, healthy, before anything is done:
+# the disk-watch volume (the test's 64 MiB tmpfs) under node-exporter,
+# gpu-1's two GPUs, the worker's certificate a long way off; and
+# PostgreSQL's state, which the PostgreSQL rules read.
+disk_free() { promql 'node_filesystem_avail_bytes{job="node",mountpoint="/watch/disk-watch"} / node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // empty | tonumber * 100 | floor | "\(.)%"'; }
+size=$(promql 'node_filesystem_size_bytes{job="node",mountpoint="/watch/disk-watch"}' | jq -r '.[0].value[1] // "none"')
+[ "$size" = $((64 << 20)) ] || logs_and_fail "node-exporter's disk-watch is $size bytes, want the test's 64 MiB tmpfs: $(promql 'node_filesystem_size_bytes')"
+[ "$(promql 'sum(octflow_gpu_healthy{node="gpu-1"})' | jq -r '.[0].value[1] // "none"')" = 2 ] ||
+	logs_and_fail "gpu-1's GPUs are not both healthy before the drill: $(promql 'octflow_gpu_healthy')"
+pg=$(promql 'pg_up{job="postgresql"}' | jq -r '.[0].value[1] // "none"')
+conns=$(promql 'sum(pg_stat_database_numbackends{job="postgresql"})' | jq -r '.[0].value[1] // "none"')
+maxc=$(promql 'max(pg_settings_max_connections{job="postgresql"})' | jq -r '.[0].value[1] // "none"')
+[ "$pg" = 1 ] && [ "$maxc" = 150 ] && [ "$conns" -gt 0 ] ||
+	logs_and_fail "postgres-exporter: pg_up $pg, numbackends $conns, max_connections $maxc; want 1, some, 150"
+firing() { promql "ALERTS{alertname=~\"$drilled\", alertstate=\"firing\"}" | jq -r '[.[].metric.alertname] | unique | join(" ")'; }
+[ -z "$(firing)" ] || logs_and_fail "drilled alerts firing before the drills: $(firing)"
+echo "    before: disk-watch $(disk_free) free, PostgreSQL up with $conns of $maxc connections, gpu-1's GPUs healthy"
+
+# The four, at once (each one's start kept).
+drill_names=(OctflowAuditCollectorNotTaking OctflowGPUUnhealthy OctflowCertificateExpiring OctflowDiskFilling)
+drill_receivers=(oncall tickets tickets oncall)
+drill_labels=('.labels.instance == "api:9464"' '.labels.node == "gpu-1" and .labels.gpu == "1"'
+	'.labels.use == "temporal-client" and .labels.subject == "octflow-worker"' '.labels.mountpoint == "/watch/disk-watch"')
+drill_start=()
+# 1. The audit collector stopped, and a clinician's reads, which the api
+# must record.
+drill_start[0]=$(date +%s)
+compose stop audit >/dev/null 2>&1 || logs_and_fail "docker compose stop audit"
+for id in "${batch[@]}"; do status "$id" >/dev/null || logs_and_fail "the api did not answer a read with the collector stopped"; done
+# 2. GPU 1 of gpu-1 throttled for heat: its simulated GPUs take their
+# faults from the file compose.test.yml names.
+drill_start[1]=$(date +%s)
+compose exec -T gpu-1 sh -c 'echo "1 thermal" >/var/lib/octflow/gpu-faults' || logs_and_fail "write gpu-1's faults file"
+# 3. The worker's Temporal client certificate replaced by one of its key
+# and role that expires in 20 days, signed with the offline CA, and the
+# worker restarted to take it.
+drill_start[2]=$(date +%s)
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$CACHE/drill-cert.ext"
+openssl req -new -key "$SECRETS/temporal-worker-key.pem" -subj "/OU=octflow-worker/CN=octflow-worker" 2>/dev/null |
+	openssl x509 -req -CA "$CA_OFFLINE/ca.pem" -CAkey "$CA_OFFLINE/ca-key.pem" -set_serial "0x$(rnd 8)" -days 20 \
+		-extfile "$CACHE/drill-cert.ext" -out "$CACHE/drill-cert.pem" 2>/dev/null || fail "sign the worker's 20-day certificate"
+cat "$CACHE/drill-cert.pem" >"$SECRETS/temporal-worker.pem" # in place: the file Compose mounts
+compose restart worker >/dev/null 2>&1 || logs_and_fail "docker compose restart worker"
+# 4. The disk under the volumes: 60 of disk-watch's 64 MiB written.
+drill_start[3]=$(date +%s)
+docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 dd if=/dev/zero of=/fill/drill bs=1M count=60 2>/dev/null ||
+	logs_and_fail "fill the disk-watch volume"
+step "drills: the audit collector stopped, gpu-1's GPU 1 throttled, the worker on a 20-day certificate, disk-watch 60 of 64 MiB full"
+# Each alert, firing, at its receiver (page: oncall; ticket: tickets),
+# with the labels that say what and where.
+drill_took=()
+deadline=$(($(date +%s) + 240))
+while :; do
+	got=$(received)
+	left=0
+	for i in "${!drill_names[@]}"; do
+		[ -z "${drill_took[$i]:-}" ] || continue
+		if jq -e -s --arg n "${drill_names[$i]}" --arg r "${drill_receivers[$i]}" \
+			"map(select(.receiver == \$r) | .alerts[] | select(.status == \"firing\" and .labels.alertname == \$n and (${drill_labels[$i]}))) | length > 0" \
+			<<<"$got" >/dev/null 2>&1; then
+			drill_took[i]=$(($(date +%s) - drill_start[i]))
+			echo "    ${drill_names[$i]} at the ${drill_receivers[$i]} receiver ${drill_took[$i]} s after the drill began"
+		else
+			left=$((left + 1))
+		fi
+	done
+	[ "$left" -gt 0 ] || break
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "$left drilled alerts did not reach their receivers within 4 minutes; ALERTS: $(promql "ALERTS{alertname=~\"$drilled\"}" | jq -c '[.[].metric | {alertname, alertstate}]'); received: $(jq -c -s 'map({receiver, alerts: [.alerts[] | "\(.labels.alertname) \(.status)"]})' <<<"$got" | cut -c1-600)"
+	sleep 2
+done
+# The dead man's switch beside them: OctflowWatchdog, always firing, at
+# the heartbeat receiver (init.sh's --heartbeat-url).
+jq -e -s 'map(select(.receiver == "watchdog") | .alerts[] | select(.status == "firing" and .labels.alertname == "OctflowWatchdog")) | length > 0' <<<"$got" >/dev/null ||
+	logs_and_fail "OctflowWatchdog, the dead man's switch, did not reach the watchdog receiver"
+step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s; the dead man's switch at its own"
+
+# And back, by the runbook: the collector started (the api's spool
+# drains to it), the fault cleared, the certificate renewed with
+# deploy/make-certs.sh (the CA key brought back for it, then taken
+# offline again) and the worker restarted, the space freed.
+T_BACK=$(date +%s)
+compose start audit >/dev/null 2>&1 || logs_and_fail "docker compose start audit"
+compose exec -T gpu-1 sh -c ': >/var/lib/octflow/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
+cp "$CA_OFFLINE/ca-key.pem" "$SECRETS/ca-key.pem"
+rm -f "$SECRETS/temporal-worker.pem" "$SECRETS/temporal-worker-key.pem"
+renewed=$(OCTFLOW_API_HOSTS=localhost "$RUN/deploy/make-certs.sh" "$SECRETS") || fail "deploy/make-certs.sh (renewal)"
+rm -f "$SECRETS/ca-key.pem"
+[ "$renewed" = "$(printf 'made temporal-worker.pem (octflow-worker; 825 days)')" ] || fail "make-certs.sh renewed other than the worker's certificate: $renewed"
+compose restart worker >/dev/null 2>&1 || logs_and_fail "docker compose restart worker"
+docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 rm -f /fill/drill || logs_and_fail "free the disk-watch volume"
+deadline=$(($(date +%s) + 120))
+until [ "$(promql 'sum(octflow_audit_pending_records)' | jq -r '.[0].value[1] // "none"')" = 0 ] &&
+	[ "$(promql 'sum(octflow_gpu_healthy{node="gpu-1"})' | jq -r '.[0].value[1] // "none"')" = 2 ] &&
+	[ "$(promql 'min(octflow_certificate_expiry_timestamp_seconds{subject="octflow-worker"}) - time() > 800 * 86400' | jq length)" = 1 ] &&
+	[ -z "$(firing)" ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the drills did not clear within 2 minutes: firing $(firing); pending audit records $(promql 'octflow_audit_pending_records' | jq -c '[.[].value[1]]'), gpu-1 $(promql 'octflow_gpu_healthy{node="gpu-1"}' | jq -c '[.[].value[1]]')"
+	sleep 2
+done
+step "PASS: after the runbook's fixes, in $(($(date +%s) - T_BACK)) s: the api's audit spool drained to the collector, gpu-1's GPUs healthy, the worker on a renewed certificate, disk-watch $(disk_free) free; none of the four firing"
+cp "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml"
+cp "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"
+prometheus_reload 120
+step "alert drills: $(($(date +%s) - T_DRILLS)) s in all; Prometheus back on the shipped rules and intervals"
+
+# --- what Grafana shows: its datasource and every dashboard's queries -----
+# Grafana itself is not built here (no Debian package; its Go module is
+# not served to these machines, and its front end is a JavaScript build:
+# docs/operations.md). What it would show is checked instead: the
+# datasource's URL (deploy/grafana/provisioning) answers on the stack's
+# network, and every query of every provisioned dashboard evaluates on
+# the stack's Prometheus; those of the platform dashboard (Temporal's
+# server, PostgreSQL, the disk) each with data (Temporal's error counters
+# only once an error was counted).
+ds=$(awk '$1 == "url:" { print $2 }' "$RUN/deploy/grafana/provisioning/datasources/prometheus.yml")
+[ "$ds" = http://prometheus:9090 ] || fail "the provisioned datasource's URL is '$ds'"
+compose exec -T alert-sink wget -q -O - "$ds/api/v1/query?query=up" | jq -e '.status == "success" and (.data.result | length > 5)' >/dev/null ||
+	logs_and_fail "the datasource's URL $ds does not answer on the stack's network"
+queries=0 empty=()
+for f in "$RUN"/deploy/grafana/dashboards/*.json; do
+	mapfile -t exprs < <(jq -r '.panels[].targets[].expr' "$f")
+	for e in "${exprs[@]}"; do
+		e=${e//\$node/.*}
+		r=$(curl -sS -m 10 --data-urlencode "query=$e" "$PROM/api/v1/query") || logs_and_fail "Prometheus did not answer $e"
+		jq -e '.status == "success"' <<<"$r" >/dev/null || logs_and_fail "$(basename "$f"): Prometheus refuses $e: $(jq -r .error <<<"$r")"
+		queries=$((queries + 1))
+		case "$f:$e" in
+		*/octflow-platform.json:*_error_with_type*) ;;
+		*/octflow-platform.json:*) [ "$(jq '.data.result | length' <<<"$r")" -gt 0 ] || empty+=("$e") ;;
+		esac
+	done
+done
+[ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data: ${empty[*]}"
+step "PASS: Grafana's datasource ($ds) answers on the stack's network; the $(find "$RUN/deploy/grafana/dashboards" -name '*.json' | wc -l) dashboards' $queries queries evaluate on its Prometheus, the Temporal, PostgreSQL and disk panels with data"
+
 # --- a GPU node on another host ----------------------------------------------
 # deploy/compose.remote-node.yml in a project (and network) of its own,
 # reaching the stack only through host-gateway at the published Temporal
@@ -913,8 +1163,8 @@ fi
 # --- backup and restore ----------------------------------------------------
 # As an operator would (docs/operations.md, *Backup and restore*): review
 # decisions recorded, exams in flight, deploy/backup.sh; then every volume
-# of the stack destroyed and the host's deploy/secrets and compose overlay
-# lost; deploy/restore.sh. Then every exam that had completed is back as it
+# of the stack destroyed and the host's deploy/secrets, .env and compose
+# overlay lost; deploy/restore.sh. Then every exam that had completed is back as it
 # was (status, report, timeline, review; its review still closed to a
 # second decision), its report object's ETag and the secrets as they were,
 # every audit entry of the collector's file back, and the exams that were
@@ -986,14 +1236,15 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 	sed 's/^/    /' "$CACHE/logs/backup.log"
 	step "PASS: deploy/backup.sh took $(basename "$archive") ($(($(stat -c %s "$archive") / 1024)) KiB) in $T_BACKUP s with exams in flight"
 
-	# The disaster: every volume of the stack, the secrets and the overlay gone.
+	# The disaster: every volume of the stack, the secrets, .env and the overlay gone.
 	T_DOWN=$(date +%s)
 	compose down -v --remove-orphans >/dev/null 2>&1 || logs_and_fail "docker compose down -v"
 	left=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT" | tr '\n' ' ')
 	[ -z "$left" ] || logs_and_fail "volumes left after down -v: $left"
-	rm -rf "$RUN/deploy/secrets" "$RUN/docker-compose.override.yml"
+	cp "$RUN/.env" "$scans/env-before"
+	rm -rf "$RUN/deploy/secrets" "$RUN/docker-compose.override.yml" "$RUN/.env"
 	T_DOWN=$(($(date +%s) - T_DOWN))
-	step "docker compose down -v: every volume of the stack destroyed; deploy/secrets and docker-compose.override.yml removed"
+	step "docker compose down -v: every volume of the stack destroyed; deploy/secrets, .env and docker-compose.override.yml removed"
 
 	T_RESTORE=$(date +%s)
 	T_RESTORE_AT=$T_RESTORE
@@ -1011,6 +1262,7 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 
 	T_CHECK=$(date +%s)
 	[ -e "$RUN/docker-compose.override.yml" ] || logs_and_fail "docker-compose.override.yml was not restored"
+	diff "$scans/env-before" "$RUN/.env" || logs_and_fail ".env differs after the restore (above)"
 	secrets_list | diff "$scans/secrets-before.txt" - || logs_and_fail "deploy/secrets differs after the restore (above: contents, owners, modes)"
 	snapshot "${completed[@]}" | diff "$scans/before.txt" - || logs_and_fail "exams completed before the backup differ after the restore (above)"
 	got=$(review "${all[0]}" approve) || true
@@ -1018,7 +1270,7 @@ if [ "${OCTFLOW_COMPOSE_BACKUP:-1}" = 1 ]; then
 	[ "$(etag "$key")" = "$tag" ] || logs_and_fail "the ETag of $key was $tag, after the restore '$(etag "$key")'"
 	lost=$(trail_seqs | comm -23 "$scans/trail-before.txt" - | wc -l)
 	[ "$lost" = 0 ] || logs_and_fail "$lost audit entries of the collector's file are missing after the restore"
-	step "PASS: after the restore, ${#completed[@]} completed exams as they were (status, report, timeline, reviews), the ETag of $key, deploy/secrets and the overlay, all $(wc -l <"$scans/trail-before.txt") audit entries"
+	step "PASS: after the restore, ${#completed[@]} completed exams as they were (status, report, timeline, reviews), the ETag of $key, deploy/secrets, .env and the overlay, all $(wc -l <"$scans/trail-before.txt") audit entries"
 	check "${inflight[@]}"
 	# ...and the backup caught them in flight: their report stage ran on
 	# the restored stack (the old stack's later moves went with it).

@@ -13,12 +13,14 @@ import (
 // (octflow and its collector and proxy 10001, Temporal's server 1000),
 // the pinned upstream images as their own Dockerfiles set it (admin-tools
 // and the Web UI 1000, PostgreSQL 999 after its entrypoint drops root,
-// Grafana 472, Alertmanager and Prometheus nobody), versitygw root.
+// Grafana 472, Alertmanager, Prometheus and the exporters nobody),
+// versitygw root.
 var imageUser = map[string][2]int{
 	"octflow": {10001, 10001}, "octflow-audit": {10001, 10001}, "octflow-tls-proxy": {10001, 10001},
 	"octflow-temporal": {1000, 1000}, "temporalio/admin-tools": {1000, 1000}, "temporalio/ui": {1000, 1000},
 	"postgres": {999, 999}, "grafana/grafana": {472, 472}, "prom/alertmanager": {65534, 65534},
-	"prom/prometheus": {65534, 65534}, "versity/versitygw": {0, 0},
+	"prom/prometheus": {65534, 65534}, "prom/node-exporter": {65534, 65534},
+	"prometheuscommunity/postgres-exporter": {65534, 65534}, "versity/versitygw": {0, 0},
 }
 
 // Each secret deploy/make-secrets.sh makes, run as root, is readable by

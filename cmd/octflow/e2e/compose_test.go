@@ -67,8 +67,8 @@ func commandVars(t *testing.T, command string) map[string]bool {
 
 func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "postgresql", "prometheus", "s3", "s3-proxy",
-		"s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
+	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "node-exporter", "postgres-exporter", "postgresql",
+		"prometheus", "s3", "s3-proxy", "s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}

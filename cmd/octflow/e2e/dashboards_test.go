@@ -84,6 +84,41 @@ func dashboards() []dashboard {
 			{title: "Stage runs per minute by node", unit: "short", queries: []query{
 				{`sum by (node) (rate(octflow_stage_duration_seconds_count{node=~"$node"}[5m])) * 60`, "{{node}}"}}},
 		}},
+		// What octflow stands on: the Temporal server's own metrics (job
+		// temporal), PostgreSQL's (postgres-exporter, job postgresql) and
+		// the disk under the volumes (node-exporter, job node). Their names
+		// are not octflow's: the compose test checks each panel's queries
+		// answer with data from the stack's Prometheus.
+		{uid: "octflow-platform", title: "octflow: Temporal, PostgreSQL and the disk", panels: []panel{
+			{title: "Temporal: requests per second by service", unit: "reqps", queries: []query{
+				{`sum by (service_name) (rate(service_requests{job="temporal"}[5m]))`, "{{service_name}}"}}},
+			{title: "Temporal: request latency p95 by service", unit: "s", queries: []query{
+				{`histogram_quantile(0.95, sum by (service_name, le) (rate(service_latency_bucket{job="temporal"}[5m])))`, "{{service_name}}"}}},
+			{title: "Temporal: errors per second by type", unit: "reqps", queries: []query{
+				{`sum by (service_name, error_type) (rate(service_error_with_type{job="temporal"}[5m]))`, "{{service_name}} {{error_type}}"}}},
+			{title: "Temporal: persistence latency p95 by service", unit: "s", queries: []query{
+				{`histogram_quantile(0.95, sum by (service_name, le) (rate(persistence_latency_bucket{job="temporal"}[5m])))`, "{{service_name}}"}}},
+			{title: "Temporal: persistence errors per second by type", unit: "reqps", queries: []query{
+				{`sum by (error_type) (rate(persistence_error_with_type{job="temporal"}[5m]))`, "{{error_type}}"}}},
+			{title: "Temporal: SQL connections in use, open, and the pools' cap", unit: "short", queries: []query{
+				{`sum by (db_kind) (persistence_sql_in_use{job="temporal"})`, "in use ({{db_kind}})"},
+				{`sum by (db_kind) (persistence_sql_open_conn{job="temporal"})`, "open ({{db_kind}})"},
+				{`sum by (db_kind) (persistence_sql_max_open_conn{job="temporal"})`, "cap ({{db_kind}})"}}},
+			{title: "Temporal: task schedule-to-start p95 by task queue", unit: "s", queries: []query{
+				{`histogram_quantile(0.95, sum by (taskqueue, le) (rate(task_schedule_to_start_latency_bucket{job="temporal"}[5m])))`, "{{taskqueue}}"}}},
+			{title: "PostgreSQL up", unit: "short", kind: "stat", queries: []query{
+				{`pg_up{job="postgresql"}`, "up"}}},
+			{title: "PostgreSQL connections against max_connections", unit: "short", queries: []query{
+				{`sum(pg_stat_database_numbackends{job="postgresql"})`, "connections"},
+				{`max(pg_settings_max_connections{job="postgresql"})`, "max_connections"}}},
+			{title: "PostgreSQL transactions per second by database", unit: "short", queries: []query{
+				{`sum by (datname) (rate(pg_stat_database_xact_commit{job="postgresql"}[5m]))`, "{{datname}} commits"},
+				{`sum by (datname) (rate(pg_stat_database_xact_rollback{job="postgresql"}[5m]))`, "{{datname}} rollbacks"}}},
+			{title: "PostgreSQL database size", unit: "bytes", queries: []query{
+				{`pg_database_size_bytes{job="postgresql"}`, "{{datname}}"}}},
+			{title: "Free space under the volumes", unit: "percentunit", queries: []query{
+				{`node_filesystem_avail_bytes{job="node"} / node_filesystem_size_bytes{job="node"}`, "{{mountpoint}}"}}},
+		}},
 		// Prometheus keeps no exam (no exam is ever a label): this is the
 		// life of an exam's stages across all exams. One exam's own
 		// timeline is GET /v1/exams/{id}/events, or the Temporal Web UI.
