@@ -12,9 +12,10 @@
 //   - octflow-api: the gateway: starts, signals, updates and queries
 //     workflows and reads them; never polls, terminates or resets
 //   - octflow-worker: the workflow worker: polls and completes workflow
-//     and activity tasks, starts and signals the workflows it owns (reviews,
-//     inboxes), creates the scan sweep's schedule, reads; never terminates
-//     or resets
+//     and activity tasks, signals-with-start its campuses' inboxes (its
+//     workflows start reviews and exports as children, by command),
+//     creates the scan sweep's schedule, reads; never starts, signals or
+//     updates a workflow otherwise, terminates or resets
 //   - octflow-gpu-node: a GPU node: polls the GPU queues (the shared one
 //     and the nodes' own; never the CPU or workflow queues, whose tasks
 //     are reports, exports and reviews) and completes the tasks it holds
@@ -268,8 +269,11 @@ func (a Authorizer) decide(p Principal, subject string, target *authorization.Ca
 			}
 			return true, ""
 		}
+		// Of a client's writes, the worker makes one: the report-ready
+		// event into its campus's inbox (signal-with-start). Its
+		// workflows start their children and signal others by commands.
 		allowed = readOnly || method == "PollActivityTaskQueue" || slices.Contains(activityWorker, method) ||
-			slices.Contains(byID, method) || slices.Contains(workflowWorker, method) || slices.Contains(workflowClient, method)
+			slices.Contains(byID, method) || slices.Contains(workflowWorker, method) || method == "SignalWithStartWorkflowExecution"
 	case GPUNode:
 		return a.nodeMay(method, subject, p.Campus, target)
 	}
