@@ -15,14 +15,28 @@ import (
 // (fleet, inboxes) may grow before they continue as new.
 const historyLimit = 2000
 
-// historyFull says a long-running workflow should continue as new: its
-// history is past limit (0: historyLimit), or the server suggests it.
-func historyFull(ctx workflow.Context, limit int) bool {
+// timeToContinue says a long-running workflow should continue as new:
+// its history is past limit (0: historyLimit), the server suggests it,
+// or another build became the deployment's current or ramping version
+// (Worker Versioning: the run is pinned to the build that started it,
+// and moves at its continue-as-new; see continueAsNew).
+func timeToContinue(ctx workflow.Context, limit int) bool {
 	if limit <= 0 {
 		limit = historyLimit
 	}
 	info := workflow.GetInfo(ctx)
-	return info.GetCurrentHistoryLength() > limit || info.GetContinueAsNewSuggested()
+	return info.GetCurrentHistoryLength() > limit || info.GetContinueAsNewSuggested() ||
+		info.GetTargetWorkerDeploymentVersionChanged()
+}
+
+// continueAsNew ends a long-running workflow's run and starts its next
+// on the deployment's current build (or the one a ramp picks), not on the
+// build this run is pinned to; on unversioned workers it is a plain
+// continue-as-new.
+func continueAsNew(ctx workflow.Context, wf string, state any) error {
+	return workflow.NewContinueAsNewErrorWithOptions(ctx,
+		workflow.ContinueAsNewErrorOptions{InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade},
+		wf, state)
 }
 
 // NodeRetention is how long the fleet keeps a node that went silent
@@ -238,7 +252,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 			continue
 		}
 		receive(r)
-		if historyFull(ctx, state.HistoryLimit) {
+		if timeToContinue(ctx, state.HistoryLimit) {
 			// Take every report already delivered, let running updates
 			// and hedges finish, and again for reports that came
 			// meanwhile; then start afresh with the same state.
@@ -253,7 +267,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 					break
 				}
 			}
-			return workflow.NewContinueAsNewError(ctx, contract.FleetWorkflow, state)
+			return continueAsNew(ctx, contract.FleetWorkflow, state)
 		}
 	}
 }

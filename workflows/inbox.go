@@ -50,11 +50,11 @@ func InboxWorkflow(ctx workflow.Context, state contract.InboxState) error {
 		var e contract.ReportReadyEvent
 		events.Receive(ctx, &e)
 		add(e)
-		if historyFull(ctx, state.HistoryLimit) {
+		if timeToContinue(ctx, state.HistoryLimit) {
 			for events.ReceiveAsync(&e) {
 				add(e)
 			}
-			return workflow.NewContinueAsNewError(ctx, contract.InboxWorkflow, state)
+			return continueAsNew(ctx, contract.InboxWorkflow, state)
 		}
 	}
 }

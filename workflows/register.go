@@ -20,16 +20,25 @@ import (
 // the CPU workers whose activity is the review's reminder; and every
 // stage must state its input (activities.StageOf does), which the exam's
 // workflow gives it by.
+//
+// Every workflow is pinned (Worker Versioning, decision 28): a run ends
+// on the build that started it. The long-running ones (fleet, inboxes)
+// move to a new current build at their next continue-as-new
+// (continueAsNew).
 func Register(r worker.WorkflowRegistry, stages exam.Pipeline) error {
 	if err := runnable(stages); err != nil {
 		return err
 	}
-	r.RegisterWorkflowWithOptions(ExamWorkflow(stages), workflow.RegisterOptions{Name: contract.ExamWorkflow})
-	r.RegisterWorkflowWithOptions(ReviewWorkflow, workflow.RegisterOptions{Name: contract.ReviewWorkflow})
-	r.RegisterWorkflowWithOptions(FleetWorkflow, workflow.RegisterOptions{Name: contract.FleetWorkflow})
-	r.RegisterWorkflowWithOptions(InboxWorkflow, workflow.RegisterOptions{Name: contract.InboxWorkflow})
-	r.RegisterWorkflowWithOptions(ScanSweepWorkflow, workflow.RegisterOptions{Name: contract.ScanSweepWorkflow})
-	r.RegisterWorkflowWithOptions(ExportWorkflow, workflow.RegisterOptions{Name: contract.ExportWorkflow})
+	for name, fn := range map[string]any{
+		contract.ExamWorkflow:      ExamWorkflow(stages),
+		contract.ReviewWorkflow:    ReviewWorkflow,
+		contract.FleetWorkflow:     FleetWorkflow,
+		contract.InboxWorkflow:     InboxWorkflow,
+		contract.ScanSweepWorkflow: ScanSweepWorkflow,
+		contract.ExportWorkflow:    ExportWorkflow,
+	} {
+		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	}
 	return nil
 }
 
