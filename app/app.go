@@ -28,6 +28,7 @@ import (
 	"octflow/api"
 	"octflow/codec"
 	"octflow/config"
+	"octflow/deployment"
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
@@ -102,6 +103,12 @@ type GatewayOptions struct {
 type WorkerOptions struct {
 	Pipeline     workers.PipelineOptions
 	Housekeeping workers.HousekeepingOptions
+	// PromoteFirst makes a versioned worker's build the deployment's
+	// current one once it polls, when the deployment has none (its first
+	// start); an upgrade's build is left to the operator (octflow
+	// deployment promote). It needs a Temporal client that may move a
+	// deployment: the dev system's, not the production worker's.
+	PromoteFirst bool
 }
 
 // GPUOptions are the GPU nodes' this process runs.
@@ -263,8 +270,35 @@ func (a *App) startWorkers(opts Options, common activities.Common, conv lifecycl
 	p.Interceptors = append(p.Interceptors, opts.workerInterceptors(opts.Identity)...)
 	p.StopTimeout = cmp.Or(p.StopTimeout, opts.StopTimeout)
 	h.Store, h.Logger, h.Converters = a.store, opts.Logger.Named("housekeeping"), conv
-	a.workers, err = workers.Start(a.client, p, h)
-	return err
+	if a.workers, err = workers.Start(a.client, p, h); err != nil {
+		return err
+	}
+	if d := p.Deployment; d.DeploymentName != "" {
+		opts.Logger.Info("pipeline worker versioned", zap.String("deployment", d.DeploymentName), zap.String("build", d.BuildID))
+		if opts.Worker.PromoteFirst {
+			return promoteFirst(a.client, d.DeploymentName, d.BuildID, opts.Logger)
+		}
+	}
+	return nil
+}
+
+// promoteFirst makes build current in a deployment that has no current
+// build, once its workers poll.
+func promoteFirst(c client.Client, name, build string, log *zap.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := deployment.Manager{Client: c, Name: name, Identity: "octflow first start"}
+	if err := m.WaitPolled(ctx, build, 200*time.Millisecond); err != nil {
+		return err
+	}
+	done, err := m.PromoteIfNone(ctx, build)
+	if err != nil {
+		return fmt.Errorf("promote the first build: %w", err)
+	}
+	if done {
+		log.Info("first start: this build is the deployment's current", zap.String("deployment", name), zap.String("build", build))
+	}
+	return nil
 }
 
 // serveGateway serves the HTTP gateway of opts.Gateway, reading Temporal

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -244,5 +245,70 @@ func BindDev(s *Set) *Dev {
 		}
 		return nil
 	})
+	return d
+}
+
+// Deployment is the Worker Deployment a pipeline worker polls as
+// (Worker Versioning, decision 28).
+type Deployment struct {
+	// Name is the deployment's ("": an unversioned worker).
+	Name string
+	// BuildID is this build's, within it.
+	BuildID string
+}
+
+// BindDeployment binds the worker's deployment, versioned under name by
+// default ("" for an unversioned worker), and its build ID, this
+// binary's by default.
+func BindDeployment(s *Set, name, buildID string) *Deployment {
+	d := &Deployment{}
+	s.String(&d.Name, "deployment", "OCTFLOW_DEPLOYMENT", name,
+		`Worker Deployment the pipeline worker polls as, pinning each exam to its build ("": unversioned; see docs/operations.md, Upgrades)`)
+	s.String(&d.BuildID, "build-id", "OCTFLOW_BUILD_ID", buildID, "this build's ID within the deployment (default: version+commit)")
+	s.Check(func() error {
+		if strings.ContainsAny(d.Name, ".:") || strings.HasPrefix(d.Name, "__") || strings.HasPrefix(d.BuildID, "__") {
+			return fmt.Errorf("OCTFLOW_DEPLOYMENT %q / OCTFLOW_BUILD_ID %q: a deployment name has no '.' or ':' and neither starts with '__'", d.Name, d.BuildID)
+		}
+		if d.Name != "" && d.BuildID == "" {
+			return errors.New("OCTFLOW_BUILD_ID is empty: a versioned worker needs its build's ID")
+		}
+		return nil
+	})
+	return d
+}
+
+// DeploymentCommand is the settings of `octflow deployment`'s commands.
+type DeploymentCommand struct {
+	// Wait is how long promote and ramp wait for the build's workers.
+	Wait time.Duration
+	// IfNone: promote only a deployment with no current build.
+	IfNone bool
+	// Percent is the share of new exams a ramp sends.
+	Percent float64
+	// Delete: retire removes the build.
+	Delete bool
+}
+
+// BindDeploymentCommand binds what the deployment command sub takes.
+func BindDeploymentCommand(s *Set, sub string) *DeploymentCommand {
+	d := &DeploymentCommand{}
+	switch sub {
+	case "promote", "ramp":
+		s.Duration(&d.Wait, "wait", "OCTFLOW_DEPLOYMENT_WAIT", 2*time.Minute, "how long to wait for the build's workers to poll")
+	}
+	switch sub {
+	case "promote":
+		s.Bool(&d.IfNone, "if-none", "OCTFLOW_DEPLOYMENT_IF_NONE", false, "promote only when the deployment has no current build (a first start)")
+	case "ramp":
+		s.Float(&d.Percent, "percent", "OCTFLOW_DEPLOYMENT_PERCENT", 10, "share of new exams the build takes (0 ends the ramp)")
+		s.Check(func() error {
+			if d.Percent < 0 || d.Percent > 100 {
+				return fmt.Errorf("OCTFLOW_DEPLOYMENT_PERCENT (--percent) %v: a share is 0 to 100", d.Percent)
+			}
+			return nil
+		})
+	case "retire":
+		s.Bool(&d.Delete, "delete", "OCTFLOW_DEPLOYMENT_DELETE", false, "remove the build from the deployment (its workers stopped)")
+	}
 	return d
 }

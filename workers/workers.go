@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"octflow/activities"
@@ -62,6 +63,14 @@ type PipelineOptions struct {
 	Interceptors []interceptor.WorkerInterceptor
 	// StopTimeout is how long Stop lets running stages finish (default 90 s).
 	StopTimeout time.Duration
+	// Deployment is the Worker Deployment Version the worker polls as
+	// (Worker Versioning, decision 28): its workflows are pinned to it,
+	// and its CPU queue's activities of those workflows come back to it.
+	// Temporal sends it new workflows once the version is the
+	// deployment's current (or ramping) one (package deployment). Zero:
+	// an unversioned worker, which takes the tasks of a deployment with
+	// no current version.
+	Deployment worker.WorkerDeploymentVersion
 }
 
 // HousekeepingOptions are housekeeping's: the review archive and the
@@ -94,13 +103,16 @@ func Start(c client.Client, p PipelineOptions, h HousekeepingOptions) (*Workers,
 	if p.Stages == nil {
 		p.Stages = activities.Pipeline()
 	}
-	wf := worker.New(c, exam.WorkflowQueue, WorkflowWorkerOptions(p.Identity, p.StopTimeout))
+	wfOpts := WorkflowWorkerOptions(p.Identity, p.StopTimeout)
+	wfOpts.DeploymentOptions = deploymentOptions(p.Deployment)
+	wf := worker.New(c, exam.WorkflowQueue, wfOpts)
 	if err := workflows.Register(wf, p.Stages.Specs()); err != nil {
 		return nil, err
 	}
 
 	cpu := worker.New(c, exam.CPUQueue, worker.Options{Identity: p.Identity, WorkerStopTimeout: p.StopTimeout,
-		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: p.Interceptors})
+		MaxConcurrentActivityTaskPollers: cpuPollers, Interceptors: p.Interceptors,
+		DeploymentOptions: deploymentOptions(p.Deployment)})
 	inbox := InboxPublisher{Client: c}
 	acts := &activities.Activities{Common: p.Common, Node: p.Identity, Pipeline: p.Stages.Specs(),
 		Workstations: &activities.Workstations{Webhooks: p.Webhooks, Inbox: inbox}}
@@ -156,6 +168,18 @@ func WorkflowWorkerOptions(identity string, stopTimeout time.Duration) worker.Op
 	return worker.Options{Identity: identity, WorkerStopTimeout: stopTimeout,
 		MaxConcurrentWorkflowTaskPollers: workflowPollers, StickyScheduleToStartTimeout: stickyTimeout,
 		DeadlockDetectionTimeout: deadlockAfter}
+}
+
+// deploymentOptions declare a worker's Deployment Version. Both of the
+// pipeline worker's queues declare the same one, so that the CPU stages
+// of a pinned exam run on its build; the GPU queues are in no version
+// (gpuworker): their stages are the contract's, served to every build.
+func deploymentOptions(v worker.WorkerDeploymentVersion) worker.DeploymentOptions {
+	if v.DeploymentName == "" {
+		return worker.DeploymentOptions{}
+	}
+	return worker.DeploymentOptions{UseVersioning: true, Version: v,
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned}
 }
 
 // scheduleSweep makes the schedule that runs the scan sweep, once: every

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -84,6 +85,10 @@ type Config struct {
 	// SweepEvery and SweepGrace schedule the scan sweep (zero: every
 	// 10 minutes, scans older than an hour).
 	SweepEvery, SweepGrace time.Duration
+	// Deployment, when named, versions the pipeline worker (Worker
+	// Versioning): it polls as this Deployment Version, which becomes the
+	// deployment's current one if it has none.
+	Deployment worker.WorkerDeploymentVersion
 	// PACSURL, when set, is the DICOMweb base URL the demo campus's
 	// results are exported to (octflow dev --pacs-url, OCTFLOW_PACS_URL).
 	PACSURL string
@@ -261,7 +266,8 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*System, error) {
 	}
 	if !cfg.APIOnly {
 		opts.Worker = &app.WorkerOptions{
-			Pipeline: workers.PipelineOptions{Webhooks: hooks, PACS: pacs, Identities: identities},
+			Pipeline:     workers.PipelineOptions{Webhooks: hooks, PACS: pacs, Identities: identities, Deployment: cfg.Deployment},
+			PromoteFirst: true,
 			Housekeeping: workers.HousekeepingOptions{SweepEvery: cmp.Or(cfg.SweepEvery, 10*time.Minute),
 				SweepGrace: cmp.Or(cfg.SweepGrace, time.Hour)},
 		}

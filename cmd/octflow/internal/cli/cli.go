@@ -31,15 +31,17 @@ func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmds := map[string]func(context.Context, []string) error{
-		"dev":       runDev,
-		"api":       runAPI,
-		"worker":    runWorker,
-		"gpuworker": runGPUWorker,
-		"setup":     runSetup,
-		"submit":    runSubmit,
-		"phantom":   runPhantom,
-		"bench":     runBench,
-		"node-keys": runNodeKeys,
+		"dev":        runDev,
+		"api":        runAPI,
+		"worker":     runWorker,
+		"gpuworker":  runGPUWorker,
+		"setup":      runSetup,
+		"submit":     runSubmit,
+		"phantom":    runPhantom,
+		"bench":      runBench,
+		"node-keys":  runNodeKeys,
+		"deployment": runDeployment,
+		"version":    runVersion,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -78,6 +80,8 @@ commands:
   phantom    write a synthetic macular OCT cube as DICOM
   bench      run the scheduling benchmark on an embedded system (simulated GPU mode)
   node-keys  write the payload keys of a GPU node bound to some campuses
+  deployment Worker Versioning: status, promote, ramp, rollback, retire (docs/operations.md, Upgrades)
+  version    print this build's version, commit and build ID
 
 run 'octflow <command> -h' for its flags.
 `)

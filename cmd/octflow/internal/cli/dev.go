@@ -11,7 +11,9 @@ import (
 	"octflow/activities"
 	"octflow/app"
 	"octflow/config"
+	"octflow/deployment"
 	"octflow/exam"
+	"octflow/internal/buildinfo"
 	"octflow/internal/devstack"
 	"octflow/internal/devsystem"
 )
@@ -32,6 +34,9 @@ func runDev(ctx context.Context, args []string) error {
 	models := config.BindModels(s, activities.Pipeline().Specs())
 	serverTLS := config.BindServerTLS(s)
 	dev := config.BindDev(s)
+	// Unversioned by default: a dev data dir outlives builds, and exams
+	// pinned to an old one would wait for its workers.
+	dep := config.BindDeployment(s, "", buildinfo.Read().BuildID())
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
@@ -39,7 +44,8 @@ func runDev(ctx context.Context, args []string) error {
 	defer log.Sync()
 	cfg := devsystem.Config{DataDir: dev.DataDir, APIAddr: dev.APIAddr, TemporalAddr: dev.TemporalAddr, UIAddr: dev.UIAddr,
 		S3Addr: dev.S3Addr, MetricsAddr: dev.MetricsAddr, GPUNodes: dev.GPUNodes, StopTimeout: dev.Drain,
-		PACSURL: dev.PACSURL, PACSFile: dev.PACSFile, Policy: *policy}
+		PACSURL: dev.PACSURL, PACSFile: dev.PACSFile, Policy: *policy,
+		Deployment: deployment.VersionOf(dep.Name, dep.BuildID)}
 	if dev.Postgres != "" {
 		pg, err := devstack.ParsePostgresURL(dev.Postgres)
 		if err != nil {

@@ -19,8 +19,10 @@ import (
 	"octflow/app"
 	"octflow/audit"
 	"octflow/config"
+	"octflow/deployment"
 	"octflow/exam"
 	"octflow/gpuworker"
+	"octflow/internal/buildinfo"
 	"octflow/workers"
 )
 
@@ -103,6 +105,7 @@ func runWorker(ctx context.Context, args []string) error {
 	temporalTLS := config.BindTemporalTLS(s)
 	sweep := config.BindSweep(s)
 	proc := config.BindProcess(s)
+	dep := config.BindDeployment(s, "octflow", buildinfo.Read().BuildID())
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
@@ -115,7 +118,8 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	worker := &app.WorkerOptions{
-		Pipeline:     workers.PipelineOptions{Webhooks: app.Webhooks(*hooks, guard), Identities: identities, Installation: *installation},
+		Pipeline: workers.PipelineOptions{Webhooks: app.Webhooks(*hooks, guard), Identities: identities, Installation: *installation,
+			Deployment: deployment.VersionOf(dep.Name, dep.BuildID)},
 		Housekeeping: workers.HousekeepingOptions{SweepEvery: sweep.Every, SweepGrace: sweep.Grace},
 	}
 	opts := app.Options{
