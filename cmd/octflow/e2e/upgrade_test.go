@@ -1,0 +1,251 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"octflow/activities"
+	"octflow/api"
+	"octflow/api/intake"
+	"octflow/app"
+	"octflow/codec"
+	"octflow/contract"
+	"octflow/deployment"
+	"octflow/exam"
+	"octflow/gpuworker"
+	"octflow/internal/devsystem"
+	"octflow/lifecycle"
+	"octflow/workers"
+	"octflow/workflows"
+)
+
+// upgradeDeployment is the Worker Deployment the upgrade test's builds
+// poll as.
+const upgradeDeployment = "octflow-upgrade-test"
+
+// startBuild starts a pipeline worker of build, running stages, polling
+// as that build of upgradeDeployment; the first build started becomes
+// current.
+func (h *harness) startBuild(build string, stages activities.Stages) *app.App {
+	h.t.Helper()
+	sealer, err := codec.Open(h.sys.Secrets.CodecKeysFile)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	a, err := app.Start(context.Background(), app.Options{Stack: h.sys.StackConfig, Identity: "worker-" + build, Logger: h.log,
+		StopTimeout: h.cfg.StopTimeout, Codec: sealer, Stages: stages,
+		Worker: &app.WorkerOptions{PromoteFirst: true,
+			Pipeline: workers.PipelineOptions{Deployment: deployment.VersionOf(upgradeDeployment, build)}}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.extra = append(h.extra, a)
+	return a
+}
+
+// withToyAfterMeasure is the shipped pipeline with the toy stage added
+// after measure: a workflow change no GetVersion guards.
+func withToyAfterMeasure() activities.Stages {
+	var stages activities.Stages
+	for _, s := range activities.Pipeline() {
+		stages = append(stages, s)
+		if s.Spec.Stage == exam.Measure {
+			stages = append(stages, toyStage())
+		}
+	}
+	return stages
+}
+
+// withToyAfterDenoise puts the toy stage right after denoise: an exam
+// past denoise under the shipped pipeline does not replay on it.
+func withToyAfterDenoise() activities.Stages {
+	var stages activities.Stages
+	for _, s := range activities.Pipeline() {
+		stages = append(stages, s)
+		if s.Spec.Stage == exam.Denoise {
+			stages = append(stages, toyStage())
+		}
+	}
+	return stages
+}
+
+// An upgrade with an exam in flight, by Worker Versioning: build 1 runs
+// the shipped pipeline; build 2 adds a stage (unguarded by GetVersion).
+// The replay gate passes build 2 (the exam in flight is pinned to build
+// 1 and stays there) and refuses a build that claims build 1's ID with
+// build 2's kind of change, naming the exam. Once build 2 is promoted,
+// the exam in flight finishes on build 1 without a failed workflow task
+// and without the added stage, a new exam runs build 2's pipeline, the
+// fleet moves to build 2 at its continue-as-new, and build 1 may not go
+// while its exam's review is open. A rollback sends new exams to build 1
+// again.
+func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
+	const b1, b2 = "1.0.0+upgrade-test", "1.1.0+upgrade-test"
+	release := make(chan struct{})
+	h := newHarness(t, 0, func(c *devsystem.Config) {
+		c.APIOnly = true
+		c.WorkerInterceptors = withFaults(func(ctx context.Context, node string, stage exam.Stage) error {
+			if stage != exam.Layers || !isExam(ctx, "inflight") {
+				return nil
+			}
+			for { // held in its GPU stage across the upgrade
+				activity.RecordHeartbeat(ctx)
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		})
+	})
+	ctx := context.Background()
+	c := h.sys.App.Client()
+	m := deployment.Manager{Client: c, Name: upgradeDeployment, Identity: "upgrade test"}
+	h.startBuild(b1, activities.Pipeline())
+	h.startParts(false, gpuworker.Config{NodeID: "gpu-upgrade"})
+	if st, err := m.Status(ctx); err != nil || st.Current() != b1 {
+		t.Fatalf("after the first start the current build is %q (%v), want %s", st.Current(), err, b1)
+	}
+
+	submit := func(id string, seed uint64) {
+		t.Helper()
+		_, scan := phantomDICOM(t, tiny(seed))
+		if _, code, err := h.device.Submit(ctx, intake.Meta{ExamID: id}, scan); err != nil || code != http.StatusAccepted {
+			t.Fatalf("submit %s: %d %v", id, code, err)
+		}
+	}
+	submit("inflight", 901)
+	h.waitFor("inflight", time.Minute, func(st *api.ExamStatus) bool {
+		return st.Stage == exam.Layers && st.State == lifecycle.Executing
+	})
+
+	// Build 2 starts beside build 1 and takes nothing until promoted.
+	h.startBuild(b2, withToyAfterMeasure())
+	if st, err := m.Status(ctx); err != nil || st.Current() != b1 {
+		t.Fatalf("starting build 2 moved the current build to %q (%v)", st.Current(), err)
+	}
+
+	dc, fc := h.sys.App.Converters().Data, h.sys.App.Converters().Failure
+	gate := func(build string, stages activities.Stages) deployment.Verdict {
+		t.Helper()
+		v, err := deployment.Gate{Client: c, Deployment: upgradeDeployment, BuildID: build, DataConverter: dc, FailureConverter: fc,
+			Register: func(r worker.WorkflowRegistry) error { return workflows.Register(r, stages.Specs()) }}.Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := gate(b2, withToyAfterMeasure()); !v.Passed() || v.Replayed == 0 {
+		t.Fatalf("the gate refused build 2, or replayed nothing: %+v", v)
+	}
+	v := gate(b1, withToyAfterDenoise())
+	if v.Passed() || !strings.Contains(refusals(v), h.examWF("inflight")) {
+		t.Fatalf("the gate passed a build that claims build 1's ID with a stage added after denoise, or did not name the exam: %+v", v)
+	}
+
+	if _, err := m.Promote(ctx, b2); err != nil {
+		t.Fatal(err)
+	}
+	submit("after", 902)
+	if st := h.waitTerminal("after"); st.State != lifecycle.Completed {
+		t.Fatalf("the exam started after the upgrade ended %s", st.State)
+	}
+	close(release)
+	if st := h.waitTerminal("inflight"); st.State != lifecycle.Completed {
+		t.Fatalf("the exam in flight ended %s", st.State)
+	}
+
+	ranToy := func(id string) bool {
+		_, err := h.store.ReadAll(ctx, exam.ObjectKey(h.ref(id), "toy.json"))
+		return err == nil
+	}
+	for _, tc := range []struct {
+		id, build string
+		toy       bool
+	}{{"inflight", b1, false}, {"after", b2, true}} {
+		if ranToy(tc.id) != tc.toy {
+			t.Errorf("exam %s ran the added stage: %v, want %v", tc.id, !tc.toy, tc.toy)
+		}
+		if got := pinnedBuild(t, c, h.examWF(tc.id)); got != tc.build {
+			t.Errorf("exam %s is pinned to %q, want %s", tc.id, got, tc.build)
+		}
+		if n := failedWorkflowTasks(t, c, h.examWF(tc.id)); n != 0 {
+			t.Errorf("exam %s had %d failed workflow tasks", tc.id, n)
+		}
+		if n := h.executions(tc.id); n != 1 {
+			t.Errorf("exam %s ran %d times", tc.id, n)
+		}
+	}
+
+	// The fleet moves to build 2 at its next continue-as-new.
+	deadline := time.Now().Add(time.Minute)
+	for pinnedBuild(t, c, contract.FleetWorkflowID) != b2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet is still pinned to %q a minute after the upgrade", pinnedBuild(t, c, contract.FleetWorkflowID))
+		}
+		time.Sleep(time.Second)
+	}
+	// Build 1 runs the in-flight exam's review: it may not go.
+	if r, err := m.Retirable(ctx, b1); err != nil || r.MayGo {
+		t.Fatalf("build 1 may go while its exam's review is open: %+v %v", r, err)
+	}
+
+	// Roll back: new exams run build 1 again.
+	if prev, err := m.Rollback(ctx, b1); err != nil || prev != b2 {
+		t.Fatalf("rollback: was %q, %v", prev, err)
+	}
+	submit("rolledback", 903)
+	if st := h.waitTerminal("rolledback"); st.State != lifecycle.Completed {
+		t.Fatalf("the exam after the rollback ended %s", st.State)
+	}
+	if ranToy("rolledback") || pinnedBuild(t, c, h.examWF("rolledback")) != b1 {
+		t.Errorf("the exam after the rollback ran build 2 (toy stage %v, pinned to %q)", ranToy("rolledback"), pinnedBuild(t, c, h.examWF("rolledback")))
+	}
+}
+
+func refusals(v deployment.Verdict) string {
+	var s []string
+	for _, r := range v.Refusals {
+		s = append(s, r.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+// pinnedBuild is the build a workflow's latest run is pinned to.
+func pinnedBuild(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+}
+
+// failedWorkflowTasks counts a workflow's failed workflow tasks (a
+// nondeterminism fails one).
+func failedWorkflowTasks(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(errors.Join(errors.New("read history"), err))
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			n++
+		}
+	}
+	return n
+}
