@@ -82,7 +82,9 @@ func RegisterExport(r worker.ActivityRegistry, x *Exporter) {
 // a macular cube's TID 2100 SR), and sends them to the campus's PACS by
 // STOW-RS, then asks the PACS for each one (WADO-RS metadata): only what
 // it holds is delivered. The objects and their UIDs are the same on
-// every try, so a resend makes no duplicate. A PACS that does not answer, or answers 5xx
+// every try, so a resend makes no duplicate. Results of a run that
+// replaces an earlier exported run's (exportsRecord) name those as
+// their predecessors and come with a rejection note of them. A PACS that does not answer, or answers 5xx
 // or 429, is PACSUnavailable (the workflow tries again); one that refuses
 // any object, and results that cannot be built, are ExportRefused.
 func (x *Exporter) ExportToPACS(ctx context.Context, in contract.StageInput) (contract.ExportOutput, error) {
@@ -115,9 +117,18 @@ func (x *Exporter) ExportToPACS(ctx context.Context, in contract.StageInput) (co
 	}
 	sw := results.BuildSoftware()
 	sw.Installation = x.Installation
-	objs, err := results.FromSealed(x.Identities, ref, sealed, &rep, pdf, sw)
+	// What earlier runs of the exam sent, which this run's results
+	// replace (exportsRecord), kept before any of them is sent.
+	sent, err := readExports(ctx, store, ref)
+	if err != nil {
+		return out, err
+	}
+	objs, err := results.FromSealedSuperseding(x.Identities, ref, sealed, &rep, pdf, sw, sent.superseded(rep.Run))
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
+	}
+	if err := sent.keep(ctx, store, ref, rep.Run, objs); err != nil {
+		return out, err
 	}
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)

@@ -65,6 +65,11 @@ func ReportJSONKey(r Ref) string { return ObjectKey(r, "report.json") }
 // ReportPDFKey is the printable report.
 func ReportPDFKey(r Ref) string { return ObjectKey(r, "report.pdf") }
 
+// ExportsKey is what the exam's exports sent to the PACS, run by run:
+// the references a later run's results replace (no patient identifier,
+// only the UIDs octflow derived for its own objects).
+func ExportsKey(r Ref) string { return ObjectKey(r, "exports.json") }
+
 // ReviewKey is the clinician's review: every decision, kept beyond
 // Temporal's retention.
 func ReviewKey(r Ref) string { return r.prefix() + "review.json" }

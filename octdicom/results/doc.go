@@ -4,7 +4,10 @@
 // instance, and for a measured macular cube a Macular Grid Thickness and
 // Volume Report (TID 2100), each in a series of its own, with instance
 // UIDs derived from the exam and its report's run (octdicom.DerivedUID),
-// so that a retried export sends the same instances again.
+// so that a retried export sends the same instances again. Results of a
+// run that replace an earlier run's (BuildSuperseding) name those as
+// their predecessors and bring a Key Object Selection Document that
+// rejects them (IHE IOCM).
 //
 // It builds them from the exam's report (package report) and its
 // original identity, which the gateway sealed (octdicom.SealIdentity)

@@ -237,3 +237,138 @@ func TestOrthancFilesTheResultsInTheSourceStudy(t *testing.T) {
 		t.Errorf("Orthanc holds %d patients and %d studies, want the source's one each", len(patients), len(studies))
 	}
 }
+
+// dicomJSON is one instance's metadata as WADO-RS gives it (DICOM
+// JSON): each attribute by its tag, a sequence's items in Value.
+type dicomJSON map[string]struct {
+	Value []json.RawMessage
+}
+
+// str is the first value of an attribute, as text (an IS or a DS is a
+// number in DICOM JSON).
+func (d dicomJSON) str(t *testing.T, tg string) string {
+	t.Helper()
+	var v any
+	if vs := d[tg].Value; len(vs) > 0 {
+		if err := json.Unmarshal(vs[0], &v); err != nil {
+			t.Fatalf("%s: %v", tg, err)
+		}
+	}
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// items are the items of a sequence.
+func (d dicomJSON) items(t *testing.T, tg string) []dicomJSON {
+	t.Helper()
+	var out []dicomJSON
+	for _, raw := range d[tg].Value {
+		var it dicomJSON
+		if err := json.Unmarshal(raw, &it); err != nil {
+			t.Fatalf("%s: %v", tg, err)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// refs are the objects a Hierarchical SOP Instance Reference sequence
+// names (a study's series' Referenced SOP Sequence items).
+func (d dicomJSON) refs(t *testing.T, tg string) []hierRef {
+	t.Helper()
+	var out []hierRef
+	for _, study := range d.items(t, tg) {
+		for _, series := range study.items(t, "00081115") {
+			for _, sop := range series.items(t, "00081199") {
+				out = append(out, hierRef{study.str(t, "0020000D"), series.str(t, "0020000E"),
+					sop.str(t, "00081150"), sop.str(t, "00081155")})
+			}
+		}
+	}
+	return out
+}
+
+// metadata is what Orthanc's WADO-RS answers of one object it holds.
+func (o *orthanc) metadata(obj Object) dicomJSON {
+	o.t.Helper()
+	var found []dicomJSON
+	path := fmt.Sprintf("/dicom-web/studies/%s/series/%s/instances/%s/metadata", obj.StudyInstanceUID, obj.SeriesInstanceUID, obj.SOPInstanceUID)
+	if code := o.do(http.MethodGet, path, "", nil, &found); code != http.StatusOK || len(found) != 1 {
+		o.t.Fatalf("WADO-RS metadata of the %s: %d, %d instances", obj.Kind, code, len(found))
+	}
+	return found[0]
+}
+
+// A rerun's results in a real PACS: Orthanc, holding the source scan and
+// a first run's PDF and SR, takes a second run's PDF, SR and rejection
+// note into the same study; read back by WADO-RS, the new SR and PDF name
+// the old ones as their predecessors, and the rejection note lists both
+// old objects in its evidence and its content.
+func TestOrthancTakesARerunThatReplacesAndRejectsTheFirst(t *testing.T) {
+	o := startOrthanc(t)
+	scan, err := os.ReadFile(realScan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := o.do(http.MethodPost, "/instances", "application/dicom", scan, nil); code != http.StatusOK {
+		t.Fatalf("storing the source scan in Orthanc: %d", code)
+	}
+	id, err := octdicom.ReadIdentity(bytes.NewReader(scan), int64(len(scan)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Exam = testRef
+	rep1 := cubeReport()
+	run1 := build(t, id, rep1, renderPDF(t, rep1))
+	rep2 := rerunOf(cubeReport(), "0190d9e4-run-2")
+	run2, err := BuildSuperseding(id, rep2, renderPDF(t, rep2), Software{Version: "v0.27.0"}, supersededBy(1, run1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range [][]Object{run1, run2} {
+		if code, failed := o.stow(run); code != http.StatusOK || len(failed) > 0 {
+			t.Fatalf("STOW-RS of run %d: %d, failed %v", i+1, code, failed)
+		}
+	}
+	old, rerun := byKind(run1), byKind(run2)
+	if len(old) != 2 || len(rerun) != 3 || rerun[KindRejection].SOPClassUID != KeyObjectSelectionSOPClass {
+		t.Fatalf("run 1 sent %d objects, run 2 %d: want a PDF and an SR, then those and a rejection note", len(old), len(rerun))
+	}
+	want := []string{id.SOPInstanceUID}
+	for _, obj := range append(slices.Clone(run1), run2...) {
+		want = append(want, obj.SOPInstanceUID)
+	}
+	slices.Sort(want)
+	if got := o.studyInstances(id.StudyInstanceUID); !slices.Equal(got, want) {
+		t.Errorf("the source study holds %v, want the scan and both runs' objects %v", got, want)
+	}
+	for _, kind := range []string{KindMacularGridSR, KindPDF} {
+		if got, want := o.metadata(rerun[kind]).refs(t, "0040A360"), []hierRef{refOf(old[kind])}; !slices.Equal(got, want) {
+			t.Errorf("the PACS's rerun %s names predecessors %v, want the first run's %v", kind, got, want)
+		}
+		if o.metadata(rerun[kind]).str(t, "00200011") == o.metadata(old[kind]).str(t, "00200011") {
+			t.Errorf("the rerun's %s is in the first run's series number", kind)
+		}
+	}
+	kos := o.metadata(rerun[KindRejection])
+	rejected := []hierRef{refOf(old[KindPDF]), refOf(old[KindMacularGridSR])}
+	if got := kos.refs(t, "0040A375"); !slices.Equal(got, rejected) {
+		t.Errorf("the PACS's rejection note has evidence %v, want the first run's PDF and SR %v", got, rejected)
+	}
+	var content []string
+	for _, it := range kos.items(t, "0040A730") {
+		if it.str(t, "0040A040") == "COMPOSITE" {
+			for _, sop := range it.items(t, "00081199") {
+				content = append(content, sop.str(t, "00081155"))
+			}
+		}
+	}
+	if want := []string{old[KindPDF].SOPInstanceUID, old[KindMacularGridSR].SOPInstanceUID}; !slices.Equal(content, want) {
+		t.Errorf("the PACS's rejection note references %v in its content, want %v", content, want)
+	}
+	if title := kos.items(t, "0040A043"); len(title) != 1 || title[0].str(t, "00080100") != "113001" {
+		t.Errorf("the PACS's rejection note is titled %v", title)
+	}
+}

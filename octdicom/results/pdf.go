@@ -48,6 +48,8 @@ func (b *builder) encapsulatedPDF(pdf []byte) (Object, error) {
 	e.Str(tag.BurnedInAnnotation, "NO")
 	e.Str(tag.RecognizableVisualFeatures, "NO")
 	e.Seq(tag.SourceInstanceSequence, b.sourceRef())
+	// The PDF it replaces, if an earlier run sent one.
+	b.predecessor(e, obj.SOPClassUID)
 	// The title the PDF prints, and coded: LOINC's Diagnostic Imaging
 	// Report, the title of CID 7000 that fits an imaging report whatever
 	// its modality. CID 7020, the IOD's baseline, is LOINC's document

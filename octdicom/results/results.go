@@ -80,11 +80,17 @@ type Object struct {
 // (exam.IdentityKey of its scan digest), its report.json and its
 // report.pdf.
 func FromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	return FromSealedSuperseding(c, ref, sealed, rep, pdf, sw, Superseded{})
+}
+
+// FromSealedSuperseding is FromSealed for a run whose results replace
+// what earlier runs of the exam sent (BuildSuperseding).
+func FromSealedSuperseding(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report, pdf []byte, sw Software, prior Superseded) ([]Object, error) {
 	id, err := octdicom.OpenIdentity(c, ref, sealed)
 	if err != nil {
 		return nil, err
 	}
-	return Build(id, rep, pdf, sw)
+	return BuildSuperseding(id, rep, pdf, sw, prior)
 }
 
 // Build builds the objects an exam's results are filed as, in the
@@ -99,6 +105,17 @@ func FromSealed(c *codec.Codec, ref exam.Ref, sealed []byte, rep *report.Report,
 // the same objects, byte for byte, on every call. It is a pure function
 // of its arguments.
 func Build(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software) ([]Object, error) {
+	return BuildSuperseding(id, rep, pdf, sw, Superseded{})
+}
+
+// BuildSuperseding is Build for a run whose results replace what
+// earlier runs of the exam sent (prior; none: Build's objects): the PDF
+// and the SR name the latest earlier object of their SOP class as their
+// predecessor (Predecessor Documents Sequence), their Series Numbers are
+// the run's own (Superseded.Runs), and a Key Object Selection Document,
+// last, rejects every earlier object (an IHE IOCM rejection note,
+// rejectionNote). It is a pure function of its arguments.
+func BuildSuperseding(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software, prior Superseded) ([]Object, error) {
 	if rep == nil {
 		return nil, errors.New("results: no report")
 	}
@@ -108,7 +125,11 @@ func Build(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software) ([
 	if !octdicom.ValidUID(id.StudyInstanceUID) || !octdicom.ValidUID(id.SeriesInstanceUID) || !octdicom.ValidUID(id.SOPInstanceUID) || !octdicom.ValidUID(id.SOPClassUID) {
 		return nil, fmt.Errorf("results: %w", octdicom.ErrNoIdentity)
 	}
+	if err := prior.check(); err != nil {
+		return nil, err
+	}
 	b := newBuilder(id, rep, sw)
+	b.prior = prior
 	p, err := b.encapsulatedPDF(pdf)
 	if err != nil {
 		return nil, err
@@ -122,6 +143,13 @@ func Build(id octdicom.Identity, rep *report.Report, pdf []byte, sw Software) ([
 			return nil, err
 		}
 		out = append(out, sr)
+	}
+	if len(prior.Objects) > 0 {
+		kos, err := b.rejectionNote()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kos)
 	}
 	return out, nil
 }
@@ -146,6 +174,9 @@ type builder struct {
 	// else in UTC (offset "").
 	created time.Time
 	offset  string
+	// prior is what earlier runs of the exam sent, which these objects
+	// replace (none: a first run's).
+	prior Superseded
 }
 
 func newBuilder(id octdicom.Identity, rep *report.Report, sw Software) *builder {
@@ -304,7 +335,7 @@ func (b *builder) common(e *octdicom.Elements, sopClass, sopInstance, modality, 
 	// A new series of octflow's.
 	e.Str(tag.Modality, modality)
 	e.Str(tag.SeriesInstanceUID, series)
-	e.Str(tag.SeriesNumber, seriesNumber)
+	e.Str(tag.SeriesNumber, b.seriesNumber(seriesNumber))
 	e.Str(tag.SeriesDescription, seriesDescription)
 	e.Str(tag.SeriesDate, da(b.created))
 	e.Str(tag.SeriesTime, tm(b.created))

@@ -167,6 +167,8 @@ func (b *builder) macularGridSR() (Object, error) {
 	series.Seq(tag.ReferencedSOPSequence, b.sourceRef())
 	evidence.Seq(tag.ReferencedSeriesSequence, series)
 	e.Seq(tag.CurrentRequestedProcedureEvidenceSequence, evidence)
+	// The SR it replaces, if an earlier run sent one.
+	b.predecessor(e, obj.SOPClassUID)
 	// SR Document Content: the root container.
 	e.Str(tag.ValueType, "CONTAINER")
 	e.Seq(tag.ConceptNameCodeSequence, octdicom.Code("111690", "DCM", "Macular Grid Thickness and Volume Report"))
@@ -197,7 +199,18 @@ func (b *builder) macularContent() ([]*octdicom.Elements, error) {
 	if !ok {
 		return nil, fmt.Errorf("macular grid SR of a report without a cube's measurements (%s scan)", b.rep.ScanPattern)
 	}
-	out := []*octdicom.Elements{
+	group, err := b.measurementGroup(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(b.languageAndObserver(), group), nil
+}
+
+// languageAndObserver are the content's language (TID 1204, English)
+// and observer context (TID 1002 and 1004: the installation as the
+// device observer), as the root container's first children.
+func (b *builder) languageAndObserver() []*octdicom.Elements {
+	return []*octdicom.Elements{
 		// TID 1204.
 		codeItem("HAS CONCEPT MOD", octdicom.Code("121049", "DCM", "Language of Content Item and Descendants"),
 			octdicom.Code("en-US", "RFC5646", "English (United States)")),
@@ -209,11 +222,6 @@ func (b *builder) macularContent() ([]*octdicom.Elements, error) {
 		textItem("HAS OBS CONTEXT", octdicom.Code("121015", "DCM", "Device Observer Model Name"), cut("octflow "+b.sw.Version, 1024)),
 		textItem("HAS OBS CONTEXT", octdicom.Code("121016", "DCM", "Device Observer Serial Number"), b.serialNumber()),
 	}
-	group, err := b.measurementGroup(m)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, group), nil
 }
 
 // measurementGroup is the eye's measurement group (TID 2120): its finding
