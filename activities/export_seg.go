@@ -49,7 +49,12 @@ func (x *Exporter) segmentation(ctx context.Context, in contract.StageInput, sea
 		case err == nil && none == "":
 			return &obj, nil
 		case err == nil:
-			x.logNoSegmentation(in, none)
+			// The exam has none by design (a source without planes):
+			// said, not warned of.
+			if x.Logger != nil {
+				x.Logger.Info("the exam's results are exported without a segmentation", zap.String("campus", in.Exam.Campus),
+					zap.String("examId", in.Exam.ExamID), zap.String("reason", none))
+			}
 			return nil, nil
 		}
 	}
