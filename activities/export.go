@@ -127,6 +127,13 @@ func (x *Exporter) ExportToPACS(ctx context.Context, in contract.StageInput) (co
 	if err != nil {
 		return out, refused("the results cannot be built: " + err.Error())
 	}
+	// The segmentation goes with them, under the same rules (export_seg.go).
+	if seg, err := x.segmentation(ctx, in, sealed, &rep, sw); err != nil {
+		return out, err
+	} else if seg != nil {
+		objs = append(objs, *seg)
+	}
+	// Recorded before they are sent: a later run names and rejects them.
 	if err := sent.keep(ctx, store, ref, rep.Run, objs); err != nil {
 		return out, err
 	}

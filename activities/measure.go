@@ -37,6 +37,12 @@ type measurementsFile struct {
 	// first byte (packBits): the report counts a lesion only on a graded
 	// A-scan.
 	Graded []byte `json:"graded"`
+	// RetinaMeasured is where the retina's thickness (ILM to BM) was
+	// measured and vouched for (imaging.Analysis.RetinaMeasured), packed
+	// like Graded: the A-scans the segmentation sent to the PACS draws
+	// the retina on. Absent for a circle, for a scan not measured, and
+	// in files written before it was kept.
+	RetinaMeasured []byte `json:"retinaMeasured,omitempty"`
 }
 
 // packBits packs a mask into bits, the first in the lowest bit of the
@@ -49,6 +55,14 @@ func packBits(mask []bool) []byte {
 		}
 	}
 	return b
+}
+
+// packOptional is packBits of a mask, nil for none.
+func packOptional(mask []bool) []byte {
+	if mask == nil {
+		return nil
+	}
+	return packBits(mask)
 }
 
 // unpackBits is the mask of n entries packBits made b of; nil when b
@@ -90,7 +104,7 @@ func (a *Activities) Measure(ctx context.Context, in contract.StageInput) (contr
 		out.Summary = summarize(an)
 		return a.putJSON(ctx, out.Keys[0], measurementsFile{
 			Volume: report.VolumeInfo{Frames: v.Frames, Rows: v.Rows, Cols: v.Cols, Spacing: v.Spacing},
-			Eye:    v.Laterality, Analysis: an, Graded: packBits(an.Quality.Mask)})
+			Eye:    v.Laterality, Analysis: an, Graded: packBits(an.Quality.Mask), RetinaMeasured: packOptional(an.RetinaMeasured())})
 	})
 	return out, err
 }

@@ -102,6 +102,26 @@ func (a *Analysis) LesionKindWithheld(lesionType string) string {
 	return ""
 }
 
+// RetinaMeasured marks, per A-scan ([frame*Cols+col]), where the
+// retina's thickness (ILM to Bruch's membrane) was measured and vouched
+// for: a cube's graded A-scans whose ILM is reliable and whose BM holds,
+// a line's A-scans with a thickness in its profile. Nil for a circle
+// (its figure is the RNFL) and when nothing was measured, and for an
+// analysis read back from JSON, which does not carry it for a cube.
+func (a *Analysis) RetinaMeasured() []bool {
+	switch {
+	case a.line() != nil:
+		out := make([]bool, len(a.line().ProfileUm))
+		for i, t := range a.line().ProfileUm {
+			out[i] = t > 0
+		}
+		return out
+	case a.cube() != nil && a.measured != nil:
+		return append([]bool(nil), a.measured...)
+	}
+	return nil
+}
+
 // Measurable reports whether the analysis carries measurements.
 func (a *Analysis) Measurable() bool { return a.Figures != nil }
 

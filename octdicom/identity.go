@@ -52,6 +52,11 @@ type Identity struct {
 	SOPClassUID       string `json:"sopClassUid"`
 	SOPInstanceUID    string `json:"sopInstanceUid"`
 	Laterality        string `json:"laterality,omitempty"`
+	// FrameOfReferenceUID is the source's Frame of Reference UID
+	// (0020,0052): a segmentation drawn over the scan is in it. Empty
+	// when the source names none, and in identities sealed before it
+	// was kept.
+	FrameOfReferenceUID string `json:"frameOfReferenceUid,omitempty"`
 
 	// TimezoneOffset is the source's Timezone Offset From UTC
 	// (0008,0201), "+HHMM" or "-HHMM": the zone its study date and time
@@ -130,6 +135,8 @@ func identityField(id *Identity, t tag.Tag) *string {
 		return &id.Laterality
 	case tag.TimezoneOffsetFromUTC:
 		return &id.TimezoneOffset
+	case tag.FrameOfReferenceUID:
+		return &id.FrameOfReferenceUID
 	}
 	return nil
 }

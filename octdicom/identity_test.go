@@ -40,6 +40,8 @@ func TestReadIdentityReadsTheOriginalsHeader(t *testing.T) {
 		SOPClassUID:       OphthalmicTomographySOPClass,
 		SOPInstanceUID:    "1.2.826.0.1.3680043.8.498.71553124473104354556069134516105865697",
 		Laterality:        "R",
+		// The segmentation's frame of reference (results.Segmentation).
+		FrameOfReferenceUID: "1.2.826.0.1.3680043.8.498.62812609505933173500998095656085945223",
 	}
 	if !reflect.DeepEqual(id, want) {
 		t.Errorf("identity\n got %+v\nwant %+v", id, want)

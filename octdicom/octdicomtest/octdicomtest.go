@@ -18,7 +18,7 @@ func Identity(ref exam.Ref) octdicom.Identity {
 		StudyID: "STUDY-88", AccessionNumber: "ACC-2026-0042", ReferringPhysicianName: "Doe^Jane",
 		StudyDescription: "OCT macula both eyes", SeriesInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2",
 		SOPClassUID: octdicom.OphthalmicTomographySOPClass, SOPInstanceUID: "1.2.826.0.1.3680043.2.1125.99.1.2.3", Laterality: "R",
-		TimezoneOffset: "+0100", Requests: []octdicom.Request{{AccessionNumber: "ACC-2026-0042", RequestedProcedureID: "RP-7731",
+		FrameOfReferenceUID: "1.2.826.0.1.3680043.2.1125.99.1.4", TimezoneOffset: "+0100", Requests: []octdicom.Request{{AccessionNumber: "ACC-2026-0042", RequestedProcedureID: "RP-7731",
 			RequestedProcedureDescription: "OCT Makula beidseits", ScheduledProcedureStepID: "SPS-7731-1",
 			RequestedProcedureCode: octdicom.CodedEntry{Value: "OCT-MAC", Scheme: "99IHE", Meaning: "OCT Makula"}}}}
 }

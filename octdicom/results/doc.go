@@ -2,7 +2,9 @@
 // patient's own study, for the export to the hospital's PACS (package
 // activities, ExportToPACS): the report PDF as an Encapsulated PDF
 // instance, and for a measured macular cube a Macular Grid Thickness and
-// Volume Report (TID 2100), each in a series of its own, with instance
+// Volume Report (TID 2100), and for a measured cube or line scan a
+// Segmentation of the retina and lesions over the scan's frames
+// (Segmentation), each in a series of its own, with instance
 // UIDs derived from the exam and its report's run (octdicom.DerivedUID),
 // so that a retried export sends the same instances again. Results of a
 // run that replace an earlier run's (BuildSuperseding) name those as
