@@ -18,7 +18,14 @@ ENV GOTOOLCHAIN=local CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarati
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go build -trimpath -ldflags="-s -w" -o /out/octflow ./cmd/octflow
+# The version is the VERSION file; the commit is OCTFLOW_COMMIT where the
+# build passes it, else a digest of the source (the context has no .git),
+# so that two builds of different code never share a Worker Deployment
+# build ID (`octflow version`; docs/operations.md, Upgrades).
+ARG OCTFLOW_COMMIT=
+RUN commit="${OCTFLOW_COMMIT:-src-$(find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -not -path './.cache/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)}" \
+ && go build -trimpath -ldflags="-s -w -X octflow/internal/buildinfo.version=$(cat VERSION) -X octflow/internal/buildinfo.commit=${commit}" \
+      -o /out/octflow ./cmd/octflow
 
 FROM debian:bookworm-20251117-slim
 RUN apt-get update \

@@ -90,8 +90,14 @@ accuracy:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5x -benchmem ./imaging
 
+# The version is the repository's VERSION file; the commit is stamped in
+# beside it (`octflow version`; the Worker Deployment build ID is both).
+VERSION := $(shell cat VERSION)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X octflow/internal/buildinfo.version=$(VERSION) -X octflow/internal/buildinfo.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/octflow
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/octflow
 
 vet:
 	$(GO) vet ./...

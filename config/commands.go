@@ -312,3 +312,14 @@ func BindDeploymentCommand(s *Set, sub string) *DeploymentCommand {
 	}
 	return d
 }
+
+// TemporalClient is how an operator's command reaches Temporal.
+type TemporalClient struct{ Addr, Namespace string }
+
+// BindTemporalClient binds the frontend and the namespace.
+func BindTemporalClient(s *Set) *TemporalClient {
+	c := &TemporalClient{}
+	bindTemporalAddr(s, &c.Addr)
+	bindNamespace(s, &c.Namespace, "default")
+	return c
+}

@@ -23,7 +23,8 @@ import (
 )
 
 // roles are the compose services that run octflow: the command each runs.
-var roles = map[string]string{"api": "api", "worker": "worker", "gpu-0": "gpuworker", "gpu-1": "gpuworker", "temporal-namespace": "setup"}
+var roles = map[string]string{"api": "api", "worker": "worker", "gpu-0": "gpuworker", "gpu-1": "gpuworker", "temporal-namespace": "setup",
+	"worker-deployment": "deployment promote"}
 
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
@@ -68,11 +69,12 @@ func commandVars(t *testing.T, command string) map[string]bool {
 func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 	p := loadCompose(t)
 	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "node-exporter", "postgres-exporter", "postgresql",
-		"prometheus", "s3", "s3-proxy", "s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker"}
+		"prometheus", "s3", "s3-proxy", "s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker",
+		"worker-deployment"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
-	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true, "s3-setup": true}
+	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true, "s3-setup": true, "worker-deployment": true}
 	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[A-Za-z0-9._-]+$`)
 	for name, s := range p.Services {
 		if !pinned.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest") {
@@ -137,7 +139,8 @@ func TestEveryOctflowVariableInTheComposeStackIsOneTheBinaryReads(t *testing.T) 
 	p := loadCompose(t)
 	for service, role := range roles {
 		s, ok := p.Services[service]
-		if !ok || len(s.Command) == 0 || s.Command[0] != role || !strings.HasPrefix(s.Image, "octflow:") {
+		words := len(strings.Fields(role))
+		if !ok || len(s.Command) < words || strings.Join(s.Command[:words], " ") != role || !strings.HasPrefix(s.Image, "octflow:") {
 			t.Fatalf("service %s does not run `octflow %s`: %s %v", service, role, s.Image, s.Command)
 		}
 		reads := commandVars(t, role)

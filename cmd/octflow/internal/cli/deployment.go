@@ -49,7 +49,7 @@ func runDeployment(ctx context.Context, args []string) error {
 	sub, args := args[0], args[1:]
 	s := config.New("deployment "+sub, nil)
 	logc := config.BindLog(s, "console")
-	stack := config.BindStack(s)
+	tc := config.BindTemporalClient(s)
 	temporalTLS := config.BindTemporalTLS(s)
 	build := buildinfo.Read().BuildID()
 	dep := config.BindDeployment(s, "octflow", build)
@@ -74,7 +74,7 @@ func runDeployment(ctx context.Context, args []string) error {
 		return err
 	}
 	dc, fc := codec.Converters(sealer)
-	c, err := app.Dial(ctx, app.DialOptions{HostPort: stack.TemporalAddr, Namespace: stack.Namespace,
+	c, err := app.Dial(ctx, app.DialOptions{HostPort: tc.Addr, Namespace: tc.Namespace,
 		Identity: "deployment@" + hostname(), Logger: log.Named("sdk"), TLS: temporalTLS.Config()})
 	if err != nil {
 		return err
