@@ -1,6 +1,6 @@
 // Package cli is the octflow command's subcommands, one file each (dev,
 // api/worker/gpuworker in serve.go, setup, submit, phantom, bench,
-// node-keys), and Main, which dispatches to them: cmd/octflow's main is
+// node-keys, admin), and Main, which dispatches to them: cmd/octflow's main is
 // Main(os.Args[1:]), and the end-to-end tests (cmd/octflow/e2e) run Main
 // in the child processes they start from their own test binary.
 package cli
@@ -40,6 +40,7 @@ func Main(args []string) int {
 		"phantom":   runPhantom,
 		"bench":     runBench,
 		"node-keys": runNodeKeys,
+		"admin":     runAdmin,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -78,6 +79,7 @@ commands:
   phantom    write a synthetic macular OCT cube as DICOM
   bench      run the scheduling benchmark on an embedded system (simulated GPU mode)
   node-keys  write the payload keys of a GPU node bound to some campuses
+  admin      the operator's commands: admin token mint, revoke, list (tokens.json)
 
 run 'octflow <command> -h' for its flags.
 `)
