@@ -357,16 +357,18 @@ done
 grep -q "$(sha "$ADMIN")" "$RUN/deploy/secrets/tokens.json" && ! grep -q "$ADMIN" "$RUN/deploy/secrets/tokens.json" ||
 	fail "tokens.json does not keep the admin token's hash alone"
 amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration init.sh wrote"
-# The api's callers, as docs/security.md says to add them: a device and a
-# clinician of the demo campus, beside init.sh's admin.
-DEVICE=dev-device-$(rnd 16)
-CLINICIAN=dev-clinician-$(rnd 16)
+# The api's callers, as docs/operations.md says to add them (octflow
+# admin token mint, which prints each secret once): a device and a
+# clinician of the demo campus, beside init.sh's admin. The file keeps
+# the mode init.sh gave it, which the api's user reads by.
 tokens=$RUN/deploy/secrets/tokens.json
-jq --arg d "$(sha "$DEVICE")" --arg c "$(sha "$CLINICIAN")" '. + [
-	{sha256: $d, name: "compose-test device", role: "device", deviceId: "compose-oct-1", campus: "demo-campus", urgent: true},
-	{sha256: $c, name: "compose-test clinician", role: "clinician", campus: "demo-campus"}]' "$tokens" >"$tokens.new"
-mv "$tokens.new" "$tokens"
-chmod 444 "$tokens"
+DEVICE=$("$ROOT/bin/octflow" admin token mint --file "$tokens" --name "compose-test device" --role device \
+	--device-id compose-oct-1 --campus demo-campus --urgent 2>>"$CACHE/logs/init.log") || fail "octflow admin token mint (a device): $(tail -1 "$CACHE/logs/init.log")"
+CLINICIAN=$("$ROOT/bin/octflow" admin token mint --file "$tokens" --name "compose-test clinician" --role clinician \
+	--campus demo-campus 2>>"$CACHE/logs/init.log") || fail "octflow admin token mint (a clinician): $(tail -1 "$CACHE/logs/init.log")"
+grep -q "$(sha "$DEVICE")" "$tokens" && grep -q "$(sha "$CLINICIAN")" "$tokens" && grep -q "$(sha "$ADMIN")" "$tokens" &&
+	! grep -q -e "$DEVICE" -e "$CLINICIAN" "$tokens" || fail "tokens.json does not keep the three callers' hashes alone: $(cat "$tokens")"
+[ "$(stat -c %a "$tokens")" = 444 ] || fail "octflow admin token mint changed tokens.json's mode to $(stat -c %a "$tokens")"
 # What the test sets beyond init.sh's answers, in the same .env, so that
 # every later `docker compose` in the directory, from any shell, reads
 # it: Temporal's frontend and the S3 proxy opened on one address (the
