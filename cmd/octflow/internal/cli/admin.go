@@ -98,7 +98,7 @@ func runTokenMint(tf TokenFile, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, secret)
-	fmt.Fprintf(stderr, "minted a %s token for %q (shown once; only its hash is in %s); %s\n", p.Role, p.Name, *file, afterChange)
+	fmt.Fprintf(stderr, "minted a token for %q (%s; shown once, only its hash is in %s); %s\n", p.Name, p.Role, *file, afterChange)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"octflow/api/auth"
@@ -283,5 +284,28 @@ func TestTheTokenCommands(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(bad); string(b) != broken {
 		t.Errorf("a broken file was rewritten:\n%s", b)
+	}
+}
+
+// The file keeps its owner: a secret owned as deploy/make-secrets.sh
+// owns them run as root (the api's user, 10001) stays readable by the
+// api after root mints into it.
+func TestMintKeepsTheFilesOwner(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("only root gives a file to another user")
+	}
+	path := writeTokens(t, &firstAdmin, 0o400)
+	if err := os.Chown(path, 10001, 10001); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (TokenFile{Rand: rand.Reader}).Mint(path, auth.Principal{Name: "ops", Role: auth.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 10001 || st.Gid != 10001 || fi.Mode().Perm() != 0o400 {
+		t.Errorf("owner %d:%d, mode %v; want 10001:10001 and 0400 as before", st.Uid, st.Gid, fi.Mode().Perm())
 	}
 }
