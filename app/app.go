@@ -62,6 +62,11 @@ type Options struct {
 	Codec *codec.Codec
 	// TemporalTLS secures the connection to Temporal (nil: plain).
 	TemporalTLS *tls.Config
+	// CertificateFiles are certificates (PEM) the process exports the
+	// expiry of though it uses none of them: the services' that export no
+	// metrics of their own (the S3 endpoint's, the audit collector's, the
+	// CA's, …), each under its file's name, read again at every scrape.
+	CertificateFiles []string
 	// ClientInterceptors wrap every call this process makes to Temporal;
 	// WorkerInterceptors, given a worker's or GPU node's identity, wrap
 	// the activities it runs (after a node's own interceptor, which binds
@@ -177,14 +182,15 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
 	}
-	// When the certificates this process holds, and Temporal's, expire.
-	certs := newCertificateExpiry()
+	// When the certificates this process holds, Temporal's and those of
+	// the files it watches expire.
+	certs := newCertificateExpiry(opts.Logger.Named("certificates"))
 	var apiTLS *tls.Config
 	if opts.Gateway != nil {
 		apiTLS = opts.Gateway.TLS
 	}
 	if err := errors.Join(certs.hold("api-server", apiTLS), certs.hold("temporal-client", opts.TemporalTLS),
-		certs.register(a.metrics.Registry)); err != nil {
+		certs.watch(opts.CertificateFiles), certs.register(a.metrics.Registry)); err != nil {
 		return nil, err
 	}
 	dc, fc := codec.Converters(opts.Codec)

@@ -3,11 +3,15 @@ package app
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // certificateExpiry exports when the certificates a process holds, and
@@ -16,21 +20,75 @@ import (
 // certificate's NotAfter in Unix seconds. use says which: api-server
 // (the gateway's HTTPS certificate), temporal-client (its certificate
 // for Temporal), temporal-server (the Temporal frontend's, as last seen
-// in a handshake). subject is the certificate's common name: a service
-// or node name, never a patient's. The alerts
+// in a handshake), or the name of a certificate file it watches for
+// the services that export no metrics of their own (Options.CertificateFiles:
+// s3.pem, audit.pem, …). subject is the certificate's common name: a
+// service or node name, never a patient's. The alerts
 // OctflowCertificateExpiring and OctflowCertificateExpiresSoon read it.
 type certificateExpiry struct {
 	desc *prometheus.Desc
+	log  *zap.Logger
 	mu   sync.Mutex
 	seen map[string]*x509.Certificate // by use
+	// files are the watched files, by use (the file's name), read again
+	// at each collection.
+	files map[string]string
 }
 
-func newCertificateExpiry() *certificateExpiry {
+func newCertificateExpiry(log *zap.Logger) *certificateExpiry {
 	return &certificateExpiry{
 		desc: prometheus.NewDesc("octflow_certificate_expiry_timestamp_seconds",
-			"When a certificate this process holds (api-server, temporal-client) or checks (temporal-server, the peer of its last handshake) expires, in Unix seconds.",
+			"When a certificate this process holds (api-server, temporal-client), checks (temporal-server, the peer of its last handshake) or watches (the file it is in, e.g. s3.pem) expires, in Unix seconds.",
 			[]string{"use", "subject"}, nil),
-		seen: map[string]*x509.Certificate{},
+		log:   log,
+		seen:  map[string]*x509.Certificate{},
+		files: map[string]string{},
+	}
+}
+
+// watch exports the first certificate (a chain's leaf) of each of paths
+// under the file's name, read now, which must succeed, and again at
+// each collection, so that a certificate replaced in place is seen; one
+// that cannot be read then keeps its last reading, and is logged. Two
+// files of one name are refused: their series would be one.
+func (c *certificateExpiry) watch(paths []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, path := range paths {
+		use := filepath.Base(path)
+		if other, ok := c.files[use]; ok {
+			return fmt.Errorf("certificate files %s and %s: two files of one name", other, path)
+		}
+		if _, ok := c.seen[use]; ok {
+			return fmt.Errorf("certificate file %s: %s names a certificate this process holds", path, use)
+		}
+		cert, err := readCertificate(path)
+		if err != nil {
+			return err
+		}
+		c.files[use], c.seen[use] = path, cert
+	}
+	return nil
+}
+
+// readCertificate is the first certificate in the PEM file at path.
+func readCertificate(path string) (*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("certificate file: %w", err)
+	}
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, fmt.Errorf("certificate file %s: no PEM certificate", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("certificate file %s: %w", path, err)
+			}
+			return cert, nil
+		}
 	}
 }
 
@@ -85,6 +143,14 @@ func (c *certificateExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc 
 func (c *certificateExpiry) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for use, path := range c.files {
+		cert, err := readCertificate(path)
+		if err != nil {
+			c.log.Warn("a watched certificate file cannot be read: its last reading stands", zap.String("file", path), zap.Error(err))
+			continue
+		}
+		c.seen[use] = cert
+	}
 	for use, cert := range c.seen {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(cert.NotAfter.Unix()), use, cert.Subject.CommonName)
 	}

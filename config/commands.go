@@ -58,6 +58,25 @@ func BindAPI(s *Set) *API {
 	return a
 }
 
+// BindCertificateFiles binds the certificate files (PEM) a process
+// exports the expiry of though it uses none of them (app.Options.
+// CertificateFiles): a comma-separated list, empty entries ignored.
+func BindCertificateFiles(s *Set) *[]string {
+	var raw string
+	files := &[]string{}
+	s.String(&raw, "certificate-files", "OCTFLOW_CERTIFICATE_FILES", "",
+		"certificate files (PEM, comma-separated) whose expiry /metrics shows, for services without metrics of their own")
+	s.Check(func() error {
+		for f := range strings.SplitSeq(raw, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				*files = append(*files, f)
+			}
+		}
+		return nil
+	})
+	return files
+}
+
 // Process is how a worker process stops and shows its metrics.
 type Process struct {
 	// Drain is how long running stages may finish on shutdown.

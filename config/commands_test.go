@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,27 @@ func TestTheCommandsOwnSettings(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// The certificate files are a comma-separated list, spaces and empty
+// entries aside; none by default.
+func TestTheCertificateFilesAreAList(t *testing.T) {
+	for _, c := range []struct {
+		vars map[string]string
+		args []string
+		want []string
+	}{
+		{nil, nil, nil},
+		{map[string]string{"OCTFLOW_CERTIFICATE_FILES": "/run/secrets/s3.pem"}, nil, []string{"/run/secrets/s3.pem"}},
+		{map[string]string{"OCTFLOW_CERTIFICATE_FILES": " /run/secrets/s3.pem, ,/run/secrets/audit.pem,"}, nil, []string{"/run/secrets/s3.pem", "/run/secrets/audit.pem"}},
+		{map[string]string{"OCTFLOW_CERTIFICATE_FILES": "/a.pem"}, []string{"--certificate-files", "/b.pem"}, []string{"/b.pem"}},
+	} {
+		s := New("api", env(c.vars))
+		got := BindCertificateFiles(s)
+		if err := s.Parse(c.args); err != nil || !slices.Equal(*got, c.want) {
+			t.Errorf("%v %v: %q (%v), want %q", c.vars, c.args, *got, err, c.want)
+		}
 	}
 }
 

@@ -25,7 +25,9 @@
 #   deploy/secrets/tokens.json
 #                        one admin token, printed once on the standard
 #                        output (only its hash is kept): add devices,
-#                        routers and clinicians as docs/security.md says.
+#                        routers and clinicians with `octflow admin token
+#                        mint` (docs/operations.md, Tokens), which keeps
+#                        this file's mode.
 #
 # It refuses what would leave the stack pointing at a placeholder: an
 # example.org (or .com, .net) URL, a public URL that is not https, a
@@ -128,7 +130,12 @@ mv "$secrets/alertmanager.yml.new" "$secrets/alertmanager.yml"
 # owner enters.
 chmod 444 "$secrets/alertmanager.yml"
 
-# The first token: an admin's, shown once.
+# The first token: an admin's, shown once. Written here with openssl and
+# sha256sum, not by `octflow admin token mint`: on a new host neither the
+# octflow binary nor its image exists before `docker compose up --build`.
+# The format is api/auth's, which the command reads and keeps
+# (deploy/compose-test.TestInitSetsTheStackUpFromTheOperatorsAnswers loads
+# it with api/auth).
 if [ ! -s "$secrets/tokens.json" ]; then
 	token=octflow-admin-$(openssl rand -hex 24)
 	hash=$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)

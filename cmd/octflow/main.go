@@ -8,6 +8,7 @@
 //	octflow submit     send a scan to the API (for operators and demos)
 //	octflow phantom    write a synthetic macular OCT cube as DICOM
 //	octflow node-keys  the payload keys of a GPU node bound to some campuses
+//	octflow admin      mint, revoke and list the api's tokens (admin token …)
 //
 // Every flag has an OCTFLOW_* environment variable; see docs/configuration.md.
 // The commands live in internal/cli; the end-to-end tests in e2e.

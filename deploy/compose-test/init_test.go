@@ -9,6 +9,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"octflow/api/auth"
 )
 
 // Without its settings the shipped file does not load, so `docker
@@ -117,6 +119,14 @@ func TestInitSetsTheStackUpFromTheOperatorsAnswers(t *testing.T) {
 	}
 	if token == "" || strings.Contains(tokens, token) || !strings.Contains(tokens, `"role": "admin"`) {
 		t.Errorf("admin token %q printed, tokens.json %s: want it printed and only its hash kept", token, tokens)
+	}
+	// The gateway's own loader takes the file, and the token printed as
+	// an admin's (octflow admin token mint, list and revoke edit the same
+	// file, cmd/octflow/internal/cli).
+	if loaded, err := auth.LoadTokens(filepath.Join(secrets, "tokens.json")); err != nil {
+		t.Errorf("api/auth refuses init.sh's tokens.json: %v", err)
+	} else if p, ok := loaded.Lookup(token); !ok || p.Role != auth.RoleAdmin {
+		t.Errorf("init.sh's token authenticates as %+v (%v), want an admin", p, ok)
 	}
 	for _, f := range []string{"api.pem", "ca.pem", "codec-keys.json", "identity-keys.json", "pseudonym.key"} {
 		if _, err := os.Stat(filepath.Join(secrets, f)); err != nil {

@@ -357,16 +357,18 @@ done
 grep -q "$(sha "$ADMIN")" "$RUN/deploy/secrets/tokens.json" && ! grep -q "$ADMIN" "$RUN/deploy/secrets/tokens.json" ||
 	fail "tokens.json does not keep the admin token's hash alone"
 amtool check-config "$RUN/deploy/secrets/alertmanager.yml" >/dev/null || fail "amtool check-config rejects the Alertmanager configuration init.sh wrote"
-# The api's callers, as docs/security.md says to add them: a device and a
-# clinician of the demo campus, beside init.sh's admin.
-DEVICE=dev-device-$(rnd 16)
-CLINICIAN=dev-clinician-$(rnd 16)
+# The api's callers, as docs/operations.md says to add them (octflow
+# admin token mint, which prints each secret once): a device and a
+# clinician of the demo campus, beside init.sh's admin. The file keeps
+# the mode init.sh gave it, which the api's user reads by.
 tokens=$RUN/deploy/secrets/tokens.json
-jq --arg d "$(sha "$DEVICE")" --arg c "$(sha "$CLINICIAN")" '. + [
-	{sha256: $d, name: "compose-test device", role: "device", deviceId: "compose-oct-1", campus: "demo-campus", urgent: true},
-	{sha256: $c, name: "compose-test clinician", role: "clinician", campus: "demo-campus"}]' "$tokens" >"$tokens.new"
-mv "$tokens.new" "$tokens"
-chmod 444 "$tokens"
+DEVICE=$("$ROOT/bin/octflow" admin token mint --file "$tokens" --name "compose-test device" --role device \
+	--device-id compose-oct-1 --campus demo-campus --urgent 2>>"$CACHE/logs/init.log") || fail "octflow admin token mint (a device): $(tail -1 "$CACHE/logs/init.log")"
+CLINICIAN=$("$ROOT/bin/octflow" admin token mint --file "$tokens" --name "compose-test clinician" --role clinician \
+	--campus demo-campus 2>>"$CACHE/logs/init.log") || fail "octflow admin token mint (a clinician): $(tail -1 "$CACHE/logs/init.log")"
+grep -q "$(sha "$DEVICE")" "$tokens" && grep -q "$(sha "$CLINICIAN")" "$tokens" && grep -q "$(sha "$ADMIN")" "$tokens" &&
+	! grep -q -e "$DEVICE" -e "$CLINICIAN" "$tokens" || fail "tokens.json does not keep the three callers' hashes alone: $(cat "$tokens")"
+[ "$(stat -c %a "$tokens")" = 444 ] || fail "octflow admin token mint changed tokens.json's mode to $(stat -c %a "$tokens")"
 # What the test sets beyond init.sh's answers, in the same .env, so that
 # every later `docker compose` in the directory, from any shell, reads
 # it: Temporal's frontend and the S3 proxy opened on one address (the
@@ -678,14 +680,20 @@ step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
 # --- the certificates are watched, and do not all expire on one day -------
 # Prometheus has each role's own certificates and the Temporal frontend's
 # as its clients saw it (octflow_certificate_expiry_timestamp_seconds),
-# each expiring on a day of its own (deploy/make-certs.sh staggers them).
+# and, by file, every other certificate deploy/make-certs.sh made (the
+# api's OCTFLOW_CERTIFICATE_FILES): the CA, S3's, the S3 proxy's, the
+# audit collector's, the api's audit certificate, the Web UI's and the
+# namespace job's; each expiring on a day of its own (deploy/make-certs.sh
+# staggers them).
 certs=$(promql 'min by (use, subject) (octflow_certificate_expiry_timestamp_seconds)')
-for want in 'api-server ' 'temporal-client octflow-api' 'temporal-client octflow-worker' 'temporal-client octflow-gpu' 'temporal-server temporal'; do
+for want in 'api-server ' 'temporal-client octflow-api' 'temporal-client octflow-worker' 'temporal-client octflow-gpu' 'temporal-server temporal' \
+	'ca.pem octflow stack CA' 's3.pem s3' 's3-proxy.pem s3-proxy' 'audit.pem audit' 'audit-client.pem octflow-api-audit' \
+	'temporal-ui.pem temporal-ui' 'temporal-operator.pem octflow-operator'; do
 	jq -e --arg w "$want" 'map("\(.metric.use) \(.metric.subject)") | any(startswith($w))' <<<"$certs" >/dev/null ||
 		logs_and_fail "no certificate expiry for '$want' in Prometheus: $certs"
 done
 # The stack's own (deploy/make-certs.sh), not the nodes enrolled later.
-stack=$(jq -c 'map(select(.metric.subject | test("^(octflow-(api|worker|gpu)|temporal)$")))' <<<"$certs")
+stack=$(jq -c 'map(select(.metric.subject | test("^(octflow-(api|worker|gpu|operator|api-audit)|temporal|temporal-ui|s3|s3-proxy|audit|octflow stack CA)$")))' <<<"$certs")
 days=$(jq -r 'map(.value[1] | tonumber / 86400 | floor) | unique | length' <<<"$stack")
 [ "$days" = "$(jq length <<<"$stack")" ] || logs_and_fail "the stack's certificates expire on the same day: $stack"
 step "PASS: $(jq length <<<"$certs") certificates watched; the stack's $(jq length <<<"$stack") expire each on a day of its own"

@@ -1,6 +1,6 @@
 // Package cli is the octflow command's subcommands, one file each (dev,
 // api/worker/gpuworker in serve.go, setup, submit, phantom, bench,
-// node-keys), and Main, which dispatches to them: cmd/octflow's main is
+// node-keys, admin), and Main, which dispatches to them: cmd/octflow's main is
 // Main(os.Args[1:]), and the end-to-end tests (cmd/octflow/e2e) run Main
 // in the child processes they start from their own test binary.
 package cli
@@ -42,6 +42,7 @@ func Main(args []string) int {
 		"node-keys":  runNodeKeys,
 		"deployment": runDeployment,
 		"version":    runVersion,
+		"admin":      runAdmin,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -82,6 +83,7 @@ commands:
   node-keys  write the payload keys of a GPU node bound to some campuses
   deployment Worker Versioning: status, promote, ramp, rollback, retire (docs/operations.md, Upgrades)
   version    print this build's version, commit and build ID
+  admin      the operator's commands: admin token mint, revoke, list (tokens.json)
 
 run 'octflow <command> -h' for its flags.
 `)

@@ -51,6 +51,7 @@ func runAPI(ctx context.Context, args []string) error {
 	serving := config.BindServing(s, app.ServingDefaults())
 	pacsFile := config.BindPACSFile(s)
 	listen := config.BindAPI(s)
+	certFiles := config.BindCertificateFiles(s)
 	log, err := parseWithLogger(s, logc, args)
 	if err != nil {
 		return err
@@ -62,7 +63,7 @@ func runAPI(ctx context.Context, args []string) error {
 	gw := &app.GatewayOptions{Addr: listen.Addr, TLS: serverTLS.Config(), API: api.Config{Pseudonymizer: intake.NewPseudonymizer(*key),
 		Policy: *policy, Callbacks: guard, DeviceRate: app.DeviceRate(*rate), Identities: identities}}
 	opts := app.Options{Stack: *stack, Identity: "api@" + hostname(), Logger: log, Codec: sealer, TemporalTLS: temporalTLS.Config(),
-		Gateway: gw}
+		Gateway: gw, CertificateFiles: *certFiles}
 	if err := errors.Join(errCodec, errIdentities, errGuard, opts.SetGateway(*gateway, *serving)); err != nil {
 		return err
 	}
