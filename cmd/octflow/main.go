@@ -9,6 +9,8 @@
 //	octflow phantom    write a synthetic macular OCT cube as DICOM
 //	octflow node-keys  the payload keys of a GPU node bound to some campuses
 //	octflow admin      mint, revoke and list the api's tokens (admin token …)
+//	octflow deployment Worker Versioning: status, promote, ramp, rollback, retire
+//	octflow version    this build's version, commit and build ID
 //
 // Every flag has an OCTFLOW_* environment variable; see docs/configuration.md.
 // The commands live in internal/cli; the end-to-end tests in e2e.
