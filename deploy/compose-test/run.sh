@@ -153,7 +153,7 @@ mkdir -p "$CACHE/bin"
 gobuild() { # output package
 	nice -n 10 go build -ldflags "-s -w" -o "$CACHE/bin/$1" "$2" # no -trimpath: share the build cache with bin/octflow
 }
-nice -n 10 go build -o bin/octflow ./cmd/octflow
+nice -n 10 make --no-print-directory build # stamped: version, commit (its Worker Deployment build ID)
 # The stack's own Temporal server (cmd/octflow-temporal: the pinned
 # server with octflow's authorization), as deploy/temporal/Dockerfile
 # builds it.
@@ -1131,24 +1131,93 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	# Before the release restarts the worker (and with it its counter).
 	alert_received
 
-	# A release: the worker and GPU-node services redeployed to a new image
-	# tag with exams in flight (SIGTERM: each drains its stages, then the
-	# new containers take over). A new image, not a new name for the old.
-	submit 4
-	hit=$(gpu_stage "${batch[@]}") || exit 1
-	read -r exam stage node <<<"$hit"
-	printf 'FROM octflow-test/octflow:dev\nLABEL org.octflow.compose-test.release="%s"\n' "$(rnd 4)" |
-		docker build -q -t octflow-test/octflow:next - >/dev/null || fail "docker build octflow-test/octflow:next"
-	step "redeploying worker, gpu-0 and gpu-1 to octflow-test/octflow:next while $exam runs $stage on $node"
-	export OCTFLOW_TEST_TAG=next
-	compose up -d --wait --wait-timeout 300 --no-deps worker gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 ||
-		logs_and_fail "the redeployed services did not come up healthy"
-	for service in worker gpu-0 gpu-1; do
-		img=$(docker inspect -f '{{.Config.Image}}' "$(compose ps -q "$service")")
-		[ "$img" = octflow-test/octflow:next ] || logs_and_fail "$service runs $img after the redeploy"
+	# A release, by the documented procedure (deploy/upgrade.sh;
+	# docs/operations.md, Upgrades): the next build is this tree with a
+	# workflow change the test applies, a CPU stage "drill" added after
+	# measure and guarded by no GetVersion. With exams in flight in every
+	# stage and earlier ones in review, the next build's worker starts
+	# beside the running one, is promoted after the replay gate, and the
+	# GPU nodes move one at a time. Then: every exam COMPLETED with one
+	# report, none lost or run twice; the exams in flight finished on the
+	# old build (no drill stage), new exams ran the new one; no workflow
+	# task failed for nondeterminism; GPU capacity never zero. Then a
+	# rollback: new exams on the old build again.
+	T_UPGRADE=$(date +%s)
+	src=$CACHE/next-src
+	rm -rf "$src" && mkdir -p "$src"
+	git ls-files -z | xargs -0 cp --parents -t "$src"
+	cat >"$src/activities/drill.go" <<'GO'
+package activities
+
+import (
+	"context"
+
+	"octflow/contract"
+	"octflow/exam"
+)
+
+// The compose test's upgrade drill adds this stage (not part of octflow).
+func drillSpec() exam.StageSpec { return exam.StageSpec{Stage: "drill", Activity: "WriteDrillNote"} }
+
+// WriteDrillNote does nothing but say it ran.
+func (a *Activities) WriteDrillNote(_ context.Context, _ contract.StageInput) (contract.StageOutput, error) {
+	return contract.StageOutput{Node: a.Node, Algorithm: "drill/v1"}, nil
+}
+GO
+	sed -i 's|^\t\tStageOf(measureSpec(), (\*Activities).Measure),$|&\n\t\tStageOf(drillSpec(), (*Activities).WriteDrillNote),|' "$src/activities/stages.go"
+	grep -q WriteDrillNote "$src/activities/stages.go" || fail "the drill's stage was not added to activities.Pipeline()"
+	(cd "$src" && nice -n 10 make --no-print-directory build VERSION="$(cat VERSION)-drill" COMMIT="drill-$(rnd 4)" >/dev/null) ||
+		fail "building the next build"
+	c=$(ctx octflow-next)
+	cp "$src/bin/octflow" "$c/octflow"
+	printf 'FROM octflow-test/octflow:dev\nCOPY octflow /usr/local/bin/octflow\n' >"$c/Dockerfile"
+	build octflow-test/octflow:next "$c/Dockerfile" "$c"
+	upgrade() { (cd "$RUN" && OCTFLOW_COMPOSE=$COMPOSE_BIN COMPOSE_PROJECT_NAME=$PROJECT COMPOSE_FILE=docker-compose.yml:compose.test.yml deploy/upgrade.sh "$@"); }
+	# stages ID: the stages the exam's timeline shows.
+	stages() { curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$1/events" | jq -r '[.[] | .stage // empty] | unique | join(" ")'; }
+	submit 6
+	inflight=("${batch[@]}")
+	hit=$(gpu_stage "${inflight[@]}") || exit 1
+	pending=$(for id in "${inflight[@]}"; do status "$id" | jq -r 'select(.state != "COMPLETED") | "\(.state)/\(.stage // "-")"'; done | sort | uniq -c | tr -s ' \n' ' ')
+	step "upgrading to octflow-test/octflow:next (a drill stage added) with exams in flight: $pending; $hit"
+	T_START=$(date +%s)
+	upgrade start octflow-test/octflow:next >"$CACHE/logs/upgrade.log" 2>&1 || {
+		tail -30 "$CACHE/logs/upgrade.log"
+		logs_and_fail "deploy/upgrade.sh start"
+	}
+	grep -E '^(replay gate|build |  )' "$CACHE/logs/upgrade.log" | sed 's/^/    /'
+	submit 3
+	after=("${batch[@]}")
+	check "${inflight[@]}" "${after[@]}"
+	for id in "${inflight[@]}"; do
+		case " $(stages "$id") " in *" drill "*) logs_and_fail "exam $id, in flight at the upgrade, ran the new build's stage: $(stages "$id")" ;; esac
 	done
+	for id in "${after[@]}"; do
+		case " $(stages "$id") " in *" drill "*) ;; *) logs_and_fail "exam $id, started after the upgrade, did not run the new build: $(stages "$id")" ;; esac
+	done
+	if compose logs worker worker-next 2>&1 | grep -i -m 3 'nondetermin'; then
+		logs_and_fail "a workflow task failed for nondeterminism during the upgrade"
+	fi
+	span=$(($(date +%s) - T_START + 30))
+	least=$(promql "min_over_time(sum(octflow_node_up)[${span}s:5s])" | jq -r '.[0].value[1] // "none"')
+	[ "$least" != none ] && [ "$least" -ge 1 ] || logs_and_fail "GPU capacity during the upgrade: at least $least node(s) up, want 1 or more"
+	upgrade status 2>&1 | sed 's/^/    /'
+	step "PASS: upgraded with ${#inflight[@]} exams in flight: they finished on the old build, ${#after[@]} new ones ran the new build's drill stage, no nondeterminism, GPU nodes up throughout (at least $least)"
+
+	upgrade rollback >>"$CACHE/logs/upgrade.log" 2>&1 || {
+		tail -20 "$CACHE/logs/upgrade.log"
+		logs_and_fail "deploy/upgrade.sh rollback"
+	}
+	submit 2
 	check "${batch[@]}"
-	step "PASS: worker and GPU nodes redeployed to a new image with exams in flight; every exam COMPLETED, one report each"
+	for id in "${batch[@]}"; do
+		case " $(stages "$id") " in *" drill "*) logs_and_fail "exam $id, started after the rollback, ran the new build" ;; esac
+	done
+	# The new build's exams are done; its reviews stay open, pinned to
+	# it: the operator would keep worker-next for them. The rest of the
+	# test needs the old release only.
+	compose rm -sf worker-next >/dev/null 2>&1
+	step "PASS: rolled back: new exams run the old build again (upgrade drill $(($(date +%s) - T_UPGRADE)) s)"
 
 	down=$(promql 'ALERTS{alertname="OctflowNodeDown", alertstate="firing"}')
 	[ "$(jq length <<<"$down")" = 0 ] || logs_and_fail "OctflowNodeDown firing after the GPU nodes came back: $down"
