@@ -80,6 +80,14 @@ func TestProductionTopologySurvivesTemporalAndPostgresRestarts(t *testing.T) {
 	}
 	startProcess(t, "api", env, "api --api-addr "+addrs[1]+" --metrics-addr "+addrs[2])
 	startProcess(t, "worker", env, "worker")
+	// The worker-deployment job of docker-compose.yml: the worker polls as
+	// its build of the deployment octflow, which becomes current once it
+	// polls (the first start; Worker Versioning, decision 28).
+	promote := exec.Command(os.Args[0])
+	promote.Env = append(append(os.Environ(), env...), "OCTFLOW_TEST_AS_MAIN=deployment promote --if-none")
+	if out, err := promote.CombinedOutput(); err != nil || !strings.Contains(string(out), "is current (was none)") {
+		t.Fatalf("octflow deployment promote --if-none: %v\n%s", err, out)
+	}
 	nodes := []*childProcess{
 		startProcess(t, "gpu-a", env, "gpuworker --node-id gpu-a"),
 		startProcess(t, "gpu-b", env, "gpuworker --node-id gpu-b"),
