@@ -52,26 +52,15 @@ func (h *harness) startBuild(build string, stages activities.Stages) *app.App {
 	return a
 }
 
-// withToyAfterMeasure is the shipped pipeline with the toy stage added
-// after measure: a workflow change no GetVersion guards.
-func withToyAfterMeasure() activities.Stages {
+// withToyAfter is the shipped pipeline with the toy stage added after
+// stage: a workflow change no GetVersion guards. After measure, an exam
+// in a GPU stage replays on it up to its report; after denoise, an exam
+// past denoise does not replay on it at all.
+func withToyAfter(stage exam.Stage) activities.Stages {
 	var stages activities.Stages
 	for _, s := range activities.Pipeline() {
 		stages = append(stages, s)
-		if s.Spec.Stage == exam.Measure {
-			stages = append(stages, toyStage())
-		}
-	}
-	return stages
-}
-
-// withToyAfterDenoise puts the toy stage right after denoise: an exam
-// past denoise under the shipped pipeline does not replay on it.
-func withToyAfterDenoise() activities.Stages {
-	var stages activities.Stages
-	for _, s := range activities.Pipeline() {
-		stages = append(stages, s)
-		if s.Spec.Stage == exam.Denoise {
+		if s.Spec.Stage == stage {
 			stages = append(stages, toyStage())
 		}
 	}
@@ -131,7 +120,7 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	})
 
 	// Build 2 starts beside build 1 and takes nothing until promoted.
-	h.startBuild(b2, withToyAfterMeasure())
+	h.startBuild(b2, withToyAfter(exam.Measure))
 	if st, err := m.Status(ctx); err != nil || st.Current() != b1 {
 		t.Fatalf("starting build 2 moved the current build to %q (%v)", st.Current(), err)
 	}
@@ -146,10 +135,10 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 		}
 		return v
 	}
-	if v := gate(b2, withToyAfterMeasure()); !v.Passed() || v.Replayed == 0 {
+	if v := gate(b2, withToyAfter(exam.Measure)); !v.Passed() || v.Replayed == 0 {
 		t.Fatalf("the gate refused build 2, or replayed nothing: %+v", v)
 	}
-	v := gate(b1, withToyAfterDenoise())
+	v := gate(b1, withToyAfter(exam.Denoise))
 	if v.Passed() || !strings.Contains(refusals(v), h.examWF("inflight")) {
 		t.Fatalf("the gate passed a build that claims build 1's ID with a stage added after denoise, or did not name the exam: %+v", v)
 	}
