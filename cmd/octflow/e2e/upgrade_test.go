@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,8 +144,21 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 		t.Fatalf("the gate passed a build that claims build 1's ID with a stage added after denoise, or did not name the exam: %+v", v)
 	}
 
+	// A ramp of every new exam to build 2 (a ramp takes a share of new
+	// exams, chosen by their workflow IDs; all of them here, so that the
+	// test knows which).
+	if err := m.Ramp(ctx, b2, 100); err != nil {
+		t.Fatal(err)
+	}
+	submit("ramped", 904)
+	if st := h.waitTerminal("ramped"); st.State != lifecycle.Completed {
+		t.Fatalf("the exam under the ramp ended %s", st.State)
+	}
 	if _, err := m.Promote(ctx, b2); err != nil {
 		t.Fatal(err)
+	}
+	if st, err := m.Status(ctx); err != nil || st.Current() != b2 || slices.ContainsFunc(st.Versions, func(v deployment.Version) bool { return v.Ramping }) {
+		t.Fatalf("after promoting the ramped build: %+v %v; want it current and no ramp", st, err)
 	}
 	submit("after", 902)
 	if st := h.waitTerminal("after"); st.State != lifecycle.Completed {
@@ -162,7 +176,7 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	for _, tc := range []struct {
 		id, build string
 		toy       bool
-	}{{"inflight", b1, false}, {"after", b2, true}} {
+	}{{"inflight", b1, false}, {"ramped", b2, true}, {"after", b2, true}} {
 		if ranToy(tc.id) != tc.toy {
 			t.Errorf("exam %s ran the added stage: %v, want %v", tc.id, !tc.toy, tc.toy)
 		}
