@@ -11,7 +11,7 @@
 -- from OCTFLOW_RETRY_PAUSE_S (default 5) up to OCTFLOW_RETRY_MAX_PAUSE_S
 -- (default 300), each drawn at random between half of it and all of it
 -- (so that routers do not all come back at once); after OCTFLOW_MAX_TRIES
--- tries (default 40: about two hours) the instance is given up: logged
+-- tries (default 40: 1½ to 3 hours) the instance is given up: logged
 -- ("gave up … kept in Orthanc for an operator") and kept, never deleted.
 --
 -- Orthanc 1.10 (Debian 12's) calls a Lua script only on events and has
@@ -22,8 +22,8 @@
 -- OCTFLOWTICK from this host. IncomingFindRequestFilter sends what is due
 -- and answers that AE nothing (its query is made to match no study); the
 -- script declares it (PUT /modalities/octflow-tick: loopback only, C-FIND
--- only, no C-STORE, C-MOVE or C-GET) the first time it needs it. One
--- wake-up is on its way at a time; any other callback of the script also
+-- only, no C-STORE, C-MOVE or C-GET) the first time it needs it. A
+-- wake-up is on its way only while a forward waits; any other callback of the script also
 -- sends what is due. On Orthanc 1.11.1 or later, "LuaHeartBeatPeriod"
 -- makes OnHeartBeat another wake-up. What is waiting lives in this
 -- script's memory: a restart of Orthanc forgets it (the instances stay in
