@@ -23,11 +23,12 @@
 -- and answers that AE nothing (its query is made to match no study); the
 -- script declares it (PUT /modalities/octflow-tick: loopback only, C-FIND
 -- only, no C-STORE, C-MOVE or C-GET) the first time it needs it. A
--- wake-up is on its way only while a forward waits; any other callback of the script also
--- sends what is due. On Orthanc 1.11.1 or later, "LuaHeartBeatPeriod"
--- makes OnHeartBeat another wake-up. What is waiting lives in this
--- script's memory: a restart of Orthanc forgets it (the instances stay in
--- Orthanc: send them again with POST /dicom-web/servers/octflow/stow).
+-- wake-up is on its way only while a forward waits; any other callback
+-- of the script also sends what is due. On Orthanc 1.11.1 or later,
+-- "LuaHeartBeatPeriod" makes OnHeartBeat another wake-up. What is
+-- waiting lives in this script's memory: a restart of Orthanc forgets it
+-- (the instances stay in Orthanc: send them again with
+-- POST /dicom-web/servers/octflow/stow).
 --
 -- A refusal no try can mend is final at once, logged and not retried,
 -- the instance left in Orthanc for a person: octflow refused the instance
