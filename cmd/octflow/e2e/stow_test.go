@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -21,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -482,9 +484,9 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 
 	// octflow refusing the instance itself is final too: the same SOP
 	// Instance UID as a stored scan with another data set (409, which the
-	// recipe asks octflow to answer 400) is not retried, and an instance
-	// sent after it is forwarded at once, not after a retry's pause in
-	// Orthanc's one Lua engine (a minute here).
+	// recipe asks octflow to answer 400) is not retried (its first retry
+	// would come after 30 s to a minute here), and an instance sent after
+	// it is forwarded at once.
 	refusing := startOrthanc(t, devices(), routerEnv(h.sys.Secrets.Router, "60"), recipe("octflow.json"), recipe("octflow-forward.lua"))
 	dir := t.TempDir()
 	raw, err := os.ReadFile(files[0])
@@ -527,7 +529,7 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 			t.Fatalf("the conflicting instance's forward did not fail: jobs %+v", jobsNow())
 		}
 	}
-	time.Sleep(time.Second) // OnJobFailure has run (or is pausing before a retry)
+	time.Sleep(time.Second) // OnJobFailure has run
 	sent := time.Now()
 	if out, err := exec.Command(storescu, "-aec", "ORTHANC", "127.0.0.1", refusing.dicomPort, next).CombinedOutput(); err != nil {
 		t.Fatalf("storescu: %v\n%s", err, out)
@@ -561,6 +563,173 @@ func TestARouterForwardsDeviceCStoresToOctflow(t *testing.T) {
 	}
 	if len(left) != 1 {
 		t.Errorf("the router holds %d instances, want the refused one only", len(left))
+	}
+}
+
+// While octflow is away, the recipe's retries wait outside Orthanc's one
+// Lua engine. A first scan's forward is refused (503); a second scan
+// sent a second later is still forwarded at once, not after the first
+// one's retry pause (16 s here, which the old recipe slept in the Lua
+// engine, holding every other callback). No retry comes before half its
+// pause. Once octflow is back, the retries, woken by nothing but the
+// recipe's own timer, store both, each once, and the router deletes its
+// copies. A router that never reaches octflow gives an instance up after
+// OCTFLOW_MAX_TRIES tries: logged, kept, and not tried again.
+func TestARouterRetriesWithoutHoldingItsLuaEngine(t *testing.T) {
+	needOrthanc(t)
+	storescu := needTool(t, "storescu", "dcmtk")
+	needTool(t, "findscu", "dcmtk") // the recipe's wake-up
+	h := newHarness(t, 1)
+	target, err := url.Parse(h.sys.App.APIURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var away atomic.Bool
+	away.Store(true)
+	// hits are the forwards octflow's front saw, and whether each went
+	// through; /gone/ is an octflow that never comes back.
+	type hit struct {
+		at      time.Time
+		through bool
+	}
+	var mu sync.Mutex
+	var hits []hit
+	var gone atomic.Int32
+	hitsNow := func() []hit {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(hits)
+	}
+	front := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/gone/") {
+			gone.Add(1)
+			http.Error(w, "octflow is away", http.StatusServiceUnavailable)
+			return
+		}
+		through := !away.Load()
+		mu.Lock()
+		hits = append(hits, hit{time.Now(), through})
+		mu.Unlock()
+		if !through {
+			http.Error(w, "octflow is being deployed", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recipe := func(name string) string { return filepath.Join(orthancRecipe, name) }
+	devices := func() map[string]any {
+		return map[string]any{"DicomModalities": map[string]any{"oct-device": []any{"STORESCU", "127.0.0.1", 104}}}
+	}
+	env := func(root string, more ...string) []string {
+		return append([]string{"OCTFLOW_DICOMWEB_URL=" + front.URL + root, "OCTFLOW_ROUTER_TOKEN=" + h.sys.Secrets.Router,
+			"OCTFLOW_CA_FILE=" + caFile}, more...)
+	}
+	sopOf := func(path string) string {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		info, _ := f.Stat()
+		scan, err := octdicom.ParseScan(f, info.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scan.Header.SOPInstanceUID
+	}
+	send := func(o *orthancProc, aet, path string) error {
+		out, err := exec.Command(storescu, "-aet", aet, "-aec", "ORTHANC", "127.0.0.1", o.dicomPort, path).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("storescu: %v\n%s", err, out)
+		}
+		return nil
+	}
+	waitFor := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !cond(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: %s", within, what)
+			}
+		}
+	}
+
+	router := startOrthanc(t, devices(), env("/dicom-web/", "OCTFLOW_RETRY_PAUSE_S=16"), recipe("octflow.json"), recipe("octflow-forward.lua"))
+	first, second := filepath.Join(realData, "spectralis-circle-2.dcm"), filepath.Join(realData, "spectralis-circle-4.dcm")
+	if err := send(router, "STORESCU", first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the first scan's forward did not come", 30*time.Second, func() bool { return len(hitsNow()) == 1 })
+	failedAt := hitsNow()[0].at
+	time.Sleep(time.Second) // its failure is handled: the retry is waiting
+	sent := time.Now()
+	if err := send(router, "STORESCU", second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the second scan's forward did not come", 30*time.Second, func() bool { return len(hitsNow()) >= 2 })
+	if took := hitsNow()[1].at.Sub(sent); took > 5*time.Second {
+		t.Errorf("the second scan was forwarded %s after it came, during the first one's retry pause: the Lua engine was held", took.Round(100*time.Millisecond))
+	}
+	// No retry before half its pause (8 s).
+	time.Sleep(time.Until(failedAt.Add(7 * time.Second)))
+	if hs := hitsNow(); len(hs) != 2 {
+		t.Errorf("%d forwards within 7 s of the first failure, want the two first tries only", len(hs))
+	}
+	away.Store(false) // octflow is back; nothing else happens on the router
+	for _, path := range []string{first, second} {
+		sop := sopOf(path)
+		st := waitExam(t, h.clin, h.ref("sop:"+sop).ID, 3*time.Minute, func(s *api.ExamStatus) bool { return s.State.Terminal() })
+		if st.State != lifecycle.Completed {
+			t.Fatalf("%s: the exam ended %s: %+v", filepath.Base(path), st.State, st.LastFailure)
+		}
+		if n := h.executions("sop:" + sop); n != 1 {
+			t.Errorf("%s ran %d times", filepath.Base(path), n)
+		}
+	}
+	var held []string
+	waitFor("the router still holds the instances octflow stored", 30*time.Second, func() bool {
+		router.call(http.MethodGet, "/instances", nil, &held)
+		return len(held) == 0
+	})
+	time.Sleep(3 * time.Second) // a duplicate forward would come now
+	through := 0
+	for _, x := range hitsNow() {
+		if x.through {
+			through++
+		}
+	}
+	if through != 2 {
+		t.Errorf("octflow took %d forwards, want each scan once: %+v", through, hitsNow())
+	}
+	// The wake-up's AE may only C-FIND (and finds nothing): it stores nothing.
+	if err := send(router, "OCTFLOWTICK", first); err == nil {
+		t.Error("storescu as the recipe's wake-up AE: stored, want it refused")
+	}
+	if router.call(http.MethodGet, "/instances", nil, &held); len(held) != 0 {
+		t.Errorf("the router holds %d instances the wake-up AE sent", len(held))
+	}
+
+	// An octflow that never comes back: three tries, then the instance is
+	// given up, logged and kept.
+	giving := startOrthanc(t, devices(), env("/gone/dicom-web/", "OCTFLOW_RETRY_PAUSE_S=1", "OCTFLOW_MAX_TRIES=3"),
+		recipe("octflow.json"), recipe("octflow-forward.lua"))
+	if err := send(giving, "STORESCU", filepath.Join(realData, "spectralis-line-0.dcm")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the router did not give the instance up", 60*time.Second, func() bool {
+		return strings.Contains(giving.logs.String(), "gave up, kept in Orthanc")
+	})
+	time.Sleep(4 * time.Second) // a fourth try would come now
+	if n := gone.Load(); n != 3 {
+		t.Errorf("%d tries of an octflow that never answers, want OCTFLOW_MAX_TRIES (3)", n)
+	}
+	if giving.call(http.MethodGet, "/instances", nil, &held); len(held) != 1 {
+		t.Errorf("the router holds %d instances after giving one up, want it kept", len(held))
 	}
 }
 
