@@ -15,6 +15,7 @@ import (
 	"octflow/exam"
 	"octflow/report"
 	"octflow/report/reporttest"
+	"octflow/storage/storagetest"
 )
 
 // A report stands against every other run of its exam but an admin's
@@ -94,5 +95,38 @@ func TestOnlyASupersedingRunOfTheReportsRunReplacesIt(t *testing.T) {
 		if b, _ := a.get(ctx, exam.RunReportPDFKey(ref, "run-earlier")); !bytes.Equal(b, earlierPDF) {
 			t.Errorf("try %d: the earlier PDF is not kept under its run's key", try+1)
 		}
+	}
+}
+
+// A review closed as superseded is archived under its report's run as
+// well as in review.json, which the next review's archives overwrite.
+func TestASupersededReviewIsKeptUnderItsReportsRun(t *testing.T) {
+	h := &Housekeeping{Store: storagetest.NewMemory(nil)}
+	ref := exam.Ref{Campus: "north", ID: "E1"}
+	ctx := context.Background()
+	old := contract.ReviewArchive{Exam: ref, Status: exam.ReviewSuperseded, Closed: true, ReportRun: "run-1", SupersededBy: "run-2",
+		Reviews: []exam.Review{{Decision: exam.Approve, By: "dr-a"}}}
+	if err := h.ArchiveReview(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ArchiveReview(ctx, contract.ReviewArchive{Exam: ref, Status: exam.ReviewPending, ReportRun: "run-2"}); err != nil {
+		t.Fatal(err)
+	}
+	store := objects{store: h.Store}
+	var kept, current contract.ReviewArchive
+	if err := store.getJSON(ctx, exam.RunReviewKey(ref, "run-1"), &kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.getJSON(ctx, exam.ReviewKey(ref), &current); err != nil {
+		t.Fatal(err)
+	}
+	if kept.Status != exam.ReviewSuperseded || len(kept.Reviews) != 1 || kept.SupersededBy != "run-2" {
+		t.Errorf("kept %+v, want the superseded review with its decision", kept)
+	}
+	if current.ReportRun != "run-2" || current.Status != exam.ReviewPending {
+		t.Errorf("review.json holds %+v, want the new report's review", current)
+	}
+	if _, err := store.get(ctx, exam.RunReviewKey(ref, "run-2")); err == nil {
+		t.Error("a review that was not superseded is kept under its run's key")
 	}
 }
