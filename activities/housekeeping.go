@@ -40,9 +40,17 @@ func RegisterHousekeeping(r worker.ActivityRegistry, h *Housekeeping) {
 
 // ArchiveReview writes a review, as it stands, to the exam's review.json
 // next to its report: clinicians' decisions outlive Temporal's
-// retention.
+// retention. A review closed because its report was superseded is
+// written under its report's run too (exam.RunReviewKey), beside that
+// run's kept report, where the next review's archives leave it.
 func (h *Housekeeping) ArchiveReview(ctx context.Context, in contract.ReviewArchive) error {
-	return objects{store: h.Store}.putJSON(ctx, exam.ReviewKey(in.Exam), in)
+	store := objects{store: h.Store}
+	if in.SupersededBy != "" && in.ReportRun != "" {
+		if err := store.putJSON(ctx, exam.RunReviewKey(in.Exam, in.ReportRun), in); err != nil {
+			return err
+		}
+	}
+	return store.putJSON(ctx, exam.ReviewKey(in.Exam), in)
 }
 
 // ScanStore lists, reads and removes stored objects, for the scan sweep.

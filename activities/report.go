@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -24,7 +26,8 @@ import (
 // output is the exam's summary with the report's lesions, and says when
 // it made the report, from which the exam's review window runs. A
 // report stands once written: another run of the exam never replaces
-// it.
+// it, unless the run is an admin's superseding rerun of the run that
+// wrote it (contract.Rerun.Supersedes).
 
 // reportSpec declares the report stage, on the CPU workers.
 func reportSpec() exam.StageSpec {
@@ -85,18 +88,28 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.ReportInput) 
 		figs := reportFigures(v, layers, mf.Analysis)
 		jsonKey, pdfKey := exam.ReportJSONKey(in.Exam.Ref()), exam.ReportPDFKey(in.Exam.Ref())
 		// A report stands once written: a retry of the same run rewrites
-		// the same report, another run never replaces it.
+		// the same report, another run never replaces it, but an admin's
+		// superseding run replaces the report of the run it names (and no
+		// other), keeping that one under its run's own keys.
 		rep.Run = info.WorkflowExecution.RunID
 		var existing report.Report
 		switch err := a.getJSON(ctx, jsonKey, &existing); {
+		case err == nil && existing.Run != "" && existing.Run != rep.Run && in.Rerun.Superseding() && existing.Run == in.Rerun.Supersedes:
+			if err := a.keepSuperseded(ctx, in.Exam.Ref(), existing.Run); err != nil {
+				return err
+			}
+			rep.Supersedes = &report.Supersedes{Run: existing.Run, GeneratedAt: existing.GeneratedAt, Reason: in.Rerun.Reason}
+			activity.GetLogger(ctx).Info("report superseded by an admin's rerun", "superseded", existing.Run)
 		case err == nil && existing.Run != "" && existing.Run != rep.Run:
 			a.Metrics.duplicate("refused")
 			return temporal.NewNonRetryableApplicationError("the exam already has a report, from another run; it is not overwritten",
 				contract.ErrTypeReportExists, nil)
 		case err == nil:
 			// The same run's report stage completed before (a lost
-			// completion, retried): the same report is written again.
+			// completion, retried): the same report is written again,
+			// naming what it superseded then.
 			a.Metrics.duplicate("rewritten")
+			rep.Supersedes = existing.Supersedes
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
 			return err
 		}
@@ -116,6 +129,30 @@ func (a *Activities) RenderReport(ctx context.Context, in contract.ReportInput) 
 		return a.put(ctx, pdfKey, pdf, "application/pdf")
 	})
 	return out, err
+}
+
+// keepSuperseded copies run's report, about to be replaced, to its run's
+// own keys (exam.RunReportJSONKey, exam.RunReportPDFKey), where it stays
+// findable. A retry copies it again: the current report is still run's
+// until the new one is written.
+func (a *Activities) keepSuperseded(ctx context.Context, ref exam.Ref, run string) error {
+	for from, to := range map[string]string{
+		exam.ReportJSONKey(ref): exam.RunReportJSONKey(ref, run),
+		exam.ReportPDFKey(ref):  exam.RunReportPDFKey(ref, run),
+	} {
+		b, err := a.get(ctx, from)
+		if err != nil {
+			return fmt.Errorf("keep the superseded report %s: %w", from, err)
+		}
+		contentType := "application/json"
+		if strings.HasSuffix(from, ".pdf") {
+			contentType = "application/pdf"
+		}
+		if err := a.put(ctx, to, b, contentType); err != nil {
+			return fmt.Errorf("keep the superseded report as %s: %w", to, err)
+		}
+	}
+	return nil
 }
 
 // algorithmsOf is the report's record of what computed each stage.

@@ -84,7 +84,38 @@ func auditedServer(t *testing.T, trail *recordingTrail) *Server {
 		auditing.Note(c, "read-report", s.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")))
 		return c.String(http.StatusOK, "the report")
 	}, require(tokens, auth.RoleClinician))
+	// A handler that says what it did beyond its action: what the
+	// supersede's rerun adds.
+	srv.echo.POST("/v1/test/:examId/supersede", func(c echo.Context) error {
+		auditing.Note(c, "rerun", srv.cfg.Pseudonymizer.ExamRef("north", c.Param("examId")))
+		auditing.Detail(c, "supersedes", "run-1")
+		auditing.Detail(c, "reasonSha256", reasonDigest("wrong eye"))
+		return c.String(http.StatusAccepted, "started")
+	}, require(tokens, auth.RoleClinician))
 	return srv
+}
+
+// A handler's details reach the request's entry, beside its action: a
+// supersede names the replaced run and the reason's digest, never the
+// reason.
+func TestAHandlersDetailsAreAudited(t *testing.T) {
+	trail := &recordingTrail{}
+	srv := auditedServer(t, trail)
+	if w := call(srv, trail, "POST", "/v1/test/e7/supersede", "dr-north"); w.Code != http.StatusAccepted {
+		t.Fatalf("status %d", w.Code)
+	}
+	if len(trail.events) != 1 {
+		t.Fatalf("%d audit events, want 1", len(trail.events))
+	}
+	req := trail.events[0].Objects[0]
+	if detail(req, "action") != "rerun" || detail(req, "supersedes") != "run-1" || len(detail(req, "reasonSha256")) != 16 {
+		t.Errorf("the entry's details are %+v", req.Details)
+	}
+	for _, d := range req.Details {
+		if strings.Contains(d.Value, "wrong eye") {
+			t.Errorf("the reason is in the entry: %+v", d)
+		}
+	}
 }
 
 func call(srv *Server, trail *recordingTrail, method, target, token string, header ...string) *httptest.ResponseRecorder {

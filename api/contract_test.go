@@ -92,6 +92,14 @@ func TestGatewayAnswersAsItsContractSays(t *testing.T) {
 	call("GET", "/v1/queues", "dev", "", nil, 403)
 	call("GET", "/v1/exams/E-1/events", "dev", "", nil, 403)
 	call("POST", "/v1/exams/E-1/rerun", "clin", "", nil, 403)
+	// A supersede without its reason, with a reason too long or not one
+	// line, a reason without supersede, a field the body has not: 400,
+	// before the exam is looked up.
+	for _, body := range []string{`{"supersede":true}`, `{"supersede":true,"reason":"  "}`,
+		`{"supersede":true,"reason":"` + strings.Repeat("x", 201) + `"}`, `{"supersede":true,"reason":"a\nb"}`,
+		`{"reason":"wrong eye"}`, `{"supersede":true,"reason":"wrong eye","by":"me"}`, `{"supersede":"yes"}`, `[`} {
+		call("POST", "/v1/exams/E-1/rerun", "admin", "application/json", []byte(body), 400)
+	}
 	call("POST", "/v1/exams/E-1/review", "admin", "application/json", []byte(`{"decision":"approve"}`), 403)
 	call("POST", "/v1/nodes/n1/breaker/reset", "clin", "", nil, 403)
 	call("GET", "/v1/notifications", "admin", "", nil, 403)

@@ -23,9 +23,9 @@ import (
 // startRun starts a run of the exam's pipeline with in, keeping memo
 // (contract.ExamStartOptions): a first run, or an admin's rerun. The
 // run's search attributes say CREATED until it moves.
-func (s *Server) startRun(ctx context.Context, in contract.ExamInput, memo contract.ExamMemo, rerun bool) error {
+func (s *Server) startRun(ctx context.Context, in contract.ExamInput, memo contract.ExamMemo, rerun, supersede bool) error {
 	_, err := s.cfg.Temporal.ExecuteWorkflow(ctx, contract.ExamStartOptions(in.Submission, in.Policy,
-		contract.ExamStart{Memo: memo, State: string(lifecycle.Created), Rerun: rerun}), contract.ExamWorkflow, in)
+		contract.ExamStart{Memo: memo, State: string(lifecycle.Created), Rerun: rerun, Supersede: supersede}), contract.ExamWorkflow, in)
 	return err
 }
 

@@ -119,7 +119,7 @@ func (s *Server) admit(ctx context.Context, who auth.Principal, deviceID string,
 	// request then answers as a repeat. A start that succeeds is this
 	// request's own.
 	startErr := s.startRun(ctx, contract.ExamInput{Submission: sub, Policy: pol, Export: s.cfg.ExportCampuses[sub.Campus]},
-		contract.ExamMemo{ScanDigest: up.Digest, SubmissionID: submissionID, DeviceID: deviceID, Submitter: who.Name}, false)
+		contract.ExamMemo{ScanDigest: up.Digest, SubmissionID: submissionID, DeviceID: deviceID, Submitter: who.Name}, false, false)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if startErr != nil {
 		if !errors.As(startErr, &already) {

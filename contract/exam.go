@@ -14,7 +14,8 @@ import (
 type ExamInput struct {
 	Submission exam.Submission `json:"submission"`
 	Policy     exam.Policy     `json:"policy"`
-	// Rerun is set on an operator's new run of a DEAD exam.
+	// Rerun is set on an admin's new run of the exam: of a DEAD exam,
+	// or of a COMPLETED one whose report it supersedes.
 	Rerun *Rerun `json:"rerun,omitempty"`
 	// Export is set when the exam's campus sends results to a PACS: the
 	// pipeline starts the exam's ExportWorkflow once the report exists.
@@ -26,7 +27,23 @@ type Rerun struct {
 	PreviousRunID string    `json:"previousRunId"`
 	By            string    `json:"by"`
 	At            time.Time `json:"at"`
+	// Supersedes is the run whose report this run's report replaces, on
+	// an admin's explicit supersede (the only way a report is replaced):
+	// the report stage overwrites that run's report and no other, the
+	// exam's review and export follow the new report. Empty on a rerun
+	// of a DEAD exam whose report never existed. A rerun of a DEAD
+	// superseding run carries it on.
+	Supersedes string `json:"supersedes,omitempty"`
+	// Reason is the admin's reason for the supersede (at most
+	// MaxSupersedeReason bytes), which the new report states.
+	Reason string `json:"reason,omitempty"`
 }
+
+// MaxSupersedeReason bounds a supersede's reason, in bytes.
+const MaxSupersedeReason = 200
+
+// Superseding reports whether the run replaces another run's report.
+func (r *Rerun) Superseding() bool { return r != nil && r.Supersedes != "" }
 
 // ExamResult is what the pipeline returns once the report exists.
 type ExamResult struct {

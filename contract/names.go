@@ -65,6 +65,10 @@ const (
 	// degraded node past its deadline: the exam runs the stage again on
 	// another node, and the first result wins (a Hedge).
 	HedgeSignal = "hedge-stage"
+	// ReviewSupersedeSignal tells an exam's open review that its report
+	// was superseded: it carries the new report's ReviewStart, with which
+	// the review closes as superseded and continues as the new report's.
+	ReviewSupersedeSignal = "review-superseded"
 	// InboxEventSignal carries a ReportReadyEvent to a campus inbox.
 	InboxEventSignal = "report-ready"
 	// InboxQuery returns the inbox's events after a sequence number.

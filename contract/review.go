@@ -20,6 +20,12 @@ type ReviewStart struct {
 	Summary    exam.Summary    `json:"summary"`
 	// ReportAt is when the report was finished; the window runs from it.
 	ReportAt time.Time `json:"reportAt"`
+	// ReportRun is the pipeline run that wrote the report (empty in a
+	// review started before it was passed: the review's parent run).
+	ReportRun string `json:"reportRun,omitempty"`
+	// Supersedes is, for the review of a report that replaced another,
+	// the run whose report it replaced.
+	Supersedes string `json:"supersedes,omitempty"`
 }
 
 // ReviewState is where a review stands, through ReviewQuery and as
@@ -85,8 +91,17 @@ type ReviewArchive struct {
 	Status   exam.ReviewStatus `json:"status"`
 	Reviews  []exam.Review     `json:"reviews"`
 	ClosesAt time.Time         `json:"closesAt"`
-	// Closed is set once the window has closed: the file is final.
+	// Closed is set once the window has closed, or the report was
+	// superseded: the file is final.
 	Closed bool `json:"closed"`
+	// ReportRun is the run whose report the review was of (empty when
+	// the review did not know it).
+	ReportRun string `json:"reportRun,omitempty"`
+	// SupersededBy is the run whose report replaced the reviewed one
+	// (Status is then superseded): the archive is also kept under the
+	// reviewed run's own key (exam.RunReviewKey), which the next
+	// review's archives do not overwrite.
+	SupersededBy string `json:"supersededBy,omitempty"`
 }
 
 // SweepInput tells the scan sweep how old a stored scan must be before

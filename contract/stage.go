@@ -26,6 +26,9 @@ type ReportInput struct {
 	// Algorithms name what computed each stage before the report
 	// (StageOutput.Algorithm), which the report records.
 	Algorithms map[exam.Stage]string `json:"algorithms"`
+	// Rerun is the run's ExamInput.Rerun: a superseding run's report
+	// replaces the report of the run it names, and says so.
+	Rerun *Rerun `json:"rerun,omitempty"`
 }
 
 // NotifyInput is the notify stage's input, and the review's reminder's:

@@ -55,6 +55,16 @@ func (o StartOptions) Client() client.StartWorkflowOptions {
 	}
 }
 
+// Superseding is o for a run that supersedes an earlier run's report:
+// the workflow's ID may be started again after its earlier workflow
+// closed however it closed (the earlier report's export delivered, its
+// review's window closed), since the new report has results and a review
+// of its own. A running workflow of the ID still fails the start.
+func (o StartOptions) Superseding() StartOptions {
+	o.ReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	return o
+}
+
 // examStart is the part of an exam's own workflow's start options that
 // comes from the exam: its queue, priority and search attributes.
 func examStart(id string, sub exam.Submission, pol exam.Policy, reuse enumspb.WorkflowIdReusePolicy) StartOptions {
@@ -108,6 +118,11 @@ type ExamStart struct {
 	// one. A first run's ID is never reused, and an urgent first run
 	// starts eagerly.
 	Rerun bool
+	// Supersede says the rerun replaces a COMPLETED run's report: its
+	// workflow ID is reused after a completed run too. The conflict
+	// policy still fails the start while a run of the exam is open, so
+	// one supersede runs at a time.
+	Supersede bool
 }
 
 // ExamStartOptions are the start options of a run of an exam's
@@ -124,7 +139,10 @@ type ExamStart struct {
 // answer waits for it, so only urgent ones).
 func ExamStartOptions(sub exam.Submission, pol exam.Policy, s ExamStart) client.StartWorkflowOptions {
 	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	if s.Rerun {
+	switch {
+	case s.Supersede:
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	case s.Rerun:
 		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
 	}
 	return client.StartWorkflowOptions{
@@ -140,6 +158,6 @@ func ExamStartOptions(sub exam.Submission, pol exam.Policy, s ExamStart) client.
 		TypedSearchAttributes: temporal.NewSearchAttributes(append(SubmissionAttributes(sub),
 			temporal.NewSearchAttributeKeyKeyword(exam.AttrState).ValueSet(s.State))...),
 		Priority:         TaskPriority(pol, sub.Priority, sub.Campus),
-		EnableEagerStart: !s.Rerun && sub.Priority == exam.Urgent,
+		EnableEagerStart: !s.Rerun && !s.Supersede && sub.Priority == exam.Urgent,
 	}
 }

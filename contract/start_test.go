@@ -69,15 +69,18 @@ func TestAnExamsRunsStartAlikeButForReuseAndEagerness(t *testing.T) {
 		rerun    bool
 		reused   enumspb.WorkflowIdReusePolicy
 		eager    bool
+		// supersede: the rerun replaces a completed run's report.
+		supersede bool
 	}{
-		{"a submission", exam.Normal, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, false},
-		{"an urgent submission", exam.Urgent, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, true},
-		{"a rerun", exam.Normal, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false},
-		{"an urgent rerun", exam.Urgent, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false},
+		{"a submission", exam.Normal, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, false, false},
+		{"an urgent submission", exam.Urgent, false, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE, true, false},
+		{"a rerun", exam.Normal, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false, false},
+		{"an urgent rerun", exam.Urgent, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, false, false},
+		{"a superseding rerun", exam.Urgent, true, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sub := exam.Submission{ExamID: "E1", Campus: "north", Priority: c.priority, DeviceID: "oct-3"}
-			o := ExamStartOptions(sub, pol, ExamStart{Memo: memo, State: "CREATED", Rerun: c.rerun})
+			o := ExamStartOptions(sub, pol, ExamStart{Memo: memo, State: "CREATED", Rerun: c.rerun, Supersede: c.supersede})
 			if o.ID != "exam/north/E1" || o.TaskQueue != exam.WorkflowQueue {
 				t.Errorf("started as %q on %q", o.ID, o.TaskQueue)
 			}
@@ -122,6 +125,29 @@ func TestTheExamsPathEscapesItsIDAndCampus(t *testing.T) {
 	} {
 		if got := ExamPath(c.ref, c.sub); got != c.want {
 			t.Errorf("ExamPath(%v, %q) = %q, want %q", c.ref, c.sub, got, c.want)
+		}
+	}
+}
+
+// A superseding run's review and export start again under their IDs
+// whatever the earlier ones ended as; everything else of their start
+// stays the exam's.
+func TestASupersedingRunsOwnWorkflowsMayReuseTheirIDs(t *testing.T) {
+	sub := exam.Submission{ExamID: "E1", Campus: "north", Priority: exam.Normal}
+	pol := exam.DefaultPolicy()
+	for _, o := range []StartOptions{ReviewStartOptions(sub, pol), ExportStartOptions(sub, pol)} {
+		s := o.Superseding()
+		if s.ReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE {
+			t.Errorf("%s: reuse %v, want ALLOW_DUPLICATE", o.ID, s.ReusePolicy)
+		}
+		if s.ID != o.ID || s.TaskQueue != o.TaskQueue || s.Priority != o.Priority {
+			t.Errorf("%s: superseding changed more than the reuse: %+v", o.ID, s)
+		}
+		if o.ReusePolicy == enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE {
+			t.Errorf("%s: the plain start reuses its ID after a completed run", o.ID)
+		}
+		if s.Client().WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL {
+			t.Errorf("%s: a superseding start on a running workflow does not fail", o.ID)
 		}
 	}
 }

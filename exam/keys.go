@@ -65,6 +65,14 @@ func ReportJSONKey(r Ref) string { return ObjectKey(r, "report.json") }
 // ReportPDFKey is the printable report.
 func ReportPDFKey(r Ref) string { return ObjectKey(r, "report.pdf") }
 
+// RunReportJSONKey and RunReportPDFKey keep the report of run once a
+// later run's report superseded it (ReportJSONKey holds the current
+// one). A run ID holds no slash and no patient data.
+func RunReportJSONKey(r Ref, run string) string { return ObjectKey(r, "report-"+run+".json") }
+
+// RunReportPDFKey is the printable report of run, once superseded.
+func RunReportPDFKey(r Ref, run string) string { return ObjectKey(r, "report-"+run+".pdf") }
+
 // ExportsKey is what the exam's exports sent to the PACS, run by run:
 // the references a later run's results replace (no patient identifier,
 // only the UIDs octflow derived for its own objects).
@@ -73,6 +81,10 @@ func ExportsKey(r Ref) string { return ObjectKey(r, "exports.json") }
 // ReviewKey is the clinician's review: every decision, kept beyond
 // Temporal's retention.
 func ReviewKey(r Ref) string { return r.prefix() + "review.json" }
+
+// RunReviewKey keeps the review of run's report once a later run's
+// report superseded it.
+func RunReviewKey(r Ref, run string) string { return r.prefix() + "review-" + run + ".json" }
 
 // ScansPrefix is where every campus's exams keep their objects.
 const ScansPrefix = "exams/"

@@ -35,6 +35,9 @@ const (
 	ReviewAmended  ReviewStatus = "amended"
 	ReviewRejected ReviewStatus = "rejected"
 	ReviewExpired  ReviewStatus = "expired" // no decision within the review window
+	// ReviewSuperseded: the report was replaced by an admin's superseding
+	// rerun before the window closed; the new report has a review of its own.
+	ReviewSuperseded ReviewStatus = "superseded"
 )
 
 // After is the review's status once decision d is recorded. Approve and

@@ -85,8 +85,25 @@ type Report struct {
 	// Absent from a report written before it was recorded.
 	AlgorithmOrder []string `json:"algorithmOrder,omitempty"`
 	// Run is the pipeline run that wrote the report: a report is never
-	// overwritten by another run.
+	// overwritten by another run, but by an admin's superseding rerun.
 	Run string `json:"run,omitempty"`
+	// Supersedes names the report this one replaced, on an admin's
+	// superseding rerun (nil: it replaced none). The PDF says so under
+	// its title.
+	Supersedes *Supersedes `json:"supersedes,omitempty"`
+}
+
+// Supersedes is the report a superseding run's report replaced: its run,
+// when it was made, and the admin's reason.
+type Supersedes struct {
+	Run         string    `json:"run"`
+	GeneratedAt time.Time `json:"generatedAt"`
+	Reason      string    `json:"reason"`
+}
+
+// Line is what the PDF prints of the replaced report, one short line.
+func (s *Supersedes) Line() string {
+	return "Replaces the report of " + s.GeneratedAt.UTC().Format(time.RFC3339) + ": " + s.Reason
 }
 
 // AlgorithmStages are the stages Algorithms names, each once: in the
@@ -322,6 +339,10 @@ func PDF(r *Report, f *Figures) ([]byte, error) {
 
 	pdf.SetFont("Helvetica", "B", 16)
 	pdf.CellFormat(0, 9, title(r.ScanPattern), "", 1, "L", false, 0, "")
+	if r.Supersedes != nil {
+		pdf.SetFont("Helvetica", "B", 10)
+		pdf.MultiCell(0, 5, tr(r.Supersedes.Line()), "", "L", false)
+	}
 	section(pdf, "Exam")
 	intensity := "not recorded"
 	if in := r.Intensity; in != nil {

@@ -67,6 +67,30 @@ func TestPDFRendersWithFigures(t *testing.T) {
 			t.Errorf("%s: want a two-page PDF, got %d bytes", c.name, len(pdf))
 		}
 	}
+	// A superseding run's report says what it replaces, under its title,
+	// still on two pages with a reason of the longest length taken; the
+	// JSON names the replaced run.
+	r := Report{SchemaVersion: SchemaVersion, ExamID: "E-PDF", ScanPattern: imaging.Cube, Quality: ok, Measurable: true, Figures: &h,
+		GeneratedAt: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), Run: "run-2",
+		Supersedes: &Supersedes{Run: "run-1", GeneratedAt: time.Date(2026, 11, 29, 9, 1, 0, 0, time.UTC),
+			Reason: "wrong eye " + strings.Repeat("é", 95)}}
+	pdf, err := PDF(&r, figs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(pdf, []byte("/Type /Page\n")); n != 2 {
+		t.Errorf("a superseding report has %d pages, want 2", n)
+	}
+	if text := pdfText(t, pdf); !strings.Contains(text, "Replaces the report of 2026-11-29T09:01:00Z: wrong eye éé") {
+		t.Errorf("the PDF does not say what it replaces:\n%s", text)
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"supersedes":{"run":"run-1","generatedAt":"2026-11-29T09:01:00Z","reason":"wrong eye`)) {
+		t.Errorf("the JSON does not name the replaced report: %s", b)
+	}
 	if h.ThicknessMapUm != nil || len(h.Layers) != len(imaging.RetinalLayers) {
 		t.Fatalf("headline: thickness map kept %v, %d layers", h.ThicknessMapUm != nil, len(h.Layers))
 	}

@@ -103,15 +103,25 @@ func runPipeline(ctx workflow.Context, stages exam.Pipeline, in contract.ExamInp
 // its review open, and the report-ready push waits for no PACS. A
 // workflow another run of the exam started already is left as it is:
 // an exam has one review, and results delivered once are not sent
-// again.
+// again. A run that superseded an earlier run's report (an admin's,
+// contract.Rerun.Supersedes) hands its report to the exam's open review
+// instead, which closes as superseded and goes on as the new report's
+// (supersedeReview), and exports its results though the earlier ones
+// were delivered: they name and reject the earlier ones.
 func (p *pipeline) afterReport(ctx workflow.Context, report contract.StageOutput) {
 	type start struct {
 		name   string
 		future workflow.ChildWorkflowFuture
 	}
-	starts := []start{{contract.ReviewWorkflow, p.startReview(ctx, report)}}
+	superseding := p.in.Rerun.Superseding()
+	var starts []start
+	if superseding {
+		p.supersedeReview(ctx, p.reviewStart(ctx, report))
+	} else {
+		starts = append(starts, start{contract.ReviewWorkflow, p.startReview(ctx, p.reviewStart(ctx, report), false)})
+	}
 	if p.in.Export {
-		starts = append(starts, start{contract.ExportWorkflow, p.startExport(ctx)})
+		starts = append(starts, start{contract.ExportWorkflow, p.startExport(ctx, superseding)})
 	}
 	for _, s := range starts {
 		err := s.future.GetChildWorkflowExecution().Get(ctx, nil)
@@ -160,7 +170,7 @@ type pipeline struct {
 func (p *pipeline) input(spec exam.StageSpec) any {
 	switch spec.Input {
 	case exam.ReportInput:
-		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms}
+		return contract.ReportInput{Exam: p.in.Submission, Summary: p.summary, Algorithms: p.algorithms, Rerun: p.in.Rerun}
 	case exam.NotifyInput:
 		return contract.NotifyInput{Exam: p.in.Submission, Summary: p.summary}
 	}

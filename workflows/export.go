@@ -32,7 +32,8 @@ const (
 // Every send builds the same objects with the same UIDs, so a resend
 // makes no duplicate. An exam rerun whose earlier run's export delivered
 // is not exported again (the ID's export completed); the PACS keeps the
-// earlier run's objects.
+// earlier run's objects. A run that superseded the earlier report is
+// exported again: its results name the earlier ones and reject them.
 func ExportWorkflow(ctx workflow.Context, in contract.ExportStart) (contract.ExportState, error) {
 	st := contract.ExportState{Status: contract.ExportPending}
 	if err := workflow.SetQueryHandler(ctx, contract.ExportQuery, func() (contract.ExportState, error) { return st, nil }); err != nil {
@@ -87,8 +88,13 @@ func exportRetryable(err error) bool {
 }
 
 // startExport starts the exam's export, which outlives the pipeline
-// (afterReport).
-func (p *pipeline) startExport(ctx workflow.Context) workflow.ChildWorkflowFuture {
-	cctx := workflow.WithChildOptions(ctx, contract.ExportStartOptions(p.in.Submission, p.in.Policy).Child())
+// (afterReport); a superseding run's though the earlier export
+// delivered.
+func (p *pipeline) startExport(ctx workflow.Context, superseding bool) workflow.ChildWorkflowFuture {
+	opts := contract.ExportStartOptions(p.in.Submission, p.in.Policy)
+	if superseding {
+		opts = opts.Superseding()
+	}
+	cctx := workflow.WithChildOptions(ctx, opts.Child())
 	return workflow.ExecuteChildWorkflow(cctx, contract.ExportWorkflow, contract.ExportStart{Submission: p.in.Submission, Policy: p.in.Policy})
 }

@@ -73,10 +73,13 @@ type auditNote struct {
 	action string
 	refs   []exam.Ref
 	reason string
-	who    *auth.Principal // who was refused before the request had a principal
-	err    error           // the handler's error, for its detail
-	cancel context.CancelFunc
-	done   bool
+	// details are what the handler adds to the request's object (no
+	// patient data).
+	details []audit.Detail
+	who     *auth.Principal // who was refused before the request had a principal
+	err     error           // the handler's error, for its detail
+	cancel  context.CancelFunc
+	done    bool
 }
 
 // Note notes that the request did action to ref (ref may be zero, or a
@@ -90,6 +93,15 @@ func Note(c echo.Context, action string, ref exam.Ref) {
 	n.action = action
 	if ref != (exam.Ref{}) {
 		n.refs = append(n.refs, ref)
+	}
+}
+
+// Detail adds a detail of what was done to the request's entry, as the
+// request object's ParticipantObjectDetail: a value that names no
+// patient (a run ID, a digest), never free text a user typed.
+func Detail(c echo.Context, typ, value string) {
+	if n := note(c); n != nil {
+		n.details = append(n.details, audit.Detail{Type: typ, Value: value})
 	}
 }
 
@@ -304,6 +316,7 @@ func (r *Recorder) auditEvent(c echo.Context, n *auditNote, status int) audit.Ev
 	if id, _ := c.Get(clientRequestIDKey).(string); id != "" {
 		req.Details = append(req.Details, audit.Detail{Type: "clientRequestId", Value: id})
 	}
+	req.Details = append(req.Details, n.details...)
 	ev.Objects = append(ev.Objects, req)
 	refs := n.refs
 	if len(refs) == 0 {

@@ -58,6 +58,34 @@ func TestRecordReplayCorpus(t *testing.T) {
 	t.Run("affinity fallback", func(t *testing.T) { recordAffinityFallback(t, dir) })
 	t.Run("export", func(t *testing.T) { recordExport(t, dir) })
 	t.Run("hedged", func(t *testing.T) { recordHedged(t, dir) })
+	t.Run("supersede", func(t *testing.T) { recordSupersede(t, dir) })
+}
+
+// recordSupersede records an admin's superseding rerun of a completed
+// exam (its pipeline hands the new report to the open review by signal)
+// and the first report's review, closed as superseded and continued as
+// the new report's.
+func recordSupersede(t *testing.T, dir string) {
+	const examID = "corpus-supersede"
+	h := newHarness(t, 1, corpusKeys(t, dir))
+	_, scan := phantomDICOM(t, tiny(330))
+	if _, code, err := h.device.Submit(context.Background(), intake.Meta{ExamID: examID}, scan); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	if st := h.waitTerminal(examID); st.State != lifecycle.Completed {
+		t.Fatalf("first run ended %s", st.State)
+	}
+	first, review := h.runID(h.examWF(examID)), h.runID(h.reviewWF(examID))
+	h.review(h.sys.Secrets.Clinician, examID, "approve", "", http.StatusOK)
+	h.call(http.MethodPost, h.sys.Secrets.Admin, "/v1/exams/"+examID+"/rerun?campus="+h.sys.Secrets.Campus,
+		strings.NewReader(`{"supersede":true,"reason":"corpus: algorithm fix"}`), http.StatusAccepted, nil)
+	h.waitFor(examID, 2*time.Minute, func(s *api.ExamStatus) bool {
+		return s.Runs == 2 && s.State == lifecycle.Completed && s.Review == exam.ReviewPending
+	})
+	h.waitClosedRun(h.reviewWF(examID), review)
+	h.saveRun(h.examWF(examID), first, filepath.Join(dir, "exam_supersede_1.json"))
+	h.saveRun(h.examWF(examID), "", filepath.Join(dir, "exam_supersede_2.json"))
+	h.saveRun(h.reviewWF(examID), review, filepath.Join(dir, "review_superseded.json"))
 }
 
 // recordHedged records an exam whose denoise is held by a node an
