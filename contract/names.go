@@ -73,6 +73,11 @@ const (
 	InboxEventSignal = "report-ready"
 	// InboxQuery returns the inbox's events after a sequence number.
 	InboxQuery = "events-since"
+	// MoveBuildSignal wakes a long-running workflow (the fleet, an inbox)
+	// after another build became current, so that it continues as new on
+	// that build now rather than at its next event (package deployment
+	// sends it on a promotion). It carries nothing.
+	MoveBuildSignal = "move-build"
 )
 
 // ExamWorkflowID is the workflow ID of an exam's pipeline,

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"octflow/contract"
 	"octflow/exam"
 )
 
@@ -159,7 +160,7 @@ func (m Manager) WaitPolled(ctx context.Context, buildID string, every time.Dura
 }
 
 // Promote makes buildID the current version: new exams start on it, and
-// the long-running workflows move to it at their next continue-as-new.
+// the long-running workflows are woken to continue as new on it.
 // Its workers must poll both pipeline queues. It returns the build that
 // was current ("" for none). A ramp of buildID ends with it.
 func (m Manager) Promote(ctx context.Context, buildID string) (previous string, err error) {
@@ -171,7 +172,33 @@ func (m Manager) Promote(ctx context.Context, buildID string) (previous string, 
 	if resp.PreviousVersion != nil {
 		previous = resp.PreviousVersion.BuildID
 	}
-	return previous, nil
+	return previous, m.moveLongRunning(ctx)
+}
+
+// moveLongRunning wakes the long-running workflows (the fleet, the
+// inboxes) after a change of the current build: each continues as new on
+// it at once, not at its next event, so that the build it leaves may go.
+func (m Manager) moveLongRunning(ctx context.Context) error {
+	for _, wf := range []string{contract.FleetWorkflow, contract.InboxWorkflow} {
+		var token []byte
+		for {
+			resp, err := m.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token,
+				Query: fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowType = '%s'", wf)})
+			if err != nil {
+				return fmt.Errorf("list the running %s workflows: %w", wf, err)
+			}
+			for _, e := range resp.GetExecutions() {
+				err := m.Client.SignalWorkflow(ctx, e.GetExecution().GetWorkflowId(), "", contract.MoveBuildSignal, nil)
+				if err != nil && !isNotFound(err) { // one that just ended has nothing to move
+					return fmt.Errorf("wake %s: %w", e.GetExecution().GetWorkflowId(), err)
+				}
+			}
+			if token = resp.GetNextPageToken(); len(token) == 0 {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // PromoteIfNone makes buildID current when the deployment has no current

@@ -176,6 +176,7 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 	}
 
 	reports := workflow.GetSignalChannel(ctx, contract.NodeReportSignal)
+	moves := workflow.GetSignalChannel(ctx, contract.MoveBuildSignal)
 	receive := func(r contract.NodeReport) {
 		n, ok := state.Nodes[r.NodeID]
 		if !ok {
@@ -235,11 +236,15 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 			timer, timerAt = workflow.NewTimer(tctx, next.Sub(workflow.Now(ctx))), next
 		}
 		var r contract.NodeReport
-		got := false
+		got, moved := false, false
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(reports, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, &r)
 			got = true
+		})
+		sel.AddReceive(moves, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			moved = true
 		})
 		if timer != nil {
 			sel.AddFuture(timer, func(workflow.Future) { timer, cancelTimer = nil, nil })
@@ -248,10 +253,12 @@ func FleetWorkflow(ctx workflow.Context, state contract.FleetState) error {
 		if err := ctx.Err(); err != nil {
 			return err // the fleet was canceled
 		}
-		if !got {
+		if !got && !moved {
 			continue
 		}
-		receive(r)
+		if got {
+			receive(r)
+		}
 		if timeToContinue(ctx, state.HistoryLimit) {
 			// Take every report already delivered, let running updates
 			// and hedges finish, and again for reports that came

@@ -46,10 +46,16 @@ func InboxWorkflow(ctx workflow.Context, state contract.InboxState) error {
 			state.Events = append([]contract.ReportReadyEvent(nil), state.Events[n-inboxKeep:]...)
 		}
 	}
+	moves := workflow.GetSignalChannel(ctx, contract.MoveBuildSignal)
 	for {
 		var e contract.ReportReadyEvent
-		events.Receive(ctx, &e)
-		add(e)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, &e)
+			add(e)
+		})
+		sel.AddReceive(moves, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+		sel.Select(ctx)
 		if timeToContinue(ctx, state.HistoryLimit) {
 			for events.ReceiveAsync(&e) {
 				add(e)

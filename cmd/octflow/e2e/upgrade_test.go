@@ -191,14 +191,11 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 		}
 	}
 
-	// The fleet moves to build 2 at its next continue-as-new.
-	deadline := time.Now().Add(time.Minute)
-	for pinnedBuild(t, c, contract.FleetWorkflowID) != b2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fleet is still pinned to %q a minute after the upgrade", pinnedBuild(t, c, contract.FleetWorkflowID))
-		}
-		time.Sleep(time.Second)
-	}
+	// The fleet and the campus's inbox move to build 2: the promotion
+	// wakes them, and each continues as new on it.
+	inbox := contract.InboxWorkflowID(h.sys.Secrets.Campus)
+	waitPinned(t, c, contract.FleetWorkflowID, b2)
+	waitPinned(t, c, inbox, b2)
 	// Build 1 runs the in-flight exam's review: it may not go.
 	if r, err := m.Retirable(ctx, b1); err != nil || r.MayGo {
 		t.Fatalf("build 1 may go while its exam's review is open: %+v %v", r, err)
@@ -208,6 +205,8 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	if prev, err := m.Rollback(ctx, b1); err != nil || prev != b2 {
 		t.Fatalf("rollback: was %q, %v", prev, err)
 	}
+	// No event reaches the inbox meanwhile: the rollback's wake moves it.
+	waitPinned(t, c, inbox, b1)
 	submit("rolledback", 903)
 	if st := h.waitTerminal("rolledback"); st.State != lifecycle.Completed {
 		t.Fatalf("the exam after the rollback ended %s", st.State)
@@ -233,6 +232,19 @@ func pinnedBuild(t *testing.T, c client.Client, id string) string {
 		t.Fatal(err)
 	}
 	return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+}
+
+// waitPinned waits up to a minute for a workflow's latest run to be
+// pinned to build.
+func waitPinned(t *testing.T, c client.Client, id, build string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for got := pinnedBuild(t, c, id); got != build; got = pinnedBuild(t, c, id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is pinned to %q a minute after the change, want %s", id, got, build)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // failedWorkflowTasks counts a workflow's failed workflow tasks (a
