@@ -283,7 +283,7 @@ func (m Manager) Retirable(ctx context.Context, buildID string) (Retirement, err
 	case v.Ramping:
 		r.Why = fmt.Sprintf("it is ramping (%v%% of new exams)", v.RampPercent)
 	case v.Running > 0:
-		r.Why = fmt.Sprintf("%d workflows pinned to it still run (exams, reviews, exports; the fleet and inboxes move at their next continue-as-new)", v.Running)
+		r.Why = fmt.Sprintf("%d workflows pinned to it still run (exams, reviews, exports; a promotion moves the fleet and the inboxes)", v.Running)
 	case v.Running < 0 && v.Drainage != "drained":
 		r.Why = "Temporal has not yet found it drained"
 	default:
