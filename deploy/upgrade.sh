@@ -102,20 +102,20 @@ rollback)
 	image=$(env_get OCTFLOW_NEXT_IMAGE) prev=$(env_get OCTFLOW_PREVIOUS_BUILD)
 	[ -n "$image" ] && [ -n "$prev" ] || die "no upgrade under way (.env has no OCTFLOW_NEXT_IMAGE / OCTFLOW_PREVIOUS_BUILD)"
 	export OCTFLOW_NEXT_IMAGE=$image
-	deployment rollback --build "$prev"
+	deployment rollback --build-id "$prev"
 	say "new exams start on $prev again; exams and reviews of the new build finish on worker-next, which stays until they end"
 	;;
 finish)
 	image=$(env_get OCTFLOW_NEXT_IMAGE) prev=$(env_get OCTFLOW_PREVIOUS_BUILD)
 	[ -n "$image" ] && [ -n "$prev" ] || die "no upgrade under way (.env has no OCTFLOW_NEXT_IMAGE / OCTFLOW_PREVIOUS_BUILD)"
 	export OCTFLOW_NEXT_IMAGE=$image
-	deployment retire --build "$prev" || die "the old build $prev may not go yet (above); run finish again later"
+	deployment retire --build-id "$prev" || die "the old build $prev may not go yet (above); run finish again later"
 	env_set OCTFLOW_IMAGE "$image"
 	say "every service to $image; the worker on the new build replaces the old"
 	OCTFLOW_IMAGE=$image compose up -d --wait --wait-timeout "$WAIT"
 	compose rm -sf worker-next
-	deployment retire --build "$prev" --delete ||
-		say "Temporal still counts the old worker's last polls: delete $prev later (octflow deployment retire --build $prev --delete)"
+	deployment retire --build-id "$prev" --delete ||
+		say "Temporal still counts the old worker's last polls: delete $prev later (octflow deployment retire --build-id $prev --delete)"
 	env_set OCTFLOW_NEXT_IMAGE ""
 	env_set OCTFLOW_PREVIOUS_BUILD ""
 	say "done: the stack runs $image"
@@ -124,7 +124,7 @@ abort)
 	image=$(env_get OCTFLOW_NEXT_IMAGE) prev=$(env_get OCTFLOW_PREVIOUS_BUILD)
 	[ -n "$image" ] && [ -n "$prev" ] || die "no upgrade under way (.env has no OCTFLOW_NEXT_IMAGE / OCTFLOW_PREVIOUS_BUILD)"
 	export OCTFLOW_NEXT_IMAGE=$image
-	# retire with no --build judges the image's own build: the new one.
+	# retire with no --build-id judges the image's own build: the new one.
 	deployment retire || die "the new build may not go yet (above): roll back first, and wait for its exams and reviews to end"
 	compose rm -sf worker-next
 	for node in $(compose config --services | grep -E '^gpu-[0-9]+$' | sort -V); do

@@ -36,8 +36,8 @@ Worker Versioning of the pipeline worker (docs/operations.md, Upgrades):
   status    the deployment's builds: current, ramping, draining, what each still runs
   promote   make this binary's build current (after the replay gate); --if-none on a first start
   ramp      send --percent of new exams to this binary's build (after the replay gate)
-  rollback  make --build current again and end any ramp
-  retire    say whether --build may go; --delete removes it once its workers are stopped
+  rollback  make --build-id current again and end any ramp
+  retire    say whether --build-id may go; --delete removes it once its workers are stopped
 `
 
 // runDeployment runs an operator's Worker Versioning command.
