@@ -448,10 +448,12 @@ cleanup() {
 		return
 	fi
 	node down -v --remove-orphans >/dev/null 2>&1 || true
-	compose down -v --remove-orphans >/dev/null 2>&1 || true
+	# --profile upgrade: the upgrade drill's worker-next, which a plain
+	# down leaves running (and holding the network).
+	compose --profile upgrade down -v --remove-orphans >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-compose down -v --remove-orphans >/dev/null 2>&1 || true
+compose --profile upgrade down -v --remove-orphans >/dev/null 2>&1 || true
 
 # --- up -------------------------------------------------------------------
 step "docker compose up --wait"
