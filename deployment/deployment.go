@@ -45,7 +45,9 @@ type Version struct {
 	// Drainage is "draining" while workflows pinned to it run, "drained"
 	// once none do, "" while it is routed or never was.
 	Drainage string
-	// Polled says its workers poll both of the pipeline worker's queues.
+	// Polled says its workers have polled both of the pipeline worker's
+	// queues (Temporal keeps them with the version after its workers
+	// stop: not proof that they still run).
 	Polled bool
 	// Running counts the open workflows pinned to it (-1: visibility
 	// could not say).
@@ -172,25 +174,67 @@ func (m Manager) Promote(ctx context.Context, buildID string) (previous string, 
 	if resp.PreviousVersion != nil {
 		previous = resp.PreviousVersion.BuildID
 	}
-	return previous, m.moveLongRunning(ctx)
+	return previous, m.moveLongRunning(ctx, buildID)
 }
 
 // moveLongRunning wakes the long-running workflows (the fleet, the
-// inboxes) after a change of the current build: each continues as new on
-// it at once, not at its next event, so that the build it leaves may go.
-func (m Manager) moveLongRunning(ctx context.Context) error {
+// inboxes) after a change of the current build, so that each continues
+// as new on it at once, not at its next event, and the build it leaves
+// may go. A workflow sees the new build only once the routing has reached
+// its task queue, so the ones not yet on it are woken again, every
+// moveEvery, for up to moveFor; one still left then moves at its next
+// event (best effort: the promotion stands either way).
+func (m Manager) moveLongRunning(ctx context.Context, buildID string) error {
+	deadline := time.Now().Add(moveFor)
+	for {
+		left, err := m.notOn(ctx, buildID)
+		if err != nil || len(left) == 0 || time.Now().After(deadline) {
+			return err
+		}
+		for _, id := range left {
+			err := m.Client.SignalWorkflow(ctx, id, "", contract.MoveBuildSignal, nil)
+			if err != nil && !isNotFound(err) { // one that just ended has nothing to move
+				return fmt.Errorf("wake %s: %w", id, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(moveEvery):
+		}
+	}
+}
+
+// How long, and how often, a promotion wakes the long-running workflows.
+const (
+	moveFor   = 30 * time.Second
+	moveEvery = 2 * time.Second
+)
+
+// notOn lists the running fleet and inbox workflows whose latest run is
+// not on buildID.
+func (m Manager) notOn(ctx context.Context, buildID string) ([]string, error) {
+	var left []string
 	for _, wf := range []string{contract.FleetWorkflow, contract.InboxWorkflow} {
 		var token []byte
 		for {
 			resp, err := m.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token,
 				Query: fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowType = '%s'", wf)})
 			if err != nil {
-				return fmt.Errorf("list the running %s workflows: %w", wf, err)
+				return nil, fmt.Errorf("list the running %s workflows: %w", wf, err)
 			}
 			for _, e := range resp.GetExecutions() {
-				err := m.Client.SignalWorkflow(ctx, e.GetExecution().GetWorkflowId(), "", contract.MoveBuildSignal, nil)
-				if err != nil && !isNotFound(err) { // one that just ended has nothing to move
-					return fmt.Errorf("wake %s: %w", e.GetExecution().GetWorkflowId(), err)
+				id := e.GetExecution().GetWorkflowId()
+				d, err := m.Client.DescribeWorkflowExecution(ctx, id, "")
+				if isNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("describe %s: %w", id, err)
+				}
+				v := d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion()
+				if v.GetDeploymentName() != m.Name || v.GetBuildId() != buildID {
+					left = append(left, id)
 				}
 			}
 			if token = resp.GetNextPageToken(); len(token) == 0 {
@@ -198,7 +242,7 @@ func (m Manager) moveLongRunning(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return left, nil
 }
 
 // PromoteIfNone makes buildID current when the deployment has no current
@@ -245,7 +289,9 @@ func (m Manager) Rollback(ctx context.Context, buildID string) (previous string,
 		return "", fmt.Errorf("deployment %s has no build %s", m.Name, buildID)
 	}
 	if !v.Polled {
-		return "", fmt.Errorf("build %s has no workers polling: start them before rolling back to it", buildID)
+		// Temporal keeps a version's queues after its workers stop: this
+		// says they once polled, not that they still run.
+		return "", fmt.Errorf("build %s never polled both pipeline queues: start its worker before rolling back to it", buildID)
 	}
 	for _, r := range st.Versions {
 		if r.Ramping {

@@ -139,6 +139,12 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	if v := gate(b2, withToyAfter(exam.Measure)); !v.Passed() || v.Replayed == 0 {
 		t.Fatalf("the gate refused build 2, or replayed nothing: %+v", v)
 	}
+	// The same change under build 2's own ID passes: the exam in flight
+	// would not replay on it, but it is pinned to build 1 and stays there
+	// (reported, not refused).
+	if v := gate(b2, withToyAfter(exam.Denoise)); !v.Passed() || !strings.Contains(stays(v), h.examWF("inflight")) {
+		t.Fatalf("the gate refused build 2, or did not report the exam that stays on build 1: %+v", v)
+	}
 	v := gate(b1, withToyAfter(exam.Denoise))
 	if v.Passed() || !strings.Contains(refusals(v), h.examWF("inflight")) {
 		t.Fatalf("the gate passed a build that claims build 1's ID with a stage added after denoise, or did not name the exam: %+v", v)
@@ -219,6 +225,14 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 func refusals(v deployment.Verdict) string {
 	var s []string
 	for _, r := range v.Refusals {
+		s = append(s, r.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+func stays(v deployment.Verdict) string {
+	var s []string
+	for _, r := range v.Stay {
 		s = append(s, r.String())
 	}
 	return strings.Join(s, "; ")

@@ -124,9 +124,9 @@ func (o deploymentOp) status(ctx context.Context) error {
 		case v.Ramping:
 			routing = fmt.Sprintf("ramping %v%%", v.RampPercent)
 		}
-		workers := "none"
+		workers := "never"
 		if v.Polled {
-			workers = "polling"
+			workers = "polled" // Temporal keeps a version's queues after its workers stop
 		}
 		running := fmt.Sprint(v.Running)
 		if v.Running < 0 {
