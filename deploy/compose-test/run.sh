@@ -724,13 +724,15 @@ step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
 # --- the export to the demo campus's PACS, over TLS ------------------------
 # Each exam's results filed in the phantom's own study on the campus's
 # PACS (octflow phantom names it 2.25.<1000000 + seed>.1, its patient
-# PHANTOM-<seed>; submit's seed is 700 + n), through the PACS's TLS front
-# with the CA and credentials the PACS file names: the exam's status says
-# delivered; QIDO-RS lists the study's instances, as many as the export
-# counted: the Encapsulated PDF, the Macular Grid SR and a Segmentation
-# where octflow makes one, and nothing else; WADO-RS serves the PDF's
-# metadata, filed under the phantom's Patient ID. (A DICOMweb client with
-# the worker's files: curl in the worker's container.)
+# PHANTOM-<seed>; submit's seed is 700 + n, n counting the exams
+# submitted, and the api answers with exam IDs of its own), through the
+# PACS's TLS front with the CA and credentials the PACS file names: the
+# exam's status says delivered; QIDO-RS lists the study's instances, as
+# many as the export counted: the Encapsulated PDF, the Macular Grid SR
+# and a Segmentation where octflow makes one, and nothing else; WADO-RS
+# serves the PDF's metadata, filed under the phantom's Patient ID. (A
+# DICOMweb client with the worker's files: curl in the worker's
+# container.)
 T_PACS=$(date +%s)
 pacs_get() { # PATH: a DICOMweb GET to the PACS, with the PACS file's CA and credentials
 	compose exec -T worker sh -c 'curl -fsS -m 10 --cacert /run/secrets/pacs-demo-campus-ca.pem \
@@ -738,14 +740,14 @@ pacs_get() { # PATH: a DICOMweb GET to the PACS, with the PACS file's CA and cre
 		-H "Accept: application/dicom+json" "https://pacs:8443/dicom-web$1"' sh "$1"
 }
 PDF_CLASS=1.2.840.10008.5.1.4.1.1.104.1 SR_CLASS=1.2.840.10008.5.1.4.1.1.79.1 SEG_CLASS=1.2.840.10008.5.1.4.1.1.66.4
-for id in "${batch[@]}"; do
+for i in "${!batch[@]}"; do
+	id=${batch[$i]}
 	deadline=$(($(date +%s) + 120))
 	until exp=$(status "$id" | jq -c '.export // {}') && [ "$(jq -r .status <<<"$exp")" = delivered ]; do
 		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id's export to the PACS, after 2 minutes: $exp; want delivered"
 		sleep 2
 	done
-	k=${id#compose-}
-	seed=$((700 + ${k%%-*}))
+	seed=$((700 + n - ${#batch[@]} + 1 + i))
 	study=2.25.$((1000000 + seed)).1
 	inst=$(pacs_get "/studies/$study/instances") || logs_and_fail "QIDO-RS of exam $id's study $study on the PACS"
 	jq -e --argjson n "$(jq .instances <<<"$exp")" --arg pdf "$PDF_CLASS" --arg sr "$SR_CLASS" --arg seg "$SEG_CLASS" \
