@@ -435,7 +435,7 @@ enrol gpu-revoked-1
 # front's certificate (name pacs), signed here with the stack's CA (the
 # offline copy), and Orthanc's registered user for the campus. octflow's
 # side, as an operator sets it up (docs/operations.md, Export to a
-# PACS): deploy/secrets/pacs.json names the campus's DICOMweb base URL,
+# PACS, per campus): deploy/secrets/pacs.json names the campus's DICOMweb base URL,
 # the CA its certificate is checked against and the credential files,
 # each a file of its own that compose.test.yml mounts into the worker
 # (the PACS file into the api too), the credentials readable by
