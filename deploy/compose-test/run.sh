@@ -73,7 +73,15 @@ fi
 # --- Docker Engine ------------------------------------------------------
 if ! docker info >/dev/null 2>&1; then
 	step "starting dockerd (log: $CACHE/dockerd.log)"
-	setsid dockerd --storage-driver=overlay2 >"$CACHE/dockerd.log" 2>&1 </dev/null &
+	# Without the script's other open files: dockerd outlives the test,
+	# and a lock its caller holds (flock /tmp/heavy.lock make
+	# compose-test) would stay held as long as dockerd runs.
+	(
+		for f in /proc/$BASHPID/fd/*; do
+			[ "${f##*/}" -le 2 ] || eval "exec ${f##*/}>&-"
+		done
+		exec setsid dockerd --storage-driver=overlay2 >"$CACHE/dockerd.log" 2>&1 </dev/null
+	) &
 	for _ in $(seq 60); do
 		docker info >/dev/null 2>&1 && break
 		sleep 1
