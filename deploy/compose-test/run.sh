@@ -3,7 +3,7 @@
 # bring the shipped docker-compose.yml up on a real Docker Engine on this
 # machine (and up again from a clean shell: nothing recreated); submit
 # exams through the api's published port and see each COMPLETED with one
-# report; drill the alerts (the audit collector stopped, a GPU unhealthy,
+# report and its results filed over TLS in the demo campus's PACS; drill the alerts (the audit collector stopped, a GPU unhealthy,
 # a certificate near expiry, the disk past 90%) to the test's receiver;
 # check what Grafana's datasource and dashboards query; back it up with
 # exams in flight, destroy every volume, restore it (deploy/backup.sh,
@@ -19,7 +19,8 @@
 # postgres-exporter from Debian, the octflow
 # image from the shipped Dockerfile's runtime stage with the host-built
 # bin/octflow, and the audit collector (rsyslog) and the TLS proxy
-# (stunnel4) from their shipped Dockerfiles, all onto the debootstrapped
+# (stunnel4) from their shipped Dockerfiles, and the test's PACS (Orthanc
+# and its DICOMweb plugin, from Debian), all onto the debootstrapped
 # Debian base. deploy/compose-test/compose.test.yml swaps those images in.
 #
 # It installs what it lacks (Debian: docker.io, debootstrap,
@@ -72,7 +73,15 @@ fi
 # --- Docker Engine ------------------------------------------------------
 if ! docker info >/dev/null 2>&1; then
 	step "starting dockerd (log: $CACHE/dockerd.log)"
-	setsid dockerd --storage-driver=overlay2 >"$CACHE/dockerd.log" 2>&1 </dev/null &
+	# Without the script's other open files: dockerd outlives the test,
+	# and a lock its caller holds (flock /tmp/heavy.lock make
+	# compose-test) would stay held as long as dockerd runs.
+	(
+		for f in /proc/$BASHPID/fd/*; do
+			[ "${f##*/}" -le 2 ] || eval "exec ${f##*/}>&-"
+		done
+		exec setsid dockerd --storage-driver=overlay2 >"$CACHE/dockerd.log" 2>&1 </dev/null
+	) &
 	for _ in $(seq 60); do
 		docker info >/dev/null 2>&1 && break
 		sleep 1
@@ -287,6 +296,11 @@ for d in audit tls-proxy; do
 	sed -i "s|^FROM .*|FROM octflow-test/debian:$SUITE|" "$c/Dockerfile"
 	build "octflow-test/$d:dev" "$c/Dockerfile" "$c"
 done
+# The demo campus's PACS (compose.test.yml, pacs-orthanc): Debian's
+# Orthanc and its DICOMweb plugin onto the local Debian base.
+c=$(ctx orthanc)
+cp "$HERE/images/orthanc.json" "$c/"
+build octflow-test/orthanc:debian "$HERE/images/orthanc.Dockerfile" "$c"
 docker images --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep '^octflow-test/' | sort | sed 's/^/    /'
 printf '    Debian stand-ins: %s; %s; %s; %s\n' "$(prometheus --version 2>&1 | sed -n 1p)" "$(prometheus-alertmanager --version 2>&1 | sed -n 1p)" \
 	"$(prometheus-node-exporter --version 2>&1 | sed -n 1p)" "$(prometheus-postgres-exporter --version 2>&1 | sed -n 1p)"
@@ -423,6 +437,44 @@ jq -e '(.keys == null) and (.scoped | keys == ["campus/north", "system"])' "$RUN
 # certificate still passes TLS, and Temporal gives it no role.
 enrol gpu-revoked-1
 "$ROOT/deploy/revoke-node.sh" gpu-revoked-1 "$RUN/deploy/secrets" >/dev/null || fail "deploy/revoke-node.sh"
+
+# The demo campus's PACS, and octflow's export to it. The hospital's side
+# (pacs-site/, as the PACS's own administrators keep it): its TLS
+# front's certificate (name pacs), signed here with the stack's CA (the
+# offline copy), and Orthanc's registered user for the campus. octflow's
+# side, as an operator sets it up (docs/operations.md, Export to a
+# PACS, per campus): deploy/secrets/pacs.json names the campus's DICOMweb base URL,
+# the CA its certificate is checked against and the credential files,
+# each a file of its own that compose.test.yml mounts into the worker
+# (the PACS file into the api too), the credentials readable by
+# octflow's user (10001) only.
+PACS_SITE=$RUN/pacs-site
+mkdir -p "$PACS_SITE" && chmod 700 "$PACS_SITE"
+cp "$HERE/pacs-tls.conf" "$RUN/"
+printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:pacs\n' >"$PACS_SITE/pacs.ext"
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=pacs" -keyout "$PACS_SITE/pacs-key.pem" 2>/dev/null |
+	openssl x509 -req -CA "$CA_OFFLINE/ca.pem" -CAkey "$CA_OFFLINE/ca-key.pem" -set_serial "0x$(rnd 8)" -days 90 \
+		-extfile "$PACS_SITE/pacs.ext" -out "$PACS_SITE/pacs.pem" 2>/dev/null || fail "sign the PACS's certificate"
+PACS_USER=octflow-demo-campus
+PACS_PASSWORD=$(rnd 16)
+printf '{"RegisteredUsers": {"%s": "%s"}}\n' "$PACS_USER" "$PACS_PASSWORD" >"$PACS_SITE/credentials.json"
+chown 10002 "$PACS_SITE/credentials.json" && chmod 400 "$PACS_SITE/credentials.json" # Orthanc's user
+chown 10001 "$PACS_SITE/pacs-key.pem" && chmod 400 "$PACS_SITE/pacs-key.pem"           # stunnel's
+chmod 444 "$PACS_SITE/pacs.pem"
+(
+	cd "$RUN/deploy/secrets"
+	cp "$CA_OFFLINE/ca.pem" pacs-demo-campus-ca.pem # the PACS's CA: here the stack's
+	printf '%s\n' "$PACS_USER" >pacs-demo-campus-user
+	printf '%s\n' "$PACS_PASSWORD" >pacs-demo-campus-password
+	chown 10001 pacs-demo-campus-user pacs-demo-campus-password && chmod 400 pacs-demo-campus-user pacs-demo-campus-password
+	cat >pacs.json <<'EOF'
+{"demo-campus": {"url": "https://pacs:8443/dicom-web",
+                 "caFile": "/run/secrets/pacs-demo-campus-ca.pem",
+                 "usernameFile": "/run/secrets/pacs-demo-campus-user",
+                 "passwordFile": "/run/secrets/pacs-demo-campus-password"}}
+EOF
+	chmod 444 pacs-demo-campus-ca.pem pacs.json
+) || fail "writing the PACS file and its secrets"
 
 export CURL_CA_BUNDLE=$RUN/deploy/secrets/ca.pem OCTFLOW_API_CA_FILE=$RUN/deploy/secrets/ca.pem
 
@@ -678,6 +730,74 @@ submit "$EXAMS"
 step "submitted $EXAMS exams; waiting for each to finish"
 check "${batch[@]}"
 step "PASS: $EXAMS exams COMPLETED through the compose stack, one report each"
+
+# --- the export to the demo campus's PACS, over TLS ------------------------
+# Each exam's results filed in the phantom's own study on the campus's
+# PACS (octflow phantom names it 2.25.<1000000 + seed>.1, its patient
+# PHANTOM-<seed>; submit's seed is 700 + n, n counting the exams
+# submitted, and the api answers with exam IDs of its own), through the
+# PACS's TLS front with the CA and credentials the PACS file names: the
+# exam's status says delivered; QIDO-RS lists the study's instances, as
+# many as the export counted: the Encapsulated PDF, the Macular Grid SR
+# and a Segmentation where octflow makes one, and nothing else; WADO-RS
+# serves the PDF's metadata, filed under the phantom's Patient ID. (A
+# DICOMweb client with the worker's files: curl in the worker's
+# container.)
+T_PACS=$(date +%s)
+pacs_get() { # PATH: a DICOMweb GET to the PACS, with the PACS file's CA and credentials
+	compose exec -T worker sh -c 'curl -fsS -m 10 --cacert /run/secrets/pacs-demo-campus-ca.pem \
+		-u "$(cat /run/secrets/pacs-demo-campus-user):$(cat /run/secrets/pacs-demo-campus-password)" \
+		-H "Accept: application/dicom+json" "https://pacs:8443/dicom-web$1"' sh "$1"
+}
+PDF_CLASS=1.2.840.10008.5.1.4.1.1.104.1 SR_CLASS=1.2.840.10008.5.1.4.1.1.79.1 SEG_CLASS=1.2.840.10008.5.1.4.1.1.66.4
+for i in "${!batch[@]}"; do
+	id=${batch[$i]}
+	deadline=$(($(date +%s) + 120))
+	until exp=$(status "$id" | jq -c '.export // {}') && [ "$(jq -r .status <<<"$exp")" = delivered ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id's export to the PACS, after 2 minutes: $exp; want delivered"
+		sleep 2
+	done
+	seed=$((700 + n - ${#batch[@]} + 1 + i))
+	study=2.25.$((1000000 + seed)).1
+	inst=$(pacs_get "/studies/$study/instances") || logs_and_fail "QIDO-RS of exam $id's study $study on the PACS"
+	jq -e --argjson n "$(jq .instances <<<"$exp")" --arg pdf "$PDF_CLASS" --arg sr "$SR_CLASS" --arg seg "$SEG_CLASS" \
+		'map(.["00080016"].Value[0]) | length == $n and any(.[]; . == $pdf) and any(.[]; . == $sr) and all(.[]; . == $pdf or . == $sr or . == $seg)' \
+		<<<"$inst" >/dev/null ||
+		logs_and_fail "exam $id's study $study on the PACS holds $(jq -c 'map(.["00080016"].Value[0])' <<<"$inst"); want the PDF, the SR and a SEG where made, $(jq .instances <<<"$exp") in all"
+	pdf=$(jq -r --arg pdf "$PDF_CLASS" 'map(select(.["00080016"].Value[0] == $pdf))[0] | "\(.["0020000E"].Value[0])/instances/\(.["00080018"].Value[0])"' <<<"$inst")
+	meta=$(pacs_get "/studies/$study/series/${pdf%%/*}/instances/${pdf##*/}/metadata") || logs_and_fail "WADO-RS of exam $id's PDF on the PACS"
+	jq -e --arg p "PHANTOM-$seed" '.[0] | .["00420012"].Value[0] == "application/pdf" and .["00100020"].Value[0] == $p' <<<"$meta" >/dev/null ||
+		logs_and_fail "exam $id's PDF on the PACS: $(jq -c '.[0] | {mime: .["00420012"], patient: .["00100020"]}' <<<"$meta"), want application/pdf under PHANTOM-$seed"
+	echo "    $id: export delivered, $(jq .instances <<<"$exp") instances in $(jq .tries <<<"$exp") send(s); on the PACS, study $study: $(jq -r 'map(.["00080060"].Value[0]) | sort | join(" ")' <<<"$inst")"
+done
+# Only over TLS with the campus's CA and credentials: Orthanc's own port
+# is out of the stack's reach (on the PACS's network; curl's exit 6, 7
+# or 28: no such host, refused, timed out), the front serves no plain
+# HTTP, the system's CAs do not
+# trust it (curl's exit 60), and without credentials it answers 401.
+code=0
+compose exec -T worker curl -s -m 5 -o /dev/null http://pacs-orthanc:8042/ || code=$?
+case "$code" in 6 | 7 | 28) ;; *) logs_and_fail "Orthanc's plain port from the worker: curl exit $code, want 6, 7 or 28 (out of reach)" ;; esac
+code=$(compose exec -T worker curl -s -m 5 -o /dev/null -w '%{http_code}' http://pacs:8443/dicom-web/studies) || true
+[ "$code" = 000 ] || logs_and_fail "the PACS's front answered plain HTTP: $code"
+code=0
+compose exec -T worker curl -s -m 5 -o /dev/null https://pacs:8443/dicom-web/studies || code=$?
+[ "$code" = 60 ] || logs_and_fail "the PACS's front with the system's CAs only: curl exit $code, want 60 (not trusted)"
+code=$(compose exec -T worker curl -s -m 5 -o /dev/null -w '%{http_code}' --cacert /run/secrets/pacs-demo-campus-ca.pem https://pacs:8443/dicom-web/studies) || true
+[ "$code" = 401 ] || logs_and_fail "the PACS without credentials answered $code, want 401"
+# octflow refuses a plain-HTTP PACS: a worker given a PACS file naming
+# Orthanc's own port stops at start, saying why. (A PACS whose CA the
+# campus does not name: cmd/octflow/e2e's
+# TestResultsGoToACampussPACSOverTLSWithItsCredentials.)
+printf '{"demo-campus": {"url": "http://pacs-orthanc:8042/dicom-web", "usernameFile": "/run/secrets/pacs-demo-campus-user", "passwordFile": "/run/secrets/pacs-demo-campus-password"}}\n' >"$scans/pacs-plain.json"
+chmod 444 "$scans/pacs-plain.json"
+if out=$(compose run --rm --no-deps -T -v "$scans/pacs-plain.json:/etc/octflow/pacs-plain.json:ro" \
+	-e OCTFLOW_PACS_FILE=/etc/octflow/pacs-plain.json worker 2>&1); then
+	logs_and_fail "a worker with a plain-HTTP PACS URL started: $(tail -3 <<<"$out")"
+fi
+grep -q 'is plain http' <<<"$out" || logs_and_fail "a worker with a plain-HTTP PACS URL did not say why it stopped: $(tail -3 <<<"$out" | cut -c1-400)"
+echo "    a worker with a plain-HTTP PACS URL: $(grep -o 'is plain http: [^;]*' <<<"$out" | sed -n 1p)"
+step "PASS: the ${#batch[@]} exams' results reached the demo campus's PACS over TLS, with its CA and credentials (status delivered; QIDO-RS and WADO-RS: PDF and SR in each patient's study); the PACS is reached only so; a plain-HTTP PACS is refused ($(($(date +%s) - T_PACS)) s)"
 
 # --- the certificates are watched, and do not all expire on one day -------
 # Prometheus has each role's own certificates and the Temporal frontend's
