@@ -1076,7 +1076,22 @@ for f in "$RUN"/deploy/grafana/dashboards/*.json; do
 		esac
 	done
 done
-[ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data: ${empty[*]}"
+# A panel's data is there once its target's last scrape succeeded: one
+# failed scrape (a timeout on the busy test machine) marks the target's
+# series stale until the next, so an empty query is asked again for up
+# to four scrape intervals before it counts as a panel without data.
+deadline=$(($(date +%s) + 60)) retried=0
+while [ ${#empty[@]} -gt 0 ] && [ "$(date +%s)" -lt "$deadline" ]; do
+	sleep 5
+	retried=$((retried + 1))
+	still=()
+	for e in "${empty[@]}"; do
+		[ "$(promql "$e" | jq length)" -gt 0 ] || still+=("$e")
+	done
+	empty=("${still[@]}")
+done
+[ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data for a minute: ${empty[*]}; targets not up: $(curl -fsS -m 10 "$PROM/api/v1/targets" | jq -c '[.data.activeTargets[] | select(.health != "up") | {job: .labels.job, instance: .labels.instance, health, lastError, lastScrapeDuration}]')"
+[ "$retried" = 0 ] || echo "    some of the platform dashboard's queries had data only $retried tries (5 s apart) later"
 step "PASS: Grafana's datasource ($ds) answers on the stack's network; the $(find "$RUN/deploy/grafana/dashboards" -name '*.json' | wc -l) dashboards' $queries queries evaluate on its Prometheus, the Temporal, PostgreSQL and disk panels with data"
 
 # --- a GPU node on another host ----------------------------------------------
