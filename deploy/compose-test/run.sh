@@ -855,7 +855,7 @@ for id in "${batch[@]}"; do status "$id" >/dev/null || logs_and_fail "the api di
 # 2. GPU 1 of gpu-1 throttled for heat: its simulated GPUs take their
 # faults from the file compose.test.yml names.
 drill_start[1]=$(date +%s)
-compose exec -T gpu-1 sh -c 'echo "1 thermal" >/var/lib/octflow/gpu-faults' || logs_and_fail "write gpu-1's faults file"
+compose exec -T gpu-1 sh -c 'echo "1 thermal" >/tmp/gpu-faults' || logs_and_fail "write gpu-1's faults file"
 # 3. The worker's Temporal client certificate replaced by one of its key
 # and role that expires in 20 days, signed with the offline CA, and the
 # worker restarted to take it.
@@ -905,7 +905,7 @@ step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} 
 # offline again) and the worker restarted, the space freed.
 T_BACK=$(date +%s)
 compose start audit >/dev/null 2>&1 || logs_and_fail "docker compose start audit"
-compose exec -T gpu-1 sh -c ': >/var/lib/octflow/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
+compose exec -T gpu-1 sh -c ': >/tmp/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
 cp "$CA_OFFLINE/ca-key.pem" "$SECRETS/ca-key.pem"
 rm -f "$SECRETS/temporal-worker.pem" "$SECRETS/temporal-worker-key.pem"
 renewed=$(OCTFLOW_API_HOSTS=localhost "$RUN/deploy/make-certs.sh" "$SECRETS") || fail "deploy/make-certs.sh (renewal)"
