@@ -12,6 +12,7 @@
 exporter_pw=$(cat /run/secrets/postgres-exporter-password)
 [ -n "$exporter_pw" ] || { echo "the secret postgres-exporter-password is empty" >&2; exit 1; }
 psql -v ON_ERROR_STOP=1 -q --username "${POSTGRES_USER:-postgres}" --dbname postgres --set pw="$exporter_pw" <<'SQL'
+SET client_min_messages = warning;
 SELECT 'CREATE ROLE postgres_exporter' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'postgres_exporter') \gexec
 ALTER ROLE postgres_exporter LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD :'pw';
 GRANT pg_monitor TO postgres_exporter;
