@@ -4,8 +4,11 @@
 #
 #   docker build -t octflow:dev .
 #
-# /var/spool/octflow-audit is the api's audit journal (OCTFLOW_AUDIT_SPOOL)
-# when a volume is mounted there: a new volume takes its owner from here.
+# /var/spool/octflow-audit is the api's audit journal (OCTFLOW_AUDIT_SPOOL),
+# /var/spool/octflow-uploads its upload spool (OCTFLOW_SPOOL_DIR) and
+# /var/lib/octflow/takes a GPU node's take notes (OCTFLOW_NODE_TAKES_DIR,
+# a directory per node under it) when a volume is mounted there: a new
+# volume takes its owner from here. Every other path may be read-only.
 #
 # GPU nodes: the NVIDIA container toolkit mounts the driver's NVML
 # library into the container when the service reserves GPUs (see
@@ -32,7 +35,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /var/lib/octflow --create-home octflow \
- && install -d -o octflow -g octflow -m 700 /var/spool/octflow-audit
+ && install -d -o octflow -g octflow -m 700 /var/spool/octflow-audit /var/spool/octflow-uploads /var/lib/octflow/takes
 COPY --from=build /out/octflow /usr/local/bin/octflow
 USER octflow
 WORKDIR /var/lib/octflow

@@ -182,7 +182,7 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	cfg.MaxScanBytes, cfg.CodecOrigins = u.MaxScanBytes, g.CodecOrigins
 	o.Gateway.HTTP = v.HTTP
 	cfg.Streams, cfg.SpoolMaxBytes = api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
-	cfg.StatusMaxAge = v.StatusMaxAge
+	cfg.StatusMaxAge, cfg.SpoolDir = v.StatusMaxAge, v.SpoolDir
 	o.MetricsAddr = v.MetricsAddr
 	return nil
 }

@@ -36,6 +36,7 @@ func TestServingSettings(t *testing.T) {
 				return v.SpoolMaxBytes == 1027<<20 && v.Streams.PerToken == 2 && v.HTTP.Read == 5*time.Minute
 			}, ""},
 		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "0"}, nil, "OCTFLOW_SPOOL_MAX_MIB"},
+		{map[string]string{"OCTFLOW_SPOOL_DIR": "/var/spool/octflow-uploads"}, func(v *Serving) bool { return v.SpoolDir == "/var/spool/octflow-uploads" }, ""},
 		{map[string]string{"OCTFLOW_SPOOL_MAX_MIB": "64"}, func(v *Serving) bool { return v.SpoolMaxBytes == 64<<20 }, ""},
 		{map[string]string{"OCTFLOW_HTTP_READ_TIMEOUT": "0s"}, nil, "OCTFLOW_HTTP_READ_TIMEOUT"},
 		{map[string]string{"OCTFLOW_HTTP_WRITE_TIMEOUT": "0s"}, nil, "OCTFLOW_HTTP_WRITE_TIMEOUT"},

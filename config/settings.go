@@ -427,6 +427,10 @@ type Serving struct {
 	// it holds the largest upload is the api's rule (intake.SpoolBytesFor),
 	// checked by app at start, naming OCTFLOW_SPOOL_MAX_MIB.
 	SpoolMaxBytes int64
+	// SpoolDir is the directory the uploads in flight are spooled in ("":
+	// the system's temporary directory): one of the api's own, which it
+	// clears of an earlier process's leftovers at start.
+	SpoolDir string
 	// MetricsAddr serves Prometheus /metrics, off the public port ("":
 	// nowhere).
 	MetricsAddr string
@@ -447,6 +451,7 @@ func BindServing(s *Set, def Serving) *Serving {
 	s.Int(&v.HTTP.MaxHeaderBytes, "http-max-header-bytes", "OCTFLOW_HTTP_MAX_HEADER_BYTES", def.HTTP.MaxHeaderBytes, "largest request headers, bytes")
 	s.Int(&v.Streams.Total, "sse-streams", "OCTFLOW_SSE_STREAMS", def.Streams.Total, "event streams (GET /v1/notifications) open at once (over it: 429)")
 	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", def.Streams.PerToken, "event streams one token may hold open (over it: 429)")
+	s.String(&v.SpoolDir, "spool-dir", "OCTFLOW_SPOOL_DIR", def.SpoolDir, "directory of the api's own where uploads in flight are spooled, encrypted, while they are checked; cleared of an earlier process's leftovers at start (default: the system's temporary directory, never cleared)")
 	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", int(def.SpoolMaxBytes>>20), "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
 	bindMetricsAddr(s, &v.MetricsAddr, def.MetricsAddr)
 	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", def.StatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")

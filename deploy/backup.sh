@@ -34,8 +34,12 @@
 #                      every part (deploy/restore.sh checks them).
 #
 # Not kept: Prometheus's, Alertmanager's and Grafana's volumes (metrics
-# history, silences; a restored stack starts them empty), and disk-watch
-# (empty: node-exporter reads the free space under it).
+# history, silences; a restored stack starts them empty), disk-watch
+# (empty: node-exporter reads the free space under it), upload-spool
+# (uploads in flight, encrypted with keys that live only in their
+# requests; the api clears it at start) and gpu-takes (the GPU nodes'
+# notes of stages they hold: a restored stack's stages are retried
+# anyway).
 #
 # Every step is checked; on any failure it exits non-zero, unpauses what
 # it paused and leaves no archive (never an empty or partial one). --keep
@@ -53,7 +57,7 @@ cd "$ROOT"
 # The volumes backed up, and those that are not (a Go test checks that
 # together they are every volume of docker-compose.yml).
 BACKED_UP="postgresql s3 audit-spool audit-log audit-queue"
-NOT_BACKED_UP="prometheus alertmanager grafana disk-watch"
+NOT_BACKED_UP="prometheus alertmanager grafana disk-watch upload-spool gpu-takes"
 : "$NOT_BACKED_UP"
 
 out=$ROOT/backups keep=

@@ -76,6 +76,7 @@ trap 'rm -f "$tmp"' EXIT
 		fi
 		echo "    environment:"
 		echo "      OCTFLOW_NODE_ID: gpu-$i"
+		echo "      OCTFLOW_NODE_TAKES_DIR: /var/lib/octflow/takes/gpu-$i"
 		echo "      OCTFLOW_GPU_SOURCE: nvml"
 		echo "    deploy:"
 		echo "      resources:"

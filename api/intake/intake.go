@@ -66,7 +66,10 @@ type Config struct {
 	Logger    *zap.Logger
 	// MaxScanBytes bounds an upload (default 512 MiB).
 	MaxScanBytes int64
-	// SpoolDir holds uploads while they are validated (default: os.TempDir).
+	// SpoolDir holds uploads while they are validated (default:
+	// os.TempDir). A directory given here is the intake's own: New removes
+	// the spool files an earlier process left there (ciphertext whose key
+	// died with it), which no quota counts.
 	SpoolDir string
 	// SpoolMaxBytes caps what all uploads in flight may put in SpoolDir
 	// together (default DefaultSpoolMaxBytes); over it an upload is
@@ -144,6 +147,11 @@ func New(cfg Config) (*Intake, error) {
 	cfg.SpoolMaxBytes = cmp.Or(cfg.SpoolMaxBytes, DefaultSpoolMaxBytes)
 	if need := SpoolBytesFor(cfg.MaxScanBytes); cfg.SpoolMaxBytes < need {
 		return nil, fmt.Errorf("spool cap %d bytes holds no upload of %d bytes: want at least %d", cfg.SpoolMaxBytes, cfg.MaxScanBytes, need)
+	}
+	if cfg.SpoolDir != "" {
+		if err := clearSpool(cfg.SpoolDir, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	return &Intake{cfg: cfg, validating: make(chan struct{}, u.Validating), budget: newByteBudget(u.ValidationBytes),
 		campusSlots: campusSlots(u.Validating, cfg.Campuses), campusBudgets: campusBudgets(u.ValidationBytes, cfg.Campuses),

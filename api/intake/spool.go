@@ -10,10 +10,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
 
 	"octflow/api/auth"
 	"octflow/api/problems"
@@ -59,6 +61,42 @@ func (s *spool) Write(p []byte) (int, error) {
 // reader needs.
 func (s *spool) reader() (io.ReadSeeker, error) {
 	return io.NewSectionReader(spoolDecrypter{s}, 0, s.n), nil
+}
+
+// spoolPatterns are the names of the spool's files (newSpool, and the
+// de-identified copy of validate).
+var spoolPatterns = []string{"octflow-upload-*", "octflow-clean-*"}
+
+// clearSpool removes from dir, the intake's own spool directory, the
+// files an earlier process left there when it died mid-upload: their
+// keys died with it, and no quota counts them. It fails when dir cannot
+// be listed or written, which every upload would then fail on.
+func clearSpool(dir string, log *zap.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("spool directory: %w", err)
+	}
+	removed := 0
+	for _, e := range entries {
+		for _, p := range spoolPatterns {
+			if ok, _ := filepath.Match(p, e.Name()); ok && e.Type().IsRegular() {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+					return fmt.Errorf("spool directory: %w", err)
+				}
+				removed++
+			}
+		}
+	}
+	probe, err := os.CreateTemp(dir, "octflow-upload-*")
+	if err != nil {
+		return fmt.Errorf("spool directory: %w", err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if removed > 0 {
+		log.Info("removed the spool files an earlier process left", zap.String("dir", dir), zap.Int("files", removed))
+	}
+	return nil
 }
 
 func (s *spool) remove() {

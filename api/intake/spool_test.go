@@ -341,3 +341,32 @@ func TestOneCampusCannotTakeAnothersValidationMemory(t *testing.T) {
 	}
 	southBig()
 }
+
+// A spool directory of the intake's own is cleared at start of the files
+// an earlier process left there (ciphertext whose key died with it, which
+// no quota counts), and of nothing else; one that cannot be used stops
+// the intake at start instead of failing every upload.
+func TestTheSpoolDirectoryIsClearedOfLeftoversAtStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"octflow-upload-123", "octflow-clean-456", "keep.txt"} {
+		if err := os.WriteFile(dir+"/"+name, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newIntake(t, Config{MaxScanBytes: 1024, SpoolDir: dir, SpoolMaxBytes: SpoolBytesFor(1024)})
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != "keep.txt" {
+		t.Errorf("the spool directory holds %v after start, want only keep.txt", left)
+	}
+	if _, err := New(Config{MaxScanBytes: 1024, SpoolDir: dir + "/missing", SpoolMaxBytes: SpoolBytesFor(1024)}); err == nil ||
+		!strings.Contains(err.Error(), "spool directory") {
+		t.Errorf("a missing spool directory: %v, want an error naming it", err)
+	}
+}

@@ -82,6 +82,9 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 		if v := s.Environment["OCTFLOW_NODE_ID"]; v == nil || *v != name {
 			t.Errorf("%s: OCTFLOW_NODE_ID %v", name, v)
 		}
+		if v := s.Environment["OCTFLOW_NODE_TAKES_DIR"]; v == nil || *v != "/var/lib/octflow/takes/"+name {
+			t.Errorf("%s: OCTFLOW_NODE_TAKES_DIR %v, want its own directory in the gpu-takes volume", name, v)
+		}
 		if len(s.Secrets) == 0 || s.Command[0] != "gpuworker" {
 			t.Errorf("%s is not a GPU node of the stack (command %v, secrets %d)", name, s.Command, len(s.Secrets))
 		}

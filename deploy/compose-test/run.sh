@@ -623,6 +623,22 @@ pg() { compose exec -T postgresql psql -U postgres -d postgres -tAc "$1"; }
 [ "$(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'")" -gt 0 ] ||
 	logs_and_fail "Temporal holds no connection as its role temporal"
 step "PASS: Temporal connects as its own role, no superuser; max_connections $(pg 'SHOW max_connections'), $(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'") in use"
+# A cluster made before postgres-exporter's role (initdb ran without it):
+# the role dropped, the exporter reads pg_up 0; an operator's `up`
+# (postgres-roles, on every up) makes it again, and pg_up reads 1.
+exporter_up() { compose exec -T postgres-exporter wget -q -O - http://127.0.0.1:9187/metrics | awk '$1 == "pg_up" { print $2 }'; }
+pg 'ALTER ROLE postgres_exporter NOLOGIN' >/dev/null || logs_and_fail "postgres_exporter: NOLOGIN"
+pg "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres_exporter'" >/dev/null
+pg 'DROP ROLE postgres_exporter' >/dev/null || logs_and_fail "drop postgres_exporter"
+[ "$(exporter_up)" = 0 ] || logs_and_fail "postgres-exporter reads pg_up $(exporter_up) without its role, want 0"
+compose up -d --wait --wait-timeout 120 >"$CACHE/logs/up-roles.log" 2>&1 || {
+	tail -20 "$CACHE/logs/up-roles.log"
+	logs_and_fail "up, to make the exporter's role again"
+}
+[ "$(pg "SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member JOIN pg_roles g ON g.oid = m.roleid WHERE r.rolname = 'postgres_exporter' AND g.rolname = 'pg_monitor' AND NOT r.rolsuper")" = 1 ] ||
+	logs_and_fail "postgres-roles did not make postgres_exporter in pg_monitor: $(compose logs --no-color postgres-roles | tail -5)"
+[ "$(exporter_up)" = 1 ] || logs_and_fail "postgres-exporter reads pg_up $(exporter_up) after postgres-roles, want 1"
+step "PASS: a cluster without postgres-exporter's role gets it from an up (postgres-roles): pg_up 0 without it, 1 after"
 # The stack's own Temporal server decides each call by the role the client
 # certificate names (cmd/octflow-temporal): a GPU node's certificate may
 # neither start nor terminate a workflow, nor list them; the api's may not
@@ -828,6 +844,17 @@ for svc in api worker gpu-0 gpu-1; do
 		logs_and_fail "$svc is not run hardened: $hc"
 done
 step "PASS: api, worker, gpu-0 and gpu-1 run with every capability dropped, no new privileges, bounded memory and processes, rotated logs"
+# Every container of the stack on a read-only root (the test's own
+# receiver aside), and each writes where its volumes and tmpfs are.
+rw=$(for c in $(compose ps -a -q); do
+	docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}} {{.HostConfig.ReadonlyRootfs}}' "$c"
+done | awk '$1 != "alert-sink" && $2 != "true" { print $1 }' | sort | tr '\n' ' ')
+[ -z "$rw" ] || logs_and_fail "containers with a writable root file system: $rw"
+compose exec -T api sh -ec 'touch /var/spool/octflow-uploads/.w /tmp/.w && rm /var/spool/octflow-uploads/.w /tmp/.w && ! touch /var/lib/octflow/.w 2>/dev/null' ||
+	logs_and_fail "the api does not write its spool and /tmp only"
+ls=$(compose exec -T gpu-0 ls /var/lib/octflow/takes) || logs_and_fail "gpu-0's take notes volume"
+[ "$(echo $ls)" = "gpu-0 gpu-1" ] || logs_and_fail "the gpu-takes volume holds '$(echo $ls)', want gpu-0 gpu-1"
+step "PASS: every container of the stack runs on a read-only root ($(compose ps -a -q | wc -l) checked); the api writes its spools, the GPU nodes their take notes, each in a directory of its own"
 
 # --- the Web UI decodes payloads through the api's codec -------------------
 # As a browser on the UI does: the UI's settings name the codec endpoint
@@ -917,7 +944,7 @@ PROMDIR=$RUN/deploy/prometheus
 SECRETS=$RUN/deploy/secrets
 cp "$PROMDIR/prometheus.yml" "$CACHE/prometheus.yml.orig"
 cp "$PROMDIR/rules/octflow.yml" "$CACHE/octflow-rules.yml.orig"
-drilled='OctflowAuditCollectorNotTaking|OctflowGPUUnhealthy|OctflowCertificateExpiring|OctflowDiskFilling'
+drilled='OctflowAuditCollectorNotTaking|OctflowGPUUnhealthy|OctflowCertificateExpiring|OctflowDiskFilling|OctflowPostgresDown'
 # rule_for NAME: the `for:` Prometheus now holds for rule NAME, in seconds.
 rule_for() { curl -fsS -m 10 "$PROM/api/v1/rules" | jq -r --arg n "$1" '[.data.groups[].rules[] | select(.name == $n) | .duration] | .[0]'; }
 # prometheus_reload GPU_FOR: SIGHUP, then until OctflowGPUUnhealthy's
@@ -941,9 +968,9 @@ awk -v drilled="^($drilled)\$" '
 	d && /^        for: / { sub(/for: .*/, "for: 10s") }
 	d && /\) > 300$/ { sub(/> 300$/, "> 20") }
 	{ print }' "$CACHE/octflow-rules.yml.orig" >"$PROMDIR/rules/octflow.yml"
-[ "$(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml" | grep -c '^>')" = 4 ] &&
+[ "$(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml" | grep -c '^>')" = 5 ] &&
 	[ "$(diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml" | grep -c '^>')" = 2 ] ||
-	fail "the drills' waits changed other lines than the three for:, the collector's 300 s and the two intervals: $(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"; diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml")"
+	fail "the drills' waits changed other lines than the four for:, the collector's 300 s and the two intervals: $(diff "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"; diff "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml")"
 prometheus_reload 10
 # What the drilled rules read is there, healthy, before anything is done:
 # the disk-watch volume (the test's 64 MiB tmpfs) under node-exporter,
@@ -964,10 +991,11 @@ firing() { promql "ALERTS{alertname=~\"$drilled\", alertstate=\"firing\"}" | jq 
 echo "    before: disk-watch $(disk_free) free, PostgreSQL up with $conns of $maxc connections, gpu-1's GPUs healthy"
 
 # The four, at once (each one's start kept).
-drill_names=(OctflowAuditCollectorNotTaking OctflowGPUUnhealthy OctflowCertificateExpiring OctflowDiskFilling)
-drill_receivers=(oncall tickets tickets oncall)
+drill_names=(OctflowAuditCollectorNotTaking OctflowGPUUnhealthy OctflowCertificateExpiring OctflowDiskFilling OctflowPostgresDown)
+drill_receivers=(oncall tickets tickets oncall oncall)
 drill_labels=('.labels.instance == "api:9464"' '.labels.node == "gpu-1" and .labels.gpu == "1"'
-	'.labels.use == "temporal-client" and .labels.subject == "octflow-worker"' '.labels.mountpoint == "/watch/disk-watch"')
+	'.labels.use == "temporal-client" and .labels.subject == "octflow-worker"' '.labels.mountpoint == "/watch/disk-watch"'
+	'.labels.job == "postgresql"')
 drill_start=()
 # 1. The audit collector stopped, and a clinician's reads, which the api
 # must record.
@@ -977,7 +1005,7 @@ for id in "${batch[@]}"; do status "$id" >/dev/null || logs_and_fail "the api di
 # 2. GPU 1 of gpu-1 throttled for heat: its simulated GPUs take their
 # faults from the file compose.test.yml names.
 drill_start[1]=$(date +%s)
-compose exec -T gpu-1 sh -c 'echo "1 thermal" >/var/lib/octflow/gpu-faults' || logs_and_fail "write gpu-1's faults file"
+compose exec -T gpu-1 sh -c 'echo "1 thermal" >/tmp/gpu-faults' || logs_and_fail "write gpu-1's faults file"
 # 3. The worker's Temporal client certificate replaced by one of its key
 # and role that expires in 20 days, signed with the offline CA, and the
 # worker restarted to take it.
@@ -993,6 +1021,20 @@ drill_start[3]=$(date +%s)
 docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 dd if=/dev/zero of=/fill/drill bs=1M count=60 2>/dev/null ||
 	logs_and_fail "fill the disk-watch volume"
 step "drills: the audit collector stopped, gpu-1's GPU 1 throttled, the worker on a 20-day certificate, disk-watch 60 of 64 MiB full"
+# 5. PostgreSQL stopped, once OctflowGPUUnhealthy is at its receiver
+# (the api reads the GPUs' health from the nodes' reports through
+# Temporal, which waits on PostgreSQL) and the worker restarted by 3. is
+# healthy; below, in the same wait.
+pg_drill() {
+	local deadline=$(($(date +%s) + 60))
+	until [ "$(docker inspect -f '{{.State.Health.Status}}' "$(compose ps -q worker)")" = healthy ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the worker was not healthy within 60 s of its restart"
+		sleep 1
+	done
+	drill_start[4]=$(date +%s)
+	compose stop postgresql >/dev/null 2>&1 || logs_and_fail "docker compose stop postgresql"
+	echo "    PostgreSQL stopped"
+}
 # Each alert, firing, at its receiver (page: oncall; ticket: tickets),
 # with the labels that say what and where.
 drill_took=()
@@ -1000,8 +1042,13 @@ deadline=$(($(date +%s) + 240))
 while :; do
 	got=$(received)
 	left=0
+	if [ -n "${drill_took[1]:-}" ] && [ -z "${drill_start[4]:-}" ]; then
+		pg_drill
+		deadline=$(($(date +%s) + 240))
+	fi
 	for i in "${!drill_names[@]}"; do
 		[ -z "${drill_took[$i]:-}" ] || continue
+		[ -n "${drill_start[$i]:-}" ] || { left=$((left + 1)) && continue; }
 		if jq -e -s --arg n "${drill_names[$i]}" --arg r "${drill_receivers[$i]}" \
 			"map(select(.receiver == \$r) | .alerts[] | select(.status == \"firing\" and .labels.alertname == \$n and (${drill_labels[$i]}))) | length > 0" \
 			<<<"$got" >/dev/null 2>&1; then
@@ -1019,20 +1066,27 @@ done
 # the heartbeat receiver (init.sh's --heartbeat-url).
 jq -e -s 'map(select(.receiver == "watchdog") | .alerts[] | select(.status == "firing" and .labels.alertname == "OctflowWatchdog")) | length > 0' <<<"$got" >/dev/null ||
 	logs_and_fail "OctflowWatchdog, the dead man's switch, did not reach the watchdog receiver"
-step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s; the dead man's switch at its own"
+step "PASS: each drill reached its receiver: collector stopped ${drill_took[0]} s, GPU unhealthy ${drill_took[1]} s, certificate near expiry ${drill_took[2]} s, disk past 90% ${drill_took[3]} s, PostgreSQL down ${drill_took[4]} s; the dead man's switch at its own"
 
 # And back, by the runbook: the collector started (the api's spool
 # drains to it), the fault cleared, the certificate renewed with
 # deploy/make-certs.sh (the CA key brought back for it, then taken
 # offline again) and the worker restarted, the space freed.
 T_BACK=$(date +%s)
+compose start postgresql >/dev/null 2>&1 || logs_and_fail "docker compose start postgresql"
 compose start audit >/dev/null 2>&1 || logs_and_fail "docker compose start audit"
-compose exec -T gpu-1 sh -c ': >/var/lib/octflow/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
+compose exec -T gpu-1 sh -c ': >/tmp/gpu-faults' || logs_and_fail "clear gpu-1's faults file"
 cp "$CA_OFFLINE/ca-key.pem" "$SECRETS/ca-key.pem"
 rm -f "$SECRETS/temporal-worker.pem" "$SECRETS/temporal-worker-key.pem"
 renewed=$(OCTFLOW_API_HOSTS=localhost "$RUN/deploy/make-certs.sh" "$SECRETS") || fail "deploy/make-certs.sh (renewal)"
 rm -f "$SECRETS/ca-key.pem"
 [ "$renewed" = "$(printf 'made temporal-worker.pem (octflow-worker; 825 days)')" ] || fail "make-certs.sh renewed other than the worker's certificate: $renewed"
+# The stack back from PostgreSQL's stop (Temporal healthy again) before
+# the worker restarts on its renewed certificate.
+compose up -d --wait --wait-timeout 180 postgresql temporal >"$CACHE/logs/up-postgres.log" 2>&1 || {
+	tail -20 "$CACHE/logs/up-postgres.log"
+	logs_and_fail "PostgreSQL and Temporal did not come back healthy after the drill"
+}
 compose restart worker >/dev/null 2>&1 || logs_and_fail "docker compose restart worker"
 docker run --rm -v "${PROJECT}_disk-watch:/fill" octflow-test/alpine-like:1 rm -f /fill/drill || logs_and_fail "free the disk-watch volume"
 deadline=$(($(date +%s) + 120))
@@ -1043,7 +1097,10 @@ until [ "$(promql 'sum(octflow_audit_pending_records)' | jq -r '.[0].value[1] //
 	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the drills did not clear within 2 minutes: firing $(firing); pending audit records $(promql 'octflow_audit_pending_records' | jq -c '[.[].value[1]]'), gpu-1 $(promql 'octflow_gpu_healthy{node="gpu-1"}' | jq -c '[.[].value[1]]')"
 	sleep 2
 done
-step "PASS: after the runbook's fixes, in $(($(date +%s) - T_BACK)) s: the api's audit spool drained to the collector, gpu-1's GPUs healthy, the worker on a renewed certificate, disk-watch $(disk_free) free; none of the four firing"
+# And an exam, submitted after PostgreSQL's return, completes.
+submit 1
+check "${batch[@]}"
+step "PASS: after the runbook's fixes, in $(($(date +%s) - T_BACK)) s: the api's audit spool drained to the collector, gpu-1's GPUs healthy, the worker on a renewed certificate, disk-watch $(disk_free) free, PostgreSQL up and an exam completed after it; none of the five firing"
 cp "$CACHE/prometheus.yml.orig" "$PROMDIR/prometheus.yml"
 cp "$CACHE/octflow-rules.yml.orig" "$PROMDIR/rules/octflow.yml"
 prometheus_reload 120

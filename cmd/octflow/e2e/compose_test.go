@@ -68,13 +68,14 @@ func commandVars(t *testing.T, command string) map[string]bool {
 
 func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "node-exporter", "postgres-exporter", "postgresql",
-		"prometheus", "s3", "s3-proxy", "s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker",
+	want := []string{"alertmanager", "api", "audit", "gpu-0", "gpu-1", "grafana", "node-exporter", "postgres-exporter", "postgres-roles",
+		"postgresql", "prometheus", "s3", "s3-proxy", "s3-setup", "temporal", "temporal-namespace", "temporal-schema", "temporal-ui", "worker",
 		"worker-deployment"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
-	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true, "s3-setup": true, "worker-deployment": true}
+	jobs := map[string]bool{"temporal-schema": true, "temporal-namespace": true, "s3-setup": true, "worker-deployment": true,
+		"postgres-roles": true}
 	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[A-Za-z0-9._-]+$`)
 	for name, s := range p.Services {
 		if !pinned.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest") {
@@ -108,7 +109,8 @@ func TestTheComposeStackHasEveryPartPinnedAndChecked(t *testing.T) {
 		t.Error("grafana does not mount the dashboards")
 	}
 	for service, target := range map[string]string{"postgresql": "/var/lib/postgresql/data", "s3": "/data",
-		"prometheus": "/prometheus", "grafana": "/var/lib/grafana", "audit": "/var/log/audit", "api": "/var/spool/octflow-audit"} {
+		"prometheus": "/prometheus", "grafana": "/var/lib/grafana", "audit": "/var/log/audit", "api": "/var/spool/octflow-audit",
+		"gpu-0": "/var/lib/octflow/takes", "gpu-1": "/var/lib/octflow/takes"} {
 		if !slices.ContainsFunc(p.Services[service].Volumes, func(v types.ServiceVolumeConfig) bool {
 			return v.Type == types.VolumeTypeVolume && v.Target == target
 		}) {
