@@ -72,6 +72,7 @@ start)
 	export OCTFLOW_NEXT_IMAGE=$image
 	say "starting worker-next on $image beside the running worker"
 	compose up -d --no-deps --wait --wait-timeout "$WAIT" worker-next
+	say "promoting the new build (after the replay gate)"
 	out=$(deployment promote) || {
 		printf '%s\n' "$out" >&2
 		die "the new build was not promoted; worker-next is left running (stop it: ${COMPOSE[*]} rm -sf worker-next)"

@@ -270,14 +270,20 @@ c=$(ctx postgres)
 cp "$HERE/images/postgres-entrypoint.sh" "$c/docker-entrypoint.sh"
 build octflow-test/postgres:15-bookworm "$HERE/images/postgres.Dockerfile" "$c"
 
-# octflow: the shipped Dockerfile's last (runtime) stage, onto the local
-# Debian base, with the host-built binary in place of the build stage's.
-c=$(ctx octflow)
-cp bin/octflow "$c/octflow"
-awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i]==n) print lines[i]}' Dockerfile |
-	sed -e "1s|^FROM .*|FROM octflow-test/debian:$SUITE|" -e 's|^COPY --from=build /out/octflow |COPY octflow |' >"$c/Dockerfile"
-grep -q -- '--from' "$c/Dockerfile" && fail "the Dockerfile's runtime stage copies from a stage other than the binary's: $(cat "$c/Dockerfile")"
-build octflow-test/octflow:dev "$c/Dockerfile" "$c"
+# runtime_image TAG DOCKERFILE BINARY: an octflow image as the
+# Dockerfile's last (runtime) stage makes it, onto the local Debian base,
+# with the host-built BINARY in place of the build stage's.
+runtime_image() {
+	local c
+	c=$(ctx "octflow-$(tr -c 'a-z0-9.\n' - <<<"${1##*:}")")
+	cp "$3" "$c/octflow"
+	awk '/^FROM /{n++} {lines[NR]=$0; stage[NR]=n} END{for(i=1;i<=NR;i++) if(stage[i]==n) print lines[i]}' "$2" |
+		sed -e "1s|^FROM .*|FROM octflow-test/debian:$SUITE|" -e 's|^COPY --from=build /out/octflow |COPY octflow |' >"$c/Dockerfile"
+	grep -q -- '--from' "$c/Dockerfile" && fail "$2's runtime stage copies from a stage other than the binary's: $(cat "$c/Dockerfile")"
+	build "$1" "$c/Dockerfile" "$c"
+}
+# octflow: the shipped Dockerfile's, with bin/octflow.
+runtime_image octflow-test/octflow:dev Dockerfile bin/octflow
 # octflow's Temporal server: deploy/temporal/Dockerfile's runtime stage
 # onto the local Debian base, with the host-built server.
 c=$(ctx octflow-temporal)
@@ -1139,7 +1145,7 @@ done
 # failed scrape (a timeout on the busy test machine) marks the target's
 # series stale until the next, so an empty query is asked again for up
 # to four scrape intervals before it counts as a panel without data.
-deadline=$(($(date +%s) + 60)) retried=0
+deadline=$(($(date +%s) + 60)) retried=0 late=("${empty[@]}")
 while [ ${#empty[@]} -gt 0 ] && [ "$(date +%s)" -lt "$deadline" ]; do
 	sleep 5
 	retried=$((retried + 1))
@@ -1150,7 +1156,7 @@ while [ ${#empty[@]} -gt 0 ] && [ "$(date +%s)" -lt "$deadline" ]; do
 	empty=("${still[@]}")
 done
 [ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data for a minute: ${empty[*]}; targets not up: $(curl -fsS -m 10 "$PROM/api/v1/targets" | jq -c '[.data.activeTargets[] | select(.health != "up") | {job: .labels.job, instance: .labels.instance, health, lastError, lastScrapeDuration}]')"
-[ "$retried" = 0 ] || echo "    some of the platform dashboard's queries had data only $retried tries (5 s apart) later"
+[ "$retried" = 0 ] || echo "    with data only $retried tries (5 s apart) later: ${late[*]}"
 step "PASS: Grafana's datasource ($ds) answers on the stack's network; the $(find "$RUN/deploy/grafana/dashboards" -name '*.json' | wc -l) dashboards' $queries queries evaluate on its Prometheus, the Temporal, PostgreSQL and disk panels with data"
 
 # --- a GPU node on another host ----------------------------------------------
@@ -1328,17 +1334,40 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	alert_received
 
 	# A release, by the documented procedure (deploy/upgrade.sh;
-	# docs/operations.md, Upgrades): the next build is this tree with a
-	# workflow change the test applies, a CPU stage "drill" added after
-	# measure and guarded by no GetVersion. With exams in flight in every
-	# stage and earlier ones in review, the next build's worker starts
-	# beside the running one, is promoted after the replay gate, and the
-	# GPU nodes move one at a time. Then: every exam COMPLETED with one
-	# report, none lost or run twice; the exams in flight finished on the
-	# old build (no drill stage), new exams ran the new one; no workflow
-	# task failed for nondeterminism; GPU capacity never zero. Then a
-	# rollback: new exams on the old build again.
+	# docs/operations.md, Upgrades), from the newest release CHANGELOG.md
+	# records (1.0.0), rebuilt from its commit, to this tree with a
+	# workflow change the test applies: a CPU stage "drill" added after
+	# measure, guarded by no GetVersion.
+	#
+	# First the stack as that release ran it: its worker and GPU nodes on
+	# the release's image, its build current (promoted by its own CLI).
+	# Every exam so far is COMPLETED; their reviews, pinned to this tree's
+	# build, wait for its worker, back after the drill. On the release:
+	# exams in review; with the PACS stopped, their exports in retry
+	# waits; and a stream of exams, one every 2 s, so that the promotion
+	# finds exams in flight at every stage. Then the upgrade: the next
+	# build's worker beside the release's, promoted after the replay
+	# gate, the GPU nodes moved one at a time. Then: every exam COMPLETED
+	# with one report, none lost or run twice; those started before the
+	# promotion finished on the release (no drill stage), those after ran
+	# the new build; the waiting exports delivered by the release's
+	# worker; a review decided on the release; no workflow task failed for
+	# nondeterminism; GPU capacity never zero. Then a rollback: new exams
+	# on the release again.
 	T_UPGRADE=$(date +%s)
+	release=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' CHANGELOG.md | sed -n 1p)
+	rcommit=$(awk -v h="## $release " 'index($0, h) == 1 { f = 1; next } f && /^Commit: / { print $2; exit }' CHANGELOG.md)
+	[ -n "$release" ] && git cat-file -e "$rcommit^{commit}" 2>/dev/null ||
+		fail "CHANGELOG.md's newest release '$release' names commit '$rcommit', which this clone does not have (a shallow clone? git fetch --unshallow)"
+	rsrc=$CACHE/release-src
+	rm -rf "$rsrc" && mkdir -p "$rsrc"
+	git archive "$rcommit" | tar -x -C "$rsrc" || fail "git archive $rcommit"
+	(cd "$rsrc" && nice -n 10 make --no-print-directory build VERSION="$release" COMMIT="$rcommit" >/dev/null) ||
+		fail "building $release from its commit $rcommit"
+	RIMAGE=octflow-test/octflow:$release
+	runtime_image "$RIMAGE" "$rsrc/Dockerfile" "$rsrc/bin/octflow"
+	rbuild=$(docker run --rm --entrypoint octflow "$RIMAGE" version | sed -n 's/^build ID //p')
+	case "$rbuild" in "$release+${rcommit:0:12}") ;; *) fail "$RIMAGE says build '$rbuild', want $release+${rcommit:0:12}" ;; esac
 	src=$CACHE/next-src
 	rm -rf "$src" && mkdir -p "$src"
 	git ls-files -z | xargs -0 cp --parents -t "$src"
@@ -1371,26 +1400,111 @@ GO
 	upgrade() { (cd "$RUN" && OCTFLOW_COMPOSE=$COMPOSE_BIN COMPOSE_PROJECT_NAME=$PROJECT COMPOSE_FILE=docker-compose.yml:compose.test.yml deploy/upgrade.sh "$@"); }
 	# stages ID: the stages the exam's timeline shows.
 	stages() { curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$1/events" | jq -r '[.[] | .stage // empty] | unique | join(" ")'; }
-	submit 6
-	inflight=("${batch[@]}")
-	hit=$(gpu_stage "${inflight[@]}") || exit 1
-	pending=$(for id in "${inflight[@]}"; do status "$id" | jq -r 'select(.state != "COMPLETED") | "\(.state)/\(.stage // "-")"'; done | sort | uniq -c | tr -s ' \n' ' ')
-	step "upgrading to octflow-test/octflow:next (a drill stage added) with exams in flight: $pending; $hit"
+
+	# The stack on the release.
+	OCTFLOW_IMAGE=$RIMAGE compose up -d --no-deps --wait --wait-timeout 300 worker gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 ||
+		logs_and_fail "the worker and GPU nodes on $RIMAGE"
+	out=$(OCTFLOW_IMAGE=$RIMAGE compose run --rm --no-deps -T worker-deployment deployment promote 2>&1) ||
+		logs_and_fail "$release's own promote of its build: $out"
+	grep -q "$rbuild is current" <<<"$out" || logs_and_fail "$release's promote did not make $rbuild current: $out"
+	wait_nodes "gpu-0=1 gpu-1=1"
+	step "the stack on $release ($RIMAGE, built from $rcommit): worker and GPU nodes on it, build $rbuild current"
+	# On the release: exams in review, their exports waiting to retry.
+	compose stop pacs >/dev/null 2>&1 || logs_and_fail "docker compose stop pacs"
+	submit 2
+	reviewing=("${batch[@]}")
+	check "${reviewing[@]}"
+	deadline=$(($(date +%s) + 60))
+	for id in "${reviewing[@]}"; do
+		until [ "$(status "$id" | jq -r '.export | select(.status == "pending" and .tries >= 1 and (.failure // "") != "") | .tries')" != "" ]; do
+			[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id's export did not fail a try with the PACS stopped: $(status "$id" | jq -c .export)"
+			sleep 2
+		done
+	done
+	# The stream: an exam every 2 s until told to stop, each one's ID a
+	# line of $stream as its submission returns (a failed submission: its
+	# output in $stream.err, and the stream ends).
+	stream=$CACHE/stream.txt stop_stream=$CACHE/stream.stop
+	: >"$stream" && rm -f "$stop_stream" "$stream.err"
+	(
+		k=$n
+		while [ ! -e "$stop_stream" ]; do
+			k=$((k + 1))
+			f=$scans/phantom-$k.dcm
+			[ -s "$f" ] || bin/octflow phantom --out "$f" --seed "$((700 + k))" --frames 5 --rows 128 --cols 128 >/dev/null 2>"$stream.err" || exit 1
+			out=$(OCTFLOW_TOKEN=$DEVICE bin/octflow submit --api "$API" --file "$f" --exam-id "compose-$k-$(rnd 3)" 2>&1) || {
+				printf '%s\n' "$out" >"$stream.err"
+				exit 1
+			}
+			printf '%s %s\n' "$(date +%s)" "$(sed -n '/^{/,$p' <<<"$out" | jq -r .examId)" >>"$stream"
+			sleep 2
+		done
+	) &
+	streamer=$!
+	until [ "$(wc -l <"$stream")" -ge 4 ]; do
+		kill -0 "$streamer" 2>/dev/null || logs_and_fail "the stream of exams stopped after $(wc -l <"$stream"): $(cat "$stream.err" 2>/dev/null)"
+		sleep 1
+	done
+	hit=$(gpu_stage $(cut -d' ' -f2 "$stream")) || exit 1
+	step "upgrading $release to octflow-test/octflow:next (a drill stage added): exams streaming in, 2 in review with their exports waiting to retry ($hit)"
 	T_START=$(date +%s)
-	upgrade start octflow-test/octflow:next >"$CACHE/logs/upgrade.log" 2>&1 || {
+	# Each line of the script's output with the time it came.
+	if ! upgrade start octflow-test/octflow:next 2>&1 | while IFS= read -r l; do printf '%s %s\n' "$(date +%s)" "$l"; done >"$CACHE/logs/upgrade.log"; then
+		touch "$stop_stream"
 		tail -30 "$CACHE/logs/upgrade.log"
 		logs_and_fail "deploy/upgrade.sh start"
-	}
-	grep -E '^(replay gate|build |  )' "$CACHE/logs/upgrade.log" | sed 's/^/    /'
-	submit 3
-	after=("${batch[@]}")
-	check "${inflight[@]}" "${after[@]}"
-	for id in "${inflight[@]}"; do
-		case " $(stages "$id") " in *" drill "*) logs_and_fail "exam $id, in flight at the upgrade, ran the new build's stage: $(stages "$id")" ;; esac
+	fi
+	# The promotion began and ended (the routing reaches the queues
+	# within seconds after: exams started from 5 s before to 5 s after
+	# may have gone either way).
+	T_PROMOTING=$(awk '/upgrade: promoting the new build/ { print $1; exit }' "$CACHE/logs/upgrade.log")
+	T_PROMOTED=$(awk '/ is current \(was / { print $1; exit }' "$CACHE/logs/upgrade.log")
+	[ -n "$T_PROMOTING" ] && [ -n "$T_PROMOTED" ] || logs_and_fail "deploy/upgrade.sh start said no promotion: $(tail -5 "$CACHE/logs/upgrade.log")"
+	cut -d' ' -f2- "$CACHE/logs/upgrade.log" | grep -E '^(replay gate|build |  )' | sed 's/^/    /'
+	sleep 16 # new exams on the new build
+	touch "$stop_stream"
+	wait "$streamer" || logs_and_fail "the stream of exams failed after $(wc -l <"$stream"): $(cat "$stream.err" 2>/dev/null)"
+	n=$((n + $(wc -l <"$stream")))
+	mapfile -t streamed < <(cut -d' ' -f2 "$stream")
+	all+=("${streamed[@]}")
+	check "${streamed[@]}"
+	compose start pacs >/dev/null 2>&1 || logs_and_fail "docker compose start pacs"
+	# Started before the promotion (submitted a second or more before):
+	# on the release, no drill stage; after it: the drill. Those in
+	# flight at the promotion, with the stage each was at.
+	before=0 after=0 at=()
+	while read -r t id; do
+		ran=$(stages "$id")
+		if [ "$t" -lt "$T_PROMOTING" ]; then
+			case " $ran " in *" drill "*) logs_and_fail "exam $id, started on $release before the promotion, ran the new build's stage: $ran" ;; esac
+			before=$((before + 1))
+			events=$(curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events")
+			open=$(jq -r --argjson p "$T_PROMOTING" '[.[] | select((.at | sub("\\.[0-9]+"; "") | fromdateiso8601) < $p)] | last | select(. != null and .to != "COMPLETED") | "\(.to)/\(.stage // "-")"' <<<"$events")
+			[ -z "$open" ] || at+=("$open")
+		elif [ "$t" -gt "$((T_PROMOTED + 5))" ]; then
+			case " $ran " in *" drill "*) ;; *) logs_and_fail "exam $id, started after the promotion, did not run the new build: $ran" ;; esac
+			after=$((after + 1))
+		fi
+	done <"$stream"
+	[ "${#at[@]}" -gt 0 ] && [ "$after" -gt 0 ] ||
+		logs_and_fail "the stream had ${#at[@]} exams in flight at the promotion and $after after it; want some of each"
+	echo "    in flight as the promotion began: $(printf '%s\n' "${at[@]}" | sort | uniq -c | tr -s ' \n' ' ')"
+	# The exports that waited: delivered by the release's worker once the
+	# PACS was back, after more than one try.
+	deadline=$(($(date +%s) + 330))
+	for id in "${reviewing[@]}"; do
+		until exp=$(status "$id" | jq -c '.export // {}') && [ "$(jq -r .status <<<"$exp")" = delivered ]; do
+			[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "exam $id's export, in a retry wait through the upgrade, not delivered 5 minutes after the PACS came back: $exp"
+			sleep 3
+		done
+		[ "$(jq .tries <<<"$exp")" -ge 2 ] || logs_and_fail "exam $id's export delivered at its first try; want a retry: $exp"
+		case " $(stages "$id") " in *" drill "*) logs_and_fail "exam $id, in review on $release, ran the new build's stage" ;; esac
 	done
-	for id in "${after[@]}"; do
-		case " $(stages "$id") " in *" drill "*) ;; *) logs_and_fail "exam $id, started after the upgrade, did not run the new build: $(stages "$id")" ;; esac
-	done
+	# A review decided on the release's worker, after the upgrade.
+	code=$(curl -sS -m 30 -o "$scans/review.json" -w '%{http_code}' -H "Authorization: Bearer $CLINICIAN" -H 'Content-Type: application/json' \
+		--data '{"decision": "approve", "note": "compose-test: after the upgrade"}' "$API/v1/exams/${reviewing[0]}/review") || true
+	[ "$code" = 200 ] && [ "$(status "${reviewing[0]}" | jq -r .review)" = approved ] ||
+		logs_and_fail "a review on $release after the upgrade answered $code: $(cat "$scans/review.json"); review $(status "${reviewing[0]}" | jq -c .review)"
 	if compose logs worker worker-next 2>&1 | grep -i -m 3 'nondetermin'; then
 		logs_and_fail "a workflow task failed for nondeterminism during the upgrade"
 	fi
@@ -1398,7 +1512,15 @@ GO
 	least=$(promql "min_over_time(sum(octflow_node_up)[${span}s:5s])" | jq -r '.[0].value[1] // "none"')
 	[ "$least" != none ] && [ "$least" -ge 1 ] || logs_and_fail "GPU capacity during the upgrade: at least $least node(s) up, want 1 or more"
 	upgrade status 2>&1 | sed 's/^/    /'
-	step "PASS: upgraded with ${#inflight[@]} exams in flight: they finished on the old build, ${#after[@]} new ones ran the new build's drill stage, no nondeterminism, GPU nodes up throughout (at least $least)"
+	# finish waits for the release's reviews (open on every exam it ran):
+	# it refuses, and changes nothing.
+	env_before=$(cat "$RUN/.env")
+	if out=$(upgrade finish 2>&1); then
+		logs_and_fail "deploy/upgrade.sh finish went ahead with $release's reviews open: $out"
+	fi
+	grep -q "may not go yet" <<<"$out" && [ "$(cat "$RUN/.env")" = "$env_before" ] ||
+		logs_and_fail "deploy/upgrade.sh finish with $release's reviews open: $out (and .env changed: $(diff <(echo "$env_before") "$RUN/.env"))"
+	step "PASS: upgraded $release with exams in flight ($before started before the promotion, ${#at[@]} of them mid-pipeline as it began): they finished on $release, $after new ones ran the new build's drill stage; 2 exports in retry waits delivered by $release's worker; a review decided on it; no nondeterminism; GPU nodes up throughout (at least $least)"
 
 	upgrade rollback >>"$CACHE/logs/upgrade.log" 2>&1 || {
 		tail -20 "$CACHE/logs/upgrade.log"
@@ -1411,15 +1533,16 @@ GO
 	done
 	# The new build's exams are done; its reviews stay open, pinned to
 	# it: the operator would keep worker-next for them. The rest of the
-	# test needs the old release only.
+	# test runs this tree.
 	compose rm -sf worker-next >/dev/null 2>&1
-	step "PASS: rolled back: new exams run the old build again (upgrade drill $(($(date +%s) - T_UPGRADE)) s)"
+	step "PASS: rolled back: new exams run $release again (upgrade drill $(($(date +%s) - T_UPGRADE)) s)"
 
 	down=$(promql 'ALERTS{alertname="OctflowNodeDown", alertstate="firing"}')
 	[ "$(jq length <<<"$down")" = 0 ] || logs_and_fail "OctflowNodeDown firing after the GPU nodes came back: $down"
 	step "PASS: no OctflowNodeDown firing"
 
-	# down, then up with the volumes kept: every exam and report still there.
+	# down, then up with the volumes kept: every exam and report still
+	# there; the stack on this tree's image again, its build promoted.
 	step "docker compose down (volumes kept), then up --wait"
 	compose down >/dev/null 2>&1 || logs_and_fail "docker compose down"
 	compose up -d --wait --wait-timeout 300 >>"$CACHE/logs/up.log" 2>&1 ||
@@ -1427,6 +1550,8 @@ GO
 	API=https://$(compose port api 8080)
 	PROM=http://$(compose port prometheus 9090)
 	SINK=http://$(compose port alert-sink 8080)
+	out=$(compose run --rm --no-deps -T worker-deployment deployment promote 2>&1) ||
+		logs_and_fail "this tree's promote of its build after the drill: $out"
 	check "${all[@]}"
 	step "PASS: after down and up, all ${#all[@]} exams COMPLETED with their reports"
 else
