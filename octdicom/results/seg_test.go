@@ -598,13 +598,12 @@ func checkSegmentCodes(t *testing.T, obj Object, s segmentationRead) {
 			schemes = append(schemes, itemValue(t, it, tag.CodingSchemeDesignator))
 		}
 	}
-	if wantSchemes := []string(nil); private {
+	var wantSchemes []string
+	if private {
 		wantSchemes = []string{localScheme}
-		if !slices.Equal(schemes, wantSchemes) {
-			t.Errorf("Coding Scheme Identification Sequence declares %q, want %q", schemes, wantSchemes)
-		}
-	} else if schemes != nil {
-		t.Errorf("Coding Scheme Identification Sequence declares %q, though no segment is coded in %s", schemes, localScheme)
+	}
+	if !slices.Equal(schemes, wantSchemes) {
+		t.Errorf("Coding Scheme Identification Sequence declares %q, want %q", schemes, wantSchemes)
 	}
 	errs, warnings := dciodvfy(t, obj)
 	if len(errs) > 0 {
