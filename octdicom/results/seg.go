@@ -30,7 +30,7 @@ const segSeriesNumber = "9003"
 
 // localScheme is octflow's own coding scheme (PS3.16 8.2: a private
 // scheme's designator starts with "99"), for the lesion kinds no
-// standard code was found for here (docs/dicom.md says which).
+// standard code could be checked for (docs/dicom.md says which).
 const localScheme = "99OCTFLOW"
 
 // SegmentationSource is what an exam's segmentation is drawn from: the
@@ -66,24 +66,37 @@ type segment struct {
 	stage string
 }
 
-var (
-	anatomicalStructure = octdicom.CodedEntry{Value: "91723000", Scheme: "SCT", Meaning: "Anatomical Structure"}
-	abnormalStructure   = octdicom.CodedEntry{Value: "49755003", Scheme: "SCT", Meaning: "Morphologically Abnormal Structure"}
-	retina              = octdicom.CodedEntry{Value: "5665001", Scheme: "SCT", Meaning: "Retina"}
-)
+// segmentKinds are the kinds octflow draws, in the order they are
+// numbered (those drawn are numbered 1, 2, … in this order), with their
+// codes: the one table of them. Each standard code is as its source
+// spells it (docs/dicom.md names the source of each):
+//
+//   - the categories are CID 7150's, the retina CID 4209's and 4211's
+//     (PS3.16, as pydicom's tables of PS3.16 2024c list them);
+//   - drusen are SNOMED CT's 247153005 |Retinal drusen (finding)|;
+//   - intraretinal fluid, subretinal fluid and PED are in octflow's own
+//     scheme: PS3.16 has no code for them, and no SNOMED CT code could
+//     be checked.
+func segmentKinds() []segment {
+	anatomical := octdicom.CodedEntry{Value: "91723000", Scheme: "SCT", Meaning: "Anatomical Structure"}
+	abnormal := octdicom.CodedEntry{Value: "49755003", Scheme: "SCT", Meaning: "Morphologically Abnormal Structure"}
+	return []segment{
+		{label: "Retina (ILM to Bruch's membrane)", category: anatomical, kind: retinaCode(), stage: "layers"},
+		{lesion: imaging.IntraretinalFluid, label: "Intraretinal fluid", category: abnormal,
+			kind: octdicom.CodedEntry{Value: "IRF", Scheme: localScheme, Meaning: "Intraretinal fluid"}, stage: "lesions"},
+		{lesion: imaging.SubretinalFluid, label: "Subretinal fluid", category: abnormal,
+			kind: octdicom.CodedEntry{Value: "SRF", Scheme: localScheme, Meaning: "Subretinal fluid"}, stage: "lesions"},
+		{lesion: imaging.Drusen, label: "Drusen", category: abnormal,
+			kind: octdicom.CodedEntry{Value: "247153005", Scheme: "SCT", Meaning: "Retinal drusen"}, stage: "lesions"},
+		{lesion: imaging.PED, label: "Pigment epithelial detachment", category: abnormal,
+			kind: octdicom.CodedEntry{Value: "PED", Scheme: localScheme, Meaning: "Pigment epithelial detachment"}, stage: "lesions"},
+	}
+}
 
-// segments are the kinds octflow draws, in the order they are numbered
-// (those drawn are numbered 1, 2, … in this order).
-var segments = []segment{
-	{label: "Retina (ILM to Bruch's membrane)", category: anatomicalStructure, kind: retina, stage: "layers"},
-	{lesion: imaging.IntraretinalFluid, label: "Intraretinal fluid", category: abnormalStructure,
-		kind: octdicom.CodedEntry{Value: "IRF", Scheme: localScheme, Meaning: "Intraretinal fluid"}, stage: "lesions"},
-	{lesion: imaging.SubretinalFluid, label: "Subretinal fluid", category: abnormalStructure,
-		kind: octdicom.CodedEntry{Value: "SRF", Scheme: localScheme, Meaning: "Subretinal fluid"}, stage: "lesions"},
-	{lesion: imaging.Drusen, label: "Drusen", category: abnormalStructure,
-		kind: octdicom.CodedEntry{Value: "DRUSEN", Scheme: localScheme, Meaning: "Drusen"}, stage: "lesions"},
-	{lesion: imaging.PED, label: "Pigment epithelial detachment", category: abnormalStructure,
-		kind: octdicom.CodedEntry{Value: "PED", Scheme: localScheme, Meaning: "Pigment epithelial detachment"}, stage: "lesions"},
+// retinaCode is the retina (CID 4209, 4211), the retina segment's type
+// and each lesion segment's Anatomic Region.
+func retinaCode() octdicom.CodedEntry {
+	return octdicom.CodedEntry{Value: "5665001", Scheme: "SCT", Meaning: "Retina"}
 }
 
 // WantsSegmentation reports whether an exam's results include a
@@ -164,7 +177,7 @@ func Segmentation(id octdicom.Identity, rep *report.Report, src SegmentationSour
 		masks[kind] = m
 	}
 	var drawn []segment
-	for _, s := range segments {
+	for _, s := range segmentKinds() {
 		if m, ok := masks[s.lesion]; ok && m.any(0, len(m)*64) {
 			drawn = append(drawn, s)
 		}
@@ -310,7 +323,9 @@ func (b *builder) segmentation(g octdicom.Geometry, drawn []segment, masks map[s
 	e := &octdicom.Elements{}
 	b.common(e, obj.SOPClassUID, obj.SOPInstanceUID, "SEG", obj.SeriesInstanceUID, segSeriesNumber,
 		"octflow OCT segmentation (retina, lesions)")
-	e.Seq(tag.CodingSchemeIdentificationSequence, localSchemeItem())
+	if slices.ContainsFunc(drawn, func(s segment) bool { return s.kind.Scheme == localScheme }) {
+		e.Seq(tag.CodingSchemeIdentificationSequence, localSchemeItem())
+	}
 
 	// Frame of Reference: the source's.
 	e.Str(tag.FrameOfReferenceUID, b.id.FrameOfReferenceUID)
@@ -430,7 +445,7 @@ func (b *builder) segmentItem(number int, s segment) *octdicom.Elements {
 	it.Seq(tag.SegmentedPropertyCategoryCodeSequence, code(s.category))
 	it.Seq(tag.SegmentedPropertyTypeCodeSequence, code(s.kind))
 	if s.lesion != "" {
-		it.Seq(tag.AnatomicRegionSequence, code(retina))
+		it.Seq(tag.AnatomicRegionSequence, code(retinaCode()))
 	}
 	return it
 }
@@ -475,7 +490,8 @@ func planeOrientation(f octdicom.FrameGeometry) *octdicom.Elements {
 }
 
 // localSchemeItem declares octflow's coding scheme (SOP Common's Coding
-// Scheme Identification Sequence).
+// Scheme Identification Sequence), in an object that draws a kind coded
+// in it.
 func localSchemeItem() *octdicom.Elements {
 	it := &octdicom.Elements{}
 	it.Str(tag.CodingSchemeDesignator, localScheme)

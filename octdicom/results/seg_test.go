@@ -302,19 +302,9 @@ func TestTheSegmentationIsAValidSegmentationOverTheSourceFrames(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			obj := segmentation(t, c.id, c.a.rep, c.a.src)
-			errs, warnings := dciodvfy(t, obj)
-			if len(errs) > 0 {
-				t.Errorf("dciodvfy errors:\n%s", strings.Join(errs, "\n"))
-			}
-			for _, w := range warnings {
-				// octflow's own coding scheme is no defined term: the
-				// lesion kinds' codes (docs/dicom.md).
-				if !strings.Contains(w, "Unrecognized defined term = <99OCTFLOW>") {
-					t.Errorf("dciodvfy warning: %s", w)
-				}
-			}
 			g := c.a.src.Geometry
 			s := readSegmentation(t, obj, c.id, g.Rows, g.Cols)
+			checkSegmentCodes(t, obj, s)
 			for _, want := range []struct {
 				t tag.Tag
 				v string
@@ -371,7 +361,7 @@ func TestTheSegmentationIsAValidSegmentationOverTheSourceFrames(t *testing.T) {
 
 // segmentLabel is the Segment Label of a lesion type.
 func segmentLabel(lesionType string) string {
-	for _, s := range segments {
+	for _, s := range segmentKinds() {
 		if s.lesion == lesionType {
 			return s.label
 		}
@@ -468,19 +458,8 @@ func TestTheSegmentationDrawsOnlyWhatTheAnalysisVouchesFor(t *testing.T) {
 func TestLesionRegionsAreDrawnOnlyAsTheReportListsThem(t *testing.T) {
 	const frames, rows, cols = 3, 40, 30
 	labels := make([]uint8, frames*rows*cols)
-	// box marks a box of label and returns the lesion imaging would list
-	// for it: its voxels and rounded centroid.
 	box := func(label uint8, f0, f1, r0, r1, c0, c1 int, kind string) imaging.Lesion {
-		n, sf, sc := 0, 0, 0
-		for f := f0; f <= f1; f++ {
-			for r := r0; r <= r1; r++ {
-				for c := c0; c <= c1; c++ {
-					labels[(f*rows+r)*cols+c] = label
-					n, sf, sc = n+1, sf+f, sc+c
-				}
-			}
-		}
-		return imaging.Lesion{Type: kind, Voxels: n, Frame: int(math.Round(float64(sf) / float64(n))), Col: int(math.Round(float64(sc) / float64(n)))}
+		return markBox(labels, rows, cols, label, [2]int{f0, f1}, [2]int{r0, r1}, [2]int{c0, c1}, kind)
 	}
 	irf := box(imaging.LabelFluid, 0, 1, 5, 9, 2, 6, imaging.IntraretinalFluid)
 	srf := box(imaging.LabelFluid, 1, 2, 20, 22, 20, 27, imaging.SubretinalFluid)
@@ -501,6 +480,197 @@ func TestLesionRegionsAreDrawnOnlyAsTheReportListsThem(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("drawn %v, want %v", got, want)
+	}
+}
+
+// markBox marks the box of frames f, rows r and columns c (each
+// inclusive) of labels (frames × rows × cols) with label and returns the
+// lesion imaging would list for it: its voxels and rounded centroid.
+func markBox(labels []uint8, rows, cols int, label uint8, f, r, c [2]int, kind string) imaging.Lesion {
+	n, sf, sc := 0, 0, 0
+	for ff := f[0]; ff <= f[1]; ff++ {
+		for rr := r[0]; rr <= r[1]; rr++ {
+			for cc := c[0]; cc <= c[1]; cc++ {
+				labels[(ff*rows+rr)*cols+cc] = label
+				n, sf, sc = n+1, sf+ff, sc+cc
+			}
+		}
+	}
+	return imaging.Lesion{Type: kind, Voxels: n, Frame: int(math.Round(float64(sf) / float64(n))), Col: int(math.Round(float64(sc) / float64(n)))}
+}
+
+// codedSegment is what a segment of a kind is coded as: its Segmented
+// Property Category and Type and its Anatomic Region, each "value,
+// scheme, meaning" ("" for none).
+type codedSegment struct {
+	category, kind, region string
+}
+
+// wantSegmentCodes are the codes of each kind, by lesion type ("" the
+// retina), written out here and not taken from segmentKinds, so that a
+// changed code fails. The standard ones are as their sources spell
+// them (docs/dicom.md): the categories CID 7150's and the retina CID
+// 4209's and 4211's in PS3.16 (pydicom's tables of PS3.16 2024c),
+// drusen SNOMED CT's 247153005 |Retinal drusen (finding)|; the others
+// are octflow's own, no standard code having been checked for them.
+func wantSegmentCodes() map[string]codedSegment {
+	const (
+		anatomical = "91723000, SCT, Anatomical Structure"
+		abnormal   = "49755003, SCT, Morphologically Abnormal Structure"
+		retina     = "5665001, SCT, Retina"
+	)
+	return map[string]codedSegment{
+		"":                        {anatomical, retina, ""},
+		imaging.IntraretinalFluid: {abnormal, "IRF, 99OCTFLOW, Intraretinal fluid", retina},
+		imaging.SubretinalFluid:   {abnormal, "SRF, 99OCTFLOW, Subretinal fluid", retina},
+		imaging.Drusen:            {abnormal, "247153005, SCT, Retinal drusen", retina},
+		imaging.PED:               {abnormal, "PED, 99OCTFLOW, Pigment epithelial detachment", retina},
+	}
+}
+
+func codeString(c octdicom.CodedEntry) string {
+	if c == (octdicom.CodedEntry{}) {
+		return ""
+	}
+	return c.Value + ", " + c.Scheme + ", " + c.Meaning
+}
+
+// Each kind octflow draws, the retina and every lesion type imaging
+// finds, has one segment kind, coded as its source gives it; only the
+// kinds no standard code was checked for are in octflow's own scheme.
+func TestEachSegmentKindHasItsCode(t *testing.T) {
+	want := wantSegmentCodes()
+	seen := map[string]int{}
+	for _, s := range segmentKinds() {
+		seen[s.lesion]++
+		var region octdicom.CodedEntry
+		if s.lesion != "" {
+			region = retinaCode()
+		}
+		got := codedSegment{codeString(s.category), codeString(s.kind), codeString(region)}
+		if w, ok := want[s.lesion]; !ok || got != w {
+			t.Errorf("%q (%s) is coded %+v, want %+v", s.lesion, s.label, got, w)
+		}
+		if standard := s.kind.Scheme == "SCT" || s.kind.Scheme == "DCM"; !standard && s.kind.Scheme != localScheme {
+			t.Errorf("%s is coded in %s, neither a standard scheme nor octflow's", s.label, s.kind.Scheme)
+		}
+	}
+	for _, lesion := range []string{"", imaging.IntraretinalFluid, imaging.SubretinalFluid, imaging.Drusen, imaging.PED} {
+		if seen[lesion] != 1 {
+			t.Errorf("%q has %d segment kinds, want 1", lesion, seen[lesion])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("segment kinds of %d types, want %d", len(seen), len(want))
+	}
+}
+
+// checkSegmentCodes checks a segmentation as dciodvfy and a PACS read
+// it: each segment coded as its kind must be (wantSegmentCodes), no
+// dciodvfy error, and the Coding Scheme Identification Sequence,
+// declaring octflow's scheme, there exactly when a segment is coded in
+// it: dciodvfy's only warning is then that scheme's designator, which
+// it does not know.
+func checkSegmentCodes(t *testing.T, obj Object, s segmentationRead) {
+	t.Helper()
+	byLabel := map[string]string{}
+	for _, k := range segmentKinds() {
+		byLabel[k.label] = k.lesion
+	}
+	want := wantSegmentCodes()
+	private := false
+	for i, it := range segItems(t, s.ds.Elements, tag.SegmentSequence) {
+		lesion, ok := byLabel[s.labels[i]]
+		if !ok {
+			t.Errorf("segment %d: label %q is no kind's", i+1, s.labels[i])
+			continue
+		}
+		got := codedSegment{segmentCode(t, it, tag.SegmentedPropertyCategoryCodeSequence),
+			segmentCode(t, it, tag.SegmentedPropertyTypeCodeSequence), segmentCode(t, it, tag.AnatomicRegionSequence)}
+		if got != want[lesion] {
+			t.Errorf("segment %d (%s) is coded %+v, want %+v", i+1, s.labels[i], got, want[lesion])
+		}
+		private = private || strings.Contains(got.kind, ", "+localScheme+", ")
+	}
+	var schemes []string
+	if _, err := s.ds.FindElementByTag(tag.CodingSchemeIdentificationSequence); err == nil {
+		for _, it := range segItems(t, s.ds.Elements, tag.CodingSchemeIdentificationSequence) {
+			schemes = append(schemes, itemValue(t, it, tag.CodingSchemeDesignator))
+		}
+	}
+	var wantSchemes []string
+	if private {
+		wantSchemes = []string{localScheme}
+	}
+	if !slices.Equal(schemes, wantSchemes) {
+		t.Errorf("Coding Scheme Identification Sequence declares %q, want %q", schemes, wantSchemes)
+	}
+	errs, warnings := dciodvfy(t, obj)
+	if len(errs) > 0 {
+		t.Errorf("dciodvfy errors:\n%s", strings.Join(errs, "\n"))
+	}
+	for _, w := range warnings {
+		if !private || !strings.Contains(w, "Unrecognized defined term = <"+localScheme+">") {
+			t.Errorf("dciodvfy warning: %s", w)
+		}
+	}
+}
+
+// segmentCode is the code of a code sequence's one item in an item's
+// elements as "value, scheme, meaning"; "" when it has no such sequence.
+func segmentCode(t *testing.T, els []*dicom.Element, seq tag.Tag) string {
+	t.Helper()
+	if !slices.ContainsFunc(els, func(el *dicom.Element) bool { return el.Tag == seq }) {
+		return ""
+	}
+	items := segItems(t, els, seq)
+	if len(items) != 1 {
+		t.Errorf("%v has %d items, want 1", seq, len(items))
+		return ""
+	}
+	return itemValue(t, items[0], tag.CodeValue) + ", " + itemValue(t, items[0], tag.CodingSchemeDesignator) + ", " +
+		itemValue(t, items[0], tag.CodeMeaning)
+}
+
+// Each lesion kind, drawn alone or with the others, is coded in the
+// object as its kind must be, and dciodvfy finds no error in it: an
+// object with no kind in octflow's scheme declares no such scheme and
+// has no warning.
+func TestEachLesionKindIsCodedInTheSegmentation(t *testing.T) {
+	const frames, rows, cols = 3, 40, 30
+	labels := make([]uint8, frames*rows*cols)
+	lesions := map[string]imaging.Lesion{
+		imaging.IntraretinalFluid: markBox(labels, rows, cols, imaging.LabelFluid, [2]int{0, 1}, [2]int{5, 9}, [2]int{2, 6}, imaging.IntraretinalFluid),
+		imaging.SubretinalFluid:   markBox(labels, rows, cols, imaging.LabelFluid, [2]int{1, 2}, [2]int{20, 22}, [2]int{20, 27}, imaging.SubretinalFluid),
+		imaging.Drusen:            markBox(labels, rows, cols, imaging.LabelDrusen, [2]int{0, 0}, [2]int{33, 35}, [2]int{10, 25}, imaging.Drusen),
+		imaging.PED:               markBox(labels, rows, cols, imaging.LabelDrusen, [2]int{2, 2}, [2]int{33, 38}, [2]int{5, 12}, imaging.PED),
+	}
+	g := octdicom.Geometry{Rows: rows, Cols: cols}
+	layers := &imaging.Layers{Frames: frames, Cols: cols, Boundaries: map[string][]float32{
+		imaging.ILM: make([]float32, frames*cols), imaging.BM: make([]float32, frames*cols)}}
+	for f := range frames {
+		g.Frames = append(g.Frames, octdicom.FrameGeometry{Position: []string{"0", strconv.Itoa(f), "0"},
+			Orientation: []string{"1", "0", "0", "0", "0", "1"}, PixelSpacing: []string{"0.004", "0.012"}, SliceThickness: "1"})
+	}
+	src := SegmentationSource{Geometry: g, Layers: layers, Labels: labels}
+	id := octdicomtest.Identity(testRef)
+	cases := [][]string{{imaging.IntraretinalFluid}, {imaging.SubretinalFluid}, {imaging.Drusen}, {imaging.PED},
+		{imaging.IntraretinalFluid, imaging.SubretinalFluid, imaging.Drusen, imaging.PED}}
+	for _, kinds := range cases {
+		t.Run(strings.Join(kinds, "+"), func(t *testing.T) {
+			rep := cubeReport()
+			var want []string
+			for _, k := range kinds {
+				rep.Lesions = append(rep.Lesions, lesions[k])
+				want = append(want, segmentLabel(k))
+			}
+			obj := segmentation(t, id, rep, src)
+			s := readSegmentation(t, obj, id, rows, cols)
+			if !slices.Equal(s.labels, want) {
+				t.Fatalf("segments %q, want %q", s.labels, want)
+			}
+			checkSegmentCodes(t, obj, s)
+		})
 	}
 }
 
