@@ -3,6 +3,7 @@ package composetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -254,13 +255,7 @@ func internal(p *types.Project, network string) bool {
 func networkProblems(p *types.Project, targets scrape, hosts map[string][]string, rules []reachRule) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	names := slices.Sorted(func(yield func(string) bool) {
-		for name := range p.Services {
-			if !yield(name) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(p.Services))
 
 	// Every network but default is internal.
 	for name, n := range p.Networks {
@@ -285,6 +280,7 @@ func networkProblems(p *types.Project, targets scrape, hosts map[string][]string
 				external = append(external, n)
 			}
 		}
+		sort.Strings(external)
 		// On a non-internal network: those that publish a port, and
 		// those that reach outside; a published port's first.
 		switch why, out := egress[name]; {
@@ -353,13 +349,11 @@ func networkProblems(p *types.Project, targets scrape, hosts map[string][]string
 			bad("GPU node %s does not answer to gpuworker on the %s network: Prometheus would not find it", name, metricsNetwork)
 		}
 	}
-	if targets.fileSD && !slices.ContainsFunc(slices.Collect(func(yield func(string) bool) {
-		for n := range prom.Networks {
-			if !yield(n) {
-				return
-			}
-		}
-	}), func(n string) bool { return !internal(p, n) }) {
+	out := false
+	for n := range prom.Networks {
+		out = out || !internal(p, n)
+	}
+	if targets.fileSD && !out {
 		bad("prometheus reads GPU nodes on other hosts from files, but has no way out to them")
 	}
 
@@ -447,13 +441,7 @@ func TestEachServiceIsOnTheNetworksOfItsRole(t *testing.T) {
 			t.Errorf("%s is on no network of roleNetworks: place it (the networks of what it talks to)", name)
 			continue
 		}
-		got := slices.Sorted(func(yield func(string) bool) {
-			for n := range s.Networks {
-				if !yield(n) {
-					return
-				}
-			}
-		})
+		got := slices.Sorted(maps.Keys(s.Networks))
 		if want = slices.Sorted(slices.Values(want)); !slices.Equal(got, want) {
 			t.Errorf("%s is on %v, want %v", name, got, want)
 		}
