@@ -863,6 +863,31 @@ compose exec -T api sh -ec 'touch /var/spool/octflow-uploads/.w /tmp/.w && rm /v
 ls=$(compose exec -T gpu-0 ls /var/lib/octflow/takes) || logs_and_fail "gpu-0's take notes volume"
 [ "$(echo $ls)" = "gpu-0 gpu-1" ] || logs_and_fail "the gpu-takes volume holds '$(echo $ls)', want gpu-0 gpu-1"
 step "PASS: every container of the stack runs on a read-only root ($(compose ps -a -q | wc -l) checked); the api writes its spools, the GPU nodes their take notes, each in a directory of its own"
+# Networks split by role (docker-compose.yml, networks): from a GPU node,
+# PostgreSQL, the audit collector and alert-sink (on default, like the
+# world outside) neither resolve nor connect, S3 does; from the api,
+# PostgreSQL neither resolves nor connects, Temporal does (curl's exit 6:
+# could not resolve, 7: refused, 28: timed out; any other, connected). A
+# GPU node and PostgreSQL, on internal networks only, have no route out
+# of the host; the api, on default, has one.
+for probe in "gpu-0 postgresql:5432 no" "gpu-0 audit:2514 no" "gpu-0 alert-sink:8080 no" "gpu-0 s3:7070 yes" \
+	"api postgresql:5432 no" "api temporal:7233 yes"; do
+	read -r svc hp want <<<"$probe"
+	resolves=yes
+	compose exec -T "$svc" timeout 20 getent hosts "${hp%:*}" >/dev/null 2>&1 || resolves=no
+	code=0
+	compose exec -T "$svc" curl -s -m 5 -o /dev/null "http://$hp/" || code=$?
+	case "$code" in 6 | 7 | 28) connects=no ;; *) connects=yes ;; esac
+	[ "$resolves $connects" = "$want $want" ] ||
+		logs_and_fail "from $svc, $hp resolves: $resolves, connects: $connects (curl exit $code); want $want"
+done
+for want in "gpu-0 0" "postgresql 0" "api 1"; do
+	read -r svc defaults <<<"$want"
+	routes=$(compose exec -T "$svc" cat /proc/net/route) || logs_and_fail "$svc's routes"
+	got=$(awk '$2 == "00000000" { d++ } END { print d + 0 }' <<<"$routes")
+	[ "$got" = "$defaults" ] || logs_and_fail "$svc has $got default route(s), want $defaults: $routes"
+done
+step "PASS: networks split by role: gpu-0 reaches S3, not PostgreSQL, the audit collector or the default network; the api Temporal, not PostgreSQL; gpu-0 and PostgreSQL have no route out of the host, the api one"
 
 # --- the Web UI decodes payloads through the api's codec -------------------
 # As a browser on the UI does: the UI's settings name the codec endpoint
