@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -55,6 +56,22 @@ func (o DialOptions) compression() client.GrpcCompression {
 	return &client.GrpcCompressionGzip{}
 }
 
+// target is the gRPC target for HostPort: passthrough, so that the
+// system's resolver looks the name up at each connection, as it does for
+// every other client. gRPC's own DNS resolver first asks for
+// _grpclb._tcp SRV records (the grpclb balancer is linked in with the
+// embedded Temporal server), and Docker's DNS leaves a name it does not
+// know unanswered on an internal network: a GPU node that reaches
+// Temporal only through one waited that lookup out on every dial, and
+// never connected. A target that names its scheme (dns:///…, unix:…) is
+// kept as it is.
+func (o DialOptions) target() string {
+	if strings.Contains(o.HostPort, ":///") || strings.HasPrefix(o.HostPort, "unix:") {
+		return o.HostPort
+	}
+	return "passthrough:///" + o.HostPort
+}
+
 // Dial connects to Temporal, waiting up to a minute for it to answer.
 func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -62,7 +79,7 @@ func Dial(ctx context.Context, o DialOptions) (client.Client, error) {
 	var lastErr error
 	for {
 		c, err := client.DialContext(ctx, client.Options{
-			HostPort:          o.HostPort,
+			HostPort:          o.target(),
 			Namespace:         o.Namespace,
 			Identity:          o.Identity,
 			Logger:            newSDKLogger(o.Logger),

@@ -27,3 +27,21 @@ func TestCallsToTemporalAreGzippedOnlyOffThisMachine(t *testing.T) {
 		}
 	}
 }
+
+// Temporal's address is resolved by the system's resolver (passthrough),
+// never by gRPC's DNS resolver, whose SRV lookup no internal Docker
+// network answers; an address that names its own scheme is kept.
+func TestTemporalsAddressIsResolvedByTheSystemsResolver(t *testing.T) {
+	for _, c := range []struct{ hostPort, want string }{
+		{"temporal:7233", "passthrough:///temporal:7233"},
+		{"127.0.0.1:7233", "passthrough:///127.0.0.1:7233"},
+		{"[::1]:7233", "passthrough:///[::1]:7233"},
+		{"dns:///temporal.example.org:7233", "dns:///temporal.example.org:7233"},
+		{"passthrough:///temporal:7233", "passthrough:///temporal:7233"},
+		{"unix:///run/temporal.sock", "unix:///run/temporal.sock"},
+	} {
+		if got := (DialOptions{HostPort: c.hostPort}).target(); got != c.want {
+			t.Errorf("%s: target %s, want %s", c.hostPort, got, c.want)
+		}
+	}
+}
