@@ -821,6 +821,149 @@ grep -q 'is plain http' <<<"$out" || logs_and_fail "a worker with a plain-HTTP P
 echo "    a worker with a plain-HTTP PACS URL: $(grep -o 'is plain http: [^;]*' <<<"$out" | sed -n 1p)"
 step "PASS: the ${#batch[@]} exams' results reached the demo campus's PACS over TLS, with its CA and credentials (status delivered; QIDO-RS and WADO-RS: PDF and SR in each patient's study); the PACS is reached only so; a plain-HTTP PACS is refused ($(($(date +%s) - T_PACS)) s)"
 
+# --- a campus's DICOM router: a device's C-STORE to octflow, over TLS ------
+# deploy/orthanc's recipe as a campus runs it (its README): the router
+# (compose.test.yml, router: Debian's Orthanc, DICOMweb plugin and DCMTK)
+# reads the site's orthanc.json (router-site/orthanc.json: its AE title,
+# and the device's AE title at the device's fixed address, the AE
+# allow-list) beside the recipe's octflow.json and octflow-forward.lua as
+# shipped; its router token, minted as docs/operations.md says (the api
+# restarted to read it), from a secret file; octflow's DICOMweb root at
+# https://api:8080 (a name of every api certificate) checked against the
+# stack's CA. The device (compose.test.yml, device: storescu at that
+# address) sends a phantom by C-STORE: octflow keeps it as the exam whose
+# reference it derives from the SOP Instance UID (api/stow.go: the
+# device exam ID "sop:<UID>" keyed with the campus and the api's
+# pseudonym key, as cmd/octflow/e2e's h.ref derives it), which only the
+# router's token reads as its own and which COMPLETES with one report;
+# once octflow stored it the router holds no copy (Orthanc's REST API,
+# on its loopback only: from inside its container). An AE title the
+# router does not declare, and the device's own from another address of
+# the campus, store nothing. The same router trusting another CA
+# forwards nothing: Orthanc refuses octflow's certificate (libcurl's
+# error 60), keeps the instance, and octflow has no such exam. The
+# router is the campus's, not the stack's: removed after, with its
+# network.
+T_ROUTER=$(date +%s)
+campus() { compose --profile campus-router "$@"; }
+ROUTER_SITE=$RUN/router-site
+OTHER_ROUTER=$PROJECT-router-other-ca
+CAMPUS_NET=${PROJECT}_campus
+router_gone() {
+	docker rm -f "$OTHER_ROUTER" >/dev/null 2>&1 || true
+	campus rm -sf router >/dev/null 2>&1 || true
+	docker network rm "$CAMPUS_NET" >/dev/null 2>&1 || true
+}
+trap 'router_gone; cleanup' EXIT
+router_fail() { # MESSAGE: the routers' logs (not in the stack's), then logs_and_fail
+	campus logs --no-color --tail 30 router 2>&1 | cut -c1-400 || true
+	docker logs --tail 30 "$OTHER_ROUTER" 2>&1 | cut -c1-400 || true
+	logs_and_fail "$*"
+}
+router_get() { campus exec -T router curl -fsS -m 10 "http://127.0.0.1:8042$1"; } # Orthanc's REST API
+# exam_ref UID: the exam octflow keeps an instance sent by STOW-RS as
+# (intake.Pseudonymizer.Exam: "ex-" and 24 hex digits of the HMAC-SHA256
+# of "exam", the campus and "sop:<UID>", each NUL-ended).
+exam_ref() {
+	printf 'exam\0demo-campus\0sop:%s\0' "$1" |
+		openssl dgst -sha256 -mac HMAC -macopt "key:$(tr -d '[:space:]' <"$RUN/deploy/secrets/pseudonym.key")" | awk '{ print "ex-" substr($NF, 1, 24) }'
+}
+# phantom: a new phantom (counted in n, as submit's), its file in $f and
+# its SOP Instance UID in $sop (octflow phantom: 2.25.<1000000 + seed>.3).
+phantom() {
+	n=$((n + 1))
+	f=$scans/phantom-$n.dcm
+	[ -s "$f" ] || bin/octflow phantom --out "$f" --seed "$((700 + n))" --frames 5 --rows 128 --cols 128 >/dev/null
+	sop=2.25.$((1000000 + 700 + n)).3
+}
+# device AET FILE [ROUTER]: storescu from the device's address, as AET.
+device() { campus run --rm --no-deps -T -v "$2:/scan.dcm:ro" device storescu -aet "$1" -aec "$ROUTER_AET" "${3:-router}" 4242 /scan.dcm; }
+router_gone
+mkdir -p "$ROUTER_SITE" && chmod 700 "$ROUTER_SITE"
+cp "$HERE/router-site/orthanc.json" "$ROUTER_SITE/orthanc.json" && chmod 444 "$ROUTER_SITE/orthanc.json"
+ROUTER_AET=$(jq -r .DicomAet "$ROUTER_SITE/orthanc.json")
+DEVICE_AET=$(jq -r '[.DicomModalities[]][0][0]' "$ROUTER_SITE/orthanc.json")
+ROUTER=$("$ROOT/bin/octflow" admin token mint --file "$tokens" --name "compose-test router" --role router \
+	--device-id compose-router-1 --campus demo-campus 2>"$CACHE/logs/router-mint.log") ||
+	logs_and_fail "octflow admin token mint (a router): $(tail -1 "$CACHE/logs/router-mint.log")"
+printf '%s\n' "$ROUTER" >"$ROUTER_SITE/router-token"
+chown 10002 "$ROUTER_SITE/router-token" && chmod 400 "$ROUTER_SITE/router-token" # Orthanc's user
+compose restart api >/dev/null 2>&1 || logs_and_fail "docker compose restart api, to read the router's token"
+campus up -d --wait --wait-timeout 60 router >"$CACHE/logs/router-up.log" 2>&1 ||
+	router_fail "the router did not come up: $(tail -3 "$CACHE/logs/router-up.log")"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=not the stack's CA" \
+	-keyout /dev/null -out "$scans/other-ca.pem" 2>/dev/null && chmod 444 "$scans/other-ca.pem" || fail "make another CA"
+campus run -d --no-deps --name "$OTHER_ROUTER" -v "$scans/other-ca.pem:/etc/octflow-other-ca.pem:ro" \
+	-e OCTFLOW_CA_FILE=/etc/octflow-other-ca.pem router >/dev/null 2>"$CACHE/logs/router-other-ca.log" ||
+	router_fail "the router trusting another CA did not start: $(tail -3 "$CACHE/logs/router-other-ca.log")"
+deadline=$(($(date +%s) + 60))
+until curl -fsS -m 5 "$API/readyz" >/dev/null 2>&1; do
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the api was not ready within 60 s of its restart"
+	sleep 1
+done
+
+phantom
+out=$(device "$DEVICE_AET" "$f" 2>&1) || router_fail "storescu from the device, as $DEVICE_AET, to the router: $out"
+routed=$(exam_ref "$sop")
+deadline=$(($(date +%s) + 60))
+until held=$(router_get /instances) && [ "$(jq length <<<"$held")" = 0 ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || router_fail "the router still holds $held 60 s after the device's C-STORE; want it forwarded, stored and deleted"
+	sleep 1
+done
+logs=$(campus logs --no-color router 2>&1) || true
+grep 'stored by octflow (job .*); deleted from this router' <<<"$logs" >/dev/null ||
+	router_fail "the router holds nothing, and its log does not say octflow stored the instance"
+grep -F 'HTTPS will use the CA certificates from this file: /run/secrets/ca.pem' <<<"$logs" >/dev/null && ! grep 'Error code 60 in libcurl' <<<"$logs" >/dev/null ||
+	router_fail "the router's log does not say it checks octflow's certificate with the stack's CA, or says it refused it"
+by_router=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ROUTER" "$API/v1/exams/$routed") || true
+by_device=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $DEVICE" "$API/v1/exams/$routed") || true
+[ "$by_router $by_device" = "200 404" ] ||
+	router_fail "exam $routed (SOP Instance UID $sop): the router's token reads it $by_router, the device's $by_device; want 200 and 404 (an uploader reads only its own)"
+echo "    the device's C-STORE ($DEVICE_AET to $ROUTER_AET): exam $routed, the router's; the router's copy deleted"
+
+# The allow-list: an AE title not declared, from the device's address;
+# the device's AE title from another address on the campus network.
+if out=$(device INTRUDER "$f" 2>&1); then
+	router_fail "the router took a C-STORE from INTRUDER, an AE title it does not declare: $out"
+fi
+if out=$(docker run --rm --network "$CAMPUS_NET" -v "$f:/scan.dcm:ro" octflow-test/orthanc:debian \
+	storescu -aet "$DEVICE_AET" -aec "$ROUTER_AET" router 4242 /scan.dcm 2>&1); then
+	router_fail "the router took $DEVICE_AET's C-STORE from an address other than the device's: $out"
+fi
+held=$(router_get /instances) || router_fail "the router's REST API, from inside its container"
+[ "$(jq length <<<"$held")" = 0 ] || router_fail "the router holds $held after C-STOREs its allow-list refuses"
+logs=$(campus logs --no-color router 2>&1) || true
+grep -F "Its IP address should be $(jq -r '[.DicomModalities[]][0][1]' "$ROUTER_SITE/orthanc.json")" <<<"$logs" >/dev/null ||
+	router_fail "the router's log does not say it refused $DEVICE_AET for its address"
+echo "    refused: INTRUDER from the device's address; $DEVICE_AET from another address of the campus"
+
+# Another CA: octflow's certificate refused, nothing forwarded.
+phantom
+deadline=$(($(date +%s) + 60))
+until [ "$(docker inspect -f '{{.State.Health.Status}}' "$OTHER_ROUTER" 2>&1)" = healthy ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || router_fail "the router trusting another CA not healthy within 60 s"
+	sleep 1
+done
+out=$(device "$DEVICE_AET" "$f" "$OTHER_ROUTER" 2>&1) || router_fail "storescu from the device to the router trusting another CA: $out"
+deadline=$(($(date +%s) + 30))
+until logs=$(docker logs "$OTHER_ROUTER" 2>&1) && grep 'not stored by octflow (job .*, try 1 of' <<<"$logs" >/dev/null; do
+	[ "$(date +%s)" -lt "$deadline" ] || router_fail "the router trusting another CA did not say, within 30 s, that its forward failed"
+	sleep 1
+done
+grep -F 'HTTPS will use the CA certificates from this file: /etc/octflow-other-ca.pem' <<<"$logs" >/dev/null &&
+	grep 'Error code 60 in libcurl' <<<"$logs" >/dev/null || router_fail "the router trusting another CA failed, but not on octflow's certificate"
+held=$(docker exec "$OTHER_ROUTER" curl -fsS -m 10 http://127.0.0.1:8042/instances) && [ "$(jq length <<<"$held")" = 1 ] ||
+	router_fail "the router trusting another CA holds $held; want the instance it could not forward kept"
+code=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$(exam_ref "$sop")") || true
+[ "$code" = 404 ] || router_fail "the scan sent to the router trusting another CA: exam $(exam_ref "$sop") answered $code, want 404"
+echo "    the router trusting another CA: $(grep -o 'Error code 60 in libcurl: .*' <<<"$logs" | sed -n 1p); the instance kept, no exam"
+
+check "$routed"
+all+=("$routed")
+router_gone
+trap cleanup EXIT
+step "PASS: a campus's router (deploy/orthanc as shipped, its site's orthanc.json, a router token from a secret file) took the device's C-STORE and forwarded it over HTTPS checked with the stack's CA: exam $routed COMPLETED with one report, the router's copy deleted; an undeclared AE title and the device's from another address stored nothing; trusting another CA, it forwarded nothing ($(($(date +%s) - T_ROUTER)) s)"
+
 # --- the certificates are watched, and do not all expire on one day -------
 # Prometheus has each role's own certificates and the Temporal frontend's
 # as its clients saw it (octflow_certificate_expiry_timestamp_seconds),
