@@ -41,15 +41,24 @@
 #                        the api's own audit certificate (name
 #                        octflow-api-audit), the only one the collector
 #                        takes: no other service can write the trail.
+#   postgresql.pem, postgresql-key.pem
+#                        PostgreSQL's certificate (name postgresql), which
+#                        it serves TLS with, the only way it takes a
+#                        connection over the network; Temporal, its schema
+#                        job, postgres-roles and postgres-exporter check it
+#                        against ca.pem and the name (verify-full).
 #
 # A GPU node on another host gets its own client certificate from
 # deploy/make-node.sh, which signs it with ca-key.pem.
 #
 # Run as root, each key is made readable by the user of the image that
 # uses it and no one else (octflow: uid 10001; Temporal's server and UI:
-# uid 1000; S3, its proxy and the collector run as root); otherwise mode
-# 0644, for a host where that is acceptable
-# (docs/operations.md). Files that exist are kept, so a
+# uid 1000; PostgreSQL: uid 999; S3, its proxy and the collector run as
+# root); otherwise mode 0644, for a host where that is acceptable
+# (docs/operations.md), but for PostgreSQL, which refuses a key that is
+# not its own user's with mode 0600 or less (or root's, 0640 or less):
+# run as another user, the script says what to run as root for it.
+# Files that exist are kept, so a
 # second run makes only what is missing; delete one (the certificate and
 # its key) to renew it, with ca-key.pem back in DIR for the run: without
 # it the script makes nothing and says so (docs/operations.md, Alerts:
@@ -128,3 +137,8 @@ leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
 leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 10001
 leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 10001
 leaf audit-client octflow-api-audit DNS:octflow-api-audit clientAuth 10001
+pg_made=$made
+leaf postgresql postgresql DNS:postgresql,DNS:localhost,IP:127.0.0.1 serverAuth 999
+if [ "$made" != "$pg_made" ] && [ "$(id -u)" != 0 ]; then
+	echo "make-certs: PostgreSQL takes postgresql-key.pem only as its own user's (uid 999) with mode 0400: as root, chown 999 $DIR/postgresql-key.pem && chmod 400 $DIR/postgresql-key.pem" >&2
+fi

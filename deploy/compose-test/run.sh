@@ -629,6 +629,28 @@ pg() { compose exec -T postgresql psql -U postgres -d postgres -tAc "$1"; }
 [ "$(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'")" -gt 0 ] ||
 	logs_and_fail "Temporal holds no connection as its role temporal"
 step "PASS: Temporal connects as its own role, no superuser; max_connections $(pg 'SHOW max_connections'), $(pg "SELECT count(*) FROM pg_stat_activity WHERE usename = 'temporal'") in use"
+# PostgreSQL takes TLS only (docker-compose.yml, postgresql: ssl=on,
+# deploy/postgres/pg_hba.conf): every connection over the network is
+# encrypted, Temporal's and postgres-exporter's among them (its clients
+# check the server's certificate, verify-full, or fail to connect at
+# all); one without TLS is refused from the database network itself
+# (the server's own container, to its service name), where the same
+# connection with TLS and the superuser's password is taken.
+compose exec -T postgres-exporter wget -q -O /dev/null http://127.0.0.1:9187/metrics || logs_and_fail "postgres-exporter's metrics"
+pg_tcp() { pg "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.client_addr IS NOT NULL AND $1"; }
+[ "$(pg_tcp 'NOT s.ssl')" = 0 ] ||
+	logs_and_fail "PostgreSQL holds connections without TLS: $(pg "SELECT string_agg(a.usename || '@' || host(a.client_addr), ' ') FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.client_addr IS NOT NULL AND NOT s.ssl")"
+for role in temporal postgres_exporter; do
+	[ "$(pg_tcp "s.ssl AND a.usename = '$role'")" -gt 0 ] || logs_and_fail "$role holds no connection over TLS"
+done
+if refused=$(compose exec -T postgresql psql -w "host=postgresql dbname=postgres user=postgres sslmode=disable connect_timeout=5" -tAc 'SELECT 1' 2>&1); then
+	logs_and_fail "PostgreSQL took a connection without TLS: $refused"
+fi
+grep -q 'no encryption' <<<"$refused" || logs_and_fail "a connection without TLS failed, but not for want of TLS: $refused"
+tls=$(compose exec -T postgresql sh -c 'PGPASSWORD=$(cat /run/secrets/postgres-password) psql -w "host=postgresql dbname=postgres user=postgres sslmode=require connect_timeout=5" -tAc "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"' 2>&1) ||
+	logs_and_fail "the same connection with TLS was refused: $tls"
+[ "$tls" = t ] || logs_and_fail "the same connection with TLS: ssl $tls, want t"
+step "PASS: PostgreSQL takes TLS only: $(pg_tcp true) connections over the network, each TLS (temporal $(pg_tcp "a.usename = 'temporal'"), postgres_exporter $(pg_tcp "a.usename = 'postgres_exporter'")); one without TLS refused from the database network ($(grep -o 'rejects connection.*' <<<"$refused" | cut -c1-160))"
 # A cluster made before postgres-exporter's role (initdb ran without it):
 # the role dropped, the exporter reads pg_up 0; an operator's `up`
 # (postgres-roles, on every up) makes it again, and pg_up reads 1.

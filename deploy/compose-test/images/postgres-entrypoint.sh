@@ -4,8 +4,12 @@
 # superuser and POSTGRES_PASSWORD (or the file POSTGRES_PASSWORD_FILE
 # names), scram-sha-256 for every host
 # connection, listen on every address, create POSTGRES_DB (default the
-# user's name) and run /docker-entrypoint-initdb.d/*.sql|*.sh; then
-# start the server as the postgres user.
+# user's name) and run /docker-entrypoint-initdb.d/*.sql|*.sh, on a
+# temporary server that listens on the socket only and takes the
+# command's own settings (`postgres -c ssl=on -c hba_file=…` as
+# docker-compose.yml gives them: a certificate or file it cannot read
+# fails the first start, as in the official image); then start the
+# server as the postgres user.
 set -Eeuo pipefail
 : "${PGDATA:=/var/lib/postgresql/data}"
 if [ "$(id -u)" = 0 ]; then
@@ -35,7 +39,10 @@ if [ "${1:-}" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
 	rm -f "$pwfile"
 	echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
 	echo "listen_addresses = '*'" >>"$PGDATA/postgresql.conf"
-	pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start
+	# The official image's docker_temp_server_start: the command's
+	# arguments after postgres, then no TCP listener.
+	temp=("${@:2}" -c listen_addresses= -p "${PGPORT:-5432}")
+	pg_ctl -D "$PGDATA" -o "$(printf '%q ' "${temp[@]}")" -w start
 	if [ "$db" != postgres ]; then
 		psql -v ON_ERROR_STOP=1 --username "$user" --dbname postgres -c "CREATE DATABASE \"$db\""
 	fi
