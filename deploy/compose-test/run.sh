@@ -997,12 +997,12 @@ step "PASS: a campus's router (deploy/orthanc as shipped, its site's orthanc.jso
 certs=$(promql 'min by (use, subject) (octflow_certificate_expiry_timestamp_seconds)')
 for want in 'api-server ' 'temporal-client octflow-api' 'temporal-client octflow-worker' 'temporal-client octflow-gpu' 'temporal-server temporal' \
 	'ca.pem octflow stack CA' 's3.pem s3' 's3-proxy.pem s3-proxy' 'audit.pem audit' 'audit-client.pem octflow-api-audit' \
-	'temporal-ui.pem temporal-ui' 'temporal-operator.pem octflow-operator'; do
+	'temporal-ui.pem temporal-ui' 'temporal-operator.pem octflow-operator' 'postgresql.pem postgresql'; do
 	jq -e --arg w "$want" 'map("\(.metric.use) \(.metric.subject)") | any(startswith($w))' <<<"$certs" >/dev/null ||
 		logs_and_fail "no certificate expiry for '$want' in Prometheus: $certs"
 done
 # The stack's own (deploy/make-certs.sh), not the nodes enrolled later.
-stack=$(jq -c 'map(select(.metric.subject | test("^(octflow-(api|worker|gpu|operator|api-audit)|temporal|temporal-ui|s3|s3-proxy|audit|octflow stack CA)$")))' <<<"$certs")
+stack=$(jq -c 'map(select(.metric.subject | test("^(octflow-(api|worker|gpu|operator|api-audit)|temporal|temporal-ui|s3|s3-proxy|audit|postgresql|octflow stack CA)$")))' <<<"$certs")
 days=$(jq -r 'map(.value[1] | tonumber / 86400 | floor) | unique | length' <<<"$stack")
 [ "$days" = "$(jq length <<<"$stack")" ] || logs_and_fail "the stack's certificates expire on the same day: $stack"
 step "PASS: $(jq length <<<"$certs") certificates watched; the stack's $(jq length <<<"$stack") expire each on a day of its own"
