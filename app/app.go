@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"octflow/exam"
 	"octflow/gpuworker"
 	"octflow/inference"
+	"octflow/internal/listen"
 	"octflow/lifecycle"
 	"octflow/storage"
 	"octflow/workers"
@@ -54,9 +54,12 @@ type Options struct {
 	StopTimeout time.Duration
 	// Metrics is the process's registry (default: a new one, for
 	// Stages). MetricsAddr serves it at /metrics on a listener of its
-	// own; the gateway's public port never does.
+	// own; the gateway's public port never does. MetricsTLS, when set,
+	// serves it over HTTPS only, and its certificate's expiry is
+	// exported (use metrics-server).
 	Metrics     *Metrics
 	MetricsAddr string
+	MetricsTLS  *tls.Config
 	// Codec seals what this process sends through Temporal (nil: nothing
 	// is sealed, which only the dev stack allows).
 	Codec *codec.Codec
@@ -158,6 +161,7 @@ type App struct {
 	metrics *Metrics
 	mhttp   *http.Server
 	maddr   string // the metrics listener's address
+	mscheme string // "https" when it serves TLS
 	conv    lifecycle.Converters
 }
 
@@ -182,15 +186,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 	if err := registerStoreCounts(a.metrics.Registry, a.store); err != nil {
 		return nil, err
 	}
-	// When the certificates this process holds, Temporal's and those of
-	// the files it watches expire.
-	certs := newCertificateExpiry(opts.Logger.Named("certificates"))
-	var apiTLS *tls.Config
-	if opts.Gateway != nil {
-		apiTLS = opts.Gateway.TLS
-	}
-	if err := errors.Join(certs.hold("api-server", apiTLS), certs.hold("temporal-client", opts.TemporalTLS),
-		certs.watch(opts.CertificateFiles), certs.register(a.metrics.Registry)); err != nil {
+	certs, err := a.watchCertificates(opts)
+	if err != nil {
 		return nil, err
 	}
 	dc, fc := codec.Converters(opts.Codec)
@@ -202,17 +199,8 @@ func Start(ctx context.Context, opts Options) (_ *App, err error) {
 		Compression: opts.Stack.TemporalCompression, Interceptors: opts.ClientInterceptors}); err != nil {
 		return nil, err
 	}
-	if opts.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", opts.MetricsAddr)
-		if err != nil {
-			return nil, fmt.Errorf("metrics listen: %w", err)
-		}
-		a.maddr = ln.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", a.metrics.Handler())
-		a.mhttp = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
-		go a.mhttp.Serve(ln)
+	if err := a.serveMetrics(opts); err != nil {
+		return nil, err
 	}
 	var stageMetrics *activities.StageMetrics
 	if opts.runsStages() {
@@ -322,13 +310,13 @@ func (a *App) serveGateway(opts Options, conv lifecycle.Converters) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", g.Addr)
+	ln, err := listen.Listen(g.Addr, g.TLS)
 	if err != nil {
 		return fmt.Errorf("api listen: %w", err)
 	}
 	a.apiAddr = ln.Addr().String()
 	if g.TLS != nil {
-		ln, a.scheme = tls.NewListener(ln, g.TLS), "https"
+		a.scheme = "https"
 	}
 	// Headers must come at once, a request is read within a minute
 	// and answered within two, idle connections go. Uploads lift the
@@ -345,6 +333,46 @@ func (a *App) serveGateway(opts Options, conv lifecycle.Converters) error {
 	a.http = gatewayServer(gw, g.HTTP, errLog)
 	a.served = make(chan error, 1)
 	go func() { a.served <- a.http.Serve(ln) }()
+	return nil
+}
+
+// watchCertificates exports when the certificates this process holds
+// (the gateway's, its client certificate for Temporal, its metrics
+// listener's), Temporal's (through the checker it gives, for the
+// client's TLS) and those of the files it watches expire.
+func (a *App) watchCertificates(opts Options) (*certificateExpiry, error) {
+	certs := newCertificateExpiry(opts.Logger.Named("certificates"))
+	var apiTLS *tls.Config
+	if opts.Gateway != nil {
+		apiTLS = opts.Gateway.TLS
+	}
+	if err := errors.Join(certs.hold("api-server", apiTLS), certs.hold("temporal-client", opts.TemporalTLS),
+		certs.hold("metrics-server", opts.MetricsTLS), certs.watch(opts.CertificateFiles), certs.register(a.metrics.Registry)); err != nil {
+		return nil, err
+	}
+	return certs, nil
+}
+
+// serveMetrics serves the process's registry at /metrics on
+// opts.MetricsAddr, a listener of its own (none: nothing), over HTTPS
+// only when opts.MetricsTLS is set; the server's complaints (a scraper
+// speaking HTTP to it) go to the log.
+func (a *App) serveMetrics(opts Options) error {
+	if opts.MetricsAddr == "" {
+		return nil
+	}
+	errLog, err := zap.NewStdLogAt(opts.Logger.Named("metrics-http"), zapcore.InfoLevel)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", a.metrics.Handler())
+	if a.mhttp, a.maddr, err = listen.Metrics(opts.MetricsAddr, opts.MetricsTLS, mux, errLog); err != nil {
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	if opts.MetricsTLS != nil {
+		a.mscheme = "https"
+	}
 	return nil
 }
 
@@ -367,7 +395,7 @@ func (a *App) MetricsURL() string {
 	if a.maddr == "" {
 		return ""
 	}
-	return "http://" + a.maddr + "/metrics"
+	return cmp.Or(a.mscheme, "http") + "://" + a.maddr + "/metrics"
 }
 
 // Converters are the converters this process's client reads and writes

@@ -165,7 +165,8 @@ func ServingDefaults() config.Serving {
 }
 
 // SetGateway sets the gateway's limits and codec origins (o.Gateway,
-// made if nil) and the process's metrics listener from g and v. The
+// made if nil) and the process's metrics listener (its address and
+// certificate) from g and v. The
 // spool must hold the largest upload (intake.SpoolBytesFor).
 func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	u := g.Uploads
@@ -183,7 +184,7 @@ func (o *Options) SetGateway(g config.Gateway, v config.Serving) error {
 	o.Gateway.HTTP = v.HTTP
 	cfg.Streams, cfg.SpoolMaxBytes = api.StreamLimits{Total: v.Streams.Total, PerToken: v.Streams.PerToken}, v.SpoolMaxBytes
 	cfg.StatusMaxAge, cfg.SpoolDir = v.StatusMaxAge, v.SpoolDir
-	o.MetricsAddr = v.MetricsAddr
+	o.MetricsAddr, o.MetricsTLS = v.MetricsAddr, v.MetricsTLS
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,6 +36,25 @@ func httpURL(raw string) bool {
 
 func bindMetricsAddr(s *Set, p *string, def string) {
 	s.String(p, "metrics-addr", "OCTFLOW_METRICS_ADDR", def, "serve Prometheus /metrics here, a listener of its own off the API's port, e.g. :9464 (off: nowhere)")
+}
+
+// bindMetricsListener binds a process's metrics listener: its address
+// over def ("off": none, made "") and its certificate
+// (OCTFLOW_METRICS_CERT_FILE and _KEY_FILE: HTTPS only, cfg; none:
+// plain HTTP), which needs a listener to serve.
+func bindMetricsListener(s *Set, addr *string, cfg **tls.Config, def string) {
+	bindMetricsAddr(s, addr, def)
+	t := bindMetricsTLS(s)
+	s.Check(func() error {
+		if *addr == "off" {
+			*addr = ""
+		}
+		*cfg = t.Config()
+		if *cfg != nil && *addr == "" {
+			return errors.New("OCTFLOW_METRICS_CERT_FILE is set and OCTFLOW_METRICS_ADDR is off: no metrics listener to serve it")
+		}
+		return nil
+	})
 }
 
 // API is the gateway's listener and its tokens.
@@ -81,22 +101,18 @@ func BindCertificateFiles(s *Set) *[]string {
 type Process struct {
 	// Drain is how long running stages may finish on shutdown.
 	Drain time.Duration
-	// MetricsAddr serves Prometheus /metrics ("": nowhere).
+	// MetricsAddr serves Prometheus /metrics ("": nowhere); MetricsTLS,
+	// when set, over HTTPS only.
 	MetricsAddr string
+	MetricsTLS  *tls.Config
 }
 
 // BindProcess binds the drain timeout and the metrics listener of the
-// worker and the GPU node (none unless set).
+// worker and the GPU node (none unless set), with its certificate.
 func BindProcess(s *Set) *Process {
 	p := &Process{}
 	bindDrain(s, &p.Drain)
-	bindMetricsAddr(s, &p.MetricsAddr, "")
-	s.Check(func() error {
-		if p.MetricsAddr == "off" {
-			p.MetricsAddr = ""
-		}
-		return nil
-	})
+	bindMetricsListener(s, &p.MetricsAddr, &p.MetricsTLS, "")
 	return p
 }
 
@@ -208,6 +224,9 @@ type TemporalServer struct {
 	// RevokedFile lists revoked client certificates' serial numbers, one
 	// a line ("": none).
 	RevokedFile string
+	// MetricsTLS, when set, serves the server's Prometheus metrics
+	// (where its configuration puts them) over HTTPS only.
+	MetricsTLS *tls.Config
 }
 
 // BindTemporalServer binds the stack's Temporal server's settings.
@@ -215,6 +234,11 @@ func BindTemporalServer(s *Set) *TemporalServer {
 	t := &TemporalServer{}
 	bindNamespace(s, &t.Namespace, "octflow")
 	s.String(&t.RevokedFile, "revoked-file", "OCTFLOW_TEMPORAL_REVOKED_FILE", "", "serial numbers of revoked client certificates, one a line, read again as the file changes (deploy/revoke-node.sh)")
+	mt := bindMetricsTLS(s)
+	s.Check(func() error {
+		t.MetricsTLS = mt.Config()
+		return nil
+	})
 	return t
 }
 

@@ -186,7 +186,8 @@ func clientTLS(ca, cert, key, serverName string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// ServerTLS is the gateway's certificate, when it serves HTTPS.
+// ServerTLS is a listener's certificate, when it serves HTTPS: the
+// gateway's (BindServerTLS) or the metrics listener's (bindMetricsTLS).
 type ServerTLS struct {
 	cert, key string
 	config    *tls.Config
@@ -196,19 +197,35 @@ type ServerTLS struct {
 // OCTFLOW_TLS_KEY_FILE (both, or neither for plain HTTP behind a TLS
 // proxy).
 func BindServerTLS(s *Set) *ServerTLS {
+	return bindServerTLS(s, "tls-cert-file", "OCTFLOW_TLS_CERT_FILE", "tls-key-file", "OCTFLOW_TLS_KEY_FILE",
+		"serve HTTPS with this certificate (PEM, chain first)")
+}
+
+// bindMetricsTLS binds the metrics listener's HTTPS (OCTFLOW_METRICS_ADDR):
+// OCTFLOW_METRICS_CERT_FILE and OCTFLOW_METRICS_KEY_FILE, both or
+// neither (plain HTTP).
+func bindMetricsTLS(s *Set) *ServerTLS {
+	return bindServerTLS(s, "metrics-cert-file", "OCTFLOW_METRICS_CERT_FILE", "metrics-key-file", "OCTFLOW_METRICS_KEY_FILE",
+		"serve /metrics over HTTPS only, with this certificate (PEM, chain first)")
+}
+
+// bindServerTLS binds a listener's certificate and key files, both or
+// neither, and loads them at parse: a pair that does not load stops the
+// process, naming both variables.
+func bindServerTLS(s *Set, certFlag, certEnv, keyFlag, keyEnv, usage string) *ServerTLS {
 	t := &ServerTLS{}
-	s.String(&t.cert, "tls-cert-file", "OCTFLOW_TLS_CERT_FILE", "", "serve HTTPS with this certificate (PEM, chain first)")
-	s.String(&t.key, "tls-key-file", "OCTFLOW_TLS_KEY_FILE", "", "its private key (PEM)")
+	s.String(&t.cert, certFlag, certEnv, "", usage)
+	s.String(&t.key, keyFlag, keyEnv, "", "its private key (PEM)")
 	s.Check(func() error {
 		switch {
 		case t.cert == "" && t.key == "":
 			return nil
 		case t.cert == "" || t.key == "":
-			return errors.New("OCTFLOW_TLS_CERT_FILE and OCTFLOW_TLS_KEY_FILE go together")
+			return fmt.Errorf("%s and %s go together", certEnv, keyEnv)
 		}
 		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return fmt.Errorf("OCTFLOW_TLS_CERT_FILE/OCTFLOW_TLS_KEY_FILE: %w", err)
+			return fmt.Errorf("%s/%s: %w", certEnv, keyEnv, err)
 		}
 		t.config = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
 		return nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -432,8 +433,9 @@ type Serving struct {
 	// clears of an earlier process's leftovers at start.
 	SpoolDir string
 	// MetricsAddr serves Prometheus /metrics, off the public port ("":
-	// nowhere).
+	// nowhere); MetricsTLS, when set, over HTTPS only.
 	MetricsAddr string
+	MetricsTLS  *tls.Config
 	// StatusMaxAge is how long one reading of Temporal for the status
 	// metrics serves further scrapes.
 	StatusMaxAge time.Duration
@@ -453,7 +455,7 @@ func BindServing(s *Set, def Serving) *Serving {
 	s.Int(&v.Streams.PerToken, "sse-streams-per-token", "OCTFLOW_SSE_STREAMS_PER_TOKEN", def.Streams.PerToken, "event streams one token may hold open (over it: 429)")
 	s.String(&v.SpoolDir, "spool-dir", "OCTFLOW_SPOOL_DIR", def.SpoolDir, "directory of the api's own where uploads in flight are spooled, encrypted, while they are checked; cleared of an earlier process's leftovers at start (default: the system's temporary directory, never cleared)")
 	s.Int(&spoolMiB, "spool-max-mib", "OCTFLOW_SPOOL_MAX_MIB", int(def.SpoolMaxBytes>>20), "disk the uploads in flight may take in the spool together, MiB; each is charged twice its size, for its spool and its de-identified copy (over it: 503)")
-	bindMetricsAddr(s, &v.MetricsAddr, def.MetricsAddr)
+	bindMetricsListener(s, &v.MetricsAddr, &v.MetricsTLS, def.MetricsAddr)
 	s.Duration(&v.StatusMaxAge, "metrics-max-age", "OCTFLOW_METRICS_MAX_AGE", def.StatusMaxAge, "how long one reading of Temporal for the exam, queue and node metrics serves further scrapes")
 	s.Check(func() error {
 		h := v.HTTP
@@ -470,9 +472,6 @@ func BindServing(s *Set, def Serving) *Serving {
 			return fmt.Errorf("OCTFLOW_SPOOL_MAX_MIB (--spool-max-mib) %d: want a positive size", spoolMiB)
 		}
 		v.SpoolMaxBytes = int64(spoolMiB) << 20
-		if v.MetricsAddr == "off" {
-			v.MetricsAddr = ""
-		}
 		return nil
 	})
 	return v

@@ -28,6 +28,16 @@
 #   temporal-ui.pem, temporal-ui-key.pem
 #                        the Web UI's client certificate for Temporal (role
 #                        temporal-ui: it reads).
+#   metrics.pem, metrics-key.pem
+#                        the metrics listeners' certificate (name
+#                        octflow-metrics), which Prometheus checks on every
+#                        scrape: one for all the targets it scrapes over
+#                        TLS but Temporal (which presents temporal.pem),
+#                        with their names as Prometheus asks for them (api,
+#                        worker, gpuworker: the name every GPU node of the
+#                        stack answers to; node-exporter, postgres-exporter,
+#                        alertmanager; localhost and 127.0.0.1 for their
+#                        healthchecks).
 #   s3.pem, s3-key.pem   the S3 service's HTTPS certificate (name s3).
 #   s3-proxy.pem, s3-proxy-key.pem
 #                        the TLS proxy that publishes S3 to GPU nodes on
@@ -54,7 +64,9 @@
 # Run as root, each key is made readable by the user of the image that
 # uses it and no one else (octflow: uid 10001; Temporal's server and UI:
 # uid 1000; PostgreSQL: uid 999; S3, its proxy and the collector run as
-# root); otherwise mode 0644, for a host where that is acceptable
+# root), the metrics key by octflow's user and the group of the
+# Prometheus images' (nobody, gid 65534: Alertmanager and the
+# exporters); otherwise mode 0644, for a host where that is acceptable
 # (docs/operations.md), but for PostgreSQL, which refuses a key that is
 # not its own user's with mode 0600 or less (or root's, 0640 or less):
 # run as another user, the script says what to run as root for it.
@@ -87,9 +99,10 @@ if [ ! -s ca.pem ]; then
 	echo "made ca.pem (keep ca-key.pem offline)"
 fi
 
-# leaf NAME CN SANS USAGE UID [ROLE]: NAME.pem and NAME-key.pem, signed
-# by the CA, for USAGE (serverAuth, clientAuth or both), the key for uid
-# UID; ROLE, when given, is the subject's OU (a role in Temporal). Each
+# leaf NAME CN SANS USAGE UID[:GID] [ROLE]: NAME.pem and NAME-key.pem,
+# signed by the CA, for USAGE (serverAuth, clientAuth or both), the key
+# for uid UID (and group GID, when given); ROLE, when given, is the
+# subject's OU (a role in Temporal). Each
 # certificate made here lives a week less than the one made before it
 # (OCTFLOW_CERT_DAYS for the first), so they come up for renewal one at
 # a time, not all on one day (OctflowCertificateExpiring).
@@ -112,7 +125,10 @@ leaf() {
 	chmod 644 "$1.pem"
 	if [ "$(id -u)" = 0 ]; then
 		chown "$5" "$1-key.pem"
-		chmod 400 "$1-key.pem"
+		case "$5" in
+		*:*) chmod 440 "$1-key.pem" ;;
+		*) chmod 400 "$1-key.pem" ;;
+		esac
 	else
 		chmod 644 "$1-key.pem"
 	fi
@@ -133,6 +149,7 @@ leaf temporal-worker octflow-worker "" clientAuth 10001 octflow-worker
 leaf temporal-gpu octflow-gpu "" clientAuth 10001 octflow-gpu-node
 leaf temporal-operator octflow-operator "" clientAuth 10001 octflow-operator
 leaf temporal-ui temporal-ui "" clientAuth 1000 temporal-ui
+leaf metrics octflow-metrics DNS:api,DNS:worker,DNS:gpuworker,DNS:node-exporter,DNS:postgres-exporter,DNS:alertmanager,DNS:localhost,IP:127.0.0.1 serverAuth 10001:65534
 leaf s3 s3 DNS:s3,DNS:localhost,IP:127.0.0.1 serverAuth 0
 leaf s3-proxy s3-proxy "DNS:s3-proxy,$sans" serverAuth 10001
 leaf audit audit DNS:audit,DNS:localhost,IP:127.0.0.1 serverAuth 10001

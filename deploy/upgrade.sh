@@ -58,8 +58,12 @@ compose() { "${COMPOSE[@]}" "$@"; }
 # deployment ARGS…: `octflow deployment` from the new release's image.
 deployment() { compose run --rm --no-deps -T worker-next-deployment deployment "$@"; }
 # node_ready NODE: the GPU node's own metrics endpoint answers (its
-# healthcheck's test) once it runs.
-node_ready() { compose exec -T "$1" curl -fsS -m 5 http://127.0.0.1:9464/metrics -o /dev/null 2>/dev/null; }
+# healthcheck's test) once it runs: over HTTPS, checked with the stack's
+# CA, or plain HTTP from a release that serves no TLS there (1.0.0).
+node_ready() {
+	compose exec -T "$1" sh -c 'curl -fsS -m 5 -o /dev/null --cacert /run/secrets/ca.pem https://127.0.0.1:9464/metrics ||
+		curl -fsS -m 5 -o /dev/null http://127.0.0.1:9464/metrics' >/dev/null 2>&1
+}
 
 [ $# -ge 1 ] || usage
 cmd=$1

@@ -9,7 +9,9 @@
 // (config.BindTemporalServer): OCTFLOW_NAMESPACE (default octflow) is
 // the namespace every role but the operators' acts in;
 // OCTFLOW_TEMPORAL_REVOKED_FILE lists the serial numbers of revoked
-// client certificates (deploy/revoke-node.sh), read again as it changes.
+// client certificates (deploy/revoke-node.sh), read again as it changes;
+// OCTFLOW_METRICS_CERT_FILE and OCTFLOW_METRICS_KEY_FILE, when set, serve
+// its Prometheus metrics over HTTPS only (metricsOverTLS).
 // The activity task tokens GPU nodes get are bound to their certificates
 // (temporalauth.TokenBinder), under a key derived from the frontend's TLS
 // key.
@@ -18,19 +20,31 @@
 package main
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	settings "octflow/config"
 	"octflow/contract"
 	"octflow/exam"
+	"octflow/internal/listen"
 	"octflow/temporalauth"
 )
 
@@ -67,6 +81,38 @@ func tokenBinder(cfg *config.Config) (temporalauth.TokenBinder, error) {
 	return temporalauth.TokenBinder{Key: key[:]}, nil
 }
 
+// metricsOverTLS serves the server's Prometheus metrics (m, from the
+// configuration: PROMETHEUS_ENDPOINT) over HTTPS only, with cfg. The
+// server's own listener serves plain HTTP and has no TLS setting, so it
+// is moved to a free port of this host's loopback, and a TLS front
+// (package listen, as octflow's own metrics listeners) takes the
+// configured address and passes on each request for the metrics path,
+// and nothing else. It says where the front listens.
+func metricsOverTLS(m *metrics.Config, cfg *tls.Config, errLog *stdlog.Logger) (*http.Server, string, error) {
+	if m == nil || m.Prometheus == nil || m.Prometheus.ListenAddress == "" {
+		return nil, "", errors.New("OCTFLOW_METRICS_CERT_FILE is set and the server serves no Prometheus metrics (PROMETHEUS_ENDPOINT)")
+	}
+	p := m.Prometheus
+	if p.ListenNetwork != "" && p.ListenNetwork != "tcp" {
+		return nil, "", fmt.Errorf("OCTFLOW_METRICS_CERT_FILE: the metrics listener's network is %s, want tcp", p.ListenNetwork)
+	}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("a loopback port for the server's own metrics listener: %w", err)
+	}
+	inner := free.Addr().String()
+	free.Close()
+	public := p.ListenAddress
+	mux := http.NewServeMux()
+	mux.Handle(cmp.Or(p.HandlerPath, "/metrics"), httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: inner}))
+	front, addr, err := listen.Metrics(public, cfg, mux, errLog)
+	if err != nil {
+		return nil, "", fmt.Errorf("metrics listen (PROMETHEUS_ENDPOINT %s): %w", public, err)
+	}
+	p.ListenAddress = inner
+	return front, addr, nil
+}
+
 func run() error {
 	cfg, err := config.Load(config.WithEmbedded())
 	if err != nil {
@@ -86,7 +132,20 @@ func run() error {
 	if err := own.Parse(nil); err != nil {
 		return err
 	}
-	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
+	zl := log.BuildZapLogger(cfg.Log)
+	logger := log.NewZapLogger(zl)
+	if octflowCfg.MetricsTLS != nil {
+		errLog, err := zap.NewStdLogAt(zl.Named("metrics-http"), zapcore.InfoLevel)
+		if err != nil {
+			return err
+		}
+		front, addr, err := metricsOverTLS(cfg.Global.Metrics, octflowCfg.MetricsTLS, errLog)
+		if err != nil {
+			return err
+		}
+		defer front.Close()
+		logger.Info("Prometheus metrics over HTTPS only, on " + addr)
+	}
 	authz := temporalauth.Authorizer{Namespace: octflowCfg.Namespace,
 		FleetWorkflowID: contract.FleetWorkflowID, FleetWorkflowType: contract.FleetWorkflow, FleetSignal: contract.NodeReportSignal,
 		FleetQueue: exam.WorkflowQueue, FleetNodeQuery: contract.NodeStateQuery, GPUQueue: exam.GPUQueue, WorkerSchedules: []string{contract.ScanSweepScheduleID}}

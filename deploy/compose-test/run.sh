@@ -654,7 +654,7 @@ step "PASS: PostgreSQL takes TLS only: $(pg_tcp true) connections over the netwo
 # A cluster made before postgres-exporter's role (initdb ran without it):
 # the role dropped, the exporter reads pg_up 0; an operator's `up`
 # (postgres-roles, on every up) makes it again, and pg_up reads 1.
-exporter_up() { compose exec -T postgres-exporter wget -q -O - http://127.0.0.1:9187/metrics | awk '$1 == "pg_up" { print $2 }'; }
+exporter_up() { compose exec -T postgres-exporter wget -q --no-check-certificate -O - https://127.0.0.1:9187/metrics | awk '$1 == "pg_up" { print $2 }'; }
 pg 'ALTER ROLE postgres_exporter NOLOGIN' >/dev/null || logs_and_fail "postgres_exporter: NOLOGIN"
 pg "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'postgres_exporter'" >/dev/null
 pg 'DROP ROLE postgres_exporter' >/dev/null || logs_and_fail "drop postgres_exporter"
@@ -1354,6 +1354,33 @@ done
 [ ${#empty[@]} = 0 ] || logs_and_fail "the platform dashboard's queries without data for a minute: ${empty[*]}; targets not up: $(curl -fsS -m 10 "$PROM/api/v1/targets" | jq -c '[.data.activeTargets[] | select(.health != "up") | {job: .labels.job, instance: .labels.instance, health, lastError, lastScrapeDuration}]')"
 [ "$retried" = 0 ] || echo "    with data only $retried tries (5 s apart) later: ${late[*]}"
 step "PASS: Grafana's datasource ($ds) answers on the stack's network; the $(find "$RUN/deploy/grafana/dashboards" -name '*.json' | wc -l) dashboards' $queries queries evaluate on its Prometheus, the Temporal, PostgreSQL and disk panels with data"
+
+# --- every scrape over TLS, checked ---------------------------------------
+# Prometheus scrapes every target of the stack over HTTPS, each
+# certificate checked against the stack's CA and the name the target is
+# scraped by (deploy/prometheus/prometheus.yml), and reaches Alertmanager
+# so; every target is up. Only its own scrape, over its container's
+# loopback, is plain. The octflow processes export the metrics
+# certificate's expiry (use metrics-server). An octflow metrics port
+# answers no plain HTTP on the metrics network: from gpu-0, there, the
+# api's /metrics over HTTPS with the stack's CA, nothing over HTTP.
+notls() { jq -c '[.data.activeTargets[] | select(.health != "up" or ((.scrapeUrl | startswith("https://")) | not) and .labels.job != "prometheus") | {job: .labels.job, scrapeUrl, health, lastError}]'; }
+deadline=$(($(date +%s) + 60))
+until targets=$(curl -fsS -m 10 "$PROM/api/v1/targets") && [ "$(notls <<<"$targets")" = "[]" ]; do
+	[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "scrapes not over HTTPS or not up for a minute: $(notls <<<"$targets")"
+	sleep 5
+done
+jobs=$(jq -r '[.data.activeTargets[].labels.job] | unique | join(" ")' <<<"$targets")
+[ "$jobs" = "alertmanager node octflow-api octflow-gpuworker octflow-worker postgresql prometheus temporal" ] || logs_and_fail "Prometheus scrapes the jobs $jobs"
+ams=$(curl -fsS -m 10 "$PROM/api/v1/alertmanagers" | jq -r '[.data.activeAlertmanagers[].url] | join(" ")')
+[[ "$ams" == https://* ]] && [[ "$ams" != *" "* ]] || logs_and_fail "Prometheus sends its alerts to $ams, want Alertmanager over HTTPS"
+held=$(promql 'octflow_certificate_expiry_timestamp_seconds{use="metrics-server"}' | jq -r '[.[] | "\(.metric.job)=\(.metric.subject)"] | unique | join(" ")')
+[ "$held" = "octflow-api=octflow-metrics octflow-gpuworker=octflow-metrics octflow-worker=octflow-metrics" ] || logs_and_fail "the metrics certificate's expiry, by job: '$held'"
+compose exec -T gpu-0 curl -fsS -m 5 -o /dev/null --cacert /run/secrets/ca.pem https://api:9464/metrics ||
+	logs_and_fail "gpu-0 did not get the api's /metrics over HTTPS, checked with the stack's CA"
+plain=$(compose exec -T gpu-0 curl -s -m 5 -o /dev/null -w '%{http_code}' http://api:9464/metrics || true)
+[ "$plain" != 200 ] || logs_and_fail "the api's metrics port answered plain HTTP 200 on the metrics network"
+step "PASS: every scrape over HTTPS, checked against the stack's CA ($(jq '.data.activeTargets | length' <<<"$targets") targets up; Prometheus's own over its loopback excepted), alerts to $ams; the metrics certificate's expiry exported; plain HTTP to the api's metrics port from gpu-0 answered ${plain:-nothing}"
 
 # --- a GPU node on another host ----------------------------------------------
 # deploy/compose.remote-node.yml in a project (and network) of its own,

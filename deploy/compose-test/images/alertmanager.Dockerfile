@@ -4,7 +4,9 @@
 # a default config in /etc/alertmanager, data in /alertmanager owned by
 # nobody, entrypoint /bin/alertmanager. Debian's build reads its
 # notification templates from /usr/share/prometheus/alertmanager (the
-# official binary has them built in).
+# official binary has them built in). It takes the shipped flags,
+# --web.config.file (HTTPS, deploy/prometheus/web.yml) among them
+# (Debian bookworm's 0.25.0 does).
 FROM octflow-test/alpine-like:1
 COPY alertmanager amtool /bin/
 COPY share/ /usr/share/prometheus/alertmanager/

@@ -125,7 +125,7 @@ func runWorker(ctx context.Context, args []string) error {
 	}
 	opts := app.Options{
 		Stack: *stack, Identity: "worker@" + hostname(), Logger: log, StopTimeout: proc.Drain,
-		MetricsAddr: proc.MetricsAddr, Models: app.Models(*models),
+		MetricsAddr: proc.MetricsAddr, MetricsTLS: proc.MetricsTLS, Models: app.Models(*models),
 		Codec: sealer, TemporalTLS: temporalTLS.Config(), Worker: worker,
 	}
 	if *pacsFile != "" {
@@ -215,7 +215,7 @@ func runGPUWorker(ctx context.Context, args []string) error {
 	}
 	return app.Run(ctx, app.Options{
 		Stack: *stack, Identity: node.ID, Logger: log, StopTimeout: proc.Drain, MetricsAddr: proc.MetricsAddr,
-		Models: app.Models(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
+		MetricsTLS: proc.MetricsTLS, Models: app.Models(*models), Codec: sealer, TemporalTLS: temporalTLS.Config(),
 		GPU: &app.GPUOptions{Nodes: []gpuworker.Config{{NodeID: node.ID, GPUs: inv, TaskQueue: queue, DrainTimeout: proc.Drain,
 			ReportEvery: node.ReportEvery, CacheMiB: cmp.Or(node.CacheMiB, -1), TakesDir: takesDir, Probe: probe,
 			SimulatedCompute: simulated}}},
