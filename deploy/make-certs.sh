@@ -79,8 +79,9 @@ set -eu
 DIR=${1:-$(dirname "$0")/secrets}
 DAYS=${OCTFLOW_CERT_DAYS:-825}
 # Each certificate lives a week less than the one before (leaf, below):
-# the last of the dozen must still live four weeks.
-[ "$DAYS" -ge 112 ] || { echo "make-certs: OCTFLOW_CERT_DAYS $DAYS: want 112 or more (the certificates expire a week apart)" >&2; exit 1; }
+# the last of the thirteen must still live past the 30 days at which
+# OctflowCertificateExpiring fires: 12 weeks and 5 weeks more.
+[ "$DAYS" -ge 119 ] || { echo "make-certs: OCTFLOW_CERT_DAYS $DAYS: want 119 or more (the certificates expire a week apart)" >&2; exit 1; }
 HOSTS=${OCTFLOW_API_HOSTS:-$(hostname -f 2>/dev/null || hostname)}
 umask 077
 mkdir -p "$DIR"
