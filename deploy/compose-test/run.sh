@@ -636,7 +636,7 @@ step "PASS: Temporal connects as its own role, no superuser; max_connections $(p
 # all); one without TLS is refused from the database network itself
 # (the server's own container, to its service name), where the same
 # connection with TLS and the superuser's password is taken.
-compose exec -T postgres-exporter wget -q -O /dev/null http://127.0.0.1:9187/metrics || logs_and_fail "postgres-exporter's metrics"
+compose exec -T postgres-exporter wget -q --no-check-certificate -O /dev/null https://127.0.0.1:9187/metrics || logs_and_fail "postgres-exporter's metrics"
 pg_tcp() { pg "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.client_addr IS NOT NULL AND $1"; }
 [ "$(pg_tcp 'NOT s.ssl')" = 0 ] ||
 	logs_and_fail "PostgreSQL holds connections without TLS: $(pg "SELECT string_agg(a.usename || '@' || host(a.client_addr), ' ') FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.client_addr IS NOT NULL AND NOT s.ssl")"
