@@ -939,8 +939,9 @@ grep -F 'HTTPS will use the CA certificates from this file: /run/secrets/ca.pem'
 	router_fail "the router's log does not say it checks octflow's certificate with the stack's CA, or says it refused it"
 by_router=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ROUTER" "$API/v1/exams/$routed") || true
 by_device=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $DEVICE" "$API/v1/exams/$routed") || true
-[ "$by_router $by_device" = "200 404" ] ||
-	router_fail "exam $routed (SOP Instance UID $sop): the router's token reads it $by_router, the device's $by_device; want 200 and 404 (an uploader reads only its own)"
+by_clinician=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$routed") || true
+[ "$by_clinician $by_router $by_device" = "200 403 404" ] ||
+	router_fail "exam $routed (SOP Instance UID $sop): the clinician's token reads it $by_clinician, the router's $by_router, the device's $by_device; want 200, 403 (a router only stores) and 404 (a device reads only its own)"
 echo "    the device's C-STORE ($DEVICE_AET to $ROUTER_AET): exam $routed, the router's; the router's copy deleted"
 
 # The allow-list: an AE title not declared, from the device's address;
