@@ -2,17 +2,11 @@ package app
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"maps"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"octflow/internal/testpki"
 )
 
 // TestCertificateExpiryIsExported: the certificates a process holds are
@@ -130,23 +126,8 @@ func TestCertificateExpiryIsExported(t *testing.T) {
 // until notAfter, and its parsed leaf.
 func testPair(t *testing.T, cn string, notAfter time.Time) (tls.Certificate, *x509.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, leaf
+	l := testpki.SelfSigned(t, testpki.LeafOptions{CommonName: cn, IPs: []string{"127.0.0.1"}, ServerAuth: true, ClientAuth: true, NotAfter: notAfter})
+	return l.TLS, l.Cert
 }
 
 // certPEM is leaf as a PEM block.

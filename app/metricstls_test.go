@@ -1,19 +1,9 @@
 package app
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,65 +12,8 @@ import (
 
 	"octflow/activities"
 	"octflow/config"
+	"octflow/internal/testpki"
 )
-
-// metricsPKI is a CA and a metrics server certificate it signed, for
-// 127.0.0.1 and the name "worker" (as deploy/make-certs.sh makes
-// metrics.pem), in files as a deployment has them.
-type metricsPKI struct {
-	ca                *x509.CertPool
-	certFile, keyFile string
-	leaf              *x509.Certificate
-}
-
-func newMetricsPKI(t *testing.T) metricsPKI {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test stack CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "octflow-metrics"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour).Truncate(time.Second),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"worker"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	p := metricsPKI{ca: x509.NewCertPool(), certFile: filepath.Join(dir, "metrics.pem"), keyFile: filepath.Join(dir, "metrics-key.pem"), leaf: leaf}
-	p.ca.AddCert(ca)
-	if err := os.WriteFile(p.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // TestTheMetricsListenerServesTLSOnlyWithItsCertificate: a worker given
 // OCTFLOW_METRICS_CERT_FILE and _KEY_FILE serves /metrics over HTTPS
@@ -90,10 +23,15 @@ func newMetricsPKI(t *testing.T) metricsPKI {
 // metrics. Without the files the listener is plain HTTP, as before. The
 // certificate's expiry is exported (use metrics-server).
 func TestTheMetricsListenerServesTLSOnlyWithItsCertificate(t *testing.T) {
-	pki := newMetricsPKI(t)
+	// A CA and a metrics server certificate it signed, for 127.0.0.1 and
+	// the name "worker" (as deploy/make-certs.sh makes metrics.pem), in
+	// files as a deployment has them.
+	ca := testpki.NewCA(t, "test stack CA")
+	leaf := ca.Leaf(t, testpki.LeafOptions{CommonName: "octflow-metrics", DNSNames: []string{"worker"}, IPs: []string{"127.0.0.1"}, ServerAuth: true})
+	certFile, keyFile := leaf.WriteFiles(t, t.TempDir(), "metrics")
 	trusting := func(serverName string) *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pki.ca, ServerName: serverName, MinVersion: tls.VersionTLS12}}}
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: serverName, MinVersion: tls.VersionTLS12}}}
 	}
 	plain := &http.Client{Timeout: 5 * time.Second}
 	type request struct {
@@ -108,7 +46,7 @@ func TestTheMetricsListenerServesTLSOnlyWithItsCertificate(t *testing.T) {
 		scheme   string // MetricsURL's
 		requests []request
 	}{
-		{"with the certificate", map[string]string{"OCTFLOW_METRICS_CERT_FILE": pki.certFile, "OCTFLOW_METRICS_KEY_FILE": pki.keyFile}, "https",
+		{"with the certificate", map[string]string{"OCTFLOW_METRICS_CERT_FILE": certFile, "OCTFLOW_METRICS_KEY_FILE": keyFile}, "https",
 			[]request{
 				{"https, trusting the CA", "https", trusting(""), true},
 				{"https, trusting the CA, asking for worker", "https", trusting("worker"), true},
@@ -146,7 +84,7 @@ func TestTheMetricsListenerServesTLSOnlyWithItsCertificate(t *testing.T) {
 				t.Errorf("MetricsURL %s, want %s", a.MetricsURL(), l.scheme)
 			}
 			exp := expiries(t, a.metrics.Registry)
-			if got, ok := exp["metrics-server octflow-metrics"]; (l.vars != nil) != ok || ok && got != pki.leaf.NotAfter.Unix() {
+			if got, ok := exp["metrics-server octflow-metrics"]; (l.vars != nil) != ok || ok && got != leaf.Cert.NotAfter.Unix() {
 				t.Errorf("certificate expiries %v: the metrics listener's (%v) wrong", exp, l.vars != nil)
 			}
 			for _, r := range l.requests {

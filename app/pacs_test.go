@@ -1,18 +1,12 @@
 package app
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"octflow/internal/testpki"
 )
 
 // TestThePACSFileNamesEachCampussPACS: each campus's entry is checked
@@ -28,7 +22,7 @@ func TestThePACSFileNamesEachCampussPACS(t *testing.T) {
 		}
 		return p
 	}
-	ca := write("ca.pem", string(testCA(t)))
+	ca := write("ca.pem", string(testpki.NewCA(t, "site CA").PEM))
 	user, pass, token := write("user", "octflow\n"), write("pass", "s3cret\n"), write("token", "tok-123")
 	empty, notPEM := write("empty", "\n"), write("not.pem", "no certificate here")
 	for _, c := range []struct {
@@ -81,21 +75,4 @@ func TestThePACSFileNamesEachCampussPACS(t *testing.T) {
 			}
 		})
 	}
-}
-
-// testCA is a self-signed CA certificate, PEM.
-func testCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "site CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -1,46 +1,24 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"octflow/internal/testpki"
 )
 
 // testPairFiles writes a self-signed certificate and its key as PEM
 // files, and a file that is no certificate.
 func testPairFiles(t *testing.T) (cert, key, junk string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "octflow-metrics"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cert, key, junk = filepath.Join(dir, "metrics.pem"), filepath.Join(dir, "metrics-key.pem"), filepath.Join(dir, "junk.pem")
-	for path, b := range map[string][]byte{cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		key: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), junk: []byte("not a certificate\n")} {
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	cert, key = testpki.SelfSigned(t, testpki.LeafOptions{CommonName: "octflow-metrics"}).WriteFiles(t, dir, "metrics")
+	junk = filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	return cert, key, junk
 }

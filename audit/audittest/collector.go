@@ -5,14 +5,7 @@ package audittest
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"octflow/internal/testpki"
 )
 
 // PKI is a CA and the certificates a test needs, as PEM files in a
@@ -39,61 +34,37 @@ func (p PKI) Path(name string) string { return filepath.Join(p.dir, name) }
 func NewPKI(t *testing.T) PKI {
 	t.Helper()
 	p := PKI{dir: t.TempDir()}
-	ca, caKey := p.ca(t, "ca")
-	wrong, wrongKey := p.ca(t, "wrong-ca")
-	p.leaf(t, "server", ca, caKey, true)
-	p.leaf(t, "client", ca, caKey, false)
+	ca, wrong := testpki.NewCA(t, "octflow test ca"), testpki.NewCA(t, "octflow test wrong-ca")
+	p.write(t, "ca.pem", ca.PEM)
+	p.write(t, "wrong-ca.pem", wrong.PEM)
+	p.leaf(t, "server", ca, true)
+	p.leaf(t, "client", ca, false)
 	// Another service's certificate from the same CA (a GPU node's): a
 	// RELP collector takes only "client".
-	p.leaf(t, "other-service", ca, caKey, false)
-	p.leaf(t, "stranger", wrong, wrongKey, false)
+	p.leaf(t, "other-service", ca, false)
+	p.leaf(t, "stranger", wrong, false)
 	// A collector certificate the right name, from the wrong CA.
-	p.leaf(t, "impostor", wrong, wrongKey, true)
+	p.leaf(t, "impostor", wrong, true)
 	return p
 }
 
-func (p PKI) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "octflow test " + name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p.write(t, name+".pem", "CERTIFICATE", der)
-	return cert, key
-}
-
-func (p PKI) leaf(t *testing.T, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, server bool) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}
+// leaf writes name.pem and name.key, a certificate named name that ca
+// signs, for clients and servers; a server's for 127.0.0.1 and
+// localhost.
+func (p PKI) leaf(t *testing.T, name string, ca *testpki.CA, server bool) {
+	t.Helper()
+	o := testpki.LeafOptions{CommonName: name, ClientAuth: true, ServerAuth: true}
 	if server {
-		tmpl.IPAddresses, tmpl.DNSNames = []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"}
+		o.IPs, o.DNSNames = []string{"127.0.0.1"}, []string{"localhost"}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.write(t, name+".pem", "CERTIFICATE", der)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.write(t, name+".key", "PRIVATE KEY", kder)
+	l := ca.Leaf(t, o)
+	p.write(t, name+".pem", l.CertPEM)
+	p.write(t, name+".key", l.KeyPEM)
 }
 
-func (p PKI) write(t *testing.T, name, typ string, der []byte) {
-	if err := os.WriteFile(p.Path(name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+func (p PKI) write(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p.Path(name), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,15 +1,9 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	stdlog "log"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -18,6 +12,8 @@ import (
 
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
+
+	"octflow/internal/testpki"
 )
 
 // TestTheServersMetricsAreServedOverTLSOnly: with a certificate, the
@@ -31,23 +27,8 @@ func TestTheServersMetricsAreServedOverTLSOnly(t *testing.T) {
 		t.Errorf("a certificate and no Prometheus listener: %v, want a refusal naming PROMETHEUS_ENDPOINT", err)
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "temporal"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"temporal"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}}
+	cert := testpki.SelfSigned(t, testpki.LeafOptions{CommonName: "temporal", DNSNames: []string{"temporal"}, IPs: []string{"127.0.0.1"}, ServerAuth: true})
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert.TLS}}
 
 	m := &metrics.Config{Prometheus: &metrics.PrometheusConfig{ListenAddress: "127.0.0.1:0", TimerType: "histogram"}}
 	front, addr, err := metricsOverTLS(m, cfg, stdlog.New(io.Discard, "", 0))
@@ -65,10 +46,8 @@ func TestTheServersMetricsAreServedOverTLSOnly(t *testing.T) {
 	}
 	h.Counter("octflow_front_test").Record(1)
 
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
 	trusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "temporal", MinVersion: tls.VersionTLS12}}}
+		TLSClientConfig: &tls.Config{RootCAs: cert.Pool(), ServerName: "temporal", MinVersion: tls.VersionTLS12}}}
 	get := func(c *http.Client, url string) (int, string, error) {
 		resp, err := c.Get(url)
 		if err != nil {

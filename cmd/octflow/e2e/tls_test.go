@@ -2,16 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +14,7 @@ import (
 
 	"octflow/api"
 	"octflow/internal/devsystem"
+	"octflow/internal/testpki"
 )
 
 // TestTheGatewayServesHTTPSWithItsCertificate gives the gateway a
@@ -30,13 +23,11 @@ import (
 // nothing is served in clear.
 func TestTheGatewayServesHTTPSWithItsCertificate(t *testing.T) {
 	dir := t.TempDir()
-	certPEM, keyPEM := selfSignedCert(t)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A certificate for 127.0.0.1 that is its own CA, as a site's test
+	// setup would make.
+	cert := testpki.SelfSigned(t, testpki.LeafOptions{CommonName: "octflow test", IPs: []string{"127.0.0.1"}, ServerAuth: true})
 	h := newHarness(t, 1, func(c *devsystem.Config) {
-		c.APITLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+		c.APITLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert.TLS}}
 	})
 	base := h.sys.App.APIURL()
 	if !strings.HasPrefix(base, "https://") {
@@ -45,7 +36,7 @@ func TestTheGatewayServesHTTPSWithItsCertificate(t *testing.T) {
 
 	caFile, scanFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "exam.dcm")
 	_, scan := phantomDICOM(t, tiny(301))
-	if err := os.WriteFile(caFile, certPEM, 0o600); err != nil {
+	if err := os.WriteFile(caFile, cert.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(scanFile, scan, 0o600); err != nil {
@@ -68,14 +59,13 @@ func TestTheGatewayServesHTTPSWithItsCertificate(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
 	expiry := metricSamples(metrics, "octflow_certificate_expiry_timestamp_seconds", `use="api-server"`, `subject="octflow test"`)
 	if len(expiry) != 1 {
 		t.Errorf("/metrics: the api-server certificate's expiry %v, want one sample", expiry)
 	}
 	for _, v := range expiry {
-		if int64(v) != leaf.NotAfter.Unix() {
-			t.Errorf("/metrics: the api-server certificate expires at %v, want %d", v, leaf.NotAfter.Unix())
+		if int64(v) != cert.Cert.NotAfter.Unix() {
+			t.Errorf("/metrics: the api-server certificate expires at %v, want %d", v, cert.Cert.NotAfter.Unix())
 		}
 	}
 
@@ -99,31 +89,4 @@ func mustRequest(t *testing.T, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
-}
-
-// selfSignedCert makes a certificate for 127.0.0.1 that is its own CA,
-// as a site's test setup would.
-func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "octflow test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
