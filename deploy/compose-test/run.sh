@@ -1638,6 +1638,12 @@ GO
 	out=$(OCTFLOW_IMAGE=$RIMAGE compose run --rm --no-deps -T worker-deployment deployment promote 2>&1) ||
 		logs_and_fail "$release's own promote of its build: $out"
 	grep -q "$rbuild is current" <<<"$out" || logs_and_fail "$release's promote did not make $rbuild current: $out"
+	# 1.0.0's promote wakes the fleet and the inboxes once, and a wake
+	# spent before the routing reaches their queue leaves them on the
+	# build whose worker just went (its known limit, CHANGELOG.md): this
+	# tree's rollback to the same build wakes them until they are on it.
+	out=$(compose run --rm --no-deps -T worker-deployment deployment rollback --build-id "$rbuild" 2>&1) ||
+		logs_and_fail "this tree's rollback to $rbuild, to move the fleet and the inboxes onto it: $out"
 	wait_nodes "gpu-0=1 gpu-1=1"
 	step "the stack on $release ($RIMAGE, built from $rcommit): worker and GPU nodes on it, build $rbuild current"
 	# On the release: exams in review, their exports waiting to retry.
