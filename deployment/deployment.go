@@ -187,7 +187,7 @@ func (m Manager) Promote(ctx context.Context, buildID string) (previous string, 
 func (m Manager) moveLongRunning(ctx context.Context, buildID string) error {
 	deadline := time.Now().Add(moveFor)
 	for {
-		left, err := m.notOn(ctx, buildID)
+		left, err := m.Unmoved(ctx, buildID)
 		if err != nil || len(left) == 0 || time.Now().After(deadline) {
 			return err
 		}
@@ -211,9 +211,11 @@ const (
 	moveEvery = 2 * time.Second
 )
 
-// notOn lists the running fleet and inbox workflows whose latest run is
-// not on buildID.
-func (m Manager) notOn(ctx context.Context, buildID string) ([]string, error) {
+// Unmoved lists the running fleet and inbox workflows whose latest run
+// is not on buildID. Each is pinned to its build until it continues as
+// new: the build it is on must keep a worker until it has moved, or
+// nothing serves it (no node reports, no notifications).
+func (m Manager) Unmoved(ctx context.Context, buildID string) ([]string, error) {
 	var left []string
 	for _, wf := range []string{contract.FleetWorkflow, contract.InboxWorkflow} {
 		var token []byte

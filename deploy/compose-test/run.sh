@@ -1639,21 +1639,42 @@ GO
 	# stages ID: the stages the exam's timeline shows.
 	stages() { curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$1/events" | jq -r '[.[] | .stage // empty] | unique | join(" ")'; }
 
+	# moved SERVICE BUILD: BUILD made current again by `deployment
+	# rollback` from SERVICE's image, which wakes the fleet and the
+	# inboxes until they are on it; they must be before the worker of the
+	# build they leave goes (each is pinned to its build until it
+	# continues as new, and with no worker of that build nothing serves
+	# it: no node reports, no notifications).
+	moved() {
+		local out deadline=$(($(date +%s) + 90))
+		out=$(compose run --rm --no-deps -T "$1" deployment rollback --build-id "$2" 2>&1) ||
+			logs_and_fail "deployment rollback --build-id $2 from $1: $out"
+		until grep -q "the fleet and the inboxes run on build $2" <<<"$out"; do
+			[ "$(date +%s)" -lt "$deadline" ] || logs_and_fail "the fleet and the inboxes did not move onto build $2: $out"
+			sleep 5
+			out=$(compose run --rm --no-deps -T "$1" deployment status 2>&1) || true
+		done
+	}
 	if [ "${OCTFLOW_COMPOSE_FROM_RELEASE:-0}" = 1 ]; then
-		# The stack on the release.
-		OCTFLOW_IMAGE=$RIMAGE compose up -d --no-deps --wait --wait-timeout 300 worker gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 ||
-			logs_and_fail "the worker and GPU nodes on $RIMAGE"
-		out=$(OCTFLOW_IMAGE=$RIMAGE compose run --rm --no-deps -T worker-deployment deployment promote 2>&1) ||
+		# The stack on the release, reached as builds are changed: the
+		# release's worker beside this tree's, its build made current by
+		# its own CLI, the fleet and the inboxes moved onto it while this
+		# tree's worker still serves them; then the worker and the GPU
+		# nodes on the release's image, and the one beside gone.
+		OCTFLOW_NEXT_IMAGE=$RIMAGE compose up -d --no-deps --wait --wait-timeout 300 worker-next >>"$CACHE/logs/up.log" 2>&1 ||
+			logs_and_fail "$release's worker beside this tree's"
+		out=$(OCTFLOW_NEXT_IMAGE=$RIMAGE compose run --rm --no-deps -T worker-next-deployment deployment promote 2>&1) ||
 			logs_and_fail "$release's own promote of its build: $out"
 		grep -q "$rbuild is current" <<<"$out" || logs_and_fail "$release's promote did not make $rbuild current: $out"
-		# 1.0.0's promote wakes the fleet and the inboxes once, and a wake
-		# spent before the routing reaches their queue leaves them on the
-		# build whose worker just went (its known limit, CHANGELOG.md): this
-		# tree's rollback to the same build wakes them until they are on it.
-		out=$(compose run --rm --no-deps -T worker-deployment deployment rollback --build-id "$rbuild" 2>&1) ||
-			logs_and_fail "this tree's rollback to $rbuild, to move the fleet and the inboxes onto it: $out"
+		# 1.0.0's promote wakes them once, and a wake spent before the
+		# routing reaches their queue leaves them where they were (its
+		# known limit, CHANGELOG.md).
+		moved worker-deployment "$rbuild"
+		OCTFLOW_IMAGE=$RIMAGE compose up -d --no-deps --wait --wait-timeout 300 worker gpu-0 gpu-1 >>"$CACHE/logs/up.log" 2>&1 ||
+			logs_and_fail "the worker and GPU nodes on $RIMAGE"
+		compose rm -sf worker-next >/dev/null 2>&1
 		wait_nodes "gpu-0=1 gpu-1=1"
-		step "the stack on $release ($RIMAGE, built from $rcommit): worker and GPU nodes on it, build $rbuild current"
+		step "the stack on $release ($RIMAGE, built from $rcommit): worker and GPU nodes on it, build $rbuild current, the fleet and the inboxes on it"
 	fi
 	# On the release: exams in review, their exports waiting to retry.
 	compose stop pacs >/dev/null 2>&1 || logs_and_fail "docker compose stop pacs"
@@ -1777,9 +1798,18 @@ GO
 	for id in "${batch[@]}"; do
 		case " $(stages "$id") " in *" drill "*) logs_and_fail "exam $id, started after the rollback, ran the new build" ;; esac
 	done
+	grep -q "the fleet and the inboxes run on build $rbuild" "$CACHE/logs/upgrade.log" || moved worker-next-deployment "$rbuild"
 	# The new build's exams are done; its reviews stay open, pinned to
 	# it: the operator would keep worker-next for them. The rest of the
-	# test runs this tree.
+	# test runs this tree: from the release, its worker beside the
+	# release's until the fleet and the inboxes are on it.
+	if [ "$rbuild" != "$(bin/octflow version | sed -n 's/^build ID //p')" ]; then
+		OCTFLOW_NEXT_IMAGE=octflow-test/octflow:dev compose up -d --no-deps --wait --wait-timeout 300 worker-next >>"$CACHE/logs/up.log" 2>&1 ||
+			logs_and_fail "this tree's worker beside $release's"
+		out=$(compose run --rm --no-deps -T worker-deployment deployment promote 2>&1) ||
+			logs_and_fail "this tree's promote of its build after the drill: $out"
+		grep -q "the fleet and the inboxes run on build" <<<"$out" || moved worker-deployment "$(bin/octflow version | sed -n 's/^build ID //p')"
+	fi
 	compose rm -sf worker-next >/dev/null 2>&1
 	step "PASS: rolled back: new exams run $release again (upgrade drill $(($(date +%s) - T_UPGRADE)) s)"
 

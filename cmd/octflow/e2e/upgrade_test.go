@@ -125,6 +125,10 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	if st, err := m.Status(ctx); err != nil || st.Current() != b1 {
 		t.Fatalf("starting build 2 moved the current build to %q (%v)", st.Current(), err)
 	}
+	// The fleet runs build 1: an operator is told it has not moved.
+	if left, err := m.Unmoved(ctx, b2); err != nil || !slices.Contains(left, contract.FleetWorkflowID) {
+		t.Fatalf("build 2 just started; not on it: %q %v; want the fleet", left, err)
+	}
 
 	dc, fc := h.sys.App.Converters().Data, h.sys.App.Converters().Failure
 	gate := func(build string, stages activities.Stages) deployment.Verdict {
@@ -202,6 +206,9 @@ func TestAnUpgradeKeepsAnExamInFlightOnTheBuildThatStartedIt(t *testing.T) {
 	inbox := contract.InboxWorkflowID(h.sys.Secrets.Campus)
 	waitPinned(t, c, contract.FleetWorkflowID, b2)
 	waitPinned(t, c, inbox, b2)
+	if left, err := m.Unmoved(ctx, b2); err != nil || len(left) != 0 {
+		t.Fatalf("the fleet and the inbox are on build 2, yet not moved: %q %v", left, err)
+	}
 	// Build 1 runs the in-flight exam's review: it may not go.
 	if r, err := m.Retirable(ctx, b1); err != nil || r.MayGo {
 		t.Fatalf("build 1 may go while its exam's review is open: %+v %v", r, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -134,7 +135,13 @@ func (o deploymentOp) status(ctx context.Context) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.BuildID, routing, workers, running, dash(v.Drainage), v.Created.UTC().Format(time.RFC3339))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if cur := st.Current(); cur != "" {
+		return o.unmoved(ctx, cur)
+	}
+	return nil
 }
 
 func dash(s string) string {
@@ -197,6 +204,23 @@ func (o deploymentOp) promote(ctx context.Context, build string, wait time.Durat
 		prev = "none"
 	}
 	fmt.Fprintf(o.out, "build %s is current (was %s): new exams start on it; exams and reviews already running finish on their build\n", build, prev)
+	return o.unmoved(ctx, build)
+}
+
+// unmoved says which long-running workflows (fleet, inboxes) are not yet
+// on build, the current one. Each stays pinned to its build until it
+// continues as new, and only that build's workers serve it meanwhile.
+func (o deploymentOp) unmoved(ctx context.Context, build string) error {
+	left, err := o.m.Unmoved(ctx, build)
+	if err != nil {
+		return err
+	}
+	if len(left) == 0 {
+		fmt.Fprintf(o.out, "the fleet and the inboxes run on build %s\n", build)
+		return nil
+	}
+	fmt.Fprintf(o.out, "NOT YET MOVED to build %s: %s; each moves at its next event, served meanwhile only by its own build's workers: keep them running until 'octflow deployment status' says these moved\n",
+		build, strings.Join(left, ", "))
 	return nil
 }
 
@@ -222,7 +246,7 @@ func (o deploymentOp) rollback(ctx context.Context, build string) error {
 		return err
 	}
 	fmt.Fprintf(o.out, "build %s is current again (was %s): new exams start on it; exams running on %s finish there\n", build, prev, prev)
-	return nil
+	return o.unmoved(ctx, build)
 }
 
 func (o deploymentOp) retire(ctx context.Context, build string, del bool) error {
