@@ -45,19 +45,7 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(read(t, filepath.Join(repoRoot, "docker-compose.yml"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	listing, err := filepath.Abs("testdata/nvidia-smi-L.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(script, "--from", listing)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gpu-override.sh: %v: %s", err, out)
-	}
+	dir := gpuOverride(t)
 	p, err := loadStack(dir, siteSettings(), "docker-compose.yml", "docker-compose.gpu.yml")
 	if err != nil {
 		t.Fatalf("load docker-compose.yml with docker-compose.gpu.yml: %v", err)
@@ -100,7 +88,7 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 		t.Skip("this host has nvidia-smi: the refusal without a driver is not seen here")
 	}
 	empty := t.TempDir()
-	cmd = exec.Command(script)
+	cmd := exec.Command(script)
 	cmd.Dir = empty
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no NVIDIA driver on this host") {
@@ -109,4 +97,29 @@ func TestTheGPUOverrideGivesEachGPUANode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(empty, "docker-compose.gpu.yml")); err == nil {
 		t.Error("gpu-override.sh wrote docker-compose.gpu.yml without a driver")
 	}
+}
+
+// gpuOverride runs deploy/gpu-override.sh on testdata/nvidia-smi-L.txt
+// in a directory holding a copy of docker-compose.yml, and returns the
+// directory (its docker-compose.gpu.yml written).
+func gpuOverride(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(read(t, filepath.Join(repoRoot, "docker-compose.yml"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs(filepath.Join(repoRoot, "deploy/gpu-override.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, err := filepath.Abs("testdata/nvidia-smi-L.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script, "--from", listing)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gpu-override.sh: %v: %s", err, out)
+	}
+	return dir
 }

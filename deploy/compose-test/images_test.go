@@ -150,6 +150,15 @@ func shipped(t *testing.T) *types.Project {
 // loadStack loads the compose files of dir, in order, as `docker
 // compose` there would with env for its variables.
 func loadStack(dir string, env types.Mapping, files ...string) (*types.Project, error) {
+	return loadProfiles(dir, env, nil, files...)
+}
+
+// loadAll loads them with every profile enabled.
+func loadAll(dir string, env types.Mapping, files ...string) (*types.Project, error) {
+	return loadProfiles(dir, env, []string{"*"}, files...)
+}
+
+func loadProfiles(dir string, env types.Mapping, profiles []string, files ...string) (*types.Project, error) {
 	var configs []types.ConfigFile
 	for _, f := range files {
 		configs = append(configs, types.ConfigFile{Filename: filepath.Join(dir, f)})
@@ -158,6 +167,7 @@ func loadStack(dir string, env types.Mapping, files ...string) (*types.Project, 
 		func(o *loader.Options) {
 			o.SetProjectName("octflow", true)
 			o.SkipResolveEnvironment = true
+			o.Profiles = profiles
 		})
 }
 

@@ -1,12 +1,9 @@
 package composetest
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"gopkg.in/yaml.v3"
 )
@@ -196,20 +192,6 @@ func configHosts(t *testing.T) map[string][]string {
 		t.Fatalf("no address read from s3-proxy.conf or Grafana's datasource: %v", hosts)
 	}
 	return hosts
-}
-
-// loadAll loads files of dir as Compose would, every profile enabled.
-func loadAll(dir string, env types.Mapping, files ...string) (*types.Project, error) {
-	var configs []types.ConfigFile
-	for _, f := range files {
-		configs = append(configs, types.ConfigFile{Filename: filepath.Join(dir, f)})
-	}
-	return loader.LoadWithContext(context.Background(), types.ConfigDetails{WorkingDir: dir, ConfigFiles: configs, Environment: env},
-		func(o *loader.Options) {
-			o.SetProjectName("octflow", true)
-			o.SkipResolveEnvironment = true
-			o.Profiles = []string{"*"}
-		})
 }
 
 func isGPUNode(s types.ServiceConfig) bool { return len(s.Command) > 0 && s.Command[0] == "gpuworker" }
@@ -407,23 +389,7 @@ func stackVariants(t *testing.T) map[string]*types.Project {
 	load("docker-compose.yml", repoRoot, siteSettings(), "docker-compose.yml")
 	load("with deploy/compose.gpu.example.yml", repoRoot, siteSettings(), "docker-compose.yml", "deploy/compose.gpu.example.yml")
 
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(read(t, filepath.Join(repoRoot, "docker-compose.yml"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script, err := filepath.Abs(filepath.Join(repoRoot, "deploy/gpu-override.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	listing, err := filepath.Abs("testdata/nvidia-smi-L.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(script, "--from", listing)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gpu-override.sh: %v: %s", err, out)
-	}
+	dir := gpuOverride(t)
 	load("with deploy/gpu-override.sh's nodes", dir, siteSettings(), "docker-compose.yml", "docker-compose.gpu.yml")
 
 	env := siteSettings()

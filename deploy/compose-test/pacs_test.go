@@ -91,14 +91,7 @@ func checkExport(t *testing.T, what string, p *types.Project, files []string) {
 	}
 	mounted := func(s types.ServiceConfig) (paths []string) {
 		for _, sec := range s.Secrets {
-			target := sec.Target
-			if target == "" {
-				target = sec.Source
-			}
-			if !strings.HasPrefix(target, "/") {
-				target = "/run/secrets/" + target
-			}
-			paths = append(paths, target)
+			paths = append(paths, secretPath(sec))
 		}
 		return paths
 	}
@@ -155,4 +148,16 @@ func deref(v *string) string {
 		return ""
 	}
 	return *v
+}
+
+// secretPath is where a service's secret is mounted in its container.
+func secretPath(s types.ServiceSecretConfig) string {
+	target := s.Target
+	if target == "" {
+		target = s.Source
+	}
+	if !strings.HasPrefix(target, "/") {
+		target = "/run/secrets/" + target
+	}
+	return target
 }

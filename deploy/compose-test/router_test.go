@@ -159,14 +159,7 @@ func TestTheComposeTestsRouterIsSetUpAsTheRecipeSays(t *testing.T) {
 	}
 	secrets := map[string]string{}
 	for _, s := range router.Secrets {
-		target := s.Target
-		if target == "" {
-			target = s.Source
-		}
-		if !strings.HasPrefix(target, "/") {
-			target = "/run/secrets/" + target
-		}
-		secrets[target] = s.Source
+		secrets[secretPath(s)] = s.Source
 	}
 	if ca := envOf("OCTFLOW_CA_FILE"); secrets[ca] != "ca.pem" {
 		t.Errorf("the router's OCTFLOW_CA_FILE is %q, want the stack's CA (the secret ca.pem), mounted", ca)
