@@ -1586,12 +1586,15 @@ if [ "${OCTFLOW_COMPOSE_OUTAGES:-1}" = 1 ]; then
 	# nondeterminism; GPU capacity never zero. Then a rollback: new exams
 	# on the release again.
 	T_UPGRADE=$(date +%s)
-	# OCTFLOW_COMPOSE_FROM_RELEASE=1: from the newest release CHANGELOG.md
-	# records; otherwise from this tree's own build (the release drill
-	# is not yet reliable: its fleet does not always move onto 1.0.0).
-	if [ "${OCTFLOW_COMPOSE_FROM_RELEASE:-0}" = 1 ]; then
+	# OCTFLOW_COMPOSE_FROM_RELEASE=0: from this tree's own build instead
+	# (a quicker drill of the procedure alone).
+	if [ "${OCTFLOW_COMPOSE_FROM_RELEASE:-1}" = 1 ]; then
 		release=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' CHANGELOG.md | sed -n 1p)
 		rcommit=$(awk -v h="## $release " 'index($0, h) == 1 { f = 1; next } f && /^Commit: / { print $2; exit }' CHANGELOG.md)
+		# A shallow clone lacks it: its history is fetched.
+		if ! git cat-file -e "$rcommit^{commit}" 2>/dev/null && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+			git fetch --quiet --unshallow || true
+		fi
 		[ -n "$release" ] && git cat-file -e "$rcommit^{commit}" 2>/dev/null ||
 			fail "CHANGELOG.md's newest release '$release' names commit '$rcommit', which this clone does not have (a shallow clone? git fetch --unshallow)"
 		rsrc=$CACHE/release-src
@@ -1655,7 +1658,7 @@ GO
 			out=$(compose run --rm --no-deps -T "$1" deployment status 2>&1) || true
 		done
 	}
-	if [ "${OCTFLOW_COMPOSE_FROM_RELEASE:-0}" = 1 ]; then
+	if [ "${OCTFLOW_COMPOSE_FROM_RELEASE:-1}" = 1 ]; then
 		# The stack on the release, reached as builds are changed: the
 		# release's worker beside this tree's, its build made current by
 		# its own CLI, the fleet and the inboxes moved onto it while this
@@ -1739,7 +1742,7 @@ GO
 	# Started before the promotion (submitted a second or more before):
 	# on the release, no drill stage; after it: the drill. Those in
 	# flight at the promotion, with the stage each was at.
-	before=0 after=0 at=()
+	before=0 after=0 at=() across=""
 	while read -r t id; do
 		ran=$(stages "$id")
 		if [ "$t" -lt "$T_PROMOTING" ]; then
@@ -1748,6 +1751,7 @@ GO
 			events=$(curl -fsS -m 10 -H "Authorization: Bearer $CLINICIAN" "$API/v1/exams/$id/events")
 			open=$(jq -r --argjson p "$T_PROMOTING" '[.[] | select((.at | sub("\\.[0-9]+"; "") | fromdateiso8601) < $p)] | last | select(. != null and .to != "COMPLETED") | "\(.to)/\(.stage // "-")"' <<<"$events")
 			[ -z "$open" ] || at+=("$open")
+			across+=" $(jq -r --argjson p "$T_PROMOTING" '[.[] | select(.stage != null and (.at | sub("\\.[0-9]+"; "") | fromdateiso8601) >= $p) | .stage] | unique | join(" ")' <<<"$events")"
 		elif [ "$t" -gt "$((T_PROMOTED + 5))" ]; then
 			case " $ran " in *" drill "*) ;; *) logs_and_fail "exam $id, started after the promotion, did not run the new build: $ran" ;; esac
 			after=$((after + 1))
@@ -1756,6 +1760,13 @@ GO
 	[ "${#at[@]}" -gt 0 ] && [ "$after" -gt 0 ] ||
 		logs_and_fail "the stream had ${#at[@]} exams in flight at the promotion and $after after it; want some of each"
 	echo "    in flight as the promotion began: $(printf '%s\n' "${at[@]}" | sort | uniq -c | tr -s ' \n' ' ')"
+	# Every stage of the release's pipeline was entered by one of its
+	# exams after the promotion began: its worker carried them through
+	# each one while the new build was current.
+	for st in denoise layers lesions measure report; do
+		case " $across " in *" $st "*) ;; *) logs_and_fail "no exam started on $release entered stage $st after the promotion began (stages entered: $across)" ;; esac
+	done
+	echo "    stages the release's exams entered after the promotion began: $(tr ' ' '\n' <<<"$across" | sed '/^$/d' | sort | uniq -c | tr -s ' \n' ' ')"
 	# The exports that waited: delivered by the release's worker once the
 	# PACS was back, after more than one try.
 	deadline=$(($(date +%s) + 330))
