@@ -105,8 +105,8 @@ func TestLesionsAreReportedOnlyWhereTwoDenoisingsAgree(t *testing.T) {
 		wantReason string  // "": the lesions are reported
 	}{
 		{5, 3, 0.04, 2, need, 0.9, false, ""},                    // drusen 0.866
-		{5, 2, 0.04, 2, 0, 0.5, true, "the fluid found changes"}, // fluid 0.00
-		{4, 3, 0.06, 4, need, 0.9, true, "not found again"},      // fluid 0.864; one region comes and goes
+		{5, 2, 0.04, 5, 0, 0.5, true, "the fluid found changes"}, // fluid 0.00
+		{4, 3, 0.08, 18, need, 1, true, "not found again"},       // fluid 0.919; one region comes and goes
 	} {
 		name := fmt.Sprintf("phantom %d B-scan %d σ %.2f noise %d", c.seed, c.frame, c.sigma, c.noise)
 		t.Run(name, func(t *testing.T) {

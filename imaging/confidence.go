@@ -717,7 +717,13 @@ const minOwnSectorShare = 0.45
 // every sector reported stays within 9.7 µm, as before). The global
 // mean stays the reliable rows' (measureRNFL with the reliable bridge):
 // taken from the followed sectors it came 2.8 µm further from the
-// device on circle 4.
+// device on circle 4. A sector reliable in minOwnSectorShare or more is
+// followed too where it may be: once the ILM was put at its half level
+// (halfLevelEdge), circle 2's temporal-superior sector, reliable in
+// just over 45% of its A-scans outside the shadows, was bridged
+// straight over the 45 A-scans of the bundles' hump and came 8 µm thin
+// clean, 11.5–13.3 µm under σ 1–2.5%, vignetting and clipping at 80%;
+// followed, 2 µm.
 const (
 	minFollowedReliableShare  = 0.25
 	minFollowedSupportedShare = 0.7
@@ -959,22 +965,24 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 		}
 		// A sector is a sixth of the circle: it is reported only where
 		// its own A-scans hold, the signal is good and the gate graded
-		// the whole circle. Where its RNFL/GCL is reliable in too few of
-		// them for a straight bridge to stand for it, the sector may be
-		// followed instead (followedSector).
+		// the whole circle. Wherever it may be followed (followedSector)
+		// it is: a straight bridge between reliable A-scans cuts off
+		// what lies between its ends, even in a sector reliable in most
+		// of its A-scans (minOwnSectorShare).
 		var followed *RNFLMeasurements
 		for _, s := range RNFLSectors {
 			in := inSector(s)
 			reason := ""
-			if weak, share := reliability(rel, in, n, func(string) float64 { return minOwnSectorShare }, ILM, RNFLGCL); weak != "" {
+			weak, share := reliability(rel, in, n, func(string) float64 { return minOwnSectorShare }, ILM, RNFLGCL)
+			if weak != "" {
 				reason = unreliableReason(weak, share, minOwnSectorShare, "of sector "+s)
-				if weak == RNFLGCL && followedSector(rel, a.evidence.supported, in, n) {
-					if followed == nil {
-						followed, _ = measureRNFL(v, l, measured, notMask(andMask(a.evidence.supported[RNFLGCL], notMask(shadow))))
-					}
-					if x, ok := followed.sector(s); ok {
-						a.rnfl().Sectors[s], reason = x, ""
-					}
+			}
+			if (weak == "" || weak == RNFLGCL) && followedSector(rel, a.evidence.supported, in, n) {
+				if followed == nil {
+					followed, _ = measureRNFL(v, l, measured, notMask(andMask(a.evidence.supported[RNFLGCL], notMask(shadow))))
+				}
+				if x, ok := followed.sector(s); ok {
+					a.rnfl().Sectors[s], reason = x, ""
 				}
 			}
 			if reason == "" && a.Quality.SignalStrength < minSectorSignal {

@@ -62,6 +62,10 @@ func (l *Layers) Row(name string, f, c int) float32 { return l.Boundaries[name][
 // fit to that edge across the B-scan (after Chiu et al. 2012). Every
 // boundary is then refined to sub-pixel position, kept smooth across
 // neighbouring B-scans (smoothAcrossFrames) and A-scans, and kept in order.
+// The sub-pixel position of each edge but Bruch's membrane is its half
+// level (halfLevelEdge): where the reflectivity is half-way between the
+// levels either side, as the device draws it, not the steepest change of
+// log intensity.
 func SegmentLayers(ctx context.Context, v *Volume) (*Layers, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
@@ -214,6 +218,9 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 		out := l.Boundaries[b.name][f*cols : (f+1)*cols]
 		for c, r := range b.rows {
 			out[c] = pf.refine(b.polarity, r, c)
+			if b.name != BM { // see halfLevelEdge: Bruch's membrane stays at the steepest change
+				out[c] = halfLevelEdge(s.logs, rows, cols, r, c, px(halfLevelUm), b.polarity, out[c])
+			}
 		}
 	}
 	if s.pattern != Circle {
@@ -227,7 +234,7 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 		pf.find(lightToDark, s.lo, s.hi, s.nfl)
 		out := l.Boundaries[RNFLGCL][f*cols : (f+1)*cols]
 		for c, r := range s.nfl {
-			out[c] = pf.refine(lightToDark, r, c)
+			out[c] = halfLevelEdge(s.logs, rows, cols, r, c, px(halfLevelUm), lightToDark, pf.refine(lightToDark, r, c))
 		}
 	}
 	copy(l.RPEBottom[f*cols:(f+1)*cols], l.Boundaries[BM][f*cols:(f+1)*cols])

@@ -22,8 +22,8 @@ type deviceSegmentation struct {
 // through normalisation, denoise, layers and the analysis, and compares
 // with the device's own segmentation: ILM and BM within 2 px mean
 // absolute error, RNFL/GCL within 3 px, and the global RNFL thickness
-// within 10 µm of the device's (from its ILM and RNFL rows), as is each
-// sector, every one reported, and the verdict full.
+// within 10 µm of the device's (from its ILM and RNFL rows), each
+// sector within maxSectorErrUm, every one reported, and the verdict full.
 func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n| scan | found | ILM px (µm) | RNFL/GCL px (µm) | BM px (µm) | RNFL global µm, device → octflow | T | TS | NS | N | NI | TI | gradable | RNFL measured over the device's A-scans |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -80,15 +80,15 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 			t.Errorf("%s: RNFL global %.1f µm, the device's %.1f", name, a.rnfl().GlobalUm, devGlobal)
 		}
 		// These clean circles report every sector the device measured,
-		// each within 10 µm of the device's (the sectors under the
-		// arcades followed: followedSector), withhold nothing, and are
-		// fully gradable.
+		// each within maxSectorErrUm of the device's (followed where they
+		// may be: followedSector), withhold nothing, and are fully
+		// gradable.
 		for _, s := range RNFLSectors {
 			got, ok := a.rnfl().Sectors[s]
 			switch {
 			case !ok:
 				t.Errorf("%s: sector %s not reported (withheld %+v)", name, s, a.Withheld)
-			case math.Abs(got-devSectors[s]/float64(devCounts[s])) > 10:
+			case math.Abs(got-devSectors[s]/float64(devCounts[s])) > maxSectorErrUm:
 				t.Errorf("%s: sector %s %.1f µm, the device's %.1f", name, s, got, devSectors[s]/float64(devCounts[s]))
 			}
 		}
@@ -117,12 +117,20 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 
 // The graded share octflow tracks on the clean real scans: the share of
 // the A-scans the device segments that get a thickness (ThicknessShare),
-// held from falling under what it is (35% of the line, 64–68% of the
-// circles; a clean line once got 7%). The goal is 85%: see
+// held from falling under what it is (35% of the line, 64% and 69% of
+// the circles; a clean line once got 7%). The goal is 85%: see
 // docs/imaging.md, Graded share.
 const (
-	minLineGradedShare   = 0.30
-	minCircleGradedShare = 0.55
+	minLineGradedShare   = 0.33
+	minCircleGradedShare = 0.62
+)
+
+// The clean circles' sectors and the line's central thickness lie within
+// these of the device's (circles: 5.5 µm at most; the line: 0.5 µm).
+// The goal is 5 µm for both (issue 38).
+const (
+	maxSectorErrUm  = 7
+	maxCentralErrUm = 5
 )
 
 // deviceSegments marks the A-scans where the device drew both ILM and BM.
@@ -166,10 +174,10 @@ func readRealScan(t *testing.T, name string) (*Volume, deviceSegmentation) {
 // through the fovea, which ends in the optic disc: where it grades the
 // line, ILM and BM lie within 2 px of the device's; it finds the foveal
 // pit where the device's boundaries put it, and its central thickness
-// (1 mm around the pit) is within 15 µm of the device's. The disc and
-// the vitreous above it are left ungraded, not measured, and the graded
-// part shows no lesion: the interdigitation zone above the RPE is no
-// drusen.
+// (1 mm around the pit) is within maxCentralErrUm of the device's. The
+// disc and the vitreous above it are left ungraded, not measured, and
+// the graded part shows no lesion: the interdigitation zone above the
+// RPE is no drusen.
 func TestARealLineScanThroughTheFovea(t *testing.T) {
 	v, dev := readRealScan(t, "spectralis-line-0")
 	if v.Pattern != Line {
@@ -224,7 +232,7 @@ func TestARealLineScanThroughTheFovea(t *testing.T) {
 	if d := *a.line().FoveaCol - pit; d < -8 || d > 8 {
 		t.Errorf("fovea at A-scan %d, the device's pit at %d", *a.line().FoveaCol, pit)
 	}
-	if d := a.line().CentralThicknessUm - devCentral; math.Abs(d) > 15 {
+	if d := a.line().CentralThicknessUm - devCentral; math.Abs(d) > maxCentralErrUm {
 		t.Errorf("central thickness %.1f µm, the device's %.1f", a.line().CentralThicknessUm, devCentral)
 	}
 	// The disc, at the line's nasal end, has no retina to measure.
