@@ -31,7 +31,7 @@ func TestBMBaselineLiftsADomeAndNotAStep(t *testing.T) {
 			return flat(c)
 		}, func(int) bool { return false }},
 	} {
-		for _, h := range []int{half, n} { // a local fit, and one over the whole B-scan
+		for _, h := range []int{half, n} { // a local fit, and one over the whole B-scan (both with deeperBothSides)
 			edge := make([]float32, n)
 			for i := range edge {
 				edge[i] = c.edge(i)
