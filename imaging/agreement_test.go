@@ -104,7 +104,7 @@ func TestLesionsAreReportedOnlyWhereTwoDenoisingsAgree(t *testing.T) {
 		unmatched  bool    // a lesion is not found again
 		wantReason string  // "": the lesions are reported
 	}{
-		{5, 3, 0.04, 2, need, 0.9, false, ""},                    // drusen 0.866
+		{4, 3, 0.04, 18, need, 0.9, false, ""},                   // drusen 0.887
 		{5, 2, 0.04, 5, 0, 0.5, true, "the fluid found changes"}, // fluid 0.00
 		{4, 3, 0.08, 18, need, 1, true, "not found again"},       // fluid 0.919; one region comes and goes
 	} {
