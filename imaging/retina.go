@@ -13,28 +13,31 @@ import (
 // On the B-scan's log intensities, box-smoothed over about 12 µm of depth
 // and 60 µm across, tissue is what stands tissueStep of the way from the
 // working scale's background to the B-scan's brightest tissue (its 99.5th
-// percentile). Of the
-// connected regions of tissue, those spanning a quarter of the B-scan's
-// width or more are the retina and what lies under it; floaters and
-// speckle are smaller. The top of those regions in each A-scan is the
-// approximate ILM: median-filtered across A-scans, and interpolated
-// across A-scans where no tissue stands out (a blink, a blanked or
-// shadowed part), which are marked as missing.
+// percentile). Of the connected regions of tissue, those spanning a
+// quarter of the B-scan's width or more are the retina and what lies
+// under it; floaters and speckle are smaller. The top of those regions
+// in each A-scan is the approximate ILM, or, where a faint haze in the
+// vitreous joins it, the top of the retina under the haze (belowHaze):
+// median-filtered across A-scans, and interpolated across A-scans where
+// no tissue stands out (a blink, a blanked or shadowed part), which are
+// marked as missing.
 type retinaFinder struct {
 	rows, cols int
 	hy, hx     int // half-height and half-width of the smoothing box
 	clipRows   int // clipUm in rows
+	axialUm    float64
 	smooth     []float32
 	tmp, line  []float32
 	label      []int32
 	stack      []int32
 	sample     []float32
+	levels     []float32
 }
 
 func newRetinaFinder(rows, cols int, sp Spacing) *retinaFinder {
 	hy := max(1, int(math.Round(12/sp.AxialUm)))
 	hx := max(1, int(math.Round(60/max(sp.LateralUm, 1))))
-	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx, clipRows: int(math.Round(clipUm / sp.AxialUm)),
+	return &retinaFinder{rows: rows, cols: cols, hy: hy, hx: hx, axialUm: sp.AxialUm, clipRows: int(math.Round(clipUm / sp.AxialUm)),
 		smooth: make([]float32, rows*cols), tmp: make([]float32, rows*cols), line: make([]float32, cols), label: make([]int32, rows*cols)}
 }
 
@@ -123,6 +126,7 @@ func (rf *retinaFinder) find(logs []float32, top []int, found, clipped []bool) b
 		for r := range rows {
 			if l := rf.label[r*cols+c]; l != 0 && wide[l] {
 				top[c], found[c], clipped[c] = r, true, r <= rf.clipRows
+				top[c] = rf.belowHaze(c, r, bright-bg)
 				n++
 				break
 			}
@@ -139,6 +143,113 @@ func (rf *retinaFinder) find(logs []float32, top []int, found, clipped []bool) b
 	}
 	return true
 }
+
+// Haze over the retina. The vitreous over the optic disc's rim, and at
+// the edge of a wide scan, can show a faint haze that the tissue
+// threshold joins to the retina under it: the tissue's top is then the
+// haze's, up to 60 rows (230 µm) above the retina's surface on the real
+// line, and the ILM, searched near it, is never found. In each A-scan
+// the strongest dark-to-light step within hazeMaxUm under the tissue's
+// top is the candidate surface of the retina, and what lies above it is
+// a haze, not retina, only where all of these hold:
+//
+//   - it is much dimmer than the retina under it: the step into the
+//     retina is at least hazeStepRatio times the step from the vitreous
+//     (the hazeVitreousUm above the tissue's top) into the haze, and at
+//     least hazeMinStep of the way from the background to the brightest
+//     tissue;
+//   - it is featureless: from where it reaches its level down to the
+//     foot of the step into the retina, it stays within hazeFlat of that
+//     step of its median. The retina's own layers do not: over a dim
+//     foveal floor (the real Kermany scans) the surface's reflex and the
+//     outer nuclear layer's dark band stray 16–22% of the step into the
+//     ellipsoid zone, the haze 3–5%;
+//   - it is thicker than the smoothing's own ramp (hazeMinUm).
+//
+// There the retina's top is the step into the retina, found at the same
+// share of that step (tissueStep) as the tissue's top is of the way from
+// the background. Whether the retina reaches the top of the image is
+// still judged from the tissue's top, haze and all.
+const (
+	hazeMinUm     = 20
+	hazeMaxUm     = 250
+	hazeStepRatio = 2
+	hazeFlat      = 0.1
+	hazeMinStep   = 0.25
+	// hazeVitreousUm is how far above the tissue's top the vitreous's
+	// level is taken, and how far under the step the retina's.
+	hazeVitreousUm = 60
+)
+
+// belowHaze returns the retina's top in A-scan c of the smoothed B-scan
+// whose tissue begins at row r0: r0 itself, or the top of the retina
+// under a haze (see hazeMaxUm). span is the way from the background to
+// the brightest tissue, in log intensity.
+func (rf *retinaFinder) belowHaze(c, r0 int, span float32) int {
+	rows, cols, hy := rf.rows, rf.cols, rf.hy
+	p := func(r int) float32 { return rf.smooth[min(max(r, 0), rows-1)*cols+c] }
+	vitTop := r0 - rf.rowsOf(hazeVitreousUm)
+	if vitTop < 0 || r0+rf.rowsOf(hazeMaxUm)+2*hy >= rows {
+		return r0 // no vitreous seen above it, or no room under it
+	}
+	// The strongest dark-to-light step below the tissue's top, past the
+	// smoothing's ramp and within hazeMaxUm.
+	best, r1 := float32(0), -1
+	for r := r0 + max(rf.rowsOf(hazeMinUm), 2*hy+1); r <= r0+rf.rowsOf(hazeMaxUm); r++ {
+		if d := p(r+hy) - p(r-hy); d > best {
+			best, r1 = d, r
+		}
+	}
+	if r1 < 0 {
+		return r0
+	}
+	level := func(a, b int) float32 { // median over rows [a, b)
+		rf.levels = rf.levels[:0]
+		for r := a; r < b; r++ {
+			rf.levels = append(rf.levels, p(r))
+		}
+		slices.Sort(rf.levels)
+		return rf.levels[len(rf.levels)/2]
+	}
+	vit := level(vitTop, r0-hy)
+	haze := level(r0+hy, r1-hy)
+	var retina float32
+	for r := r1; r <= r1+rf.rowsOf(hazeVitreousUm); r++ {
+		retina = max(retina, p(r))
+	}
+	if retina-haze < hazeMinStep*span || retina-haze < hazeStepRatio*(haze-vit) || haze <= vit {
+		return r0
+	}
+	// Up to the foot of the step into the retina (a faint layer lying on
+	// the retina belongs to the step), from where the haze reaches its
+	// level (its own top may rise slowly).
+	tol := hazeFlat * (retina - haze)
+	foot := r1
+	for foot > r0 && p(foot) > haze+tol {
+		foot--
+	}
+	if foot-r0 < rf.rowsOf(hazeMinUm) {
+		return r0
+	}
+	reached := false
+	for r := r0; r < foot; r++ {
+		x := p(r)
+		reached = reached || x >= haze
+		if reached && abs32(x-haze) > tol {
+			return r0 // a layer in it: retina, not haze
+		}
+	}
+	edge := haze + tissueStep*(retina-haze)
+	for r := r1 - hy; r <= r1+hy; r++ {
+		if p(r) >= edge {
+			return r
+		}
+	}
+	return r0
+}
+
+// rowsOf is um in rows of the B-scan.
+func (rf *retinaFinder) rowsOf(um float64) int { return max(1, int(math.Round(um/rf.axialUm))) }
 
 // boxSmooth averages src over a (2hy+1) × (2hx+1) box into dst, near
 // the edges over what lies inside: the denoiser's box sum (boxSum, which
