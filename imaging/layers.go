@@ -283,7 +283,8 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 // ILM's reflex and the INL/OPL. Where the RNFL is thick its lower edge
 // is the stronger of the two, where it is thin the IPL/INL is; so the
 // strongest edge is found first, then the best edge above and below
-// it, and in each A-scan the stronger of those two is its partner.
+// it, and the stronger of those two is its partner, chosen along the
+// B-scan (pairAlong).
 func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
 	pf, cols := s.pf, s.pf.cols
 	region := func(lo, hi func(c int) int) {
