@@ -300,7 +300,8 @@ const (
 // faintRNFLReliable calls a circle's RNFL/GCL reliable where it is
 // supported (ok) outside the shadows with a contrast-to-noise ratio of
 // faintRNFLMinCNR or more, between two A-scans already reliable (sure)
-// within reach A-scans of it on either side, with no shadow between, in
+// within reach A-scans of it on either side (a shadow between stepped
+// over, not counted: the RNFL is bridged across it), in
 // each B-scan of cols A-scans (closed on itself) where it is already
 // reliable over clearRNFLShare of the A-scans outside the shadows. There
 // the image is clear, and a faint stretch between clear ends is the
@@ -326,14 +327,15 @@ func faintRNFLReliable(ok, sure []bool, cnr []float64, shadow []bool, cols, reac
 			continue
 		}
 		base := slices.Clone(sure[f : f+cols])
-		anchored := func(c, step int) bool {
-			for k := 1; k <= reach; k++ {
+		anchored := func(c, step int) bool { // shadows are stepped over, not counted
+			for k, n := 1, 0; k < cols && n < reach; k++ {
 				j := ((c+step*k)%cols + cols) % cols
 				switch {
 				case shadow[f+j]:
-					return false
 				case base[j]:
 					return true
+				default:
+					n++
 				}
 			}
 			return false

@@ -103,3 +103,29 @@ func TestAFaintRNFLIsReliableOnlyInAClearBScan(t *testing.T) {
 		})
 	}
 }
+
+// TestAFaintRNFLIsAnchoredAcrossAVesselsShadow: the reliable A-scans a
+// faint RNFL/GCL needs on either side may lie beyond a vessel's shadow
+// (which the RNFL bridges), counted in A-scans outside it.
+func TestAFaintRNFLIsAnchoredAcrossAVesselsShadow(t *testing.T) {
+	const cols, reach = 100, 5
+	ok, sure, cnr, shadow := make([]bool, cols), make([]bool, cols), make([]float64, cols), make([]bool, cols)
+	for i := range cols {
+		ok[i], shadow[i] = true, i >= 50 && i < 60
+		sure[i], cnr[i] = true, 9
+		if i == 49 || i == 60 || shadow[i] {
+			sure[i], cnr[i] = false, faintRNFLMinCNR
+		}
+	}
+	faintRNFLReliable(ok, sure, cnr, shadow, cols, reach)
+	for _, i := range []int{49, 60} {
+		if !sure[i] {
+			t.Errorf("A-scan %d, faint between reliable A-scans on either side of a shadow: not called reliable", i)
+		}
+	}
+	for i := 50; i < 60; i++ {
+		if sure[i] {
+			t.Errorf("A-scan %d, in the shadow: called reliable", i)
+		}
+	}
+}
