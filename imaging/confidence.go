@@ -30,9 +30,9 @@ const (
 // A-scans so called (docs/imaging.md, Calibration), on the noise it was
 // calibrated on and on noise drawn anew. Over the real scans, RNFL/GCL
 // is so in 84% of its supported A-scans, 96% from a contrast-to-noise
-// ratio of 7, 97% from 8; on a circle also where it is faint between
-// reliable A-scans close by (faintRNFLReliable). Bruch's membrane is so in 90%, and the
-// contrast hardly tells which: what does is whether it was seen, the
+// ratio of 7, 97% from 8; on a circle it is reliable also where it is
+// faint between reliable A-scans close by (faintRNFLReliable). Bruch's
+// membrane is so in 90%, and the contrast hardly tells which: what does is whether it was seen, the
 // RPE band's lower edge itself (within bmSeenRows), not a baseline
 // fitted under a band raised or bent, and no other band of the RPE
 // complex under it (bmAmbiguous). Seen and from a ratio of 4 it is

@@ -311,9 +311,10 @@ func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
 // pairSwitchPerRow is what pairAlong charges, per row beyond the one a
 // boundary may move between neighbouring A-scans, for a jump of RNFL/GCL
 // or IPL/INL, in units of the strongest edge's typical strength: a jump
-// of 20 rows (switching which of the two the strongest edge is, where the
-// strongest edge itself stays) costs as much as 20 A-scans whose partner
-// is a quarter as strong as the other.
+// of 20 rows in all (switching which of the two the strongest edge is,
+// where the strongest edge itself stays) costs as much as 20 A-scans
+// each taking a partner weaker than the other by a quarter of that
+// strength.
 const pairSwitchPerRow = 0.25
 
 // pairAlong pairs the strongest light-to-dark edge of a circle's inner
@@ -327,7 +328,8 @@ const pairSwitchPerRow = 0.25
 // evidence holds over many A-scans, or where the strongest edge itself
 // moves from one boundary to the other; chosen A-scan by A-scan, it
 // flipped wherever both partners were faint (the thick RNFL's speckle
-// above, the GCL's below), and RNFL/GCL hopped 10–15 px.
+// above, the GCL's below), and RNFL/GCL hopped 4–15 px (docs/imaging.md,
+// Real scans).
 func (s *frameSegmenter) pairAlong(strongest, above, below []int) {
 	pf, cols := s.pf, s.pf.cols
 	strength := func(rows []int, c int) float32 { return -pf.grad[rows[c]*cols+c] }
