@@ -30,8 +30,9 @@ const (
 // A-scans so called (docs/imaging.md, Calibration), on the noise it was
 // calibrated on and on noise drawn anew. Over the real scans, RNFL/GCL
 // is so in 84% of its supported A-scans, 96% from a contrast-to-noise
-// ratio of 7, 97% from 8. Bruch's membrane is so in 90%, and the
-// contrast hardly tells which: what does is whether it was seen, the
+// ratio of 7, 97% from 8; on a circle it is reliable also where it is
+// faint between reliable A-scans close by (faintRNFLReliable). Bruch's
+// membrane is so in 90%, and the contrast hardly tells which: what does is whether it was seen, the
 // RPE band's lower edge itself (within bmSeenRows), not a baseline
 // fitted under a band raised or bent, and no other band of the RPE
 // complex under it (bmAmbiguous). Seen and from a ratio of 4 it is
@@ -233,7 +234,7 @@ type boundaryEvidence struct {
 // from vesselShadows; nil: none) is supported where the bridge across
 // the shadow is (both its ends). It is reliable where supported and its
 // ratio reaches minCNRFor (BM also seen and not ambiguous; the RPE
-// never).
+// never; a circle's RNFL/GCL also where faintRNFLReliable says).
 // Boundaries the layers do not carry are absent.
 func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidence {
 	ev := boundaryEvidence{supported: map[string][]bool{}, reliable: map[string][]bool{}, cnr: map[string][]float64{}, movedUm: map[string][]float64{}, ambiguous: bmAmbiguous(v, l)}
@@ -277,10 +278,75 @@ func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidenc
 					ok[i], sure[i] = ends[i], false
 				}
 			}
+			faintRNFLReliable(ok, sure, cnr, shadow, v.Cols, int(math.Round(faintRNFLReachUm/max(v.Spacing.LateralUm, 1))))
 		}
 		ev.supported[b], ev.reliable[b], ev.cnr[b], ev.movedUm[b] = ok, sure, cnr, moved
 	}
 	return ev
+}
+
+// A circle's RNFL/GCL where the thick nerve fibre bundles end in a faint
+// edge: in a B-scan whose RNFL/GCL is reliable (minCNRFor) over at least
+// clearRNFLShare of the A-scans outside the vessels' shadows, it is
+// reliable also where it is supported from a contrast-to-noise ratio of
+// faintRNFLMinCNR and has an A-scan reliable so within faintRNFLReachUm
+// on either side (see faintRNFLReliable).
+const (
+	clearRNFLShare   = 0.5
+	faintRNFLMinCNR  = 4
+	faintRNFLReachUm = 225
+)
+
+// faintRNFLReliable calls a circle's RNFL/GCL reliable where it is
+// supported (ok) outside the shadows with a contrast-to-noise ratio of
+// faintRNFLMinCNR or more, between two A-scans already reliable (sure)
+// within reach A-scans of it on either side (a shadow between stepped
+// over, not counted: the RNFL is bridged across it), in
+// each B-scan of cols A-scans (closed on itself) where it is already
+// reliable over clearRNFLShare of the A-scans outside the shadows. There
+// the image is clear, and a faint stretch between clear ends is the
+// anatomy (the lower edge of the thick RNFL under the arcades' bundles
+// fades into the GCL), which the path found continues from its clear
+// ends; under a weak signal the whole boundary's contrast falls, and
+// the clear share and the anchors with it. On the degradation suite's
+// held-out noise, the same A-scans promoted without the anchors (any
+// supported from a ratio of 4 in a clear B-scan) were within 2 px of the
+// device's in 88% and pulled RNFL/GCL's reliable A-scans to 94.4%.
+func faintRNFLReliable(ok, sure []bool, cnr []float64, shadow []bool, cols, reach int) {
+	for f := 0; f+cols <= len(ok); f += cols {
+		var open, clear int
+		for i := f; i < f+cols; i++ {
+			if !shadow[i] {
+				open++
+				if sure[i] {
+					clear++
+				}
+			}
+		}
+		if open == 0 || float64(clear) < clearRNFLShare*float64(open) {
+			continue
+		}
+		base := slices.Clone(sure[f : f+cols])
+		anchored := func(c, step int) bool { // shadows are stepped over, not counted
+			for k, n := 1, 0; k < cols && n < reach; k++ {
+				j := ((c+step*k)%cols + cols) % cols
+				switch {
+				case shadow[f+j]:
+				case base[j]:
+					return true
+				default:
+					n++
+				}
+			}
+			return false
+		}
+		for c := range cols {
+			i := f + c
+			if !shadow[i] && !base[c] && ok[i] && cnr[i] >= faintRNFLMinCNR && anchored(c, -1) && anchored(c, +1) {
+				sure[i] = true
+			}
+		}
+	}
 }
 
 // boundaryAbove is the rows of the boundary just above b in l (nil for

@@ -283,7 +283,8 @@ func (s *frameSegmenter) segment(img []float32, px func(um float64) int, l *Laye
 // ILM's reflex and the INL/OPL. Where the RNFL is thick its lower edge
 // is the stronger of the two, where it is thin the IPL/INL is; so the
 // strongest edge is found first, then the best edge above and below
-// it, and in each A-scan the stronger of those two is its partner.
+// it, and the stronger of those two is its partner, chosen along the
+// B-scan (pairAlong).
 func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
 	pf, cols := s.pf, s.pf.cols
 	region := func(lo, hi func(c int) int) {
@@ -304,18 +305,91 @@ func (s *frameSegmenter) innerAroundDisc(px func(um float64) int, k int) {
 	pf.find(lightToDark, s.lo, s.hi, above)
 	region(func(c int) int { return strongest[c] + k + 1 }, func(c int) int { return s.inlopl[c] - k })
 	pf.find(lightToDark, s.lo, s.hi, below)
-	edge := func(rows []int, c int) float32 { // light-to-dark strength, over ±3 A-scans
-		var sum float32
-		for cc := max(0, c-3); cc <= min(cols-1, c+3); cc++ {
-			sum -= pf.grad[rows[cc]*cols+cc]
-		}
-		return sum
-	}
+	s.pairAlong(strongest, above, below)
+}
+
+// pairSwitchPerRow is what pairAlong charges, per row beyond the one a
+// boundary may move between neighbouring A-scans, for a jump of RNFL/GCL
+// or IPL/INL, in units of the strongest edge's typical strength: a jump
+// of 20 rows in all (switching which of the two the strongest edge is,
+// where the strongest edge itself stays) costs as much as 20 A-scans
+// each taking a partner weaker than the other by a quarter of that
+// strength.
+const pairSwitchPerRow = 0.25
+
+// pairAlong pairs the strongest light-to-dark edge of a circle's inner
+// retina with the edge above it (the strongest is then IPL/INL) or the
+// edge below it (it is RNFL/GCL), A-scan by A-scan, by the cheapest
+// sequence of choices along the B-scan: each A-scan pays for the
+// weakness of the partner it takes (its light-to-dark strength against
+// the strongest edge's median) and each step for how far the two
+// boundaries jump. The nerve fibre layer's thickness varies slowly
+// around the disc, so the choice flips only where the partner's
+// evidence holds over many A-scans, or where the strongest edge itself
+// moves from one boundary to the other; chosen A-scan by A-scan, it
+// flipped wherever both partners were faint (the thick RNFL's speckle
+// above, the GCL's below), and RNFL/GCL hopped 4–15 px (docs/imaging.md,
+// Real scans).
+func (s *frameSegmenter) pairAlong(strongest, above, below []int) {
+	pf, cols := s.pf, s.pf.cols
+	strength := func(rows []int, c int) float32 { return -pf.grad[rows[c]*cols+c] }
+	tops := make([]float32, 0, cols)
 	for c := range cols {
-		if edge(above, c) >= edge(below, c) {
-			s.nfl[c], s.iplinl[c] = above[c], strongest[c]
-		} else {
-			s.nfl[c], s.iplinl[c] = strongest[c], below[c]
+		tops = append(tops, strength(strongest, c))
+	}
+	slices.Sort(tops)
+	scale := tops[len(tops)/2]
+	if scale <= 0 {
+		scale = 1
+	}
+	// State 0: RNFL/GCL is the strongest edge, IPL/INL the one below;
+	// state 1: RNFL/GCL is the one above, IPL/INL the strongest.
+	nfl := func(st, c int) int {
+		if st == 0 {
+			return strongest[c]
+		}
+		return above[c]
+	}
+	ipl := func(st, c int) int {
+		if st == 0 {
+			return below[c]
+		}
+		return strongest[c]
+	}
+	emit := func(st, c int) float32 {
+		partner := below
+		if st == 1 {
+			partner = above
+		}
+		return -min(max(strength(partner, c)/scale, 0), 1)
+	}
+	jump := func(a, b int) float32 { return float32(max(0, a-b-1, b-a-1)) }
+	from := s.scratch(5)
+	var cost [2]float32
+	cost[0], cost[1] = emit(0, 0), emit(1, 0)
+	for c := 1; c < cols; c++ {
+		var next [2]float32
+		for st := range 2 {
+			best, arg := float32(math.Inf(1)), 0
+			for prev := range 2 {
+				d := cost[prev] + pairSwitchPerRow*(jump(nfl(prev, c-1), nfl(st, c))+jump(ipl(prev, c-1), ipl(st, c)))
+				if d < best {
+					best, arg = d, prev
+				}
+			}
+			next[st] = best + emit(st, c)
+			from[c] = from[c]&^(1<<st) | arg<<st
+		}
+		cost = next
+	}
+	st := 0
+	if cost[1] < cost[0] {
+		st = 1
+	}
+	for c := cols - 1; c >= 0; c-- {
+		s.nfl[c], s.iplinl[c] = nfl(st, c), ipl(st, c)
+		if c > 0 {
+			st = from[c] >> st & 1
 		}
 	}
 }

@@ -117,14 +117,16 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 
 // The graded share octflow tracks on the clean real scans: the share of
 // the A-scans the device segments that get a thickness (ThicknessShare),
-// held from falling under what it is (91% of the line, 66% and 71% of
+// held from falling under what it is (91% of the line, 83% and 78% of
 // the circles; a clean line once got 7%, 35% before the RPE band's
 // lower edge was found as the fall into the choroid, 75% before the
-// retina was found under the vitreous's haze). The goal is 85%: see
+// retina was found under the vitreous's haze; the circles 69% and 64%
+// before RNFL/GCL was paired along the B-scan and a faint stretch
+// between reliable ends called reliable). The goal is 85%: see
 // docs/imaging.md, Graded share.
 const (
 	minLineGradedShare   = 0.90
-	minCircleGradedShare = 0.62
+	minCircleGradedShare = 0.77
 )
 
 // minRimShare is the least share of the real line's last millimetre
@@ -135,10 +137,10 @@ const (
 const minRimShare = 0.65
 
 // The clean circles' sectors and the line's central thickness lie within
-// these of the device's (circles: 5.5 µm at most; the line: 1.8 µm).
+// these of the device's (circles: 4.7 µm at most; the line: 1.8 µm).
 // The goal is 5 µm for both (issue 38).
 const (
-	maxSectorErrUm  = 7
+	maxSectorErrUm  = 5
 	maxCentralErrUm = 5
 )
 

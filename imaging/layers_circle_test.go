@@ -1,0 +1,131 @@
+package imaging
+
+import "testing"
+
+// TestACirclesRNFLIsPairedAlongTheBScan: where both partners of the
+// strongest inner edge are faint and their strengths cross back and
+// forth from A-scan to A-scan, RNFL/GCL does not hop between them; it
+// moves from the strongest edge to the one above only once, where the
+// evidence turns for good.
+func TestACirclesRNFLIsPairedAlongTheBScan(t *testing.T) {
+	const rows, cols = 120, 200
+	const strongestRow, aboveRow, belowRow = 60, 48, 72
+	s := newFrameSegmenter(rows, cols, Spacing{AxialUm: 3.87, LateralUm: 11.7, FrameUm: 120})
+	strongest, above, below := s.scratch(0), s.scratch(1), s.scratch(2)
+	set := func(r, c int, strength float32) { s.pf.grad[r*cols+c] = -strength }
+	for c := range cols {
+		strongest[c], above[c], below[c] = strongestRow, aboveRow, belowRow
+		set(strongestRow, c, 1)
+		// The partner below is stronger on average over the first half,
+		// the one above over the second, but in four A-scans of every ten the
+		// other way round.
+		hi, lo := float32(0.5), float32(0.15)
+		if c%10 < 4 {
+			hi, lo = 0.15, 0.45
+		}
+		if c < cols/2 {
+			set(belowRow, c, hi)
+			set(aboveRow, c, lo)
+		} else {
+			set(aboveRow, c, hi)
+			set(belowRow, c, lo)
+		}
+	}
+	s.pairAlong(strongest, above, below)
+	flips := 0
+	for c := 1; c < cols; c++ {
+		if s.nfl[c] != s.nfl[c-1] {
+			flips++
+		}
+	}
+	if flips != 1 {
+		t.Errorf("RNFL/GCL changed partner %d times along the B-scan, want once", flips)
+	}
+	for c := range cols {
+		want, wantIPL := strongestRow, belowRow
+		if c >= cols/2 {
+			want, wantIPL = aboveRow, strongestRow
+		}
+		if c > cols/2-4 && c < cols/2+4 {
+			continue // where it turns
+		}
+		if s.nfl[c] != want || s.iplinl[c] != wantIPL {
+			t.Fatalf("A-scan %d: RNFL/GCL at %d and IPL/INL at %d, want %d and %d", c, s.nfl[c], s.iplinl[c], want, wantIPL)
+		}
+	}
+}
+
+// TestAFaintRNFLIsReliableOnlyInAClearBScan: a circle's RNFL/GCL
+// supported at a contrast-to-noise ratio between faintRNFLMinCNR and
+// minCNRFor is called reliable between two A-scans already reliable
+// within reach on either side, where the B-scan's RNFL/GCL is reliable
+// over clearRNFLShare of the A-scans outside the shadows, and nowhere
+// else: not under the ratio, not unsupported, not in a shadow, not with
+// a reliable A-scan within reach on one side only, and not in a B-scan
+// whose boundary is faint all over (a weak signal).
+func TestAFaintRNFLIsReliableOnlyInAClearBScan(t *testing.T) {
+	const cols, reach = 100, 5
+	for _, c := range []struct {
+		name      string
+		clearTail bool // A-scans 82–94 reliable before: 49 of the 95 outside the shadows, else 36
+		want      bool
+	}{
+		{"a clear B-scan", true, true},
+		{"a faint B-scan", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ok, sure, cnr, shadow := make([]bool, cols), make([]bool, cols), make([]float64, cols), make([]bool, cols)
+			for i := range cols {
+				shadow[i] = i >= 95
+				ok[i] = true
+				switch {
+				case i <= 70 && i%2 == 0, i >= 82 && i < 95 && c.clearTail:
+					sure[i], cnr[i] = true, 9
+				default: // faint: between reliable A-scans up to 70, a run of 11 from 71 to 81
+					cnr[i] = faintRNFLMinCNR
+				}
+				if shadow[i] {
+					cnr[i] = 6
+				}
+			}
+			ok[65], cnr[65] = false, 6 // unsupported
+			cnr[67] = faintRNFLMinCNR - 0.01
+			faintRNFLReliable(ok, sure, cnr, shadow, cols, reach)
+			for i := range cols {
+				want := i <= 70 && i%2 == 0 || i >= 82 && i < 95 && c.clearTail
+				if i < 70 && i%2 == 1 && i != 65 && i != 67 {
+					want = c.want
+				}
+				if sure[i] != want {
+					t.Errorf("A-scan %d (contrast-to-noise ratio %.2f, supported %v, in a shadow %v): reliable %v, want %v", i, cnr[i], ok[i], shadow[i], sure[i], want)
+				}
+			}
+		})
+	}
+}
+
+// TestAFaintRNFLIsAnchoredAcrossAVesselsShadow: the reliable A-scans a
+// faint RNFL/GCL needs on either side may lie beyond a vessel's shadow
+// (which the RNFL bridges), counted in A-scans outside it.
+func TestAFaintRNFLIsAnchoredAcrossAVesselsShadow(t *testing.T) {
+	const cols, reach = 100, 5
+	ok, sure, cnr, shadow := make([]bool, cols), make([]bool, cols), make([]float64, cols), make([]bool, cols)
+	for i := range cols {
+		ok[i], shadow[i] = true, i >= 50 && i < 60
+		sure[i], cnr[i] = true, 9
+		if i == 49 || i == 60 || shadow[i] {
+			sure[i], cnr[i] = false, faintRNFLMinCNR
+		}
+	}
+	faintRNFLReliable(ok, sure, cnr, shadow, cols, reach)
+	for _, i := range []int{49, 60} {
+		if !sure[i] {
+			t.Errorf("A-scan %d, faint between reliable A-scans on either side of a shadow: not called reliable", i)
+		}
+	}
+	for i := 50; i < 60; i++ {
+		if sure[i] {
+			t.Errorf("A-scan %d, in the shadow: called reliable", i)
+		}
+	}
+}
