@@ -44,15 +44,34 @@ const (
 	// is not filled. The drusen scan's dome fills 0.66 (0.19–1.05 per
 	// A-scan).
 	minDomeFill = 0.3
+	// minDomeRidge is how much brighter, in log intensity, a dome's top
+	// (the rows it adds to the band) must be than the band under it (the
+	// median over its crest): the RPE rides on the deposit, the band's
+	// brightest ridge raised with it, while the band above the RPE taken
+	// for the band's top leaves the RPE, the brightest, under it. The
+	// drusen scan's dome: 0.99 (0.47–1.58 per A-scan); the band
+	// thickened where the real line (noise of σ 5%, denoised the second,
+	// stronger way) blurs its gap to the EZ: −0.06–0.20.
+	minDomeRidge = 0.3
+	// minCrestUm is the least width, along a B-scan, of a dome's crest
+	// (where it rises minDomeUm or more): the size under which drusen
+	// are called small (63 µm, AREDS), and never under 3 A-scans. A
+	// crest narrower is the band's top pulled up over an A-scan or two,
+	// not a dome; the CNV scan's thickened band rose 31 µm over 3
+	// A-scans (35 µm) and was not found again after the second
+	// denoising.
+	minCrestUm = 63.0
 )
 
 // domeScan is what thickenedRPE measures of one A-scan: how many rows the
 // band's top stands over its local baseline (excess), the deepest
-// valley between the raised top and the band under it (dip), and how
+// valley between the raised top and the band under it (dip), how
 // bright the rows it adds are (fill, from what lies over the band's top,
-// 0, to the band's median, 1).
+// 0, to the band's median, 1), and how much brighter the brightest of
+// them is than the brightest of the band under them (ridge), all in
+// log intensity.
 type domeScan struct {
-	excess, dip, fill float64
+	excess, dip, fill, ridge float64
 }
 
 // thickenedRPE measures, on B-scan f, how far the RPE band (from its top,
@@ -73,6 +92,8 @@ func thickenedRPE(v *Volume, l *Layers, f int, least float64, thick []bool, dome
 	for c := range cols {
 		width[c] = float64(l.RPEBottom[f*cols+c] - l.Row(RPE, f, c))
 	}
+	tops := l.Boundaries[RPE][f*cols : (f+1)*cols]
+	use := make([]bool, cols)
 	// The B-scan's levels: the band's median and what lies over its top
 	// (as deep as the least dome: minDomeUm).
 	over := max(1, int(math.Round(minDomeUm/v.Spacing.AxialUm)))
@@ -106,6 +127,14 @@ func thickenedRPE(v *Volume, l *Layers, f int, least float64, thick []bool, dome
 		if excess < least {
 			continue
 		}
+		// The top must rise too, over its own baseline (fitted as Bruch's
+		// membrane's is, over the same window, erring deep): a band
+		// thickened by its lower edge sinking is no dome.
+		lo, hi := max(0, c-half), min(cols, c+half+1)
+		rise := polyAt(fitBaseline(tops[lo:hi], use[lo:hi], least), c-lo, hi-lo) - float64(tops[c])
+		if excess = min(excess, rise); excess < least {
+			continue
+		}
 		i := f*cols + c
 		thick[i] = true
 		t, e := top(c), int(math.Round(excess))
@@ -129,31 +158,45 @@ func thickenedRPE(v *Volume, l *Layers, f int, least float64, thick []bool, dome
 		}
 		slices.Sort(col)
 		fill := (col[len(col)/4] - overLevel) / (bandLevel - overLevel)
-		domes[i] = domeScan{excess: excess, dip: dip, fill: fill}
+		var risen, under float64
+		for r := t; r < t+e; r++ {
+			risen = max(risen, at(r, c))
+		}
+		for r := t + e; r <= bottom(c); r++ {
+			under = max(under, at(r, c))
+		}
+		domes[i] = domeScan{excess: excess, dip: dip, fill: fill, ridge: risen - under}
 	}
 }
 
 // markDomes marks the drusen seen as the band thickened upwards: the
 // regions of thickened A-scans (thickenedRPE), connected en face, that
-// rise peak rows over their baseline somewhere, are filled over that
-// crest (the median valley at most maxDomeDip, the median filling at
-// least minDomeFill) and lie whole within the B-scans (a region reaching
-// a B-scan's end shows no baseline on that side: a dome cannot be told
-// from a band thicker there). A dome's deposit is its rise: from the
-// band's top down by its excess.
+// rise peak rows over their baseline over minCrestUm of a B-scan (the
+// crest), whose crest the image shows filled and topped by the band's
+// brightest ridge (medians over the crest: valley at most maxDomeDip,
+// filling at least minDomeFill, ridge at least minDomeRidge), and that
+// lie whole within the B-scans (a region reaching a B-scan's end shows
+// no baseline on that side: a dome cannot be told from a band thicker
+// there). A dome's deposit is its rise: from the band's top down by its
+// excess.
 func markDomes(v *Volume, l *Layers, thick []bool, domes []domeScan, peak float64, drusen []bool) {
-	var dips, fills []float64
+	var dips, fills, ridges []float64
+	crest := make([]int, v.Frames) // a region's crest A-scans per B-scan
+	minCrest := max(3, int(math.Ceil(minCrestUm/v.Spacing.LateralUm)))
 	enFaceRegions(v, thick, func(region []int) {
-		dips, fills = dips[:0], fills[:0]
+		dips, fills, ridges = dips[:0], fills[:0], ridges[:0]
+		clear(crest)
 		for _, i := range region {
 			if c := i % v.Cols; c == 0 || c == v.Cols-1 {
 				return
 			}
-			if domes[i].excess >= peak {
-				dips, fills = append(dips, domes[i].dip), append(fills, domes[i].fill)
+			if d := domes[i]; d.excess >= peak {
+				dips, fills, ridges = append(dips, d.dip), append(fills, d.fill), append(ridges, d.ridge)
+				crest[i/v.Cols]++
 			}
 		}
-		if len(dips) == 0 || medianOf(dips) > maxDomeDip || medianOf(fills) < minDomeFill {
+		if slices.Max(crest) < minCrest || medianOf(dips) > maxDomeDip || medianOf(fills) < minDomeFill ||
+			medianOf(ridges) < minDomeRidge {
 			return
 		}
 		for _, i := range region {

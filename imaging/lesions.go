@@ -81,7 +81,9 @@ const (
 //     subretinal, otherwise intraretinal;
 //   - drusen and PED: the RPE band's lower edge raised more than
 //     minDrusenUm over Bruch's membrane (which the segmentation fits as a
-//     baseline under raised RPE).
+//     baseline under raised RPE); or, where the deposit is as bright as
+//     the band and its lower edge stays on the membrane, the band
+//     thickened upwards into a filled dome (thickenedRPE, markDomes).
 func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 	m, err := FindLesionMasks(ctx, v, l)
 	if err != nil {
