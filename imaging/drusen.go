@@ -17,12 +17,14 @@ const (
 	// least elevation, minDrusenUm's rows): the top is the RPE, a ridge
 	// never judged reliable (within 2 px in 70–92% of a phantom's
 	// A-scans under noise), and it moves between the bands of the RPE
-	// complex. On the real scans the band's thickness rose over its
-	// local baseline by up to 17 µm on the normal retina, 20–26 µm on
-	// the drusen scan away from its domes, 26–28 µm on the real line
-	// (where the RPE boundary took the band above the RPE for 0.5–0.9
-	// mm), and a phantom's outer segments, were the boundary to take
-	// them, are 25 µm; the drusen scan's subfoveal dome rises 49 µm.
+	// complex. On the real scans the band's top rose so (over its own
+	// baseline, the band thicker by as much) by at most 22 µm on the
+	// drusen scan away from its dome, 28 µm on the CNV scan (31 µm over
+	// 3 A-scans), under 15 µm on the normal retina, the real circles and
+	// the real line's graded part (the band's thickness alone, its top
+	// not asked to rise: 26–28 µm over 0.5–0.9 mm there); a phantom's
+	// outer segments, were the boundary to take them, are 25 µm. The
+	// drusen scan's subfoveal dome rises 49 µm.
 	minDomeUm = 30.0
 	// domeBaselineUm is the half-width of the window over which the
 	// band's usual thickness (its lower quartile) is taken: twice and
@@ -33,15 +35,15 @@ const (
 	// crest): a dome is filled, while the band above the RPE raised over
 	// a normal RPE (the EZ or the interdigitation zone taken for the
 	// band's top) leaves the normal gap between them. The drusen scan's
-	// dome shows a median valley of 0.12 (0–0.43 per A-scan); the real
-	// line's thickenings 0.5 (0.2–0.94).
+	// dome shows a median valley of 0.15 (0–0.43 per A-scan); the real
+	// line's thickened band (its thickness alone) about 0.5 (0.2–0.94).
 	maxDomeDip = 0.25
 	// minDomeFill is how bright a dome's filling must be (the lower
 	// quartile of the rows it adds to the band, in log intensity), from
 	// the level of what lies over the band's top (0) to the band's own
 	// median (1), as the B-scan shows them (the median over its crest): a
 	// band thickened by what normally lies over it, the outer segments,
-	// is not filled. The drusen scan's dome fills 0.66 (0.19–1.05 per
+	// is not filled. The drusen scan's dome fills 0.64 (0.44–1.05 per
 	// A-scan).
 	minDomeFill = 0.3
 	// minDomeRidge is how much brighter, in log intensity, a dome's top
@@ -49,17 +51,18 @@ const (
 	// median over its crest): the RPE rides on the deposit, the band's
 	// brightest ridge raised with it, while the band above the RPE taken
 	// for the band's top leaves the RPE, the brightest, under it. The
-	// drusen scan's dome: 0.99 (0.47–1.58 per A-scan); the band
-	// thickened where the real line (noise of σ 5%, denoised the second,
-	// stronger way) blurs its gap to the EZ: −0.06–0.20.
+	// drusen scan's dome: 0.99 (0.47–1.58 per A-scan); the real line
+	// under noise of σ 5%, denoised the second, stronger way, showed
+	// filled domes of 33–34 µm (valleys 0.09–0.12) in its graded part,
+	// ridges −0.05–0.11; the CNV scan's thickened band −0.16.
 	minDomeRidge = 0.3
 	// minCrestUm is the least width, along a B-scan, of a dome's crest
 	// (where it rises minDomeUm or more): the size under which drusen
 	// are called small (63 µm, AREDS), and never under 3 A-scans. A
 	// crest narrower is the band's top pulled up over an A-scan or two,
 	// not a dome; the CNV scan's thickened band rose 31 µm over 3
-	// A-scans (35 µm) and was not found again after the second
-	// denoising.
+	// A-scans (35 µm), and, counted, was not found again after the
+	// second denoising, which withheld the scan's drusen.
 	minCrestUm = 63.0
 )
 
@@ -75,10 +78,12 @@ type domeScan struct {
 }
 
 // thickenedRPE measures, on B-scan f, how far the RPE band (from its top,
-// the RPE boundary, to its lower edge) is thicker than usual around each
-// A-scan: the lower quartile of its thickness within domeBaselineUm. An
-// A-scan thickened by least rows or more is marked in thick, and its
-// measures written to domes.
+// the RPE boundary, to its lower edge) is thickened upwards at each
+// A-scan: the lesser of how much thicker it is than usual around (the
+// lower quartile of its thickness within domeBaselineUm) and how far its
+// top rises over its own baseline there. An A-scan thickened so by
+// least rows or more is marked in thick, and its measures (domeScan)
+// written to domes.
 func thickenedRPE(v *Volume, l *Layers, f int, least float64, thick []bool, domes []domeScan) {
 	cols := v.Cols
 	img := v.Frame(f)
