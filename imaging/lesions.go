@@ -81,7 +81,9 @@ const (
 //     subretinal, otherwise intraretinal;
 //   - drusen and PED: the RPE band's lower edge raised more than
 //     minDrusenUm over Bruch's membrane (which the segmentation fits as a
-//     baseline under raised RPE).
+//     baseline under raised RPE); or, where the deposit is as bright as
+//     the band and its lower edge stays on the membrane, the band
+//     thickened upwards into a filled dome (thickenedRPE, markDomes).
 func MarkLesions(ctx context.Context, v *Volume, l *Layers) ([]Lesion, error) {
 	m, err := FindLesionMasks(ctx, v, l)
 	if err != nil {
@@ -185,6 +187,7 @@ func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, e
 	peak := float32(max(minDrusenPeakUm/v.Spacing.AxialUm, 2*float64(minDrusen)))
 	withDrusen := len(l.RPEBottom) == v.Frames*v.Cols // not given (a model's plain boundaries): BM is then never reliable, and Analyze withholds the lesions
 	raised, lifted := make([]bool, v.Frames*v.Cols), make([]bool, v.Frames*v.Cols)
+	thick, domes := make([]bool, v.Frames*v.Cols), make([]domeScan, v.Frames*v.Cols)
 	usualGap := make([]float32, v.Frames)
 	forEachFrame(v.Frames, func(f int) {
 		if ctx.Err() != nil {
@@ -193,6 +196,7 @@ func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, e
 		markFluid(v, l, f, fluid)
 		if withDrusen {
 			usualGap[f] = raisedRPE(v, l, f, minDrusen, peak, raised, lifted)
+			thickenedRPE(v, l, f, float64(minDrusen), thick, domes)
 		}
 	})
 	if err := ctx.Err(); err != nil {
@@ -200,6 +204,7 @@ func FindLesionMasks(ctx context.Context, v *Volume, l *Layers) (*LesionMasks, e
 	}
 	if withDrusen {
 		markDrusen(v, l, raised, lifted, usualGap, drusen)
+		markDomes(v, l, thick, domes, max(minDomeUm/v.Spacing.AxialUm, 3*float64(minDrusen)), drusen)
 	}
 	return &LesionMasks{Fluid: fluid, Drusen: drusen}, nil
 }
@@ -239,30 +244,9 @@ func raisedRPE(v *Volume, l *Layers, f int, least, peak float32, raised, lifted 
 // healthy band. A deposit fills the gap, from the band's lower edge to
 // the membrane less its B-scan's usual gap.
 func markDrusen(v *Volume, l *Layers, raised, lifted []bool, usualGap []float32, drusen []bool) {
-	seen := make([]bool, len(raised))
-	var region, stack []int
-	for start := range raised {
-		if !raised[start] || seen[start] {
-			continue
-		}
-		seen[start] = true
-		region, stack = region[:0], append(stack[:0], start)
-		dome := false
-		for len(stack) > 0 {
-			i := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			region = append(region, i)
-			dome = dome || lifted[i]
-			f, c := i/v.Cols, i%v.Cols
-			for _, n := range [][2]int{{f - 1, c}, {f + 1, c}, {f, c - 1}, {f, c + 1}} {
-				if j := n[0]*v.Cols + n[1]; n[0] >= 0 && n[0] < v.Frames && n[1] >= 0 && n[1] < v.Cols && raised[j] && !seen[j] {
-					seen[j] = true
-					stack = append(stack, j)
-				}
-			}
-		}
-		if !dome {
-			continue
+	enFaceRegions(v, raised, func(region []int) {
+		if !slices.ContainsFunc(region, func(i int) bool { return lifted[i] }) {
+			return
 		}
 		for _, i := range region {
 			f, c := i/v.Cols, i%v.Cols
@@ -272,7 +256,7 @@ func markDrusen(v *Volume, l *Layers, raised, lifted []bool, usualGap []float32,
 				drusen[(f*v.Rows+r)*v.Cols+c] = true
 			}
 		}
-	}
+	})
 }
 
 // markFluid marks the fluid voxels of B-scan f. Each A-scan is judged
