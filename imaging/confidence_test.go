@@ -392,3 +392,37 @@ func TestEachFigureNeedsItsBoundariesReliableInTheirShare(t *testing.T) {
 		}
 	}
 }
+
+// TestLongestBridgeCountsWhatTheStraightBridgeCrosses pins how far a
+// sector's RNFL/GCL is bridged: a run of A-scans not held, ended by a
+// held one or the sector's end, counted across the circle's seam, and
+// a vessel's shadow (never held) lengthening it.
+func TestLongestBridgeCountsWhatTheStraightBridgeCrosses(t *testing.T) {
+	held := func(s string) []bool { // "x" held, "." bridged
+		out := make([]bool, len(s))
+		for i, c := range s {
+			out[i] = c == 'x'
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		held   string
+		sector string // "s" in the sector
+		want   int
+	}{
+		{"all held", "xxxxxxxxxx", "ssssssssss", 0},
+		{"one run", "xx...xxxxx", "ssssssssss", 3},
+		{"the longest of two", "x.x....x..", "ssssssssss", 4},
+		{"ended by the sector", ".......xxx", "sss-------", 3},
+		{"across the seam", "..xxxx....", "ss----ssss", 6},
+		{"a vessel's shadow lengthens it", "xx......xx", "ssssssssss", 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sector := func(i int) bool { return c.sector[i] == 's' }
+			if got := longestBridge(len(c.held), sector, held(c.held)); got != c.want {
+				t.Errorf("longestBridge(%q, %q) = %d, want %d", c.held, c.sector, got, c.want)
+			}
+		})
+	}
+}
