@@ -87,15 +87,18 @@ func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 	for _, c := range []struct {
 		name           string
 		budget, held   int64
+		wait           time.Duration // Limits.Wait
 		status         int
 		wantRetryAfter bool
 	}{
-		{"fits", 2 * head.Peak, head.Peak, 0, false},
-		{"must wait", 2 * head.Peak, head.Peak + 1, http.StatusServiceUnavailable, true},
-		{"never fits", head.Peak - 1, 0, http.StatusRequestEntityTooLarge, false},
+		{"fits", 2 * head.Peak, head.Peak, 50 * time.Millisecond, 0, false},
+		{"must wait", 2 * head.Peak, head.Peak + 1, 50 * time.Millisecond, http.StatusServiceUnavailable, true},
+		// A Wait far longer than any intake under load: one that waited
+		// for its turn would show it plainly.
+		{"never fits", head.Peak - 1, 0, time.Minute, http.StatusRequestEntityTooLarge, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			in := intakeFor(t, Limits{ValidationBytes: c.budget, Wait: 50 * time.Millisecond})
+			in := intakeFor(t, Limits{ValidationBytes: c.budget, Wait: c.wait})
 			give, err := in.budget.take(context.Background(), c.held)
 			if err != nil {
 				t.Fatal(err)
@@ -113,7 +116,7 @@ func TestValidationIsChargedWhatTheScanDeclares(t *testing.T) {
 			if got := rec.Header().Get("Retry-After") != ""; got != c.wantRetryAfter {
 				t.Errorf("Retry-After set %v, want %v", got, c.wantRetryAfter)
 			}
-			if c.status == http.StatusRequestEntityTooLarge && time.Since(start) >= 50*time.Millisecond {
+			if c.status == http.StatusRequestEntityTooLarge && time.Since(start) >= c.wait {
 				t.Errorf("a scan that never fits waited %v for its turn", time.Since(start))
 			}
 			if in.budget.inUse() != c.held {
