@@ -189,7 +189,7 @@ func (rf *retinaFinder) belowHaze(c, r0 int, span float32) int {
 	rows, cols, hy := rf.rows, rf.cols, rf.hy
 	p := func(r int) float32 { return rf.smooth[min(max(r, 0), rows-1)*cols+c] }
 	vitTop := r0 - rf.rowsOf(hazeVitreousUm)
-	if vitTop < 0 || r0+rf.rowsOf(hazeMaxUm)+2*hy >= rows {
+	if vitTop < 0 || vitTop >= r0-hy || r0+rf.rowsOf(hazeMaxUm)+2*hy >= rows {
 		return r0 // no vitreous seen above it, or no room under it
 	}
 	// The strongest dark-to-light step below the tissue's top, past the
