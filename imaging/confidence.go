@@ -31,7 +31,8 @@ const (
 // calibrated on and on noise drawn anew. Over the real scans, RNFL/GCL
 // is so in 84% of its supported A-scans, 96% from a contrast-to-noise
 // ratio of 7, 97% from 8; on a circle it is reliable also where it is
-// faint between reliable A-scans close by (faintRNFLReliable). Bruch's
+// faint between reliable A-scans close by (faintRNFLReliable) or where
+// the bridge between them confirms it (bridgedRNFLReliable). Bruch's
 // membrane is so in 90%, and the contrast hardly tells which: what does is whether it was seen, the
 // RPE band's lower edge itself (within bmSeenRows), not a baseline
 // fitted under a band raised or bent, and no other band of the RPE
@@ -234,7 +235,8 @@ type boundaryEvidence struct {
 // from vesselShadows; nil: none) is supported where the bridge across
 // the shadow is (both its ends). It is reliable where supported and its
 // ratio reaches minCNRFor (BM also seen and not ambiguous; the RPE
-// never; a circle's RNFL/GCL also where faintRNFLReliable says).
+// never; a circle's RNFL/GCL also where faintRNFLReliable or
+// bridgedRNFLReliable says).
 // Boundaries the layers do not carry are absent.
 func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidence {
 	ev := boundaryEvidence{supported: map[string][]bool{}, reliable: map[string][]bool{}, cnr: map[string][]float64{}, movedUm: map[string][]float64{}, ambiguous: bmAmbiguous(v, l)}
@@ -278,7 +280,15 @@ func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidenc
 					ok[i], sure[i] = ends[i], false
 				}
 			}
+			base := slices.Clone(sure)
 			faintRNFLReliable(ok, sure, cnr, shadow, v.Cols, int(math.Round(faintRNFLReachUm/max(v.Spacing.LateralUm, 1))))
+			if ilm := l.Boundaries[ILM]; len(ilm) == len(rows) {
+				thick := make([]float64, len(rows))
+				for i := range thick {
+					thick[i] = float64(rows[i]-ilm[i]) * v.Spacing.AxialUm
+				}
+				bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, v.Cols)
+			}
 		}
 		ev.supported[b], ev.reliable[b], ev.cnr[b], ev.movedUm[b] = ok, sure, cnr, moved
 	}
@@ -314,16 +324,7 @@ const (
 // device's in 88% and pulled RNFL/GCL's reliable A-scans to 94.4%.
 func faintRNFLReliable(ok, sure []bool, cnr []float64, shadow []bool, cols, reach int) {
 	for f := 0; f+cols <= len(ok); f += cols {
-		var open, clear int
-		for i := f; i < f+cols; i++ {
-			if !shadow[i] {
-				open++
-				if sure[i] {
-					clear++
-				}
-			}
-		}
-		if open == 0 || float64(clear) < clearRNFLShare*float64(open) {
+		if !clearRNFL(sure[f:f+cols], shadow[f:f+cols]) {
 			continue
 		}
 		base := slices.Clone(sure[f : f+cols])
@@ -347,6 +348,83 @@ func faintRNFLReliable(ok, sure []bool, cnr []float64, shadow []bool, cols, reac
 			}
 		}
 	}
+}
+
+// A circle's RNFL/GCL that the bridge across it confirms: in a clear
+// B-scan (clearRNFLShare), a supported A-scan outside the shadows whose
+// RNFL/GCL moved no more than bridgeSteadyUm under the second denoising
+// and whose RNFL thickness lies within bridgeAgreeUm of the straight
+// bridge between the nearest A-scans reliable by their contrast on
+// either side (see bridgedRNFLReliable).
+const (
+	bridgeAgreeUm  = 6
+	bridgeSteadyUm = 4
+)
+
+// bridgedRNFLReliable calls a circle's RNFL/GCL reliable where two
+// estimates that do not share their evidence agree: the edge the image
+// shows in the A-scan itself (supported: ok, and steady within
+// bridgeSteadyUm, movedUm), and the RNFL's thickness (thickUm) bridged
+// in a straight line, as measureRNFL bridges, between the nearest
+// A-scans on either side reliable by their contrast (base: minCNRFor,
+// outside the shadows), within bridgeAgreeUm. Only in a B-scan of cols
+// A-scans (closed on itself) whose RNFL/GCL base calls reliable over
+// clearRNFLShare of the A-scans outside the shadows (shadow): under a
+// weak signal the bridge's ends are few and far apart. The nerve fibre
+// layer's thickness varies slowly around the disc, so where the faint
+// edge follows the bridge the anatomy and the image say the same; where
+// it strays, one of them is wrong and neither is vouched for. On the
+// two clean real circles the A-scans so called were within 2 px of the
+// device's in 90 of 92 (the circles' graded shares 82% and 81% → 89%
+// and 86%); under the degradation suite's noise in 91% (calibration
+// draw) and 92.5% (held-out draws), which keeps RNFL/GCL called
+// reliable over the real scans within 2 px in 96.5% and 95.2%
+// (docs/imaging.md, Calibration).
+func bridgedRNFLReliable(ok, sure, base []bool, movedUm, thickUm []float64, shadow []bool, cols int) {
+	for f := 0; f+cols <= len(ok); f += cols {
+		if !clearRNFL(base[f:f+cols], shadow[f:f+cols]) {
+			continue
+		}
+		b := base[f : f+cols]
+		nearest := func(c, step int) (j, k int) { // the anchor and how far, in A-scans
+			for k = 1; k < cols; k++ {
+				if j = ((c+step*k)%cols + cols) % cols; b[j] {
+					return j, k
+				}
+			}
+			return -1, 0
+		}
+		for c := range cols {
+			i := f + c
+			if sure[i] || shadow[i] || !ok[i] || !(movedUm[i] <= bridgeSteadyUm) {
+				continue
+			}
+			left, kl := nearest(c, -1)
+			right, kr := nearest(c, +1)
+			if left < 0 || right < 0 {
+				continue
+			}
+			bridged := thickUm[f+left] + (thickUm[f+right]-thickUm[f+left])*float64(kl)/float64(kl+kr)
+			if math.Abs(thickUm[i]-bridged) <= bridgeAgreeUm {
+				sure[i] = true
+			}
+		}
+	}
+}
+
+// clearRNFL is whether a B-scan's RNFL/GCL is reliable (sure) over
+// clearRNFLShare of its A-scans outside the shadows.
+func clearRNFL(sure, shadow []bool) bool {
+	var open, clear int
+	for i := range sure {
+		if !shadow[i] {
+			open++
+			if sure[i] {
+				clear++
+			}
+		}
+	}
+	return open > 0 && float64(clear) >= clearRNFLShare*float64(open)
 }
 
 // boundaryAbove is the rows of the boundary just above b in l (nil for

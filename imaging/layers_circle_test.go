@@ -1,6 +1,9 @@
 package imaging
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestACirclesRNFLIsPairedAlongTheBScan: where both partners of the
 // strongest inner edge are faint and their strengths cross back and
@@ -127,5 +130,68 @@ func TestAFaintRNFLIsAnchoredAcrossAVesselsShadow(t *testing.T) {
 		if sure[i] {
 			t.Errorf("A-scan %d, in the shadow: called reliable", i)
 		}
+	}
+}
+
+// TestAFaintRNFLTheBridgeConfirmsIsReliable: in a clear B-scan, a
+// supported, steady RNFL/GCL outside the shadows whose thickness lies
+// within bridgeAgreeUm of the straight bridge between the A-scans
+// reliable by their contrast on either side is called reliable, however
+// far those are; one that strays from the bridge, moved under the second
+// denoising, is unsupported or lies in a shadow is not, and nothing is
+// in a B-scan whose RNFL/GCL is faint all over.
+func TestAFaintRNFLTheBridgeConfirmsIsReliable(t *testing.T) {
+	const cols = 100
+	// A-scans 0–39 reliable by their contrast, 60–99 too in a clear
+	// B-scan (75 of the 95 outside the shadows), else 41 of 95; the
+	// thickness falls from 100 µm at A-scan 39 to 80 µm at 60, and the
+	// stretch between follows that bridge.
+	cases := []struct {
+		name     string
+		at       int
+		thick    float64 // µm
+		movedUm  float64
+		ok       bool
+		shadowed bool
+		clear    bool
+		want     bool
+	}{
+		{"on the bridge", 45, 100 - 20*6.0/21, 0, true, false, true, true},
+		{"within the agreement", 50, 100 - 20*11.0/21 + bridgeAgreeUm - 0.1, 1, true, false, true, true},
+		{"strays from the bridge", 50, 100 - 20*11.0/21 + bridgeAgreeUm + 0.1, 0, true, false, true, false},
+		{"moved under the second denoising", 45, 100 - 20*6.0/21, bridgeSteadyUm + 0.1, true, false, true, false},
+		{"unsupported", 45, 100 - 20*6.0/21, 0, false, false, true, false},
+		{"in a shadow", 45, 100 - 20*6.0/21, 0, true, true, true, false},
+		{"in a faint B-scan", 45, 100 - 20*6.0/21, 0, true, false, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ok, sure, shadow := make([]bool, cols), make([]bool, cols), make([]bool, cols)
+			moved, thick := make([]float64, cols), make([]float64, cols)
+			for i := range cols {
+				ok[i], shadow[i] = true, i >= 95
+				sure[i] = !shadow[i] && (i < 40 || i >= 60 && (c.clear || i >= 94))
+				switch {
+				case i < 40:
+					thick[i] = 100
+				case i >= 60:
+					thick[i] = 80
+				default:
+					thick[i] = 100 - 20*float64(i-39)/21 + 30 // strays, but for the A-scan tested
+				}
+			}
+			thick[c.at], moved[c.at], ok[c.at], shadow[c.at] = c.thick, c.movedUm, c.ok, c.shadowed
+			if c.shadowed {
+				sure[c.at] = false
+			}
+			base := slices.Clone(sure)
+			bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
+			for i := range cols {
+				want := base[i] || i == c.at && c.want
+				if sure[i] != want {
+					t.Errorf("A-scan %d (thickness %.1f µm, moved %.1f µm, supported %v, in a shadow %v): reliable %v, want %v", i, thick[i], moved[i], ok[i], shadow[i], sure[i], want)
+				}
+			}
+		})
 	}
 }

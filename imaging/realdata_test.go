@@ -117,16 +117,16 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 
 // The graded share octflow tracks on the clean real scans: the share of
 // the A-scans the device segments that get a thickness (ThicknessShare),
-// held from falling under what it is (91% of the line, 83% and 78% of
-// the circles; a clean line once got 7%, 35% before the RPE band's
-// lower edge was found as the fall into the choroid, 75% before the
-// retina was found under the vitreous's haze; the circles 69% and 64%
-// before RNFL/GCL was paired along the B-scan and a faint stretch
-// between reliable ends called reliable). The goal is 85%: see
-// docs/imaging.md, Graded share.
+// held at the goal of 85% (issue 38) or what it is above it (91% of the
+// line, 89% and 86% of the circles; a clean line once got 7%, 35% before
+// the RPE band's lower edge was found as the fall into the choroid, 75%
+// before the retina was found under the vitreous's haze; the circles 69%
+// and 64% before RNFL/GCL was paired along the B-scan and a faint
+// stretch between reliable ends called reliable, 82% and 81% before the
+// bridge confirmed it): see docs/imaging.md, Graded share.
 const (
 	minLineGradedShare   = 0.90
-	minCircleGradedShare = 0.77
+	minCircleGradedShare = 0.85
 )
 
 // minRimShare is the least share of the real line's last millimetre
