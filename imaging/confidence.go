@@ -224,6 +224,7 @@ type boundaryEvidence struct {
 	cnr       map[string][]float64
 	movedUm   map[string][]float64
 	ambiguous []bool // BM: another band under it (bmAmbiguous)
+	bridged   []bool // a circle's RNFL/GCL reliable only as the bridge confirms it (bridgedRNFLReliable)
 }
 
 // judgeBoundaries judges, per boundary of l and A-scan, whether the
@@ -287,7 +288,9 @@ func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidenc
 				for i := range thick {
 					thick[i] = float64(rows[i]-ilm[i]) * v.Spacing.AxialUm
 				}
+				before := slices.Clone(sure)
 				bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, v.Cols)
+				ev.bridged = andMask(sure, notMask(before))
 			}
 		}
 		ev.supported[b], ev.reliable[b], ev.cnr[b], ev.movedUm[b] = ok, sure, cnr, moved
@@ -410,6 +413,24 @@ func bridgedRNFLReliable(ok, sure, base []bool, movedUm, thickUm []float64, shad
 			}
 		}
 	}
+}
+
+// sectorEvidence is what a circle's RNFL figures are judged on (the
+// shares each needs reliable, the sectors followed, the longest straight
+// bridge): rel with RNFL/GCL taken where the image's contrast calls it
+// reliable, not where only the bridge confirms it (bridged). Such an
+// A-scan lies within bridgeAgreeUm of the straight bridge: it is
+// measured, and counts in the graded share, but cannot tell the bridge
+// from the anatomy where the two part, the nerve fibre bundles' hump
+// that a long bridge cuts off (maxSectorBridgeUm), and a path with
+// little evidence runs straight between its ends too.
+func sectorEvidence(rel map[string][]bool, bridged []bool) map[string][]bool {
+	if len(bridged) == 0 || len(bridged) != len(rel[RNFLGCL]) {
+		return rel
+	}
+	out := maps.Clone(rel)
+	out[RNFLGCL] = andMask(rel[RNFLGCL], notMask(bridged))
+	return out
 }
 
 // clearRNFL is whether a B-scan's RNFL/GCL is reliable (sure) over
@@ -1122,7 +1143,10 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 	switch {
 	case a.rnfl() != nil:
 		// The vessels' shadows are bridged whatever the image shows
-		// there (measureRNFL): the shares are taken outside them.
+		// there (measureRNFL): the shares are taken outside them. The
+		// circle and its sectors are judged on their own evidence
+		// (sectorEvidence).
+		rel := sectorEvidence(rel, a.evidence.bridged)
 		open := func(i int) bool { return mask[i] && !(len(shadow) == n && shadow[i]) }
 		inSector := func(s string) func(i int) bool {
 			return func(i int) bool { return open(i) && rnflSector(360*float64(i%v.Cols)/float64(v.Cols)) == s }

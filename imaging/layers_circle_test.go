@@ -195,3 +195,81 @@ func TestAFaintRNFLTheBridgeConfirmsIsReliable(t *testing.T) {
 		})
 	}
 }
+
+// TestTheBridgeIsBetweenTheAnchorsOfTheirContrast: the bridge runs
+// between the A-scans reliable by their contrast (base), not those a
+// faint stretch made reliable before it; around the circle, across its
+// first A-scan; and in each B-scan of a volume between that B-scan's own
+// anchors.
+func TestTheBridgeIsBetweenTheAnchorsOfTheirContrast(t *testing.T) {
+	const cols = 100
+	t.Run("not from an A-scan called reliable as faint", func(t *testing.T) {
+		ok, sure, shadow, moved, thick := make([]bool, cols), make([]bool, cols), make([]bool, cols), make([]float64, cols), make([]float64, cols)
+		for i := range cols {
+			ok[i], sure[i], thick[i] = true, i < 40 || i >= 60, 100
+		}
+		base := slices.Clone(sure)
+		sure[42], thick[42] = true, 130 // reliable as faint, off the bridge
+		bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
+		if !sure[45] {
+			t.Error("A-scan 45, on the bridge between A-scans 39 and 60: not called reliable")
+		}
+	})
+	t.Run("across the circle's first A-scan", func(t *testing.T) {
+		ok, sure, shadow, moved, thick := make([]bool, cols), make([]bool, cols), make([]bool, cols), make([]float64, cols), make([]float64, cols)
+		for i := range cols {
+			ok[i], sure[i] = true, i >= 10 && i < 90
+			thick[i] = 100
+			if i >= 90 || i < 10 {
+				thick[i] = 140 // off any bridge, for all but the A-scan tested
+			}
+		}
+		thick[10], thick[89] = 80, 120
+		thick[0] = 120 - 40*10.0/21 // on the bridge from A-scan 89 (120 µm) to 10 (80 µm)
+		base := slices.Clone(sure)
+		bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
+		for i := range cols {
+			if want := base[i] || i == 0; sure[i] != want {
+				t.Errorf("A-scan %d (%.1f µm): reliable %v, want %v", i, thick[i], sure[i], want)
+			}
+		}
+	})
+	t.Run("each B-scan between its own anchors", func(t *testing.T) {
+		n := 2 * cols
+		ok, sure, shadow, moved, thick := make([]bool, n), make([]bool, n), make([]bool, n), make([]float64, n), make([]float64, n)
+		for i := range n {
+			c := i % cols
+			ok[i], sure[i] = true, c < 40 || c >= 60
+			thick[i] = 100 + 50*float64(i/cols) // 100 µm in the first B-scan, 150 in the second
+		}
+		thick[45], thick[cols+45] = 150, 100 // each on the other B-scan's bridge
+		base := slices.Clone(sure)
+		bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
+		for _, i := range []int{45, cols + 45} {
+			if sure[i] {
+				t.Errorf("A-scan %d of B-scan %d, %.0f µm on a bridge of %.0f µm: called reliable", i%cols, i/cols, thick[i], thick[i-45])
+			}
+		}
+		if !sure[46] || !sure[cols+46] {
+			t.Error("the A-scans on their own B-scan's bridge: not called reliable")
+		}
+	})
+}
+
+// TestASectorIsJudgedOnTheContrastsOwnEvidence: the circle's figures are
+// judged on RNFL/GCL where its contrast calls it reliable; an A-scan the
+// bridge alone confirms counts as bridged there, and nothing else changes.
+func TestASectorIsJudgedOnTheContrastsOwnEvidence(t *testing.T) {
+	rel := map[string][]bool{ILM: {true, true, true, true}, RNFLGCL: {true, true, false, true}}
+	bridged := []bool{false, true, false, false}
+	got := sectorEvidence(rel, bridged)
+	if want := []bool{true, false, false, true}; !slices.Equal(got[RNFLGCL], want) {
+		t.Errorf("RNFL/GCL judged on %v, want %v", got[RNFLGCL], want)
+	}
+	if !slices.Equal(got[ILM], rel[ILM]) || !slices.Equal(rel[RNFLGCL], []bool{true, true, false, true}) {
+		t.Errorf("the ILM judged on %v (was %v), the evidence itself now %v", got[ILM], rel[ILM], rel[RNFLGCL])
+	}
+	if same := sectorEvidence(rel, nil); !slices.Equal(same[RNFLGCL], rel[RNFLGCL]) {
+		t.Errorf("with none bridged, RNFL/GCL judged on %v", same[RNFLGCL])
+	}
+}

@@ -117,8 +117,8 @@ func TestRealCircleScansAgreeWithTheDevice(t *testing.T) {
 
 // The graded share octflow tracks on the clean real scans: the share of
 // the A-scans the device segments that get a thickness (ThicknessShare),
-// held at the goal of 85% (issue 38) or what it is above it (91% of the
-// line, 89% and 86% of the circles; a clean line once got 7%, 35% before
+// held at the goal of 85% on the circles (89% and 86%) and at 90% on
+// the line (91%), issue 38 (a clean line once got 7%, 35% before
 // the RPE band's lower edge was found as the fall into the choroid, 75%
 // before the retina was found under the vitreous's haze; the circles 69%
 // and 64% before RNFL/GCL was paired along the B-scan and a faint
