@@ -41,7 +41,10 @@ func measureAccuracy(t testing.TB, o PhantomOptions, e Export, withShare bool) a
 	t.Helper()
 	ctx := context.Background()
 	p := NewPhantom(o)
-	levels, _ := e.Levels(p.Volume)
+	levels, _, err := o.Look.Export(p.Volume, e)
+	if err != nil {
+		t.Fatal(err)
+	}
 	noisy, intensity := Normalize(levels)
 	den, err := Denoise(ctx, noisy, DenoiseOptions{})
 	if err != nil {

@@ -187,8 +187,18 @@ func realSuiteScan(t testing.TB, name string) suiteScan {
 // (the real scans' encoding) and takes its truth from its geometry.
 func phantomSuiteScan(t testing.TB, o PhantomOptions) suiteScan {
 	t.Helper()
+	return phantomSuiteScanIn(t, o, ExportPow8)
+}
+
+// phantomSuiteScanIn is phantomSuiteScan in export e (and the options'
+// look).
+func phantomSuiteScanIn(t testing.TB, o PhantomOptions, e Export) suiteScan {
+	t.Helper()
 	p := NewPhantom(o)
-	levels, _ := ExportPow8.Levels(p.Volume)
+	levels, _, err := o.Look.Export(p.Volume, e)
+	if err != nil {
+		t.Fatal(err)
+	}
 	truth, err := p.Truth(context.Background(), o.Seed)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,9 @@ type PhantomOptions struct {
 	// Drusen raises the RPE over a few dome-shaped deposits on Bruch's
 	// membrane.
 	Drusen bool
+	// Look draws the phantom as another device's images look (the zero
+	// Look: as it always was); its Rows, where set, are the phantom's.
+	Look Look
 }
 
 func (o PhantomOptions) withDefaults() PhantomOptions {
@@ -170,13 +173,14 @@ func (v vessel) covers(x, y float64) bool {
 
 // aScan is the geometry of one A-scan in µm from the top of the frame.
 type aScan struct {
-	b         [8]float64 // boundaries, ILM..BM
-	elm       float64    // external limiting membrane
-	osBottom  float64    // bottom of the outer segments (top of subretinal fluid)
-	rpeBottom float64    // bottom of the RPE band (top of drusen)
-	irfTop    float64    // intraretinal fluid [irfTop, irfBottom)
-	irfBottom float64
-	shadow    bool // under a vessel
+	b          [8]float64 // boundaries, ILM..BM
+	elm        float64    // external limiting membrane
+	osBottom   float64    // bottom of the outer segments (top of subretinal fluid)
+	rpeBottom  float64    // bottom of the RPE band (top of drusen)
+	irfTop     float64    // intraretinal fluid [irfTop, irfBottom)
+	irfBottom  float64
+	shadow     bool    // under a vessel
+	shadowGain float64 // what the vessel lets through
 }
 
 // NewPhantom draws a macular cube: eight boundaries over a foveal pit, a
@@ -186,6 +190,7 @@ type aScan struct {
 // floor. The same options always give the same volume.
 func NewPhantom(o PhantomOptions) *Phantom {
 	o = o.withDefaults()
+	o.Rows = cmp.Or(o.Look.Rows, o.Rows)
 	sp := Spacing{AxialUm: depthUm / float64(o.Rows), LateralUm: fieldMm * 1000 / float64(o.Cols),
 		FrameUm: fieldMm * 1000 / float64(o.Frames)}
 	clean := NewVolume(o.Frames, o.Rows, o.Cols, sp)
@@ -233,7 +238,8 @@ func NewPhantom(o PhantomOptions) *Phantom {
 		y := (float64(f)-float64(o.Frames-1)/2)*sp.FrameUm/1000 - fovY
 		r2 := x*x + y*y
 		pit := math.Exp(-r2 / (2 * 0.55 * 0.55))
-		bm := 1250 + 12*r2 + tilt*x/fieldMm
+		sx, sy := (x+fovX)/(fieldMm/2), (y+fovY)/(fieldMm/2) // scan coordinates, 1 at the field's edge
+		bm := 1250 + 12*r2 + tilt*x/fieldMm + o.Look.CurvatureUm*(sx*sx+sy*sy)
 		wave := waveA * math.Sin(waveF*x+waveP) * math.Cos(0.7*waveF*y)
 		thickness := 320 - pitDepth*pit + wave // ILM→BM without lesions, µm
 		onl := 75 + 35*pit                     // ONL thickens under the pit
@@ -271,6 +277,7 @@ func NewPhantom(o PhantomOptions) *Phantom {
 		for _, v := range vessels {
 			a.shadow = a.shadow || v.covers(ax, ay)
 		}
+		a.shadowGain = cmp.Or(o.Look.ShadowGain, shadowGain)
 		return a
 	}
 
@@ -304,7 +311,7 @@ func NewPhantom(o PhantomOptions) *Phantom {
 		}
 	})
 
-	p.Volume = addSpeckle(clean, o.Seed)
+	p.Volume = addSpeckle(clean, o.Seed, o.Look)
 	return p
 }
 
@@ -351,7 +358,7 @@ func (a *aScan) reflectivity(z float64) (float64, int) {
 		val, kind = reflFluid, inIRF
 	}
 	if a.shadow && z >= b[1] {
-		val *= shadowGain
+		val *= a.shadowGain
 	}
 	return val, kind
 }
@@ -364,10 +371,15 @@ const (
 	speckleP = 1.3
 )
 
-// addSpeckle multiplies each sample by Generalized Gamma speckle (mean 1)
-// and adds a noise floor. Each frame has its own seeded stream, so the
-// result does not depend on scheduling.
-func addSpeckle(clean *Volume, seed uint64) *Volume {
+// addSpeckle multiplies each sample by speckle of mean 1 and adds a
+// noise floor to each sample. The speckle is Generalized Gamma, drawn per
+// sample, the draws the phantoms always had; in an unaveraged look it is
+// fully developed speckle seen through the device's optics: a complex
+// Gaussian field blurred by a Gaussian of the look's grain at half its
+// height, whose intensity is exponential and correlated over the grain.
+// Each frame has its own seeded stream, so the result does not depend on
+// scheduling.
+func addSpeckle(clean *Volume, seed uint64, look Look) *Volume {
 	noisy := NewVolumeLike(clean)
 	lgK, _ := math.Lgamma(speckleK)
 	lgK1, _ := math.Lgamma(speckleK + 1/speckleP)
@@ -375,12 +387,75 @@ func addSpeckle(clean *Volume, seed uint64) *Volume {
 	forEachFrame(clean.Frames, func(f int) {
 		rng := rand.New(rand.NewPCG(seed, uint64(f)+1000))
 		src, dst := clean.Frame(f), noisy.Frame(f)
+		if !look.Unaveraged {
+			for i, x := range src {
+				s := scale * math.Pow(gamma(rng, speckleK), 1/speckleP)
+				dst[i] = float32(float64(x)*s + signalMax*math.Abs(rng.NormFloat64()))
+			}
+			return
+		}
+		speckle := grainedSpeckle(rng, clean.Rows, clean.Cols, max(look.GrainRows, 1), max(look.GrainCols, 1))
 		for i, x := range src {
-			s := scale * math.Pow(gamma(rng, speckleK), 1/speckleP)
-			dst[i] = float32(float64(x)*s + signalMax*math.Abs(rng.NormFloat64()))
+			dst[i] = float32(float64(x)*speckle[i] + signalMax*math.Abs(rng.NormFloat64()))
 		}
 	})
 	return noisy
+}
+
+// grainedSpeckle is a B-scan (rows × cols) of fully developed speckle of
+// mean 1 whose grain is grainRows × grainCols samples wide at half height:
+// the intensity of a complex Gaussian field blurred so.
+func grainedSpeckle(rng *rand.Rand, rows, cols, grainRows, grainCols int) []float64 {
+	re, im := make([]float64, rows*cols), make([]float64, rows*cols)
+	for i := range re {
+		re[i], im[i] = rng.NormFloat64(), rng.NormFloat64()
+	}
+	for _, field := range [][]float64{re, im} {
+		blurAlong(field, rows, cols, float64(grainRows)/2.355, cols, 1) // down each A-scan
+		blurAlong(field, cols, rows, float64(grainCols)/2.355, 1, cols) // across each row
+	}
+	out := make([]float64, rows*cols)
+	var sum float64
+	for i := range out {
+		out[i] = re[i]*re[i] + im[i]*im[i]
+		sum += out[i]
+	}
+	mean := sum / float64(len(out))
+	for i := range out {
+		out[i] /= mean
+	}
+	return out
+}
+
+// blurAlong blurs field with a Gaussian of sigma samples along lines of
+// n samples (stride apart), lines of them starting every step (count
+// lines); a sigma under half a sample leaves it as it is.
+func blurAlong(field []float64, n, count int, sigma float64, stride, step int) {
+	if sigma < 0.5 {
+		return
+	}
+	half := int(math.Ceil(3 * sigma))
+	kernel := make([]float64, 2*half+1)
+	for k := range kernel {
+		d := float64(k - half)
+		kernel[k] = math.Exp(-d * d / (2 * sigma * sigma))
+	}
+	line := make([]float64, n)
+	for l := range count {
+		base := l * step
+		for j := range n {
+			line[j] = field[base+j*stride]
+		}
+		for j := range n {
+			var v float64
+			for k, w := range kernel {
+				if jj := j + k - half; jj >= 0 && jj < n {
+					v += w * line[jj]
+				}
+			}
+			field[base+j*stride] = v
+		}
+	}
 }
 
 // gamma draws from Gamma(k, 1) by Marsaglia and Tsang's method (k ≥ 1).

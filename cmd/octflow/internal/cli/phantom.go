@@ -25,6 +25,8 @@ func runPhantom(ctx context.Context, args []string) error {
 	truthPath := fs.String("truth", "", "also write the ground truth (report schema plus exact boundaries) as JSON here")
 	exportName := fs.String("export", string(imaging.ExportLinear16),
 		"how the levels are stored, as devices do: linear16 (16-bit raw), log8 (8-bit, 40 dB log) or pow8 (8-bit 255·v^0.25)")
+	lookName := fs.String("look", "", "draw it as another device's images look: fine-axial, curved, jpeg90, "+
+		"or unaveraged and jpeg75, which octflow does not yet measure (docs/imaging.md, Other devices' looks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -32,9 +34,16 @@ func runPhantom(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	look, err := imaging.ParseLook(*lookName)
+	if err != nil {
+		return err
+	}
 	p := imaging.NewPhantom(imaging.PhantomOptions{Seed: *seed, Frames: *frames, Rows: *rows, Cols: *cols,
-		Laterality: *eye, Fluid: *fluid, Drusen: *drusen})
-	levels, bits := export.Levels(p.Volume)
+		Laterality: *eye, Fluid: *fluid, Drusen: *drusen, Look: look})
+	levels, bits, err := look.Export(p.Volume, export)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(*out)
 	if err != nil {
 		return err
@@ -49,7 +58,8 @@ func runPhantom(ctx context.Context, args []string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s: %d B-scans of %d × %d, %s, seed %d, %s\n", *out, *frames, *rows, *cols, *eye, *seed, export)
+	fmt.Printf("wrote %s: %d B-scans of %d × %d, %s, seed %d, %s%s\n", *out, *frames, p.Volume.Rows, *cols, *eye, *seed, export,
+		map[bool]string{true: ", look " + look.Name}[look.Name != ""])
 	if *truthPath != "" {
 		truth, err := p.Truth(ctx, *seed)
 		if err != nil {
