@@ -1181,7 +1181,7 @@ func (a *Analysis) vouch(v *Volume, l, measuredOn *Layers, rel map[string][]bool
 			if weak != "" {
 				reason = unreliableReason(weak, share, minOwnSectorShare, "of sector "+s)
 			}
-			held := rel[RNFLGCL] // where the sector's RNFL/GCL is taken; bridged elsewhere
+			held := rel[RNFLGCL] // where the sector's RNFL/GCL holds of itself; on or along a bridge elsewhere
 			if (weak == "" || weak == RNFLGCL) && followedSector(rel, a.evidence.supported, in, n) {
 				if followed == nil {
 					followed, _ = measureRNFL(v, l, measured, notMask(andMask(a.evidence.supported[RNFLGCL], notMask(shadow))))

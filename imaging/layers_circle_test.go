@@ -225,7 +225,7 @@ func TestTheBridgeIsBetweenTheAnchorsOfTheirContrast(t *testing.T) {
 			}
 		}
 		thick[10], thick[89] = 80, 120
-		thick[0] = 120 - 40*10.0/21 // on the bridge from A-scan 89 (120 µm) to 10 (80 µm)
+		thick[0] = 120 - 40*11.0/21 // on the bridge from A-scan 89 (120 µm) to 10 (80 µm), 11 A-scans along it
 		base := slices.Clone(sure)
 		bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
 		for i := range cols {

@@ -32,9 +32,10 @@ type Look struct {
 	// as after averaging.
 	Unaveraged           bool
 	GrainRows, GrainCols int
-	// CurvatureUm is how much deeper the retina lies at the field's edge
-	// than at its centre, beyond the phantom's own bowl (a myopic eye,
-	// or a scan taken off the eye's axis).
+	// CurvatureUm is how much deeper the retina lies at the middle of the
+	// field's edge than at its centre (twice that at its corners),
+	// beyond the phantom's own bowl (a myopic eye, or a scan taken off
+	// the eye's axis).
 	CurvatureUm float64
 	// ShadowGain is what a vessel lets through to the layers under it (0:
 	// the phantom's 0.35).

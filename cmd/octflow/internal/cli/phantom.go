@@ -26,7 +26,7 @@ func runPhantom(ctx context.Context, args []string) error {
 	exportName := fs.String("export", string(imaging.ExportLinear16),
 		"how the levels are stored, as devices do: linear16 (16-bit raw), log8 (8-bit, 40 dB log) or pow8 (8-bit 255·v^0.25)")
 	lookName := fs.String("look", "", "draw it as another device's images look: fine-axial, curved, jpeg90, "+
-		"or unaveraged and jpeg75, which octflow does not yet measure (docs/imaging.md, Other devices' looks)")
+		"or unaveraged and jpeg75, which octflow does not yet measure (docs/imaging.md, Other devices' looks); fine-axial sets --rows 1024")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
