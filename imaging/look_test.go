@@ -53,27 +53,7 @@ func TestAccuracyOnPhantomsInOtherDevicesLooks(t *testing.T) {
 						t.Errorf("%s: %s mean absolute error %.1f µm (%.2f px), want ≤ %.1f µm", name, n, um, a.maePx[n], maxLookBoundaryUm)
 					}
 				}
-				if o.Fluid && !(a.fluidDice >= 0.8) {
-					t.Errorf("%s: fluid Dice %.3f, want ≥ 0.8", name, a.fluidDice)
-				}
-				if o.Drusen && !(a.drusenDice >= 0.8) {
-					t.Errorf("%s: drusen Dice %.3f, want ≥ 0.8", name, a.drusenDice)
-				}
-				if math.Abs(a.cstErrUm) > 5 {
-					t.Errorf("%s: central subfield thickness off by %.1f µm, want ≤ 5", name, a.cstErrUm)
-				}
-				if a.etdrsErrUm > 8 {
-					t.Errorf("%s: an ETDRS subfield is off by %.1f µm, want ≤ 8", name, a.etdrsErrUm)
-				}
-				if math.Abs(a.volErrMm3) > 0.1 {
-					t.Errorf("%s: macular volume off by %+.3f mm³, want ≤ 0.1", name, a.volErrMm3)
-				}
-				if a.layerErrUm > 3 {
-					t.Errorf("%s: a layer's mean thickness is off by %.1f µm, want ≤ 3", name, a.layerErrUm)
-				}
-				if got, want := lesionTypes(a.found), lesionTypes(a.truth.Lesions); got != want {
-					t.Errorf("%s: lesion types %s, truth %s", name, got, want)
-				}
+				checkPhantomFigures(t, name, o, a)
 				if a.share < minLookGradedShare {
 					t.Errorf("%s: a thickness over %.0f%% of the A-scans, want ≥ %.0f%%", name, 100*a.share, 100*minLookGradedShare)
 				}
