@@ -48,6 +48,9 @@ type Config struct {
 	// request's instances): an action asks the trail for room for them.
 	MaxExams int
 	Logger   *zap.Logger
+	// Now is the clock the rate of entries without credentials runs on
+	// (nil: time.Now).
+	Now func() time.Time
 }
 
 // Recorder writes each audited request's decision before its answer.
@@ -59,7 +62,11 @@ type Recorder struct {
 
 // New builds the recorder.
 func New(cfg Config) *Recorder {
-	return &Recorder{cfg: cfg, anonymous: newAnonymousRate(cfg.Trail)}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Recorder{cfg: cfg, anonymous: newAnonymousRate(cfg.Trail, now)}
 }
 
 const (
@@ -456,6 +463,7 @@ func remoteIP(r *http.Request) string {
 type anonymousRate struct {
 	limit *auth.Failures
 	trail audit.Sink
+	now   func() time.Time
 
 	mu      sync.Mutex
 	counted map[netip.Prefix]int
@@ -469,15 +477,15 @@ const (
 	anonymousClients = 10_000
 )
 
-func newAnonymousRate(trail audit.Sink) *anonymousRate {
-	return &anonymousRate{limit: auth.NewFailures(anonymousBurst, anonymousEvery, anonymousClients), trail: trail,
+func newAnonymousRate(trail audit.Sink, now func() time.Time) *anonymousRate {
+	return &anonymousRate{limit: auth.NewFailures(anonymousBurst, anonymousEvery, anonymousClients), trail: trail, now: now,
 		counted: map[netip.Prefix]int{}}
 }
 
 // admit says whether ev, an entry without credentials from c's client,
 // is written one by one; if not, it is counted.
 func (a *anonymousRate) admit(c echo.Context, ev audit.Event) bool {
-	client, now := auth.ClientOf(c.Request()), time.Now()
+	client, now := auth.ClientOf(c.Request()), a.now()
 	over := a.limit.Wait(client, now) > 0
 	if !over {
 		a.limit.Fail(client, now)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -41,8 +42,12 @@ func TestOneClientWithoutCredentialsCannotTakeTheTrailsSharedPart(t *testing.T) 
 	trail := sinkFunc(func(ev audit.Event) error { events = append(events, ev); return nil })
 	e := echo.New()
 	e.HTTPErrorHandler = problems.Handler(zap.NewNop())
+	// The burst arrives at one instant: on the wall clock a slow run
+	// (the race detector beside a compose build) refilled the bucket
+	// mid-burst and let 27 entries through.
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	e.Use(New(Config{Trail: trail, ExamRef: func(campus, id string) exam.Ref { return exam.Ref{Campus: campus, ID: id} },
-		Logger: zap.NewNop()}).Middleware)
+		Logger: zap.NewNop(), Now: func() time.Time { return at }}).Middleware)
 	e.POST("/v1/exams", func(c echo.Context) error { return c.NoContent(http.StatusAccepted) })
 	from := func(addr string, n int) {
 		for range n {
@@ -59,8 +64,8 @@ func TestOneClientWithoutCredentialsCannotTakeTheTrailsSharedPart(t *testing.T) 
 			alert = ev.Description
 		}
 	}
-	if flood > anonymousBurst+5 {
-		t.Errorf("one client without credentials wrote %d entries one by one in a burst, want about %d", flood, anonymousBurst)
+	if flood != anonymousBurst+1 {
+		t.Errorf("one client without credentials wrote %d entries one by one in a burst, want %d and the alert counting the rest", flood, anonymousBurst)
 	}
 	if !strings.Contains(alert, "1 requests without credentials") {
 		t.Errorf("no alert counting the client's requests: %q", alert)
