@@ -288,9 +288,7 @@ func judgeBoundaries(v *Volume, l, again *Layers, shadow []bool) boundaryEvidenc
 				for i := range thick {
 					thick[i] = float64(rows[i]-ilm[i]) * v.Spacing.AxialUm
 				}
-				before := slices.Clone(sure)
-				bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, v.Cols)
-				ev.bridged = andMask(sure, notMask(before))
+				ev.bridged = bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, v.Cols)
 			}
 		}
 		ev.supported[b], ev.reliable[b], ev.cnr[b], ev.movedUm[b] = ok, sure, cnr, moved
@@ -382,8 +380,10 @@ const (
 // and 86%); under the degradation suite's noise in 91% (calibration
 // draw) and 92.5% (held-out draws), which keeps RNFL/GCL called
 // reliable over the real scans within 2 px in 96.5% and 95.2%
-// (docs/imaging.md, Calibration).
-func bridgedRNFLReliable(ok, sure, base []bool, movedUm, thickUm []float64, shadow []bool, cols int) {
+// (docs/imaging.md, Calibration). It returns the A-scans it called
+// reliable.
+func bridgedRNFLReliable(ok, sure, base []bool, movedUm, thickUm []float64, shadow []bool, cols int) []bool {
+	bridged := make([]bool, len(ok))
 	for f := 0; f+cols <= len(ok); f += cols {
 		if !clearRNFL(base[f:f+cols], shadow[f:f+cols]) {
 			continue
@@ -407,12 +407,13 @@ func bridgedRNFLReliable(ok, sure, base []bool, movedUm, thickUm []float64, shad
 			if left < 0 || right < 0 {
 				continue
 			}
-			bridged := thickUm[f+left] + (thickUm[f+right]-thickUm[f+left])*float64(kl)/float64(kl+kr)
-			if math.Abs(thickUm[i]-bridged) <= bridgeAgreeUm {
-				sure[i] = true
+			onBridge := thickUm[f+left] + (thickUm[f+right]-thickUm[f+left])*float64(kl)/float64(kl+kr)
+			if math.Abs(thickUm[i]-onBridge) <= bridgeAgreeUm {
+				sure[i], bridged[i] = true, true
 			}
 		}
 	}
+	return bridged
 }
 
 // sectorEvidence is what a circle's RNFL figures are judged on (the

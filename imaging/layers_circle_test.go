@@ -185,8 +185,11 @@ func TestAFaintRNFLTheBridgeConfirmsIsReliable(t *testing.T) {
 				sure[c.at] = false
 			}
 			base := slices.Clone(sure)
-			bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
+			bridged := bridgedRNFLReliable(ok, sure, base, moved, thick, shadow, cols)
 			for i := range cols {
+				if want := i == c.at && c.want; bridged[i] != want {
+					t.Errorf("A-scan %d: told as called reliable by the bridge %v, want %v", i, bridged[i], want)
+				}
 				want := base[i] || i == c.at && c.want
 				if sure[i] != want {
 					t.Errorf("A-scan %d (thickness %.1f µm, moved %.1f µm, supported %v, in a shadow %v): reliable %v, want %v", i, thick[i], moved[i], ok[i], shadow[i], sure[i], want)
