@@ -2,6 +2,7 @@ package imaging
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -274,5 +275,51 @@ func TestASectorIsJudgedOnTheContrastsOwnEvidence(t *testing.T) {
 	}
 	if same := sectorEvidence(rel, nil); !slices.Equal(same[RNFLGCL], rel[RNFLGCL]) {
 		t.Errorf("with none bridged, RNFL/GCL judged on %v", same[RNFLGCL])
+	}
+}
+
+// TestACircleIsNotReportedOnTheBridgesWordAlone: a circle whose RNFL/GCL
+// its contrast calls reliable in 40% of the A-scans, and the bridge
+// confirms in half of them more, is judged on the 40%: its RNFL
+// thickness is withheld (minCircleShare), not reported on A-scans that
+// lie on the very bridge the figure is measured along (sectorEvidence,
+// in vouch).
+func TestACircleIsNotReportedOnTheBridgesWordAlone(t *testing.T) {
+	const n = 768
+	v := NewVolume(1, 64, n, Spacing{AxialUm: 3.9, LateralUm: 14})
+	v.Pattern = Circle
+	all, contrast, bridged, reliable := make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	for i := range n {
+		all[i] = true
+		contrast[i] = i%10 < 4 // 40%, spread round the circle
+		bridged[i] = i%10 >= 4 && i%10 < 9
+		reliable[i] = contrast[i] || bridged[i] // what judgeBoundaries calls reliable: 90%
+	}
+	a := &Analysis{Pattern: Circle, Quality: Quality{Gradable: Gradable, SignalStrength: 9, GradableFraction: 1, Mask: all},
+		Figures: &RNFLMeasurements{GlobalUm: 100, Sectors: map[string]float64{}},
+		evidence: boundaryEvidence{supported: map[string][]bool{ILM: all, RNFLGCL: all},
+			reliable: map[string][]bool{ILM: all, RNFLGCL: reliable}, bridged: bridged}}
+	for _, s := range RNFLSectors {
+		a.rnfl().Sectors[s] = 100
+	}
+	l := &Layers{Frames: 1, Cols: n, Boundaries: map[string][]float32{}}
+	for k, name := range BoundaryNames {
+		l.Boundaries[name] = make([]float32, n)
+		for i := range n {
+			l.Boundaries[name][i] = float32(10 + 6*k) // RNFL/GCL 6 rows (23 µm) under the ILM
+		}
+	}
+	a.vouch(v, l, l, a.evidence.reliable, all, make([]bool, n))
+	if a.Figures != nil {
+		t.Fatalf("the RNFL thickness reported (%+v) on RNFL/GCL reliable by its contrast in 40%% of the circle", a.Figures)
+	}
+	var why string
+	for _, w := range a.Withheld {
+		if w.Figure == FigureRNFLGlobal {
+			why = w.Reason
+		}
+	}
+	if !strings.Contains(why, "40%") {
+		t.Errorf("the RNFL global withheld for %q, want the 40%% its contrast holds", why)
 	}
 }
