@@ -44,7 +44,14 @@ test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# One package at a time, so nothing starves the end-to-end timing.
 	@# ./cmd/octflow/... is the end-to-end tests (e2e) and the commands'
 	@# own tests (internal/cli), which link the embedded server too.
-	$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/...
+	@# The embedded servers log at length, so a failing test's lines are
+	@# said again at the end (the whole output is in .cache/e2e.log): the
+	@# last lines of a CI log name the test that failed.
+	@mkdir -p .cache
+	@echo '$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/...'
+	@bash -o pipefail -c '$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/... 2>&1 | tee .cache/e2e.log' || \
+		{ echo "== what failed in the end-to-end tests (the whole output: .cache/e2e.log):"; \
+		  grep -E -- '--- FAIL|^ +[A-Za-z0-9_]+_test\.go:[0-9]+: |^panic: |^FAIL|^ok ' .cache/e2e.log | cut -c1-600 | tail -150; exit 1; }
 	@# Counted executions, not seconds: Go 1.26's fuzz coordinator can fail
 	@# a target with "context deadline exceeded" when a -fuzztime duration
 	@# runs out under load (go.dev/issue/75804, fixed in Go 1.27).
