@@ -11,6 +11,9 @@ DATA    ?= .data
 # under the race detector.
 UNIT = $(shell $(GO) list ./... | grep -v -e /cmd/octflow -e /internal/devstack -e /internal/devsystem)
 WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+# The end-to-end tests (e2e) and the commands' own tests (internal/cli),
+# which link the embedded server too.
+E2E = $(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/...
 
 .PHONY: dev test build vet workflowcheck deploy-check fmt-check fuzz accuracy bench phantom submit clean
 
@@ -41,17 +44,16 @@ test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# the pre-scan's memory estimate is checked against what reading
 	@# allocates, which the race detector would inflate.
 	$(GO) test -count=1 -run 'Accuracy|PreScanPeak' ./imaging
-	@# One package at a time, so nothing starves the end-to-end timing.
-	@# ./cmd/octflow/... is the end-to-end tests (e2e) and the commands'
-	@# own tests (internal/cli), which link the embedded server too.
-	@# The embedded servers log at length, so a failing test's lines are
+	@# The end-to-end tests (E2E) one package at a time, so nothing
+	@# starves their timing. The embedded servers log at length, so a failing test's lines are
 	@# said again at the end (the whole output is in .cache/e2e.log): the
-	@# last lines of a CI log name the test that failed.
+	@# last lines of a CI log name the test that failed, or, on a
+	@# timeout, the tests still running.
 	@mkdir -p .cache
-	@echo '$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/...'
-	@bash -o pipefail -c '$(GO) test -p 1 -count=1 -timeout 30m ./internal/devstack ./cmd/octflow/... 2>&1 | tee .cache/e2e.log' || \
+	@echo '$(E2E)'
+	@bash -o pipefail -c '$(E2E) 2>&1 | tee .cache/e2e.log' || \
 		{ echo "== what failed in the end-to-end tests (the whole output: .cache/e2e.log):"; \
-		  grep -E -- '--- FAIL|^ +[A-Za-z0-9_]+_test\.go:[0-9]+: |^panic: |^FAIL|^ok ' .cache/e2e.log | cut -c1-600 | tail -150; exit 1; }
+		  grep -E -- '--- FAIL|^ +[A-Za-z0-9_.-]+\.go:[0-9]+: |^panic: |^running tests:|^[[:space:]]+Test[A-Za-z0-9_/]* \([0-9hms.]+\)$$|^FAIL|^ok ' .cache/e2e.log | cut -c1-600 | tail -300; exit 1; }
 	@# Counted executions, not seconds: Go 1.26's fuzz coordinator can fail
 	@# a target with "context deadline exceeded" when a -fuzztime duration
 	@# runs out under load (go.dev/issue/75804, fixed in Go 1.27).

@@ -2,7 +2,6 @@ package imaging
 
 import (
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -278,48 +277,74 @@ func TestASectorIsJudgedOnTheContrastsOwnEvidence(t *testing.T) {
 	}
 }
 
-// TestACircleIsNotReportedOnTheBridgesWordAlone: a circle whose RNFL/GCL
-// its contrast calls reliable in 40% of the A-scans, and the bridge
-// confirms in half of them more, is judged on the 40%: its RNFL
-// thickness is withheld (minCircleShare), not reported on A-scans that
-// lie on the very bridge the figure is measured along (sectorEvidence,
-// in vouch).
-func TestACircleIsNotReportedOnTheBridgesWordAlone(t *testing.T) {
-	const n = 768
+// TestASectorIsNotReportedOnTheBridgesWordAlone: in a clear circle
+// (RNFL/GCL reliable by its contrast in 90% of the A-scans), sector TS is
+// reliable by its contrast in only a fifth of its A-scans and the bridge
+// alone confirms the rest (bridgedRNFLReliable, on the same evidence as
+// judgeBoundaries gives it). vouch judges the sector on its contrast's
+// own evidence (sectorEvidence): TS is withheld for its 20%, under the
+// 45% a sector needs, while the RNFL global and the other sectors are
+// reported. Counting the bridge-confirmed A-scans, TS would be reported.
+func TestASectorIsNotReportedOnTheBridgesWordAlone(t *testing.T) {
+	const n = 768 // one B-scan; sector TS is A-scans 96–191 (45°–90°)
 	v := NewVolume(1, 64, n, Spacing{AxialUm: 3.9, LateralUm: 14})
 	v.Pattern = Circle
-	all, contrast, bridged, reliable := make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	all, shadow := make([]bool, n), make([]bool, n)
+	sure, moved, thick := make([]bool, n), make([]float64, n), make([]float64, n)
 	for i := range n {
 		all[i] = true
-		contrast[i] = i%10 < 4 // 40%, spread round the circle
-		bridged[i] = i%10 >= 4 && i%10 < 9
-		reliable[i] = contrast[i] || bridged[i] // what judgeBoundaries calls reliable: 90%
+		sure[i] = rnflSector(360*float64(i)/n) != "TS" || i%5 == 0
+		thick[i] = 23.4 // the bridge's own course: every unclear A-scan agrees with it
 	}
-	a := &Analysis{Pattern: Circle, Quality: Quality{Gradable: Gradable, SignalStrength: 9, GradableFraction: 1, Mask: all},
-		Figures: &RNFLMeasurements{GlobalUm: 100, Sectors: map[string]float64{}},
-		evidence: boundaryEvidence{supported: map[string][]bool{ILM: all, RNFLGCL: all},
-			reliable: map[string][]bool{ILM: all, RNFLGCL: reliable}, bridged: bridged}}
-	for _, s := range RNFLSectors {
-		a.rnfl().Sectors[s] = 100
+	base := slices.Clone(sure)
+	bridged := bridgedRNFLReliable(all, sure, base, moved, thick, shadow, n)
+	var inTS, clearTS, bridgedTS int
+	for i := range n {
+		if rnflSector(360*float64(i)/n) == "TS" {
+			inTS++
+			if base[i] {
+				clearTS++
+			}
+			if bridged[i] {
+				bridgedTS++
+			}
+		}
+	}
+	if clearTS+bridgedTS != inTS {
+		t.Fatalf("sector TS: %d of %d A-scans reliable by contrast, %d bridge-confirmed; want the bridge to confirm the rest", clearTS, inTS, bridgedTS)
 	}
 	l := &Layers{Frames: 1, Cols: n, Boundaries: map[string][]float32{}}
 	for k, name := range BoundaryNames {
 		l.Boundaries[name] = make([]float32, n)
 		for i := range n {
-			l.Boundaries[name][i] = float32(10 + 6*k) // RNFL/GCL 6 rows (23 µm) under the ILM
+			l.Boundaries[name][i] = float32(10 + 6*k) // RNFL/GCL 6 rows (23.4 µm) under the ILM
 		}
 	}
-	a.vouch(v, l, l, a.evidence.reliable, all, make([]bool, n))
-	if a.Figures != nil {
-		t.Fatalf("the RNFL thickness reported (%+v) on RNFL/GCL reliable by its contrast in 40%% of the circle", a.Figures)
+	a := &Analysis{Pattern: Circle, Quality: Quality{Gradable: Gradable, SignalStrength: 9, GradableFraction: 1, Mask: all},
+		Figures: &RNFLMeasurements{GlobalUm: 23.4, Sectors: map[string]float64{}},
+		evidence: boundaryEvidence{supported: map[string][]bool{ILM: all, RNFLGCL: all},
+			reliable: map[string][]bool{ILM: all, RNFLGCL: sure}, bridged: bridged}}
+	for _, s := range RNFLSectors {
+		a.rnfl().Sectors[s] = 23.4
 	}
-	var why string
+	a.vouch(v, l, l, a.evidence.reliable, all, shadow)
+	if a.rnfl() == nil {
+		t.Fatalf("the RNFL thickness withheld on a clear circle: %+v", a.Withheld)
+	}
+	why := map[string]string{}
 	for _, w := range a.Withheld {
-		if w.Figure == FigureRNFLGlobal {
-			why = w.Reason
+		why[w.Figure] = w.Reason
+	}
+	want := unreliableReason(RNFLGCL, float64(clearTS)/float64(inTS), minOwnSectorShare, "of sector TS")
+	if got := why[FigureRNFLSector+"TS"]; got != want {
+		t.Errorf("sector TS withheld for %q, want %q (reported: %v)", got, want, a.rnfl().Sectors)
+	}
+	for _, s := range RNFLSectors {
+		if _, ok := a.rnfl().Sectors[s]; ok == (s == "TS") {
+			t.Errorf("sector %s reported %v, want %v", s, ok, s != "TS")
 		}
 	}
-	if !strings.Contains(why, "40%") {
-		t.Errorf("the RNFL global withheld for %q, want the 40%% its contrast holds", why)
+	if why[FigureRNFLGlobal] != "" {
+		t.Errorf("the RNFL global withheld: %q", why[FigureRNFLGlobal])
 	}
 }
