@@ -45,10 +45,10 @@ test: fmt-check vet workflowcheck deploy-check openapi-lint
 	@# allocates, which the race detector would inflate.
 	$(GO) test -count=1 -run 'Accuracy|PreScanPeak' ./imaging
 	@# The end-to-end tests (E2E) one package at a time, so nothing
-	@# starves their timing. The embedded servers log at length, so a failing test's lines are
-	@# said again at the end (the whole output is in .cache/e2e.log): the
-	@# last lines of a CI log name the test that failed, or, on a
-	@# timeout, the tests still running.
+	@# starves their timing. The embedded servers log at length, so a
+	@# failing test's lines are said again at the end (the whole output
+	@# is in .cache/e2e.log): the last lines of a CI log name the test
+	@# that failed, or, on a timeout, the tests still running.
 	@mkdir -p .cache
 	@echo '$(E2E)'
 	@bash -o pipefail -c '$(E2E) 2>&1 | tee .cache/e2e.log' || \
